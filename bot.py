@@ -676,9 +676,15 @@ def _find_duplicate(conn, rows, fact, vec):
     if vec is not None and rows and _vec_ready(conn):
         ids = {r["id"]: r for r in rows}
         for mid, sim in search_vector(conn, "memories_vec", rows[0]["user_id"], vec, limit=5):
-            if mid in ids and sim >= DUPLICATE_COSINE:
+            # close vectors, but 周三 vs 周四 is a different fact: numbers and names must match too
+            if mid in ids and sim >= DUPLICATE_COSINE and _specifics(ids[mid]["text"]) == _specifics(fact):
                 return ids[mid]
     return None
+
+
+def _specifics(text):
+    """The parts a near-duplicate may not change. Example: '我周三8点到' -> {'三', '8'}"""
+    return set(re.findall(r"[0-9]+|[a-z]+|[一二三四五六七八九十百千万零两]", text.lower()))
 
 
 def memory_remember(conn, ctx, fact, vec, *, update=False, importance=1, scope=None):
@@ -692,7 +698,7 @@ def memory_remember(conn, ctx, fact, vec, *, update=False, importance=1, scope=N
     with db_tx(conn):
         rows = memory_list(conn, ctx)
         numbers = {r["id"]: n for n, r in enumerate(rows, 1)}
-        dup = _find_duplicate(conn, [r for r in rows if r["type"] == mtype], fact, vec)
+        dup = _find_duplicate(conn, [r for r in rows if r["type"] == mtype], fact, None if update else vec)
         if dup is not None:
             conn.execute("UPDATE memories SET updated_at = ?, importance = max(importance, ?) WHERE id = ?",
                          (time.time(), importance, dup["id"]))

@@ -70,6 +70,7 @@ class FakeLLM:
         self.summary_script = []
         self.delay = 0.0
         self.summary_delay = 0.0
+        self.inflight = self.max_inflight = 0  # requests being answered at once
         self.lock = threading.Lock()
         llm = self
 
@@ -87,6 +88,15 @@ class FakeLLM:
                     is_summary = "此前" in body["messages"][0]["content"] and "笔记" in body["messages"][0]["content"]
                     queue_ = llm.summary_script if is_summary else llm.script
                     item = queue_.pop(0) if queue_ else None
+                    llm.inflight += 1
+                    llm.max_inflight = max(llm.max_inflight, llm.inflight)
+                try:
+                    self._answer(body, item, is_summary)
+                finally:
+                    with llm.lock:
+                        llm.inflight -= 1
+
+            def _answer(self, body, item, is_summary):
                 delay = llm.summary_delay if is_summary else llm.delay
                 if isinstance(item, str):
                     item = {"reply": item}

@@ -1,0 +1,189 @@
+"""The core path: OneBot v11 over the real aiocqhttp server, the LLM over real HTTP, storage."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import ROOT, NapCat, Runner, free_port, make_cfg
+import bot
+
+
+def test_private_message_gets_reply_with_proper_roles(runner, napcat, llm):
+    assert napcat.ask(111, "你好呀") == "echo:你好呀"
+    req = llm.requests[-1]
+    assert req["path"] == "/v1/chat/completions"
+    assert req["headers"]["Authorization"] == "Bearer sk-test-secret-key-123"
+    msgs = req["json"]["messages"]
+    assert msgs[0]["role"] == "system" and "小满" in msgs[0]["content"]
+    assert msgs[-1] == {"role": "user", "content": "你好呀"}
+    assert all("你好呀" not in m["content"] for m in msgs if m["role"] == "system")
+
+
+def test_history_goes_as_alternating_turns(runner, napcat, llm):
+    napcat.ask(111, "第一句")
+    napcat.ask(111, "第二句")
+    msgs = llm.requests[-1]["json"]["messages"]
+    turns = [m for m in msgs if m["role"] != "system"]
+    assert [m["role"] for m in turns] == ["user", "assistant", "user"]
+    assert [m["content"] for m in turns] == ["第一句", "echo:第一句", "第二句"]
+
+
+def test_group_answers_only_when_addressed(runner, napcat, llm):
+    napcat.event(222, "大家好", group_id=900)
+    assert napcat.nothing(1.0)
+    mid = napcat.event(222, " 今天吃什么", group_id=900, at_bot=True, nickname="阿强")
+    params = napcat.reply()
+    segs = params["message"]
+    assert params["group_id"] == 900
+    assert segs[0] == {"type": "reply", "data": {"id": str(mid)}}
+    assert segs[1] == {"type": "at", "data": {"qq": "222"}}
+    assert segs[-1]["data"]["text"] == "echo:阿强：今天吃什么"
+    # addressed by the character's name at the start
+    napcat.event(222, "小满，在吗", group_id=900, nickname="阿强")
+    assert napcat.reply_text().strip() == "echo:阿强：在吗"
+    # another member @-ed, not the bot
+    napcat.event(222, None, group_id=900, message=[{"type": "at", "data": {"qq": "333"}},
+                                                   {"type": "text", "data": {"text": "你好"}}])
+    assert napcat.nothing(1.0)
+
+
+def test_never_answers_itself(runner, napcat):
+    napcat.event(napcat.self_id, "自己发的消息")
+    assert napcat.nothing(1.0)
+
+
+@pytest.mark.parametrize("fmt", ["array", "string"])
+def test_both_message_formats(runner, napcat, fmt):
+    napcat.event(333, "格式测试 [方括号] & 符号", fmt=fmt)
+    assert napcat.reply_text() == "echo:格式测试 [方括号] & 符号"
+    napcat.event(333, "群里 @ 我", group_id=901, at_bot=True, fmt=fmt, nickname="小红")
+    assert napcat.reply_text().strip() == "echo:小红：群里 @ 我"
+
+
+def test_llm_reply_with_cq_code_is_sent_as_text(runner, napcat, llm):
+    llm.script.append("好的 [CQ:at,qq=all] 看过来 [CQ:image,file=http://x/y.jpg]")
+    napcat.event(444, "发个公告")
+    segs = napcat.reply()["message"]
+    assert segs == [{"type": "text", "data": {"text": "好的 [CQ:at,qq=all] 看过来 [CQ:image,file=http://x/y.jpg]"}}]
+
+
+def test_messages_stored_in_order_and_kept_after_restart(env, llm):
+    r = Runner(env)
+    c = NapCat(r.cfg.ONEBOT_PORT)
+    for text in ("我叫小王", "我在学吉他", "今天下雨了"):
+        c.ask(555, text)
+    c.close()
+    r.stop()
+    r2 = Runner(env)
+    try:
+        rows = r2.db(lambda conn: conn.execute("SELECT role, text FROM messages WHERE session = 'p:555' ORDER BY id").fetchall())
+        assert [(x[0], x[1]) for x in rows] == [("user", "我叫小王"), ("assistant", "echo:我叫小王"),
+                                               ("user", "我在学吉他"), ("assistant", "echo:我在学吉他"),
+                                               ("user", "今天下雨了"), ("assistant", "echo:今天下雨了")]
+        c2 = NapCat(r2.cfg.ONEBOT_PORT)
+        c2.ask(555, "还记得吗")
+        turns = [m["content"] for m in llm.requests[-1]["json"]["messages"] if m["role"] != "system"]
+        assert "今天下雨了" in turns and "echo:我在学吉他" in turns
+        c2.close()
+    finally:
+        r2.stop()
+
+
+def test_one_session_is_answered_in_order(runner, napcat, llm):
+    llm.delay = 0.3
+    for i in range(4):
+        napcat.event(666, f"第{i}条")
+    got = [napcat.reply_text() for _ in range(4)]
+    assert got == [f"echo:第{i}条" for i in range(4)]
+
+
+def test_different_users_are_served_concurrently(runner, llm, napcat):
+    llm.delay = 1.0
+    for u in range(10):
+        napcat.event(7000 + u, f"并发{u}")
+    got = sorted(napcat.reply_text(timeout=20) for _ in range(10))
+    assert got == sorted(f"echo:并发{u}" for u in range(10))
+    # the ten 1-second calls overlapped instead of queueing behind each other
+    assert len(llm.requests) == 10 and llm.max_inflight >= 8
+
+
+def test_blank_database_gets_exact_schema(tmp_path):
+    conn = bot.db_connect(tmp_path / "x.db")
+    names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'trigger') "
+                                        "AND name NOT LIKE '%\\_%\\_%' ESCAPE '\\' OR name LIKE '%\\_fts' ESCAPE '\\' "
+                                        "OR name LIKE '%\\_vec' ESCAPE '\\'")}
+    for expected in ("sessions", "messages", "memories", "memory_history", "summaries", "usage", "meta",
+                     "messages_fts", "memories_fts", "summaries_fts", "memories_vec", "summaries_vec"):
+        assert expected in names
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == bot.SCHEMA_VERSION
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_newer_database_is_refused(tmp_path):
+    path = tmp_path / "new.db"
+    bot.db_connect(path).execute("PRAGMA user_version = 99")
+    with pytest.raises(bot.StorageError, match="newer than this bot.py.*Fix:"):
+        bot.db_connect(path)
+
+
+def test_foreign_sqlite_file_is_refused(tmp_path):
+    import sqlite3
+    path = tmp_path / "other.db"
+    sqlite3.connect(path).execute("CREATE TABLE t (x)")
+    with pytest.raises(bot.StorageError, match="not Mnemo's"):
+        bot.db_connect(path)
+
+
+def _run(args, env, timeout=60, stdin=None):
+    full = {k: v for k, v in os.environ.items() if not k.startswith(bot.CONFIG_PREFIXES)}
+    full.update(env)
+    return subprocess.run([sys.executable, str(ROOT / "bot.py")] + args, env=full, cwd=env.get("CWD", ROOT),
+                          capture_output=True, text=True, timeout=timeout, input=stdin)
+
+
+def test_terminal_chat_uses_the_same_pipeline(env, llm):
+    env = dict(env, EMBED_MODEL="off")
+    p = _run(["chat", "--user", "9"], env, stdin="你好\n记住，我喜欢爬山\n你记得我什么\n")
+    assert p.returncode == 0, p.stderr
+    assert "小满: echo:你好" in p.stdout
+    assert "好的，我记住了：用户喜欢爬山" in p.stdout
+    assert "1. 用户喜欢爬山" in p.stdout
+    assert "vector search is off" in p.stdout
+
+
+@pytest.mark.parametrize("key,value,expect", [
+    ("LLM_BASE_URL", "api.deepseek.com", "LLM_BASE_URL must start with http"),
+    ("ONEBOT_PORT", "99999", "ONEBOT_PORT must be 1-65535"),
+    ("LLM_TIMEOUT", "soon", "LLM_TIMEOUT must be a number"),
+    ("BOT_SUPERUSERS", "alice", "BOT_SUPERUSERS takes QQ numbers"),
+])
+def test_bad_setting_gives_one_error_line(env, key, value, expect):
+    p = _run([], dict(env, **{key: value}), timeout=30)
+    assert p.returncode == 1
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: " + expect) and "Fix:" in lines[0], p.stderr
+    assert "Traceback" not in p.stderr + p.stdout
+
+
+def test_dotenv_then_environment(tmp_path):
+    envfile = tmp_path / ".env"
+    envfile.write_text("# comment\nLLM_MODEL=qwen-plus\nLLM_TIMEOUT = 30 # seconds\nBOT_DB=\"/tmp/a b.db\"\n"
+                       "LLM_MODLE=typo\n", encoding="utf-8")
+    cfg = bot.config_load(environ={"LLM_TIMEOUT": "12"}, dotenv=envfile)
+    assert cfg.LLM_MODEL == "qwen-plus" and cfg.LLM_TIMEOUT == 12.0 and cfg.BOT_DB == "/tmp/a b.db"
+    assert any("LLM_MODLE" in w and "LLM_MODEL" in w for w in cfg.warnings)
+    shown = bot.config_describe(bot.config_load(environ={"LLM_API_KEY": "sk-abcdef"}, dotenv=envfile))
+    assert "sk-abcdef" not in shown and "LLM_API_KEY = set, 9 characters" in shown
+
+
+def test_port_in_use_is_a_clear_error(env):
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(1)
+        p = _run([], dict(env, ONEBOT_PORT=str(s.getsockname()[1]), EMBED_MODEL="off"), timeout=30)
+    assert p.returncode == 1 and p.stderr.startswith("Error: can't listen on 127.0.0.1:") and "Fix:" in p.stderr
