@@ -1,0 +1,200 @@
+"""Conversation summaries: when they run, what they hold, and how prompts use them."""
+
+import time
+
+import pytest
+
+from conftest import NapCat, Runner
+import bot
+
+TOPIC_A = ["我最近在学做红烧肉", "红烧肉要先焯水吗", "冰糖炒糖色容易糊怎么办", "红烧肉炖多久比较软烂",
+           "我用的是五花肉", "酱油放老抽还是生抽", "要不要加八角桂皮", "收汁的时候要大火吗",
+           "我家锅是铸铁锅", "红烧肉配什么菜好"]
+
+
+def summaries(runner, session):
+    return runner.db(lambda c: [dict(r) for r in c.execute(
+        "SELECT * FROM summaries WHERE session = ? ORDER BY id", (session,))])
+
+
+def wait_for(fn, timeout=10):
+    end = time.time() + timeout
+    while time.time() < end:
+        value = fn()
+        if value:
+            return value
+        time.sleep(0.1)
+    return fn()
+
+
+@pytest.fixture
+def env3(env):
+    return dict(env, SUMMARY_EVERY="3")
+
+
+def test_summary_every_n_turns(env3, llm):
+    r = Runner(env3)
+    try:
+        c = NapCat(r.cfg.ONEBOT_PORT)
+        for t in TOPIC_A[:4]:
+            c.ask(10, t)
+        rows = wait_for(lambda: summaries(r, "p:10"))
+        assert len(rows) == 1 and rows[0]["method"] == "llm" and rows[0]["text"].startswith("此前")
+        covered = r.db(lambda conn: [x[0] for x in conn.execute(
+            "SELECT text FROM messages WHERE id BETWEEN ? AND ? ORDER BY id", (rows[0]["first_msg"], rows[0]["last_msg"]))])
+        assert covered == [TOPIC_A[0], "echo:" + TOPIC_A[0], TOPIC_A[1], "echo:" + TOPIC_A[1], TOPIC_A[2], "echo:" + TOPIC_A[2]]
+        prompt = [x for x in llm.requests if "笔记" in x["json"]["messages"][0]["content"]][0]["json"]["messages"]
+        assert prompt[0]["role"] == "system" and "以小满的视角" in prompt[0]["content"]
+        assert "红烧肉要先焯水吗" in prompt[1]["content"] and prompt[1]["role"] == "user"
+        # the next reply's prompt carries the summary as the latest one
+        c.ask(10, "好的谢谢")
+        ctx = [m["content"] for m in llm.chat_requests()[-1]["json"]["messages"] if m["role"] == "system"]
+        assert any("【此前】" in x and rows[0]["text"] in x for x in ctx)
+        c.close()
+    finally:
+        r.stop()
+
+
+def test_topic_shift_closes_the_window_early(runner, napcat):
+    for t in TOPIC_A[:6]:
+        napcat.ask(11, t)
+    assert summaries(runner, "p:11") == []  # SUMMARY_EVERY is 10
+    shift_id = None
+    napcat.ask(11, "明天去机场的航班延误险怎么买")
+    rows = wait_for(lambda: summaries(runner, "p:11"))
+    assert len(rows) == 1
+    last_user = runner.db(lambda c: c.execute("SELECT max(id) FROM messages WHERE session = 'p:11' AND text = ?",
+                                              ("明天去机场的航班延误险怎么买",)).fetchone()[0])
+    assert rows[0]["last_msg"] < last_user  # the window ends before the new topic
+
+
+def test_small_talk_is_not_summarised(env3, llm):
+    r = Runner(env3)
+    try:
+        c = NapCat(r.cfg.ONEBOT_PORT)
+        for t in ["哈哈", "好的", "嗯嗯", "在吗", "哈哈哈", "晚安"]:
+            c.ask(12, t)
+        pointer = wait_for(lambda: r.db(lambda conn: conn.execute(
+            "SELECT summarised_upto FROM sessions WHERE session = 'p:12'").fetchone()[0]))
+        assert pointer > 0 and summaries(r, "p:12") == []
+        assert not [x for x in llm.requests if "笔记" in x["json"]["messages"][0]["content"]]
+        c.close()
+    finally:
+        r.stop()
+
+
+def test_slow_summary_does_not_delay_the_reply(env3, llm):
+    llm.summary_delay = 3.0
+    r = Runner(env3)
+    try:
+        c = NapCat(r.cfg.ONEBOT_PORT)
+        for t in TOPIC_A[:4]:
+            c.ask(13, t)  # the 4th turn starts a summary that takes 3 s
+        t0 = time.time()
+        assert c.ask(13, "红烧肉可以放冰箱几天") == "echo:红烧肉可以放冰箱几天"
+        assert time.time() - t0 < 2.0
+        assert summaries(r, "p:13") == []  # still being written
+        assert wait_for(lambda: summaries(r, "p:13"), timeout=8)
+        c.close()
+    finally:
+        r.stop()
+
+
+def test_llm_failure_falls_back_to_extractive(env3, llm):
+    llm.summary_script = [{"status": 500}] * 3
+    r = Runner(env3)
+    try:
+        c = NapCat(r.cfg.ONEBOT_PORT)
+        for t in TOPIC_A[:4]:
+            c.ask(14, t)
+        rows = wait_for(lambda: summaries(r, "p:14"))
+        assert rows[0]["method"] == "extractive" and rows[0]["text"].startswith("此前，")
+        assert "红烧肉" in rows[0]["text"]
+        c.close()
+    finally:
+        r.stop()
+
+
+def test_restart_resumes_at_the_right_turn(env3, llm):
+    r = Runner(env3)
+    c = NapCat(r.cfg.ONEBOT_PORT)
+    for t in TOPIC_A[:4]:
+        c.ask(15, t)
+    first = wait_for(lambda: summaries(r, "p:15"))[0]
+    c.close()
+    r.stop()
+    r = Runner(env3)
+    try:
+        c = NapCat(r.cfg.ONEBOT_PORT)
+        for t in TOPIC_A[4:7]:
+            c.ask(15, t)
+        rows = wait_for(lambda: len(summaries(r, "p:15")) == 2 and summaries(r, "p:15"))
+        assert rows[1]["first_msg"] == first["last_msg"] + 1  # nothing repeated, nothing skipped
+        c.close()
+    finally:
+        r.stop()
+
+
+def test_rollup_keeps_originals_searchable(env, llm):
+    r = Runner(dict(env, SUMMARY_EVERY="2", SUMMARY_ROLLUP="4"))
+    try:
+        c = NapCat(r.cfg.ONEBOT_PORT)
+        for t in TOPIC_A:
+            c.ask(16, t)
+        rows = wait_for(lambda: [x for x in summaries(r, "p:16") if x["level"] == 1])
+        assert rows
+        rolled = [x for x in summaries(r, "p:16") if x["rolled_into"] == rows[0]["id"]]
+        assert len(rolled) >= 2 and rows[0]["first_msg"] == rolled[0]["first_msg"]
+        n = r.db(lambda conn: conn.execute("SELECT count(*) FROM summaries_fts WHERE rowid = ?", (rolled[0]["id"],)).fetchone()[0])
+        assert n == 1
+        c.close()
+    finally:
+        r.stop()
+
+
+def test_extractive_summary_keeps_content_sentences():
+    turns = [("小王", "哈哈好的。"), ("小王", "我下周三要去杭州参加表哥的婚礼。"), ("小满", "好的，祝你玩得开心！"),
+             ("小王", "婚礼在西湖边的酒店。"), ("小王", "嗯嗯"), ("小满", "记得带伴手礼。"), ("小王", "杭州的婚礼要随多少礼金？")]
+    text, kept = bot.summary_extractive(turns, max_sentences=3)
+    assert text.startswith("此前，") and "杭州" in text and "嗯嗯" not in text and "哈哈好的" not in text
+    assert 1 in kept and len(kept) <= 3
+
+
+def test_prompt_stays_flat_as_the_chat_grows(tmp_path, model_path):
+    emb = bot.Embedder(model_path)
+    conn = bot.db_connect(tmp_path / "p.db")
+    bot.db_vec_prepare(conn, emb.name, emb.dim)
+    card = bot.character_parse(open(bot.HERE / "characters.json", encoding="utf-8").read())["cards"]["assistant"]
+    cfg = bot.config_load(environ={}, dotenv="/nonexistent")
+    sizes = {}
+    n = 0
+    for turn in range(1, 1001):
+        for role, text in (("user", f"第{turn}轮：" + TOPIC_A[turn % 10] * 3), ("assistant", "好的，" + TOPIC_A[(turn + 3) % 10] * 4)):
+            n = conn.execute("INSERT INTO messages (session, user_id, speaker, role, character_id, text, created_at) "
+                             "VALUES ('p:1', '1', 'u', ?, 'assistant', ?, 0)", (role, text)).lastrowid
+        if turn % 10 == 0:
+            bot.summary_store(conn, "p:1", "assistant", [{"id": n - 19}, {"id": n}], "此前，" + TOPIC_A[turn % 7] * 5,
+                              "llm", emb.encode(["x"])[0])
+        if turn in (10, 100, 1000):
+            ctx = bot.Ctx(user_id="1", session="p:1", character_id="assistant", message_id=n + 1)
+            parts = bot.prompt_context(conn, ctx, card, "红烧肉怎么做", emb.encode(["红烧肉怎么做"])[0], cfg)
+            _, used = bot.prompt_assemble(card, ctx, "红烧肉怎么做", parts, cfg.PROMPT_BUDGET)
+            sizes[turn] = used
+    assert all(v <= cfg.PROMPT_BUDGET for v in sizes.values())
+    assert sizes[1000] <= sizes[100] * 1.2
+
+
+def test_experience_from_turn_2_comes_back_at_turn_60(runner, napcat, llm):
+    napcat.ask(17, "今天好累啊")
+    napcat.ask(17, "我下周三要去杭州参加表哥的婚礼")
+    filler = ["推荐一部科幻电影", "怎么学好英语口语", "猫为什么喜欢纸箱", "周末适合去哪里爬山", "咖啡喝多了会失眠吗",
+              "怎么挑选西瓜", "跑步膝盖疼怎么办", "手机电池怎么保养", "如何做番茄炒蛋", "推荐几本历史书",
+              "宇宙有多大", "怎么养多肉植物"]
+    for i in range(57):
+        napcat.ask(17, filler[i % len(filler)] + f"（{i}）")
+    wait_for(lambda: not runner.app.summary_tasks.get("p:17") or runner.app.summary_tasks["p:17"].done())
+    napcat.ask(17, "我之前说下周三要去参加谁的婚礼来着？")
+    prompt = "\n".join(m["content"] for m in llm.chat_requests()[-1]["json"]["messages"])
+    assert "杭州" in prompt and "表哥" in prompt
+    recent = [m["content"] for m in llm.chat_requests()[-1]["json"]["messages"] if m["role"] != "system"]
+    assert not any("杭州" in x for x in recent)  # it came from memory, not from the raw window
