@@ -90,7 +90,7 @@ DEFAULTS = {
     "BOT_LOG_LEVEL": "INFO",  # DEBUG shows prompts and LLM traffic
     "EMBED_MODEL": "minishlab/potion-multilingual-128M",  # model2vec model: Hugging Face id or local folder; 'off' = keyword search only
     "MEMORY_TOP_K": 5,  # most memories put in one prompt
-    "MEMORY_MIN_SIMILARITY": 0.55,  # cosine below which a memory without a keyword match is left out
+    "MEMORY_MIN_SIMILARITY": 0.0,  # cosine below which a memory without a keyword match is left out; 0 = fit to the model at start
     "SUMMARY_EVERY": 10,  # summarise after this many user turns (and at once on a topic shift)
     "SUMMARY_TOPIC_SHIFT": 0.25,  # cosine to the recent window under which a message counts as a new topic
     "SUMMARY_ROLLUP": 8,  # when a chat has this many summaries, fold the oldest half into one
@@ -446,7 +446,22 @@ def embed_load(name):
             path = snapshot_download(name)  # honours HF_ENDPOINT (e.g. https://hf-mirror.com)
     model = StaticModel.from_pretrained(str(path), force_download=False, quantize_to="int8")
     _MODEL_CACHE[name] = model
+    _release_memory()  # loading parses a large tokenizer.json: hand the transient peak back to the OS
     return model
+
+
+def _release_memory():
+    import gc
+    gc.collect()
+    with contextlib.suppress(OSError, AttributeError):
+        import ctypes
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+
+
+#: Unrelated sentences: how similar the model finds them sets the relevance floor.
+CALIBRATION = ["今天天气很好", "我喜欢吃苹果", "明天要开会", "这本书很有意思", "他在医院工作", "周末去爬山吧", "我的电脑坏了",
+               "猫在睡觉", "火车晚点了", "这道题怎么做", "我想学游泳", "超市几点关门", "妈妈做的红烧肉", "下雨记得带伞",
+               "股票又跌了", "孩子开始上小学", "新买的耳机音质不错", "公司楼下新开了咖啡店", "晚上失眠睡不着", "我对花粉过敏"]
 
 
 class Embedder:
@@ -456,13 +471,18 @@ class Embedder:
         self.name = name
         self.model = None
         self.dim = 0
+        self.floor = 1.0  # cosine a memory needs to count as relevant without a keyword match
         self.error = None
         if not name or name.lower() in ("off", "none", "0"):
             self.error = "EMBED_MODEL is off"
             return
         try:
             self.model = embed_load(name)
-            self.dim = int(self.model.encode(["测试"]).shape[1])
+            vecs = self.encode(CALIBRATION)
+            self.dim = vecs.shape[1]
+            sims = (vecs @ vecs.T)[np.triu_indices(len(CALIBRATION), 1)]
+            # unrelated pairs' mean + 1 sd: models differ a lot in how close "unrelated" is
+            self.floor = round(float(sims.mean() + sims.std()), 3)
         except Exception as e:
             self.error = f"{type(e).__name__}: {e}"[:300]
 
@@ -530,8 +550,8 @@ def search_fuse(keyword, vector, min_similarity, strong_keyword):
 
 
 def _strong_match(query_tokens, text):
-    """True when text shares a bigram or a Latin word with the query (not only single characters)."""
-    tokens = set(text_tokens(text))
+    """True when text shares a content word with the query (not only single characters or 怎么-like words)."""
+    tokens = text_content_words(text)
     return any(t in tokens for t in query_tokens if len(t) > 1)
 
 
@@ -824,7 +844,7 @@ def memory_undo(conn, ctx, embed):
         cols = [c for c in old if c != "id"]
         conn.execute(f"INSERT INTO memories (id, {', '.join(cols)}) VALUES (?, {', '.join('?' * len(cols))})",
                      [old["id"]] + [old[c] for c in cols])
-        vec = embed(old["canonical"])
+        vec = embed(old["text"])
         if vec is not None:
             search_vec_put(conn, "memories_vec", old["id"], old["user_id"], vec)
         if h["action"] == "update":
@@ -1106,8 +1126,9 @@ def character_parse(text, source="characters.json"):
         cards[card["id"]] = card
         order.append(card["id"])
     default = data.get("default", order[0])
-    if default not in cards:
-        raise CharacterError(f"default {default!r} is not the id of any character. Fix: set \"default\" to one of {', '.join(order)}")
+    if not isinstance(default, str) or default not in cards:
+        raise CharacterError(f"default {json.dumps(default, ensure_ascii=False)} is not the id of any character. "
+                             f"Fix: set \"default\" to one of {', '.join(order)}")
     return {"default": default, "order": order, "cards": cards}
 
 
@@ -1414,6 +1435,9 @@ class App:
         if lock:
             self.db.lock()
         self.embedder = Embedder(cfg.EMBED_MODEL)
+        if not cfg.MEMORY_MIN_SIMILARITY:
+            cfg.MEMORY_MIN_SIMILARITY = self.embedder.floor
+        self.lore_version = 0  # the characters.version whose lore is in the database
         self.stats = collections.Counter()
         self.locks = collections.defaultdict(asyncio.Lock)  # one reply at a time per chat
         self.pending = collections.Counter()  # messages waiting per chat
@@ -1433,7 +1457,6 @@ class App:
         """Connects what needs the event loop; fills in missing vectors when a model is loaded."""
         self.http = httpx.AsyncClient(limits=httpx.Limits(max_connections=self.cfg.LLM_CONCURRENCY + 4))
         self.llm_slots = asyncio.Semaphore(max(1, self.cfg.LLM_CONCURRENCY))
-        await self.db.run(character_lore_sync, self.characters.get()["cards"], write=True)
         if self.embedder.model is not None:
             n = await self.db.run(_vec_backfill, self, write=True)
             if n:
@@ -1475,8 +1498,8 @@ def _vec_backfill(conn, app):
     """Embeds memories and summaries stored while no model was loaded (or under another model)."""
     db_vec_prepare(conn, app.embedder.name, app.embedder.dim)
     n = 0
-    for table, src, owner_sql in (("memories_vec", "SELECT id, canonical, user_id FROM memories WHERE type != 'lore'", None),
-                                  ("summaries_vec", "SELECT id, text, session || '/' || character_id FROM summaries", None)):
+    for table, src in (("memories_vec", "SELECT id, text, user_id FROM memories WHERE type != 'lore'"),
+                       ("summaries_vec", "SELECT id, text, session || '/' || character_id FROM summaries")):
         have = {r[0] for r in conn.execute(f"SELECT {VEC_TABLES[table]} FROM {table}")}
         todo = [r for r in conn.execute(src) if r[0] not in have]
         for i in range(0, len(todo), 512):
@@ -1489,9 +1512,12 @@ def _vec_backfill(conn, app):
     return n
 
 
-def _store_message(conn, app, ctx, role, text, onebot_id=None, tokens=0):
-    """Stores one turn (and counts LLM use); returns its id and the chat's card."""
+def _store_message(conn, app, ctx, role, text, onebot_id=None):
+    """Stores one turn; returns its id and the chat's card."""
     card = app.card_for(conn, ctx.session)
+    if app.lore_version != app.characters.version:  # the cards changed: their books too, maybe
+        character_lore_sync(conn, app.characters.get()["cards"])
+        app.lore_version = app.characters.version
     if role == "user":
         ctx.character_id = card["id"]
     with db_tx(conn):
@@ -1502,10 +1528,6 @@ def _store_message(conn, app, ctx, role, text, onebot_id=None, tokens=0):
                            (ctx.session, ctx.user_id if role == "user" else "", ctx.speaker if role == "user" else card["name"],
                             role, ctx.character_id, text, str(onebot_id) if onebot_id is not None else None,
                             time.time())).lastrowid
-        if tokens:
-            conn.execute("INSERT INTO usage (day, user_id, calls, tokens) VALUES (?, ?, 1, ?) ON CONFLICT (day, user_id) "
-                         "DO UPDATE SET calls = calls + 1, tokens = tokens + excluded.tokens",
-                         (time.strftime("%Y-%m-%d"), ctx.user_id, tokens))
     return mid, card
 
 
@@ -1533,7 +1555,7 @@ async def app_handle(app, ctx, text, onebot_id=None):
             app.locks.pop(ctx.session, None)
     if reply is None:
         return None
-    await app.db.run(_store_message, app, ctx, "assistant", reply, None, 0, write=True)
+    await app.db.run(_store_message, app, ctx, "assistant", reply, write=True)
     summary_kick(app, ctx.session)
     return reply
 
@@ -1854,8 +1876,16 @@ async def onebot_send(bot, event, text):
 def onebot_create(app):
     """The aiocqhttp bot with Mnemo's handlers."""
     from aiocqhttp import CQHttp, Message
-    bot = CQHttp(message_class=Message, access_token=app.cfg.ONEBOT_ACCESS_TOKEN or None,
-                 api_timeout_sec=30)
+    from quart import websocket
+
+    class Bot(CQHttp):
+        def _remove_wsr_api_client(self):
+            # aiocqhttp drops the API client by QQ number alone: when NapCat's old connection closes
+            # after its new one came up, that would unregister the live one
+            if self._wsr_api_clients.get(websocket.headers["X-Self-ID"]) is websocket._get_current_object():
+                super()._remove_wsr_api_client()
+
+    bot = Bot(message_class=Message, access_token=app.cfg.ONEBOT_ACCESS_TOKEN or None, api_timeout_sec=30)
     bot.logger.setLevel(logging.WARNING)
 
     @bot.on_message
@@ -1893,7 +1923,7 @@ async def onebot_on_message(app, bot, event):
         session, speaker = f"p:{user_id}", sender.get("nickname") or user_id
     else:
         return
-    ctx = Ctx(user_id=user_id, session=session, character_id="", speaker=str(speaker)[:40], group_id=group_id,
+    ctx = Ctx(user_id=user_id, session=session, character_id="", speaker=text_clean(str(speaker))[:40], group_id=group_id,
               superuser=user_id in app.cfg.superusers)
     reply = await app_handle(app, ctx, text, onebot_id=event.message_id)
     if reply is None:
@@ -2053,11 +2083,12 @@ def memory_import_rows(conn, embedder, lines, batch=1000):
     with db_tx(conn):
         for i in range(0, len(rows), batch):
             part = rows[i:i + batch]
-            texts = [text_clean(o.get("canonical") or memory_canonical(o["text"]), 2000) for o in part]
+            texts = [text_clean(o["text"], 2000) for o in part]
             vecs = embedder.encode(texts) if embedder.model is not None else [None] * len(part)
-            for o, canon, vec in zip(part, texts, vecs):
-                attribute, value, _ = memory_attribute(o["text"])
-                memory_insert(conn, vec, user_id=str(o["user_id"]), text=text_clean(o["text"], 2000), canonical=canon,
+            for o, text, vec in zip(part, texts, vecs):
+                attribute, value, _ = memory_attribute(text)
+                memory_insert(conn, vec, user_id=str(o["user_id"]), text=text,
+                              canonical=text_clean(o.get("canonical") or memory_canonical(text), 2000),
                               type=o.get("type") or "user_fact", character_id=o.get("character_id"),
                               scope=o.get("scope") or "private", importance=int(o.get("importance") or 1),
                               attribute=o.get("attribute", attribute), value=o.get("value", value),
@@ -2209,6 +2240,491 @@ def cli_doctor(cfg):
         return f"{cfg.LLM_BASE_URL} ({cfg.LLM_MODEL}) answered: {text[:30]!r}"
     check("LLM endpoint", llm)
     return failures
+
+
+# bench: measured, never asserted ###########################################
+
+#: Synthetic memories for the speed figures: templates and what fills them.
+_BENCH_TEMPLATES = ["我住在{city}{area}", "我喜欢吃{food}", "我不吃{food}", "我对{allergen}过敏", "我养了一只叫{name}的{pet}",
+                    "我在{city}的{company}做{job}", "我的生日是{m}月{d}日", "我每周{w}去{place}{act}", "我女儿叫{name}",
+                    "我在学{lang}，准备考试", "我最喜欢的歌手是{singer}", "我下个月要去{city}出差", "我每天早上{act}"]
+_BENCH_FILL = {"city": "北京 上海 广州 深圳 成都 杭州 武汉 西安 南京 重庆 苏州 长沙".split(),
+               "area": "朝阳区 海淀区 浦东 天河 高新区 西湖边 江汉路 雁塔 鼓楼".split(),
+               "food": "香菜 榴莲 火锅 寿司 花生 辣椒 芒果 羊肉 海鲜 豆腐 螺蛳粉 臭豆腐".split(),
+               "allergen": "花生 青霉素 猫毛 花粉 海鲜 芒果 尘螨 牛奶".split(),
+               "name": "年糕 可乐 豆豆 朵朵 小白 旺财 米粒 团子 奶茶".split(), "pet": "猫 柯基 金毛 仓鼠 鹦鹉 兔子".split(),
+               "company": "游戏公司 银行 医院 学校 外企 创业公司 设计院".split(),
+               "job": "后端开发 产品经理 护士 老师 会计 设计师 销售".split(), "m": [str(i) for i in range(1, 13)],
+               "d": [str(i) for i in range(1, 29)], "w": "一 二 三 四 五 六 日".split(),
+               "place": "健身房 游泳馆 图书馆 公园 球场".split(), "act": "跑步 打羽毛球 游泳 看书 练瑜伽 写代码".split(),
+               "lang": "日语 英语 法语 Python 钢琴 德语".split(), "singer": "周杰伦 陈奕迅 Taylor Swift 王菲 五月天".split()}
+_BENCH_QUERIES = ["{city}今天天气怎么样", "推荐几家{food}好吃的店", "{pet}最近不爱吃饭怎么办", "周{w}有什么安排",
+                  "{lang}怎么学比较快", "{allergen}过敏要注意什么", "生日那天想吃{food}", "{singer}出新歌了吗"]
+
+
+def _bench_texts(rng, n, templates=_BENCH_TEMPLATES):
+    return [rng.choice(templates).format(**{k: rng.choice(v) for k, v in _BENCH_FILL.items()}) for _ in range(n)]
+
+
+def _pct(values, p):
+    values = sorted(values)
+    return values[min(len(values) - 1, int(round(p / 100 * (len(values) - 1))))] if values else float("nan")
+
+
+def _rss_mb(pid="self"):
+    with contextlib.suppress(OSError):
+        for line in open(f"/proc/{pid}/status"):
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def bench_search(embedder, tmpdir, quick=False):
+    """Search latency (query embedding included) and import rate at 1k / 10k / 100k memories."""
+    rng = random.Random(7)
+    out = []
+    sizes = [(1_000, 100), (10_000, 100), (10_000, 1_000), (100_000, 100), (100_000, 1_000)]
+    if quick:
+        sizes = sizes[:3]
+    for total, per_user in sizes:
+        path = Path(tmpdir) / f"bench-{total}-{per_user}.db"
+        conn = db_connect(path)
+        if embedder.model is not None:
+            db_vec_prepare(conn, embedder.name, embedder.dim)
+        users = total // per_user
+        lines = [json.dumps({"user_id": str(10_000 + i // per_user), "text": t}, ensure_ascii=False)
+                 for i, t in enumerate(_bench_texts(rng, total))]
+        t0 = time.perf_counter()
+        memory_import_rows(conn, embedder, lines)
+        rate = total / (time.perf_counter() - t0)
+        times = []
+        for _ in range(300):
+            ctx = Ctx(user_id=str(10_000 + rng.randrange(users)), session="p:x", character_id="assistant")
+            q = rng.choice(_BENCH_QUERIES).format(**{k: rng.choice(v) for k, v in _BENCH_FILL.items()})
+            t1 = time.perf_counter()
+            vec = embedder.encode([q])[0] if embedder.model is not None else None
+            memory_search(conn, ctx, q, vec, limit=5, min_similarity=embedder.floor, touch=False)
+            times.append((time.perf_counter() - t1) * 1000)
+        out.append({"memories": total, "per_user": per_user, "users": users, "search_p50_ms": round(_pct(times, 50), 2),
+                    "search_p95_ms": round(_pct(times, 95), 2), "import_per_s": round(rate)})
+        conn.close()
+        for p in path.parent.glob(path.name + "*"):
+            p.unlink()
+    return out
+
+
+def bench_recall(embedder, path, k=5):
+    """recall@k of BM25 alone, vectors alone and the hybrid on the Chinese evaluation set."""
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    conn = db_connect(":memory:")
+    if embedder.model is not None:
+        db_vec_prepare(conn, embedder.name, embedder.dim)
+    ids = {}
+    with db_tx(conn):
+        for u in data["users"]:
+            vecs = embedder.encode(u["memories"]) if embedder.model is not None else [None] * len(u["memories"])
+            for i, (text, vec) in enumerate(zip(u["memories"], vecs)):
+                ids[(u["user_id"], i)] = memory_insert(conn, vec, user_id=u["user_id"], text=text, history=False)
+    hits = collections.defaultdict(lambda: collections.Counter())
+    admitted = []  # memories the floor lets through for a message that needs none of them
+    users = [u["user_id"] for u in data["users"]]
+    for n, q in enumerate(data["queries"]):
+        gold = ids[(q["user_id"], q["answer"])]
+        vec = embedder.encode([q["query"]])[0] if embedder.model is not None else None
+        ctx = Ctx(user_id=q["user_id"], session=f"p:{q['user_id']}", character_id="assistant")
+        found = {"bm25": [i for i, _ in search_keyword(conn, "memories_fts", q["user_id"], q["query"], k)],
+                 "vector": [i for i, _ in search_vector(conn, "memories_vec", q["user_id"], vec, k)] if vec is not None else [],
+                 "hybrid": [r["id"] for r in memory_search(conn, ctx, q["query"], vec, limit=k, min_similarity=-1.0, touch=False)],
+                 "hybrid+floor": [r["id"] for r in memory_search(conn, ctx, q["query"], vec, limit=k,
+                                                                 min_similarity=embedder.floor, touch=False)]}
+        for method, got in found.items():
+            for kind in (q["kind"], "all"):
+                hits[(method, kind)]["n"] += 1
+                hits[(method, kind)]["hit"] += gold in got[:k]
+        # the same message asked of another user, whose memories it has nothing to do with
+        other = users[(users.index(q["user_id"]) + 1 + n % (len(users) - 1)) % len(users)]
+        octx = Ctx(user_id=other, session=f"p:{other}", character_id="assistant")
+        admitted.append(len(memory_search(conn, octx, q["query"], vec, limit=k, min_similarity=embedder.floor, touch=False)))
+    kinds = sorted({q["kind"] for q in data["queries"]}) + ["all"]
+    return {m: {kind: round(hits[(m, kind)]["hit"] / max(1, hits[(m, kind)]["n"]), 3) for kind in kinds}
+            for m in ("bm25", "vector", "hybrid", "hybrid+floor")} | {
+        "queries": {kind: hits[("bm25", kind)]["n"] for kind in kinds}, "floor": embedder.floor,
+        "unrelated_admitted_per_message": round(statistics.mean(admitted), 2)}
+
+
+def bench_ooc(path, characters):
+    """Precision and recall of the out-of-character rule check on the labelled replies."""
+    cards = character_parse(Path(characters).read_text(encoding="utf-8"))["cards"]
+    tp = fp = fn = tn = 0
+    for line in Path(path).read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            continue
+        row = json.loads(line)
+        flagged = character_ooc(cards[row["character"]], row["reply"], cards) is not None
+        tp += flagged and row["ooc"]
+        fp += flagged and not row["ooc"]
+        fn += not flagged and row["ooc"]
+        tn += not flagged and not row["ooc"]
+    return {"replies": tp + fp + fn + tn, "precision": round(tp / max(1, tp + fp), 3), "recall": round(tp / max(1, tp + fn), 3),
+            "tp": tp, "fp": fp, "fn": fn, "tn": tn}
+
+
+def _replay(conn, embedder, session, turns, every):
+    """Stores turns [(speaker, role, text, tag)] and summarises them as the bot does (extractive):
+    returns {summary id: tags of the turns whose sentences it kept}."""
+    kept = {}
+    window = []
+    for speaker, role, text, tag in turns:
+        mid = conn.execute("INSERT INTO messages (session, user_id, speaker, role, character_id, text, onebot_id, created_at)"
+                           " VALUES (?, '1', ?, ?, 'assistant', ?, ?, 0)", (session, speaker, role, text, tag)).lastrowid
+        window.append({"id": mid, "speaker": speaker, "text": text, "tag": tag, "role": role})
+        if sum(w["role"] == "user" for w in window) >= every and role == "assistant" or len(window) >= 2 * every:
+            text_, idx = summary_extractive([(w["speaker"], w["text"]) for w in window])
+            vec = embedder.encode([text_])[0] if embedder.model is not None else None
+            sid = summary_store(conn, session, "assistant", window, text_, "extractive", vec)
+            kept[sid] = [window[i]["tag"] for i in idx]
+            window = []
+    return kept
+
+
+def bench_locomo(embedder, path, every=10):
+    """LoCoMo evidence recall@5/@10 of the retrieval that builds prompts (summaries + older turns),
+    with extractive summaries, and the context it costs as a share of the full history."""
+    sys.path.insert(0, str(Path(path).parent))
+    import locomo_recall
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    sums = {k: collections.Counter() for k in (5, 10)}
+    counts = collections.Counter()
+    share = {5: [], 10: []}
+    for n, sample in enumerate(data):
+        conn = db_connect(":memory:")
+        if embedder.model is not None:
+            db_vec_prepare(conn, embedder.name, embedder.dim)
+        turns = locomo_recall.turns_of(sample)
+        speakers = sorted({t["speaker"] for t in turns})
+        rows = [(t["speaker"], "user" if t["speaker"] == speakers[0] else "assistant",
+                 f"({t['date']}) {t['text']}" if t["date"] else t["text"], t["dia_id"]) for t in turns]
+        session = f"p:{n}"
+        with db_tx(conn):
+            kept = _replay(conn, embedder, session, rows, every)
+        texts = {r[3]: r[2] for r in rows}
+        full = sum(text_count_tokens(f"{s}: {t}") for s, _, t, _ in rows)
+        summary_text = {r[0]: r[1] for r in conn.execute("SELECT id, text FROM summaries")}
+        msg_tag = {r[0]: r[1] for r in conn.execute("SELECT id, onebot_id FROM messages")}
+        for qa in sample["qa"]:
+            ev = locomo_recall.norm_evidence(qa.get("evidence", []))
+            if not ev or qa["category"] not in (1, 2, 3, 4):
+                continue
+            q = qa["question"]
+            vec = embedder.encode([q])[0] if embedder.model is not None else None
+            owner = f"{session}/assistant"
+            sums_hits = search_hybrid(conn, "summaries", owner, q, vec, allowed=lambda ids: ids, min_similarity=0.0,
+                                      limit=20, text_of=lambda ids: {i: summary_text[i] for i in ids})
+            turn_hits = search_keyword(conn, "messages_fts", session, q, limit=20)
+            fused = collections.defaultdict(float)
+            for rank, (sid, _) in enumerate(sums_hits):
+                fused[("s", sid)] += 1 / (RRF_K + rank)
+            for rank, (mid, _) in enumerate(turn_hits):
+                fused[("t", mid)] += 1 / (RRF_K + rank)
+            ranked = sorted(fused, key=lambda x: -fused[x])
+            counts[qa["category"]] += 1
+            for k in (5, 10):
+                got, tokens = set(), 0
+                for kind, i in ranked[:k]:
+                    if kind == "s":
+                        got.update(kept.get(i, []))
+                        tokens += text_count_tokens(summary_text[i])
+                    else:
+                        got.add(msg_tag[i])
+                        tokens += text_count_tokens(texts.get(msg_tag[i], ""))
+                sums[k][qa["category"]] += sum(e in got for e in ev) / len(ev)
+                share[k].append(tokens / max(1, full))
+        conn.close()
+    total = sum(counts.values())
+    return {f"recall@{k}": {"all": round(sum(sums[k].values()) / total, 3)} |
+            {locomo_recall.CATS[c]: round(sums[k][c] / counts[c], 3) for c in sorted(counts)} for k in (5, 10)} | {
+        "context_share@5": round(statistics.mean(share[5]), 4), "context_share@10": round(statistics.mean(share[10]), 4),
+        "questions": total, "floor": "BM25 over single turns: recall@5 0.441, @10 0.518"}
+
+
+def bench_prompt_growth(embedder, characters, path):
+    """Prompt tokens per reply at turn 10 / 100 / 1,000, against sending the full history
+    (MemoryBank's Chinese companion chats, replayed in a loop, summarised extractively)."""
+    chats = json.loads(Path(path).read_text(encoding="utf-8"))
+    pairs = [(p["query"], p["response"]) for user in chats.values() for day in user["history"].values() for p in day]
+    card = character_parse(Path(characters).read_text(encoding="utf-8"))["cards"]["assistant"]
+    cfg = config_load(environ={}, dotenv="/nonexistent")
+    conn = db_connect(":memory:")
+    if embedder.model is not None:
+        db_vec_prepare(conn, embedder.name, embedder.dim)
+    rows, out, full = [], {}, 0
+    window = []
+    for turn in range(1, 1001):
+        q, a = pairs[turn % len(pairs)]
+        new = pairs[(turn + 1) % len(pairs)][0]
+        for role, text in (("user", q), ("assistant", a)):
+            mid = conn.execute("INSERT INTO messages (session, user_id, speaker, role, character_id, text, created_at) "
+                               "VALUES ('p:1', '1', '用户', ?, 'assistant', ?, 0)", (role, text)).lastrowid
+            window.append({"id": mid, "speaker": "用户" if role == "user" else "小满", "text": text})
+            full += text_count_tokens(text)
+        if turn % cfg.SUMMARY_EVERY == 0:
+            text_, _ = summary_extractive([(w["speaker"], w["text"]) for w in window])
+            summary_store(conn, "p:1", "assistant", window, text_, "extractive",
+                          embedder.encode([text_])[0] if embedder.model is not None else None)
+            window = []
+        if turn in (10, 100, 1000):
+            ctx = Ctx(user_id="1", session="p:1", character_id="assistant", message_id=mid + 1)
+            vec = embedder.encode([new])[0] if embedder.model is not None else None
+            parts = prompt_context(conn, ctx, card, new, vec, cfg)
+            _, used = prompt_assemble(card, ctx, new, parts, cfg.PROMPT_BUDGET)
+            system = text_count_tokens(character_system_prompt(card))
+            out[turn] = {"prompt_tokens": used, "full_history_tokens": full + system + text_count_tokens(new)}
+    return out
+
+
+class _BenchLLM:
+    """An OpenAI-compatible server on 127.0.0.1 for the load figures: answers after `delay` seconds."""
+
+    def __init__(self, delay=0.0):
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+        bench = self
+        self.delay = delay
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *a):
+                pass
+
+            def do_POST(self):
+                self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                time.sleep(bench.delay)
+                body = json.dumps({"choices": [{"message": {"role": "assistant", "content": "好的，我明白了。"}}],
+                                   "usage": {"total_tokens": 20}}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class _BenchNapCat:
+    """A OneBot v11 implementation's side of the reverse WebSocket, for the load figures."""
+
+    def __init__(self, self_id="10001"):
+        self.self_id = self_id
+        self.replies = asyncio.Queue()
+        self.seq = 0
+
+    async def connect(self, port):
+        import wsproto
+        import wsproto.events as wse
+        self.wse = wse
+        self.reader, self.writer = await asyncio.open_connection("127.0.0.1", port)
+        self.ws = wsproto.WSConnection(wsproto.ConnectionType.CLIENT)
+        self.accepted = asyncio.Event()
+        self.writer.write(self.ws.send(wse.Request(host=f"127.0.0.1:{port}", target="/ws/", extra_headers=[
+            ("X-Self-ID", self.self_id), ("X-Client-Role", "Universal")])))
+        self.task = asyncio.get_running_loop().create_task(self._read())
+        await asyncio.wait_for(self.accepted.wait(), 10)
+
+    async def _read(self):
+        buf = ""
+        while True:
+            data = await self.reader.read(65536)
+            if not data:
+                return
+            self.ws.receive_data(data)
+            for ev in self.ws.events():
+                if isinstance(ev, self.wse.AcceptConnection):
+                    self.accepted.set()
+                elif isinstance(ev, self.wse.Ping):
+                    self.writer.write(self.ws.send(ev.response()))
+                elif isinstance(ev, self.wse.TextMessage):
+                    buf += ev.data
+                    if not ev.message_finished:
+                        continue
+                    call, buf = json.loads(buf), ""
+                    if call.get("action") == "send_msg":
+                        self.replies.put_nowait((call["params"].get("user_id") or call["params"].get("group_id"), time.perf_counter()))
+                    self._send({"status": "ok", "retcode": 0, "data": {"message_id": 1}, "echo": call.get("echo")})
+
+    def _send(self, obj):
+        self.writer.write(self.ws.send(self.wse.TextMessage(json.dumps(obj, ensure_ascii=False))))
+
+    def message(self, user_id, text):
+        self.seq += 1
+        self._send({"time": int(time.time()), "self_id": int(self.self_id), "post_type": "message", "message_type": "private",
+                    "sub_type": "friend", "message_id": self.seq, "user_id": user_id,
+                    "message": [{"type": "text", "data": {"text": text}}], "raw_message": text, "font": 0,
+                    "sender": {"user_id": user_id, "nickname": f"u{user_id}"}})
+
+    async def wait(self, n, timeout):
+        got = []
+        with contextlib.suppress(asyncio.TimeoutError):
+            async with asyncio.timeout(timeout) if hasattr(asyncio, "timeout") else contextlib.nullcontext():
+                while len(got) < n:
+                    got.append(await self.replies.get())
+        return got
+
+    async def close(self):
+        self.task.cancel()
+        self.writer.close()
+
+
+def _bench_start_bot(env, tmpdir):
+    """`python bot.py` as a child process with env; returns (process, port) once it is ready."""
+    import subprocess
+    port = 20000 + random.randrange(20000)
+    full = {k: v for k, v in os.environ.items() if not k.startswith(CONFIG_PREFIXES)}
+    full.update({"ONEBOT_PORT": str(port), "BOT_LOG_LEVEL": "WARNING", "BOT_RATE_LIMIT": "0", "LLM_TIMEOUT": "20",
+                 "BOT_CHARACTERS": str(HERE / "characters.json")}, **env)
+    proc = subprocess.Popen([sys.executable, str(HERE / "bot.py")], env=full, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, cwd=tmpdir)
+    for line in proc.stdout:
+        if line.startswith("Mnemo ready:"):
+            threading.Thread(target=lambda: [None for _ in proc.stdout], daemon=True).start()
+            return proc, port
+    raise RuntimeError("the bot did not start: " + (proc.stdout.read() if proc.stdout else ""))
+
+
+async def _bench_load(tmpdir, model):
+    out = {}
+    llm = _BenchLLM()
+    env = {"LLM_BASE_URL": llm.url, "BOT_DB": str(Path(tmpdir) / "load.db"), "EMBED_MODEL": model or "off"}
+    proc, port = _bench_start_bot(env, tmpdir)
+    try:
+        nap = _BenchNapCat()
+        await nap.connect(port)
+        await asyncio.sleep(1)
+        out["rss_idle_mb"] = round(_rss_mb(proc.pid), 1)
+        lat = []
+        for i in range(200):  # the reply path with an instant LLM
+            t0 = time.perf_counter()
+            nap.message(1, f"第{i}条：今天想吃点什么好呢")
+            await nap.wait(1, 10)
+            lat.append((time.perf_counter() - t0) * 1000)
+        out["reply_ms_instant_llm"] = {"p50": round(_pct(lat, 50), 1), "p95": round(_pct(lat, 95), 1)}
+        llm.delay = 1.0  # 30 users at once, 1 s per LLM call
+        t0 = time.perf_counter()
+        for u in range(30):
+            nap.message(100 + u, "你好，在吗？我想问个问题")
+        got = await nap.wait(30, 30)
+        out["30_users_1s_llm"] = {"answered": len(got), "all_answered_s": round(max(t for _, t in got) - t0, 2) if got else None}
+        llm.delay = 0.05  # a burst of 300 messages from 100 users
+        t0 = time.perf_counter()
+        for i in range(300):
+            nap.message(1000 + i % 100, f"连发{i}")
+        got = await nap.wait(300, 120)
+        out["burst_300_from_100"] = {"replies": len(got), "seconds": round(time.perf_counter() - t0, 2)}
+        llm.delay = 0.0  # the soak: 10,000 messages from 100 users, in waves
+        samples = []
+        t0 = time.perf_counter()
+        for wave in range(100):
+            for u in range(100):
+                nap.message(5000 + u, f"第{wave}波：{_bench_texts(random.Random(wave * 100 + u), 1)[0]}，你觉得呢？")
+            await nap.wait(100, 120)
+            if wave in (9, 99):
+                samples.append(_rss_mb(proc.pid))
+        out["soak_10000"] = {"seconds": round(time.perf_counter() - t0, 1), "rss_after_1000_mb": round(samples[0], 1),
+                             "rss_after_10000_mb": round(samples[1], 1),
+                             "rss_growth_pct": round(100 * (samples[1] - samples[0]) / samples[0], 1)}
+        await nap.close()
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    conn = db_connect(env["BOT_DB"], create=False)
+    out["stored_user_messages"] = conn.execute("SELECT count(*) FROM messages WHERE role = 'user'").fetchone()[0]
+    conn.close()
+    out["crash"] = await _bench_crash(tmpdir, llm)
+    llm.close()
+    return out
+
+
+async def _bench_crash(tmpdir, llm, rounds=5):
+    """kill -9 while memories are being written: every acknowledged one must be there after."""
+    db = str(Path(tmpdir) / "crash.db")
+    acked, lost, bad = 0, 0, 0
+    for r in range(rounds):
+        proc, port = _bench_start_bot({"LLM_BASE_URL": llm.url, "BOT_DB": db, "EMBED_MODEL": "off"}, tmpdir)
+        nap = _BenchNapCat()
+        await nap.connect(port)
+        mine = []
+        deadline = time.perf_counter() + random.uniform(0.5, 2.0)
+        i = 0
+        while time.perf_counter() < deadline:
+            nap.message(77, f"记住，第{r}轮第{i}件事是暗号{r * 1000 + i}")
+            if await nap.wait(1, 5):
+                mine.append(f"暗号{r * 1000 + i}")
+            i += 1
+        nap.message(77, "记住，这条发出后进程就被杀")  # in flight at the kill
+        proc.kill()
+        proc.wait()
+        await nap.close()
+        conn = db_connect(db, create=False)
+        have = {row[0] for row in conn.execute("SELECT text FROM memories WHERE user_id = '77'")}
+        bad += conn.execute("PRAGMA integrity_check").fetchone()[0] != "ok"
+        conn.close()
+        acked += len(mine)
+        lost += sum(not any(m in h for h in have) for m in mine)
+    return {"rounds": rounds, "acknowledged": acked, "lost": lost, "integrity_failures": bad}
+
+
+def bench_main(cfg, args):
+    """python bot.py bench: prints what it measures (tables, or JSON with --json)."""
+    import tempfile
+    results = {"machine": f"{os.cpu_count()} cores, Python {sys.version.split()[0]}, SQLite {_sqlite_module().sqlite_version}"}
+    model = None
+    with contextlib.suppress(ImportError):
+        import importlib.util
+        spec = importlib.util.find_spec("static_model")
+        if spec and spec.submodule_search_locations:
+            model = str(Path(list(spec.submodule_search_locations)[0]) / "model")
+    model = os.environ.get("BENCH_MODEL") or model or cfg.EMBED_MODEL
+    with tempfile.TemporaryDirectory() as tmpdir:
+        if args.load:
+            results["load"] = asyncio.run(_bench_load(tmpdir, model))
+        else:
+            embedder = Embedder(model)
+            results["model"] = f"{model} ({embedder.dim} dimensions)" if embedder.model is not None else f"none: {embedder.error}"
+            results["rss_model_loaded_mb"] = round(_rss_mb(), 1)
+            results["search"] = bench_search(embedder, tmpdir, quick=args.quick)
+            results["rss_after_search_mb"] = round(_rss_mb(), 1)
+            results["recall@5"] = bench_recall(embedder, HERE / "tests" / "data" / "recall_zh.json")
+            results["ooc_check"] = bench_ooc(HERE / "tests" / "data" / "ooc_replies.jsonl", HERE / "characters.json")
+            shared = HERE.parent / "shared" / "eval"
+            if (shared / "memorybank" / "memory_bank_cn.json").exists():
+                results["prompt_tokens"] = bench_prompt_growth(embedder, HERE / "characters.json",
+                                                               shared / "memorybank" / "memory_bank_cn.json")
+            if (shared / "locomo10.json").exists() and not args.quick:
+                results["locomo"] = bench_locomo(embedder, shared / "locomo10.json")
+    if args.json:
+        print(json.dumps(results, ensure_ascii=False, indent=2))
+        return
+    _bench_print(results)
+
+
+def _bench_print(results, indent=""):
+    for key, value in results.items():
+        if isinstance(value, list) and value and isinstance(value[0], dict):
+            cols = list(value[0])
+            print(f"{indent}{key}:")
+            print(indent + "  " + "  ".join(f"{c:>14}" for c in cols))
+            for row in value:
+                print(indent + "  " + "  ".join(f"{str(row[c]):>14}" for c in cols))
+        elif isinstance(value, dict):
+            print(f"{indent}{key}:")
+            _bench_print(value, indent + "  ")
+        else:
+            print(f"{indent}{key}: {value}")
 
 
 def main(argv=None):
