@@ -148,7 +148,7 @@ def config_load(environ=None, dotenv=None):
                 number = type(default)(float(value)) if isinstance(default, float) else int(value)
             except ValueError:
                 kind = "a whole number" if isinstance(default, int) else "a number"
-                raise ConfigError(f"{key} must be {kind}, got {value!r}. Fix: set {key}={default} (the default) or another {kind}")
+                raise ConfigError(f"{key} must be {kind}, got {value!r}. Fix: set {key}={default} (the default) or another value")
             if number < 0:
                 raise ConfigError(f"{key} can't be negative, got {value}. Fix: set {key}={default}")
             cfg[key] = number
@@ -367,8 +367,7 @@ SMALL_TALK = {"你好", "哈哈", "嗯嗯", "好的", "谢谢", "再见", "晚�
 def text_clean(text, limit=None):
     """Makes text safe to store. Example: 'a\\x00b\\ud800' -> 'ab\\ufffd'"""
     text = (text or "").replace("\x00", "")
-    text = text.encode("utf-8", "surrogatepass").decode("utf-8", "replace") if any(
-        "\ud800" <= c <= "\udfff" for c in text) else text
+    text = re.sub("[\ud800-\udfff]", "\ufffd", text)
     if limit and len(text) > limit:
         text = text[:limit] + f"…（原消息 {len(text)} 字，只保留了前 {limit} 字）"
     return text
@@ -1040,6 +1039,50 @@ def summary_rollup_store(conn, session, char, olds, text, method, vec):
     return sid
 
 
+#: Raw turns on each side of a recalled one that come with it (a question brings its answer).
+RECALL_NEIGHBOURS = 2
+
+
+def summary_recall(conn, session, character_id, query, vec, *, limit, min_similarity, before=1 << 62, skip=()):
+    """Older summaries and raw turns of this chat and character that matter to query, fused by rank:
+    [(kind, id, text, message ids it shows)], best first. A raw turn comes with its neighbours."""
+    skip = set(skip)
+    summaries = search_hybrid(
+        conn, "summaries", f"{session}/{character_id}", query, vec, allowed=lambda ids: ids - skip,
+        min_similarity=min_similarity, limit=limit * 2,
+        text_of=lambda ids: {r[0]: r[1] for r in conn.execute(
+            f"SELECT id, text FROM summaries WHERE id IN ({','.join('?' * len(ids))})", list(ids))} if ids else {})
+    qt = text_query_tokens(query)
+    turns = []
+    for rowid, _ in search_keyword(conn, "messages_fts", session, query, limit=limit * 6):
+        r = conn.execute("SELECT id, speaker, text FROM messages WHERE id = ? AND character_id = ? AND id < ?",
+                         (rowid, character_id, before)).fetchone()
+        if r and _strong_match(qt, r["speaker"] + " " + r["text"]):
+            turns.append(r["id"])
+    fused = collections.defaultdict(float)
+    for rank, (sid, _) in enumerate(summaries):
+        fused[("summary", sid)] += 1.0 / (RRF_K + rank)
+    for rank, mid in enumerate(turns):
+        fused[("turn", mid)] += 1.0 / (RRF_K + rank)
+    out, shown = [], set()
+    for kind, i in sorted(fused, key=lambda x: -fused[x]):
+        if len(out) >= limit:
+            break
+        if kind == "summary":
+            text = conn.execute("SELECT text FROM summaries WHERE id = ?", (i,)).fetchone()[0]
+            out.append((kind, i, text, []))
+            continue
+        if i in shown:
+            continue
+        rows = conn.execute("SELECT id, speaker, text FROM messages WHERE session = ? AND character_id = ? AND id < ? "
+                            "AND id BETWEEN ? AND ? ORDER BY id", (session, character_id, before,
+                                                                   i - RECALL_NEIGHBOURS, i + RECALL_NEIGHBOURS)).fetchall()
+        rows = [r for r in rows if r["id"] not in shown]
+        shown.update(r["id"] for r in rows)
+        out.append((kind, i, "\n".join(f"{r['speaker']}：{r['text']}" for r in rows), [r["id"] for r in rows]))
+    return out
+
+
 def summary_is_small_talk(texts):
     words = set()
     for t in texts:
@@ -1259,42 +1302,25 @@ def character_system_prompt(card):
 #: Newest summaries always offered to the prompt, before the searched ones.
 LATEST_SUMMARIES = 2
 #: Older summaries and older raw turns found by search, at most.
-RELEVANT_SUMMARIES = 3
-RELEVANT_OLD_TURNS = 3
+RELEVANT_HISTORY = 5
 
 
 def prompt_context(conn, ctx, card, text, vec, cfg):
     """Everything a prompt may use, read in one go on the database thread; filtered by the
     data's boundaries: this speaker's memories, this character's summaries, turns and lore."""
     char = card["id"]
-    owner = f"{ctx.session}/{char}"
     recent = conn.execute(
         "SELECT id, role, speaker, text FROM messages WHERE session = ? AND character_id = ? AND id < ? "
         "ORDER BY id DESC LIMIT ?", (ctx.session, char, ctx.message_id or 1 << 62, cfg.RECENT_TURNS * 2 + 2)).fetchall()[::-1]
     latest = conn.execute("SELECT id, text FROM summaries WHERE session = ? AND character_id = ? AND rolled_into IS NULL "
                           "ORDER BY last_msg DESC LIMIT ?", (ctx.session, char, LATEST_SUMMARIES)).fetchall()[::-1]
-    skip = {r["id"] for r in latest}
-    older = search_hybrid(
-        conn, "summaries", owner, text, vec,
-        allowed=lambda ids: ids - skip, min_similarity=cfg.MEMORY_MIN_SIMILARITY, limit=RELEVANT_SUMMARIES,
-        text_of=lambda ids: {r[0]: r[1] for r in conn.execute(
-            f"SELECT id, text FROM summaries WHERE id IN ({','.join('?' * len(ids))})", list(ids))} if ids else {})
-    older_rows = {r["id"]: r["text"] for r in conn.execute(
-        f"SELECT id, text FROM summaries WHERE id IN ({','.join('?' * len(older))})", [i for i, _ in older])} if older else {}
     first_recent = recent[0]["id"] if recent else (ctx.message_id or 1 << 62)
-    old_turns = []
-    qt = text_query_tokens(text)
-    for rowid, _ in search_keyword(conn, "messages_fts", ctx.session, text, limit=20):
-        r = conn.execute("SELECT id, role, speaker, text FROM messages WHERE id = ? AND character_id = ? AND id < ?",
-                         (rowid, char, first_recent)).fetchone()
-        if r and _strong_match(qt, r["text"]) and len(old_turns) < RELEVANT_OLD_TURNS:
-            old_turns.append(r)
+    history = summary_recall(conn, ctx.session, char, text, vec, limit=RELEVANT_HISTORY,
+                             min_similarity=cfg.MEMORY_MIN_SIMILARITY, before=first_recent, skip={r["id"] for r in latest})
     memories = memory_search(conn, ctx, text, vec, limit=cfg.MEMORY_TOP_K, min_similarity=cfg.MEMORY_MIN_SIMILARITY)
     lore = character_lore(conn, char, " ".join(r["text"] for r in recent[-4:]) + " " + text)
-    return {"recent": recent, "latest": [r["text"] for r in latest],
-            "older": [older_rows[i] for i, _ in older if i in older_rows],
-            "old_turns": sorted(old_turns, key=lambda r: r["id"]), "memories": [r["canonical"] for r in memories],
-            "lore": lore}
+    return {"recent": recent, "latest": [r["text"] for r in latest], "history": [h[2] for h in history],
+            "memories": [r["canonical"] for r in memories], "lore": lore}
 
 
 def _turn_message(row, ctx, card):
@@ -1306,7 +1332,7 @@ def _turn_message(row, ctx, card):
 
 def prompt_assemble(card, ctx, text, parts, budget, min_turns=2):
     """The chat messages, in priority order within the token budget: rules and card, the new
-    message and the last turns first; then latest summaries, lore, user facts, older summaries, older turns."""
+    message and the last turns first; then latest summaries, lore, user facts, older summaries and turns."""
     system = character_system_prompt(card)
     new = {"role": "user", "content": f"{ctx.speaker or '用户'}：{text}" if ctx.group_id else text}
     used = text_count_tokens(system) + text_count_tokens(new["content"])
@@ -1321,8 +1347,7 @@ def prompt_assemble(card, ctx, text, parts, budget, min_turns=2):
     while turns and turns[0]["role"] == "assistant":
         turns.pop(0)  # the turns start with the user, as chat APIs expect
     sections = [("此前", parts["latest"]), ("设定", parts["lore"]), ("关于用户", parts["memories"]),
-                ("更早的相关经历", parts["older"]),
-                ("更早的相关对话", [f"{r['speaker'] if r['role'] == 'user' else card['name']}：{r['text']}" for r in parts["old_turns"]])]
+                ("更早的相关经历", parts["history"])]
     context = []
     for title, items in sections:
         kept = []
@@ -2405,11 +2430,8 @@ def bench_locomo(embedder, path, every=10):
         rows = [(t["speaker"], "user" if t["speaker"] == speakers[0] else "assistant",
                  f"({t['date']}) {t['text']}" if t["date"] else t["text"], t["dia_id"]) for t in turns]
         session = f"p:{n}"
-        with db_tx(conn):
-            kept = _replay(conn, embedder, session, rows, every)
-        texts = {r[3]: r[2] for r in rows}
-        full = sum(text_count_tokens(f"{s}: {t}") for s, _, t, _ in rows)
-        summary_text = {r[0]: r[1] for r in conn.execute("SELECT id, text FROM summaries")}
+        kept = _replay(conn, embedder, session, rows, every)
+        full = sum(text_count_tokens(f"{s}：{t}") for s, _, t, _ in rows)
         msg_tag = {r[0]: r[1] for r in conn.execute("SELECT id, onebot_id FROM messages")}
         for qa in sample["qa"]:
             ev = locomo_recall.norm_evidence(qa.get("evidence", []))
@@ -2417,26 +2439,13 @@ def bench_locomo(embedder, path, every=10):
                 continue
             q = qa["question"]
             vec = embedder.encode([q])[0] if embedder.model is not None else None
-            owner = f"{session}/assistant"
-            sums_hits = search_hybrid(conn, "summaries", owner, q, vec, allowed=lambda ids: ids, min_similarity=0.0,
-                                      limit=20, text_of=lambda ids: {i: summary_text[i] for i in ids})
-            turn_hits = search_keyword(conn, "messages_fts", session, q, limit=20)
-            fused = collections.defaultdict(float)
-            for rank, (sid, _) in enumerate(sums_hits):
-                fused[("s", sid)] += 1 / (RRF_K + rank)
-            for rank, (mid, _) in enumerate(turn_hits):
-                fused[("t", mid)] += 1 / (RRF_K + rank)
-            ranked = sorted(fused, key=lambda x: -fused[x])
+            ranked = summary_recall(conn, session, "assistant", q, vec, limit=10, min_similarity=embedder.floor)
             counts[qa["category"]] += 1
             for k in (5, 10):
                 got, tokens = set(), 0
-                for kind, i in ranked[:k]:
-                    if kind == "s":
-                        got.update(kept.get(i, []))
-                        tokens += text_count_tokens(summary_text[i])
-                    else:
-                        got.add(msg_tag[i])
-                        tokens += text_count_tokens(texts.get(msg_tag[i], ""))
+                for kind, i, text, shown in ranked[:k]:
+                    got.update(kept.get(i, []) if kind == "summary" else [msg_tag[m] for m in shown])
+                    tokens += text_count_tokens(text)
                 sums[k][qa["category"]] += sum(e in got for e in ev) / len(ev)
                 share[k].append(tokens / max(1, full))
         conn.close()

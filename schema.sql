@@ -30,7 +30,7 @@ CREATE INDEX messages_session ON messages (session, id);
 
 CREATE VIRTUAL TABLE messages_fts USING fts5(tokens, owner);
 CREATE TRIGGER messages_ai AFTER INSERT ON messages BEGIN
-    INSERT INTO messages_fts (rowid, tokens, owner) VALUES (new.id, mnemo_tokens(new.text), mnemo_owner(new.session));
+    INSERT INTO messages_fts (rowid, tokens, owner) VALUES (new.id, mnemo_tokens(new.speaker || ' ' || new.text), mnemo_owner(new.session));
 END;
 CREATE TRIGGER messages_ad AFTER DELETE ON messages BEGIN
     DELETE FROM messages_fts WHERE rowid = old.id;
