@@ -91,7 +91,7 @@ DEFAULTS = {
     "EMBED_MODEL": "minishlab/potion-multilingual-128M",  # model2vec model: Hugging Face id or local folder; 'off' = keyword search only
     "MEMORY_TOP_K": 5,  # most memories put in one prompt
     "MEMORY_MIN_SIMILARITY": 0.0,  # cosine below which a memory without a keyword match is left out; 0 = fit to the model at start
-    "SUMMARY_EVERY": 10,  # summarise after this many user turns (and at once on a topic shift)
+    "SUMMARY_EVERY": 10,  # summarise after this many user turns (and at once on a topic shift); 0 = no summaries
     "SUMMARY_TOPIC_SHIFT": 0.25,  # cosine to the recent window under which a message counts as a new topic
     "SUMMARY_ROLLUP": 8,  # when a chat has this many summaries, fold the oldest half into one
     "PROMPT_BUDGET": 2000,  # tokens the prompt may use (CJK characters count as one each)
@@ -863,6 +863,29 @@ def memory_set_scope(conn, ctx, n, public):
     return f"第{n}条“{r['canonical']}”" + ("现在群聊里也可以用了。" if public else "现在只在私聊里用。")
 
 
+#: How many times a fact must be said (this one included) before the bot offers to remember it.
+OFFER_AFTER = 3
+
+
+def memory_worth_offering(conn, ctx, text):
+    """The fact to offer to remember when the user keeps stressing it and it isn't stored; else None.
+    The bot only asks: it never stores on its own."""
+    fact = re.split(r"[，,。！!？?]", text.strip())[0]
+    attribute, value, _ = memory_attribute(fact)
+    if not attribute or not fact.startswith("我"):
+        return None
+    said = 0
+    for (t,) in conn.execute("SELECT text FROM messages WHERE session = ? AND user_id = ? AND role = 'user' AND id < ? "
+                             "ORDER BY id DESC LIMIT 50", (ctx.session, ctx.user_id, ctx.message_id or 1 << 62)):
+        if memory_attribute(re.split(r"[，,。！!？?]", t.strip())[0])[:2] == (attribute, value):
+            said += 1
+    if said + 1 < OFFER_AFTER:
+        return None
+    stored = conn.execute("SELECT 1 FROM memories WHERE user_id = ? AND attribute = ? AND value = ?",
+                          (ctx.user_id, attribute, value)).fetchone()
+    return None if stored else fact
+
+
 def memory_format_list(rows):
     if not rows:
         return "我还没有记住关于你的事。说“记住，……”告诉我吧。"
@@ -1104,8 +1127,13 @@ MEMORY_FIELDS = {"filter": dict, "unknown": list, "ooc_phrases": list, "fallback
 #: Replies that give away a language model, whatever the card (not for cards with memory.allow_ai).
 AI_SELF_RE = re.compile(
     r"(?:作为|身为|我是|我只是|我就是)(?:一[个名款种])?(?:AI|ai|Ai|人工智能|语言模型|大模型|AI助手|AI 助手|智能助手|聊天机器人|虚拟助手|程序)"
-    r"|语言模型|大语言模型|训练数据|我的开发者|OpenAI|无法访问(?:实时|互联网|网络)|as an ai|i am an ai|i'm an ai|language model",
+    r"|语言模型|大语言模型|训练数据|我的开发者|OpenAI|无法访问(?:实时|互联网|网络)|as an ai|i am an ai|i'm an ai|language model"
+    r"|我(?:并)?没有(?:真实的|实体的)?(?:身体|实体|肉体|味觉|嗅觉|感情|情感|意识)",
     re.I)
+#: Replies that talk about the prompt or the role-play itself: out of character for every card.
+META_TALK_RE = re.compile(r"系统提示|提示词|system prompt|(?:根据|按照)(?:我的)?(?:角色)?设定|扮演(?:这个)?角色|我会扮演|我在扮演", re.I)
+#: Quote marks: an unknown term in quotes is the character asking what it is, which is in character.
+_QUOTED_RE = re.compile(r"[“\"「『‘']([^”\"」』’']{1,20})[”\"」』’']")
 #: Said when a card has no fallback_replies and a reply broke character twice.
 DEFAULT_FALLBACK = "……（想了想，没有说话）"
 
@@ -1259,14 +1287,17 @@ def character_ooc(card, reply, all_cards):
     low = reply.lower()
     if not mem.get("allow_ai") and AI_SELF_RE.search(reply):
         return "AI self-reference: " + AI_SELF_RE.search(reply).group()
+    if META_TALK_RE.search(reply):
+        return "talks about the role-play: " + META_TALK_RE.search(reply).group()
     for phrase in mem.get("ooc_phrases", []):
         if phrase and phrase.lower() in low:
             return "ooc phrase: " + phrase
     for other in all_cards.values():
         if other["id"] != card["id"] and len(other["name"]) >= 2 and other["name"] in reply and other["name"] not in card["name"]:
             return "other character: " + other["name"]
+    quoted = " ".join(_QUOTED_RE.findall(low))
     for term in mem.get("unknown", []):
-        if term and term.lower() in low:
+        if term and term.lower() in low and term.lower() not in quoted:
             return "unknown term: " + term
     return None
 
@@ -1630,8 +1661,8 @@ async def chat_reply(app, ctx, text, card):
     def gather(conn):
         vec = app.vec(text)
         _topic_check(app, conn, ctx, text, vec)
-        return prompt_context(conn, ctx, card, text, vec, app.cfg)
-    parts = await app.db.run(gather, write=True)
+        return prompt_context(conn, ctx, card, text, vec, app.cfg), memory_worth_offering(conn, ctx, text)
+    parts, offer = await app.db.run(gather, write=True)
     messages, _ = prompt_assemble(card, ctx, text, parts, app.cfg.PROMPT_BUDGET)
     tokens = 0
     try:
@@ -1648,6 +1679,8 @@ async def chat_reply(app, ctx, text, card):
             if character_ooc(card, reply, cards):
                 app.stats["ooc_fallbacks"] += 1
                 reply = random.choice(card.get("memory", {}).get("fallback_replies") or [DEFAULT_FALLBACK])
+        if offer:
+            reply += f"\n（你好几次提到这件事了，要我帮你记住吗？说“记住，{offer}”就行）"
     except LLMError as e:
         app.stats["llm_errors"] += 1
         log.warning("LLM failed for %s: %s", ctx.session, _redact(str(e), app.cfg))
@@ -1684,7 +1717,7 @@ def _topic_check(app, conn, ctx, text, vec):
 def summary_kick(app, session):
     """Starts the chat's summary in the background when one is due (one at a time per chat)."""
     task = app.summary_tasks.get(session)
-    if task is not None and not task.done():
+    if not app.cfg.SUMMARY_EVERY or (task is not None and not task.done()):
         return
     app.summary_tasks[session] = asyncio.get_running_loop().create_task(summary_run(app, session))
 
@@ -1694,7 +1727,7 @@ async def summary_run(app, session):
     try:
         while True:
             shift = app.shift_at.get(session)
-            found = await app.db.run(summary_window, session, app.cfg.SUMMARY_EVERY or 10 ** 9, shift)
+            found = await app.db.run(summary_window, session, app.cfg.SUMMARY_EVERY, shift)
             if found is None:
                 if shift is not None and app.shift_at.get(session) == shift:
                     del app.shift_at[session]
@@ -1970,6 +2003,7 @@ def _listen(host, port):
     import socket
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # accepted sockets inherit it: no 40 ms Nagle stalls
     try:
         sock.bind((host, port))
         sock.listen(128)
@@ -2492,12 +2526,14 @@ def bench_prompt_growth(embedder, characters, path):
 
 
 class _BenchLLM:
-    """An OpenAI-compatible server on 127.0.0.1 for the load figures: answers after `delay` seconds."""
+    """An OpenAI-compatible server on 127.0.0.1 for the load figures: answers after `delay` seconds
+    (summary requests after `summary_delay`)."""
 
     def __init__(self, delay=0.0):
         from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
         bench = self
         self.delay = delay
+        self.summary_delay = 0.0
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
@@ -2506,17 +2542,19 @@ class _BenchLLM:
                 pass
 
             def do_POST(self):
-                self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                time.sleep(bench.delay)
+                request = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                time.sleep(bench.summary_delay if "笔记".encode() in request[:2000] else bench.delay)
                 body = json.dumps({"choices": [{"message": {"role": "assistant", "content": "好的，我明白了。"}}],
                                    "usage": {"total_tokens": 20}}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
+                head = (f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n").encode()
+                self.wfile.write(head + body)  # one write: no Nagle / delayed-ACK stall in the figures
+
+        class Server(ThreadingHTTPServer):
+            daemon_threads = True
+
+            def handle_error(self, request, client_address):
+                pass  # the bot being killed mid-request is part of the crash test
+        self.server = Server(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
@@ -2653,8 +2691,35 @@ async def _bench_load(tmpdir, model):
     conn = db_connect(env["BOT_DB"], create=False)
     out["stored_user_messages"] = conn.execute("SELECT count(*) FROM messages WHERE role = 'user'").fetchone()[0]
     conn.close()
+    out["reply_with_summaries_in_flight"] = await _bench_summary_latency(tmpdir, llm, model)
     out["crash"] = await _bench_crash(tmpdir, llm)
     llm.close()
+    return out
+
+
+async def _bench_summary_latency(tmpdir, llm, model):
+    """Reply latency (LLM 0.2 s) with no summaries, and with a 3-second summary started every 2 turns."""
+    out = {}
+    llm.delay, llm.summary_delay = 0.2, 3.0
+    for name, every in (("no_summaries", "0"), ("summary_every_2_turns_3s_each", "2")):
+        proc, port = _bench_start_bot({"LLM_BASE_URL": llm.url, "BOT_DB": str(Path(tmpdir) / f"sum{every}.db"),
+                                       "EMBED_MODEL": model or "off", "SUMMARY_EVERY": every}, tmpdir)
+        try:
+            nap = _BenchNapCat()
+            await nap.connect(port)
+            lat = []
+            for i in range(60):
+                t0 = time.perf_counter()
+                nap.message(3, f"第{i}个问题：{_bench_texts(random.Random(i), 1)[0]}，该怎么办？")
+                await nap.wait(1, 10)
+                lat.append((time.perf_counter() - t0) * 1000)
+            out[name] = {"p50_ms": round(_pct(lat, 50), 1), "p95_ms": round(_pct(lat, 95), 1)}
+            await nap.close()
+        finally:
+            proc.terminate()
+            proc.wait(30)
+    out["p50_change_pct"] = round(100 * (out["summary_every_2_turns_3s_each"]["p50_ms"] / out["no_summaries"]["p50_ms"] - 1), 1)
+    llm.delay = llm.summary_delay = 0.0
     return out
 
 

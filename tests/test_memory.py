@@ -261,3 +261,13 @@ def test_keyword_only_mode_then_backfill(env, llm):
         assert n == 2
     finally:
         r.stop()
+
+
+def test_offers_to_remember_what_the_user_keeps_saying(runner, napcat):
+    assert napcat.ask(805, "我对芒果过敏，好烦") == "echo:我对芒果过敏，好烦"
+    assert napcat.ask(805, "我对芒果过敏啊") == "echo:我对芒果过敏啊"
+    third = napcat.ask(805, "我对芒果过敏，这个蛋糕能吃吗")
+    assert third.startswith("echo:") and "要我帮你记住吗？说“记住，我对芒果过敏”就行" in third
+    assert runner.db(lambda c: c.execute("SELECT count(*) FROM memories WHERE user_id = '805'").fetchone()[0]) == 0
+    napcat.ask(805, "记住，我对芒果过敏")
+    assert "要我帮你记住" not in napcat.ask(805, "我对芒果过敏")  # stored now: no more offers

@@ -187,3 +187,14 @@ def test_port_in_use_is_a_clear_error(env):
         s.listen(1)
         p = _run([], dict(env, ONEBOT_PORT=str(s.getsockname()[1]), EMBED_MODEL="off"), timeout=30)
     assert p.returncode == 1 and p.stderr.startswith("Error: can't listen on 127.0.0.1:") and "Fix:" in p.stderr
+
+
+def test_doctor_checks_each_part(env, llm):
+    p = _run(["doctor"], env, timeout=60)
+    assert p.returncode == 0, p.stdout
+    for part in ("SQLite extension loading", "sqlite-vec and FTS5", "embedding model", "characters", "LLM endpoint"):
+        assert any(line.startswith("ok    " + part) for line in p.stdout.splitlines()), p.stdout
+    p = _run(["doctor"], dict(env, LLM_BASE_URL="http://127.0.0.1:9/v1", EMBED_MODEL="/nonexistent/model"), timeout=60)
+    assert p.returncode == 1
+    fails = [line for line in p.stdout.splitlines() if line.startswith("FAIL")]
+    assert len(fails) == 2 and all("Error:" in f and "Fix:" in f for f in fails), p.stdout
