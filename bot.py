@@ -172,6 +172,9 @@ def config_load(environ=None, dotenv=None):
     for key in ("BOT_DB", "BOT_CHARACTERS"):
         cfg[key] = str(Path(cfg[key]).expanduser())
     ns = argparse.Namespace(**cfg)
+    # settings of the libraries underneath (HF_ENDPOINT for a model mirror, proxies): .env passes them on
+    ns.exports = {k: v for k, v in raw.items() if k.startswith(("HF_", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY"))
+                  and k not in environ}
     ns.warnings = warnings
     ns.superusers = set(_split_list(cfg["BOT_SUPERUSERS"]))
     ns.nicknames = [x for x in _split_list(cfg["BOT_NICKNAMES"]) if x]
@@ -249,13 +252,22 @@ def db_connect(path, create=True):
         if conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
             conn.close()
             raise StorageError(f"{path} is an SQLite file but not Mnemo's. Fix: set BOT_DB to a new file name")
-        conn.executescript("BEGIN;\n" + (HERE / "schema.sql").read_text(encoding="utf-8") + "\nCOMMIT;")
+        _db_script(conn, (HERE / "schema.sql").read_text(encoding="utf-8"), path)
     while version and version < SCHEMA_VERSION:
-        with db_tx(conn):
-            conn.executescript(MIGRATIONS[version])
-            conn.execute(f"PRAGMA user_version = {version + 1}")
+        _db_script(conn, MIGRATIONS[version] + f"\nPRAGMA user_version = {version + 1};", path)
         version += 1
     return conn
+
+
+def _db_script(conn, script, path):
+    """Runs a schema script in one transaction (executescript would commit a BEGIN made outside it)."""
+    try:
+        conn.executescript("BEGIN IMMEDIATE;\n" + script + "\nCOMMIT;")
+    except Exception as e:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise StorageError(f"could not update the schema of {path} ({e}); nothing was changed. "
+                           f"Fix: restore a backup, or report this with the message")
 
 
 @contextlib.contextmanager
@@ -336,7 +348,6 @@ class Database:
 
     def checkpoint(self, conn=None):
         """Moves the WAL into bot.db, so a plain copy of bot.db holds every acknowledged write."""
-        self.dirty = False
         (conn or self.conn).execute("PRAGMA wal_checkpoint(PASSIVE)")
 
     def close(self):
@@ -483,7 +494,7 @@ class Embedder:
             # unrelated pairs' mean + 1 sd: models differ a lot in how close "unrelated" is
             self.floor = round(float(sims.mean() + sims.std()), 3)
         except Exception as e:
-            self.error = f"{type(e).__name__}: {e}"[:300]
+            self.error = " ".join(f"{type(e).__name__}: {e}".split())[:300]
 
     def encode(self, texts):
         """Unit-length float32 vectors, one row per text."""
@@ -582,9 +593,9 @@ def _vec_ready(conn):
 #: replaces the old one; a multi-valued one replaces only on the same object or when the user
 #: says it is an update. The value is group 1.
 ATTRIBUTE_RULES = [
-    ("住址", r"我(?:现在|目前)?(?:住在|住|家在|搬到了?|搬去了?)(.+)", True),
-    ("生日", r"我的?生日(?:是|在)?(.+)", True),
-    ("名字", r"我(?:的名字)?(?:叫|名字是|的名字是)(.+)", True),
+    ("住址", r"我(?:现在|目前)?(?:住在|家住|家在|搬到了?|搬去了?)(.{2,})", True),
+    ("生日", r"我的?生日(?:是|在)\s*(.{2,})|我的?生日\s*((?:\d|[一二三四五六七八九十腊正农阴]).+)", True),
+    ("名字", r"我(?:的名字)?(?:叫|名字是|的名字是)(?!了|什么|啥)(.+)", True),
     ("年龄", r"我(?:今年)?(\d+)岁", True),
     ("工作", r"我(?:现在|目前)?(?:在(.+?)(?:工作|上班|实习)|的?工作是(.+)|是(?:一名|一个|个)?(.+?(?:师|员|生|工|经理|老板|总监|医生|护士|老师|学生)))$", True),
     ("过敏", r"我对(.+?)过敏", False),
@@ -596,11 +607,15 @@ ATTRIBUTE_RULES = [
 OPPOSITES = {"喜欢": "讨厌", "讨厌": "喜欢"}
 
 _PUNCT = r"\s，,。.:：!！~～、；;"
-_REMEMBER_RE = re.compile(rf"^(?:/remember\b|remember\b|请记住|帮我记住|请帮我记住|记住|记一下|记下来|记下|别忘了)[{_PUNCT}]*(.*)$", re.I | re.S)
-_UPDATE_RE = re.compile(rf"^(?:/update\b|更新一下|更新|更正一下|更正|纠正一下|纠正)[{_PUNCT}]*(.*)$", re.I | re.S)
+_REMEMBER_RE = re.compile(rf"^(?:/remember\b|remember(?:\s*[:,]|\s+(?=(?:that|i|my|i'm)\b))|请记住|帮我记住|请帮我记住|记住|记一下|记下来|记下|别忘了)[{_PUNCT}]*(.*)$", re.I | re.S)
+_UPDATE_RE = re.compile(rf"^(?:/update\b|更新一下|更正一下|更正|纠正一下|纠正|更新(?=[，,:：]))[{_PUNCT}]*(.*)$", re.I | re.S)
 _ACTUALLY_RE = re.compile(r"^其实(我现在.+|我已经.+)$", re.S)
-_FORGET_RE = re.compile(rf"^(?:/forget\b|forget\b|忘记|忘掉|删除记忆|删掉记忆|删除)[{_PUNCT}]*(.+)$", re.I | re.S)
-_FORGET_ALL_RE = re.compile(r"^(?:关于我的)?(?:一切|所有|全部)(?:记忆|的事|事情)?|^我的(?:所有|全部)记忆$|^all$", re.I)
+_FORGET_RE = re.compile(rf"^(?:/forget\b|forget(?:\s*[:,]|\s+(?=(?:that|my)\b))|忘记|忘掉|删除记忆|删掉记忆)([{_PUNCT}]*)(.+)$", re.I | re.S)
+_FORGET_ALL_RE = re.compile(r"^(?:关于我的)?(?:一切|所有|全部)(?:记忆|的事|事情)?$|^我的(?:所有|全部)记忆$|^all$", re.I)
+#: How a forget command's object may start when no punctuation follows the keyword ("忘记带伞了" is chat).
+_FORGET_OBJECT_RE = re.compile(r"^(?:第\s*\d|关于|我|你|有关)")
+#: What follows a command word in chat rather than in a command ("记住了吗", "更新了没").
+_NOT_AN_OBJECT_RE = re.compile(r"^(?:了|吗|没|呢|啊|吧|嘛|哦|不|得|住)")
 _FORGET_NTH_RE = re.compile(r"^第?\s*(\d+)\s*[条个项]?$")
 _LIST_RE = re.compile(r"^(?:/memories|/memory|你记得我什么|你都记得我什么|你记得关于我的什么|你记得我哪些事|我的记忆|记忆列表|查看记忆)[？?。!！]*$", re.I)
 _UNDO_RE = re.compile(r"^(?:撤销|撤回|/undo)[。!！]*$", re.I)
@@ -622,6 +637,7 @@ class Ctx:
     group_id: str = ""
     superuser: bool = False
     message_id: int = 0
+    command: bool = False  # the message is a memory command: kept out of recall and summaries
 
     @property
     def scopes(self):
@@ -656,6 +672,13 @@ def _visible_sql(ctx):
         sql += " AND scope IN (?, ?)"
         args += list(ctx.scopes)
     return sql, args
+
+
+def _visible(ctx, row):
+    """The same rule as _visible_sql, for one row."""
+    return (row["user_id"] == ctx.user_id and (row["type"] == "user_fact" or (
+        row["type"] == "experience" and row["character_id"] == ctx.character_id))
+        and (not ctx.scopes or row["scope"] in ctx.scopes))
 
 
 def memory_list(conn, ctx):
@@ -711,6 +734,7 @@ def memory_remember(conn, ctx, fact, vec, *, update=False, importance=1, scope=N
     fact = fact.strip()
     about_bot = bool(re.match(r"^(?:你|您)", fact))  # "记住，你叫我主人": this character's experience
     mtype, char = ("experience", ctx.character_id) if about_bot else ("user_fact", None)
+    explicit_scope = scope is not None
     scope = scope or (f"g:{ctx.group_id}" if ctx.group_id else "private")
     attribute, value, single = memory_attribute(fact)
     canonical = memory_canonical(fact) if not about_bot else fact
@@ -719,8 +743,8 @@ def memory_remember(conn, ctx, fact, vec, *, update=False, importance=1, scope=N
         numbers = {r["id"]: n for n, r in enumerate(rows, 1)}
         dup = _find_duplicate(conn, [r for r in rows if r["type"] == mtype], fact, None if update else vec)
         if dup is not None:
-            conn.execute("UPDATE memories SET updated_at = ?, importance = max(importance, ?) WHERE id = ?",
-                         (time.time(), importance, dup["id"]))
+            conn.execute("UPDATE memories SET updated_at = ?, importance = max(importance, ?), scope = ? WHERE id = ?",
+                         (time.time(), importance, scope if explicit_scope else dup["scope"], dup["id"]))
             return f"这条我已经记着了（第{numbers[dup['id']]}条：{dup['canonical']}），刚刷新了一下。"
         old = None
         if attribute:
@@ -738,7 +762,8 @@ def memory_remember(conn, ctx, fact, vec, *, update=False, importance=1, scope=N
             _history(conn, ctx.user_id, old["id"], "update", old)
             conn.execute("UPDATE memories SET text = ?, canonical = ?, attribute = ?, value = ?, importance = max(importance, ?),"
                          " updated_at = ?, scope = ? WHERE id = ?",
-                         (fact, canonical, attribute, value, importance, time.time(), scope, old["id"]))
+                         (fact, canonical, attribute, value, importance, time.time(),
+                          scope if explicit_scope else old["scope"], old["id"]))
             if vec is not None:
                 search_vec_put(conn, "memories_vec", old["id"], ctx.user_id, vec)
             return f"已更新第{numbers[old['id']]}条：{old['canonical']} → {canonical}（说“撤销”可以改回去）"
@@ -812,25 +837,30 @@ def memory_forget(conn, ctx, what, vec):
 
 
 def memory_wipe(conn, user_id):
-    """Deletes every memory of one user, with its history (so it can't be brought back)."""
+    """Deletes every memory of one user, with its history and the memory commands in the chat log."""
     with db_tx(conn):
         ids = [r[0] for r in conn.execute("SELECT id FROM memories WHERE user_id = ? AND type != 'lore'", (user_id,))]
         for i in ids:
             conn.execute("DELETE FROM memories_vec WHERE memory_id = ?", (i,))
         conn.execute("DELETE FROM memories WHERE user_id = ? AND type != 'lore'", (user_id,))
         conn.execute("DELETE FROM memory_history WHERE user_id = ?", (user_id,))
+        conn.execute("DELETE FROM messages WHERE user_id = ? AND kind = 'command'", (user_id,))  # what was said to them
     return len(ids)
 
 
 def memory_undo(conn, ctx, embed):
-    """Reverts the speaker's last memory change: an add, an update or a delete."""
+    """Reverts the speaker's last memory change: an add, an update or a delete (only one made
+    where it can be seen from here, so a group never hears about a private memory)."""
     with db_tx(conn):
         h = conn.execute("SELECT * FROM memory_history WHERE user_id = ? AND undone = 0 ORDER BY id DESC LIMIT 1",
                          (ctx.user_id,)).fetchone()
         if h is None:
             return "没有可以撤销的记忆操作。"
+        cur = conn.execute("SELECT * FROM memories WHERE id = ? AND user_id = ?", (h["memory_id"], ctx.user_id)).fetchone()
+        row = cur or json.loads(h["old_row"] or "null")
+        if row is None or not _visible(ctx, row):
+            return "上一次记忆改动是在别处（比如私聊）做的，请到那里说“撤销”。"
         conn.execute("UPDATE memory_history SET undone = 1 WHERE id = ?", (h["id"],))
-        cur = conn.execute("SELECT * FROM memories WHERE id = ?", (h["memory_id"],)).fetchone()
         if h["action"] == "insert":
             if cur is None:
                 return "那条记忆已经不在了，没什么可撤销的。"
@@ -910,19 +940,19 @@ def memory_parse(text):
     m = _SCOPE_RE.match(t)
     if m:
         return ("public" if "公开" in m.group(1) else "private"), m.group(2)
-    m = _REMEMBER_RE.match(t)
-    if m:
-        return "remember", m.group(1).strip()
-    m = _UPDATE_RE.match(t)
-    if m:
-        return "update", m.group(1).strip()
+    m = _REMEMBER_RE.match(t) or _UPDATE_RE.match(t)
+    if m and not _NOT_AN_OBJECT_RE.match(m.group(1)):
+        return ("remember" if m.re is _REMEMBER_RE else "update"), m.group(1).strip()
     m = _ACTUALLY_RE.match(t)
-    if m:
+    if m and memory_attribute(m.group(1))[0]:  # "其实我现在很难过" is chat; "其实我现在住在上海" an update
         return "update", m.group(1).strip()
     m = _FORGET_RE.match(t)
     if m:
-        what = m.group(1).strip().rstrip("。!！")
-        return ("forget_all" if _FORGET_ALL_RE.match(what) else "forget"), what
+        what = m.group(2).strip().rstrip("。!！")
+        if _FORGET_ALL_RE.match(what):
+            return "forget_all", what
+        if (m.group(1) or _FORGET_OBJECT_RE.match(what)) and not _NOT_AN_OBJECT_RE.match(what):
+            return "forget", what
     return None, ""
 
 
@@ -942,8 +972,9 @@ def memory_options(fact):
 # Summaries #########################################################
 #####################################################################
 
-#: Most sentences an extractive summary keeps.
+#: Most sentences an extractive summary keeps, and most it ranks.
 EXTRACTIVE_SENTENCES = 5
+EXTRACTIVE_MAX_INPUT = 300
 #: User turns a window needs before a topic shift can close it.
 TOPIC_MIN_TURNS = 5
 #: Content words a window needs to be worth a summary (fewer = small talk).
@@ -968,6 +999,9 @@ def summary_extractive(turns, max_sentences=EXTRACTIVE_SENTENCES):
     sents = summary_sentences(turns)
     if not sents:
         return "", []
+    if len(sents) > EXTRACTIVE_MAX_INPUT:  # TextRank is n²: keep the sentences with the most content
+        best = sorted(range(len(sents)), key=lambda i: -len(text_content_words(sents[i][2])))[:EXTRACTIVE_MAX_INPUT]
+        sents = [sents[i] for i in sorted(best)]
     docs = [[t for t in text_tokens(s) if len(t) > 1 or t.isascii()] or ["_"] for _, _, s in sents]
     n = len(sents)
     if n > max_sentences:
@@ -1005,7 +1039,7 @@ def summary_window(conn, session, every, shift_at=None):
     pointer = conn.execute("SELECT summarised_upto FROM sessions WHERE session = ?", (session,)).fetchone()
     pointer = pointer[0] if pointer else 0
     rows = conn.execute("SELECT id, role, speaker, character_id, text FROM messages WHERE session = ? AND id > ? "
-                        "ORDER BY id LIMIT ?", (session, pointer, every * 4 + 40)).fetchall()
+                        "AND kind = 'chat' ORDER BY id LIMIT ?", (session, pointer, every * 4 + 40)).fetchall()
     if not rows:
         return None
     char = rows[0]["character_id"]
@@ -1098,7 +1132,7 @@ def summary_recall(conn, session, character_id, query, vec, *, limit, min_simila
         if i in shown:
             continue
         rows = conn.execute("SELECT id, speaker, text FROM messages WHERE session = ? AND character_id = ? AND id < ? "
-                            "AND id BETWEEN ? AND ? ORDER BY id", (session, character_id, before,
+                            "AND kind = 'chat' AND id BETWEEN ? AND ? ORDER BY id", (session, character_id, before,
                                                                    i - RECALL_NEIGHBOURS, i + RECALL_NEIGHBOURS)).fetchall()
         rows = [r for r in rows if r["id"] not in shown]
         shown.update(r["id"] for r in rows)
@@ -1126,7 +1160,7 @@ CARD_FIELDS = {"id": str, "name": str, "description": str, "personality": str, "
 MEMORY_FIELDS = {"filter": dict, "unknown": list, "ooc_phrases": list, "fallback_replies": list, "allow_ai": bool}
 #: Replies that give away a language model, whatever the card (not for cards with memory.allow_ai).
 AI_SELF_RE = re.compile(
-    r"(?:作为|身为|我是|我只是|我就是)(?:一[个名款种])?(?:AI|ai|Ai|人工智能|语言模型|大模型|AI助手|AI 助手|智能助手|聊天机器人|虚拟助手|程序)"
+    r"(?:作为|身为|我是|我只是|我就是)(?:一[个名款种])?(?:AI|ai|Ai|人工智能|语言模型|大模型|AI助手|AI 助手|智能助手|聊天机器人|虚拟助手|程序(?!员|猿))"
     r"|语言模型|大语言模型|训练数据|我的开发者|OpenAI|无法访问(?:实时|互联网|网络)|as an ai|i am an ai|i'm an ai|language model"
     r"|我(?:并)?没有(?:真实的|实体的)?(?:身体|实体|肉体|味觉|嗅觉|感情|情感|意识)",
     re.I)
@@ -1341,8 +1375,9 @@ def prompt_context(conn, ctx, card, text, vec, cfg):
     data's boundaries: this speaker's memories, this character's summaries, turns and lore."""
     char = card["id"]
     recent = conn.execute(
-        "SELECT id, role, speaker, text FROM messages WHERE session = ? AND character_id = ? AND id < ? "
-        "ORDER BY id DESC LIMIT ?", (ctx.session, char, ctx.message_id or 1 << 62, cfg.RECENT_TURNS * 2 + 2)).fetchall()[::-1]
+        "SELECT id, role, speaker, text FROM messages WHERE session = ? AND character_id = ? AND id != ? "
+        "AND (id < ? OR role = 'assistant') ORDER BY id DESC LIMIT ?",
+        (ctx.session, char, ctx.message_id, ctx.message_id or 1 << 62, cfg.RECENT_TURNS * 2 + 2)).fetchall()[::-1]
     latest = conn.execute("SELECT id, text FROM summaries WHERE session = ? AND character_id = ? AND rolled_into IS NULL "
                           "ORDER BY last_msg DESC LIMIT ?", (ctx.session, char, LATEST_SUMMARIES)).fetchall()[::-1]
     first_recent = recent[0]["id"] if recent else (ctx.message_id or 1 << 62)
@@ -1455,13 +1490,14 @@ def _llm_parse(response, messages):
     try:
         data = response.json()
         text = data["choices"][0]["message"]["content"]
-        if not isinstance(text, str) or not text.strip():
+        # reasoning models: drop the thinking, also when max_tokens cut it off unclosed
+        text = re.sub(r"<think>.*?(?:</think>|$)", "", text, flags=re.S).strip() if isinstance(text, str) else None
+        if not text:
             raise ValueError("empty content")
-    except (ValueError, KeyError, IndexError, TypeError) as e:
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError) as e:
         raise LLMError(f"malformed reply from the LLM ({type(e).__name__}: {str(e)[:80]})")
     usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
     tokens = usage.get("total_tokens") or sum(text_count_tokens(m["content"]) for m in messages) + text_count_tokens(text)
-    text = re.sub(r"<think>.*?</think>", "", text, flags=re.S).strip()  # reasoning models
     return text, int(tokens)
 
 
@@ -1529,6 +1565,7 @@ class App:
         while True:
             await asyncio.sleep(CHECKPOINT_SECONDS)
             if self.db.dirty:
+                self.db.dirty = False  # cleared before the checkpoint is queued: later writes set it again
                 with contextlib.suppress(Exception):
                     await self.db.run(self.db.checkpoint)
 
@@ -1569,7 +1606,7 @@ def _vec_backfill(conn, app):
 
 
 def _store_message(conn, app, ctx, role, text, onebot_id=None):
-    """Stores one turn; returns its id and the chat's card."""
+    """Stores one turn (a reply under the user it answers); returns its id and the chat's card."""
     card = app.card_for(conn, ctx.session)
     if app.lore_version != app.characters.version:  # the cards changed: their books too, maybe
         character_lore_sync(conn, app.characters.get()["cards"])
@@ -1579,11 +1616,11 @@ def _store_message(conn, app, ctx, role, text, onebot_id=None):
     with db_tx(conn):
         conn.execute("INSERT INTO sessions (session, updated_at) VALUES (?, ?) ON CONFLICT (session) DO UPDATE SET "
                      "updated_at = excluded.updated_at", (ctx.session, time.time()))
-        mid = conn.execute("INSERT INTO messages (session, user_id, speaker, role, character_id, text, onebot_id, created_at)"
-                           " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                           (ctx.session, ctx.user_id if role == "user" else "", ctx.speaker if role == "user" else card["name"],
-                            role, ctx.character_id, text, str(onebot_id) if onebot_id is not None else None,
-                            time.time())).lastrowid
+        mid = conn.execute("INSERT INTO messages (session, user_id, speaker, role, character_id, text, onebot_id, kind,"
+                           " created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                           (ctx.session, ctx.user_id, ctx.speaker if role == "user" else card["name"], role,
+                            ctx.character_id, text, str(onebot_id) if onebot_id is not None else None,
+                            "command" if ctx.command else "chat", time.time())).lastrowid
     return mid, card
 
 
@@ -1591,29 +1628,42 @@ async def app_handle(app, ctx, text, onebot_id=None):
     """Stores a message, then answers it in its chat's order; returns the reply (already stored)."""
     raw_len = len(text or "")
     text = text_clean(text, app.cfg.BOT_MAX_MESSAGE)
-    ctx.message_id, card = await app.db.run(_store_message, app, ctx, "user", text, onebot_id, write=True)
+    ctx.message_id, _ = await app.db.run(_store_message, app, ctx, "user", text, onebot_id, write=True)
     app.stats["messages"] += 1
     app.pending[ctx.session] += 1
+    reply = None
     try:
         if app.pending[ctx.session] > app.cfg.BOT_QUEUE_LIMIT:
             reply = "消息有点多，我先回前面的，你稍等一下再说哦。"
+            await app.db.run(_store_message, app, ctx, "assistant", reply, write=True)
         else:
             async with app.locks[ctx.session]:
+                # the card is the one in use now: a 切换角色 queued before this message counts
+                card = await app.db.run(_card_now, app, ctx, write=True)
                 try:
                     reply = await _respond(app, ctx, text, card, truncated=raw_len > app.cfg.BOT_MAX_MESSAGE)
                 except Exception:
                     log.exception("handling a message in %s failed", ctx.session)
                     reply = "抱歉，我这边出了点问题，这条消息已经记下了，请稍后再试。"
+                if reply is not None:  # stored before the next message of this chat is handled
+                    await app.db.run(_store_message, app, ctx, "assistant", reply, write=True)
     finally:
         app.pending[ctx.session] -= 1
         if not app.pending[ctx.session]:
             del app.pending[ctx.session]
             app.locks.pop(ctx.session, None)
-    if reply is None:
-        return None
-    await app.db.run(_store_message, app, ctx, "assistant", reply, write=True)
-    summary_kick(app, ctx.session)
+    if reply is not None:
+        summary_kick(app, ctx.session)
     return reply
+
+
+def _card_now(conn, app, ctx):
+    """The chat's card at the moment its message is handled; the message is filed under it."""
+    card = app.card_for(conn, ctx.session)
+    if card["id"] != ctx.character_id:
+        ctx.character_id = card["id"]
+        conn.execute("UPDATE messages SET character_id = ? WHERE id = ?", (card["id"], ctx.message_id))
+    return card
 
 
 async def _respond(app, ctx, text, card, truncated=False):
@@ -1699,7 +1749,7 @@ def _topic_check(app, conn, ctx, text, vec):
     and (with a model) is far from it. The summary then closes the window before this message."""
     pointer = (conn.execute("SELECT summarised_upto FROM sessions WHERE session = ?", (ctx.session,)).fetchone() or [0])[0]
     rows = conn.execute("SELECT text FROM messages WHERE session = ? AND id > ? AND id < ? AND role = 'user' "
-                        "AND character_id = ? ORDER BY id DESC LIMIT 12",
+                        "AND kind = 'chat' AND character_id = ? ORDER BY id DESC LIMIT 12",
                         (ctx.session, pointer, ctx.message_id, ctx.character_id)).fetchall()
     words = text_content_words(text)
     if len(rows) < TOPIC_MIN_TURNS or len(words) < 2:
@@ -1764,7 +1814,7 @@ async def summary_write(app, card, turns, level=0):
         return text[:600], "llm"
     except LLMError as e:
         log.warning("summary by LLM failed (%s); using the extractive one", e)
-        return summary_extractive(turns)[0], "extractive"
+        return (await asyncio.to_thread(summary_extractive, turns))[0], "extractive"
 
 
 async def memory_command(app, ctx, text, card):
@@ -1773,6 +1823,8 @@ async def memory_command(app, ctx, text, card):
     if kind is None:
         return None
     app.stats["memory_commands"] += 1
+    ctx.command = True
+    await app.db.run(lambda c: c.execute("UPDATE messages SET kind = 'command' WHERE id = ?", (ctx.message_id,)), write=True)
     if kind == "list":
         return memory_format_list(await app.db.run(memory_list, ctx))
     if kind == "undo":
@@ -1791,7 +1843,7 @@ async def memory_command(app, ctx, text, card):
         if asked is None or time.monotonic() - asked > WIPE_CONFIRM_SECONDS:
             return "没有待确认的删除。要删除全部记忆，请先说“忘记关于我的一切”。"
         n = await app.db.run(memory_wipe, ctx.user_id, write=True)
-        return f"好的，关于你的{n}条记忆都已经删除了。"
+        return f"好的，关于你的{n}条记忆都已经删除了（记忆指令的聊天记录也删了）。"
     if kind == "forget":
         return await app.db.run(lambda c: memory_forget(c, ctx, arg, app.vec(arg)), write=True)
     fact, importance, scope = memory_options(arg)
@@ -2117,6 +2169,27 @@ def cli_memory_export(cfg, user_id, out):
     return n
 
 
+def _import_problem(obj):
+    """What is wrong with one imported memory, or None."""
+    if not isinstance(obj, dict):
+        return "not a JSON object"
+    if not isinstance(obj.get("user_id"), (str, int)) or not str(obj["user_id"]).strip():
+        return "user_id is required (a QQ number)"
+    if not isinstance(obj.get("text"), str) or not obj["text"].strip():
+        return "text is required (a string)"
+    if obj.get("type", "user_fact") not in ("user_fact", "experience"):
+        return "type must be user_fact or experience"
+    if obj.get("type") == "experience" and not isinstance(obj.get("character_id"), str):
+        return "an experience needs the character_id of the character that had it"
+    if obj.get("importance") is not None and obj["importance"] not in (1, 2):
+        return "importance must be 1 or 2"
+    if obj.get("created_at") is not None and not isinstance(obj["created_at"], (int, float)):
+        return "created_at must be a Unix time (a number)"
+    if obj.get("scope") is not None and not (obj["scope"] in ("private", "public") or str(obj["scope"]).startswith("g:")):
+        return "scope must be private, public or g:<group>"
+    return None
+
+
 def memory_import_rows(conn, embedder, lines, batch=1000):
     """Imports JSON lines ({user_id, text, ...}) in one transaction, embedding in batches.
     Returns (imported, errors) where errors are 'line N: why' strings; nothing is written on error."""
@@ -2129,12 +2202,9 @@ def memory_import_rows(conn, embedder, lines, batch=1000):
         except json.JSONDecodeError as e:
             errors.append(f"line {n}: not JSON ({e.msg})")
             continue
-        if not isinstance(obj, dict) or not str(obj.get("user_id") or "").strip() or not str(obj.get("text") or "").strip():
-            errors.append(f"line {n}: user_id and text are required")
-            continue
-        mtype = obj.get("type") or "user_fact"
-        if mtype not in ("user_fact", "experience"):
-            errors.append(f"line {n}: type must be user_fact or experience")
+        why = _import_problem(obj)
+        if why:
+            errors.append(f"line {n}: {why}")
             continue
         rows.append(obj)
     if errors:
@@ -2830,6 +2900,7 @@ def main(argv=None):
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stdout)
     try:
         cfg = config_load()
+        os.environ.update(cfg.exports)
         logging.getLogger().setLevel(logging.DEBUG if args.debug else getattr(logging, cfg.BOT_LOG_LEVEL.upper(), logging.INFO))
         for noisy in ("httpx", "hypercorn.error", "hypercorn.access", "quart.app", "quart.serving"):
             logging.getLogger(noisy).setLevel(logging.WARNING)

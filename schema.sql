@@ -18,28 +18,32 @@ CREATE TABLE sessions (
 CREATE TABLE messages (
     id INTEGER PRIMARY KEY,
     session TEXT NOT NULL,
-    user_id TEXT NOT NULL,              -- QQ number of the speaker ('' for the bot)
+    user_id TEXT NOT NULL,              -- QQ number of the speaker; for a reply, of the user it answers
     speaker TEXT NOT NULL,              -- display name
     role TEXT NOT NULL CHECK (role IN ('user', 'assistant')),
     character_id TEXT NOT NULL,
     text TEXT NOT NULL,
     onebot_id TEXT,                     -- OneBot message_id, for quoting
+    kind TEXT NOT NULL DEFAULT 'chat' CHECK (kind IN ('chat', 'command')),  -- memory commands stay out of recall
     created_at REAL NOT NULL
 );
 CREATE INDEX messages_session ON messages (session, id);
 
 CREATE VIRTUAL TABLE messages_fts USING fts5(tokens, owner);
-CREATE TRIGGER messages_ai AFTER INSERT ON messages BEGIN
+CREATE TRIGGER messages_ai AFTER INSERT ON messages WHEN new.kind = 'chat' BEGIN
     INSERT INTO messages_fts (rowid, tokens, owner) VALUES (new.id, mnemo_tokens(new.speaker || ' ' || new.text), mnemo_owner(new.session));
 END;
 CREATE TRIGGER messages_ad AFTER DELETE ON messages BEGIN
+    DELETE FROM messages_fts WHERE rowid = old.id;
+END;
+CREATE TRIGGER messages_au AFTER UPDATE OF kind ON messages WHEN new.kind = 'command' BEGIN
     DELETE FROM messages_fts WHERE rowid = old.id;
 END;
 
 -- Long-term memory. type: user_fact (seen by every character), experience (only by
 -- character_id), lore (a character's card and book). scope: private, g:<group> or public.
 CREATE TABLE memories (
-    id INTEGER PRIMARY KEY,
+    id INTEGER PRIMARY KEY AUTOINCREMENT,  -- never reused: the history points at these ids
     user_id TEXT NOT NULL,              -- owner; '' for lore
     type TEXT NOT NULL CHECK (type IN ('user_fact', 'experience', 'lore')),
     character_id TEXT,                  -- NULL for user facts

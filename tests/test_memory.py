@@ -55,6 +55,16 @@ def remember(conn, embedder, c, fact, **kw):
     ("公开第2条", "public", "2"),
     ("我忘记带钥匙了", None, ""),
     ("你还记得我说过什么吗", None, ""),
+    # chat that starts with a command word is chat
+    ("忘记带伞了，淋成落汤鸡", None, ""),
+    ("删除这个文件要怎么操作", None, ""),
+    ("忘记所有烦恼吧", None, ""),
+    ("forget it", None, ""),
+    ("remember me?", None, ""),
+    ("记住了吗", None, ""),
+    ("更新了吗？", None, ""),
+    ("更新到最新版要多久", None, ""),
+    ("其实我现在很难过", None, ""),
 ])
 def test_phrasings(text, kind, arg):
     assert bot.memory_parse(text) == (kind, arg)
@@ -69,6 +79,10 @@ def test_phrasings(text, kind, arg):
     ("我喜欢爬山", "喜欢", "爬山"),
     ("我讨厌香菜", "讨厌", "香菜"),
     ("我养了一只柯基", "宠物", "一只柯基"),
+    ("我住院了", None, None),
+    ("我叫了外卖", None, None),
+    ("我生日快到了", None, None),
+    ("我生日3月5日", "生日", "3月5日"),
     ("我在腾讯工作", "工作", "腾讯"),
     ("今天天气不错", None, None),
 ])
@@ -271,3 +285,51 @@ def test_offers_to_remember_what_the_user_keeps_saying(runner, napcat):
     assert runner.db(lambda c: c.execute("SELECT count(*) FROM memories WHERE user_id = '805'").fetchone()[0]) == 0
     napcat.ask(805, "记住，我对芒果过敏")
     assert "要我帮你记住" not in napcat.ask(805, "我对芒果过敏")  # stored now: no more offers
+
+
+def test_undo_never_touches_another_users_row(conn, embedder):
+    a, b = ctx("1"), ctx("2")
+    remember(conn, embedder, a, "我对青霉素过敏")
+    bot.memory_forget(conn, a, "第1条", None)
+    remember(conn, embedder, b, "我养了一只猫叫年糕")  # ids are never reused, so this is not id 1
+    assert "恢复了：用户对青霉素过敏" in bot.memory_undo(conn, a, lambda t: embedder.encode([t])[0])
+    assert [r["canonical"] for r in bot.memory_list(conn, b)] == ["用户养了一只猫叫年糕"]
+    assert "删掉了" in bot.memory_undo(conn, b, lambda t: embedder.encode([t])[0])
+    assert [r["canonical"] for r in bot.memory_list(conn, a)] == ["用户对青霉素过敏"]
+
+
+def test_undo_in_a_group_leaves_private_changes_alone(conn, embedder):
+    private, group = ctx("1"), ctx("1", group="500")
+    remember(conn, embedder, private, "我对青霉素过敏")
+    msg = bot.memory_undo(conn, group, lambda t: embedder.encode([t])[0])
+    assert "青霉素" not in msg and "别处" in msg
+    assert len(bot.memory_list(conn, private)) == 1
+
+
+def test_update_keeps_scope_and_public_mark_applies_to_duplicates(conn, embedder):
+    c = ctx("1")
+    remember(conn, embedder, c, "我住在北京", scope="public")
+    remember(conn, embedder, c, "我现在住在上海了")
+    assert conn.execute("SELECT scope FROM memories").fetchone()[0] == "public"
+    remember(conn, embedder, c, "我喜欢爬山")
+    remember(conn, embedder, c, "我喜欢爬山", scope="public")
+    assert conn.execute("SELECT scope FROM memories WHERE canonical = '用户喜欢爬山'").fetchone()[0] == "public"
+
+
+def test_forgotten_commands_do_not_come_back_through_old_turns(runner, napcat, llm):
+    napcat.ask(806, "记住，我对青霉素过敏")
+    for i in range(8):
+        napcat.ask(806, f"随便聊聊第{i}句")
+    napcat.ask(806, "忘记关于我的一切")
+    napcat.ask(806, "确认删除")
+    napcat.ask(806, "医生要给我开青霉素，可以吗")
+    assert "青霉素过敏" not in json.dumps(llm.chat_requests()[-1]["json"]["messages"], ensure_ascii=False)
+
+
+def test_import_reports_bad_types_by_line(tmp_path, embedder):
+    conn = bot.db_connect(tmp_path / "i.db")
+    lines = ['{"user_id": "1", "text": 123}', '{"user_id": "1", "text": "好", "importance": "high"}',
+             '{"user_id": "1", "text": "好", "type": "experience"}', '{"user_id": "1", "text": "好"}']
+    n, errors = bot.memory_import_rows(conn, embedder, lines)
+    assert n == 0 and [e.split(":")[0] for e in errors] == ["line 1", "line 2", "line 3"]
+    assert conn.execute("SELECT count(*) FROM memories").fetchone()[0] == 0

@@ -198,3 +198,28 @@ def test_doctor_checks_each_part(env, llm):
     assert p.returncode == 1
     fails = [line for line in p.stdout.splitlines() if line.startswith("FAIL")]
     assert len(fails) == 2 and all("Error:" in f and "Fix:" in f for f in fails), p.stdout
+
+
+def test_queued_message_sees_the_reply_before_it_and_the_new_character(runner, napcat, llm):
+    llm.delay = 0.5
+    napcat.event(667, "第一问")
+    napcat.event(667, "第二问")
+    assert [napcat.reply_text(), napcat.reply_text()] == ["echo:第一问", "echo:第二问"]
+    turns = [m["content"] for m in llm.chat_requests()[-1]["json"]["messages"] if m["role"] != "system"]
+    assert turns == ["第一问", "echo:第一问", "第二问"]
+    llm.delay = 0.0
+    napcat.event(667, "切换角色 knight")
+    napcat.event(667, "你是谁")
+    napcat.reply_text()
+    assert napcat.reply_text() == "echo:你是谁"
+    assert "【角色】艾德蒙" in llm.chat_requests()[-1]["json"]["messages"][0]["content"]
+
+
+@pytest.mark.parametrize("content,sent", [
+    ("<think>想一想</think>你好！", "你好！"),
+    ("<think>想了很久，被 max_tokens 截断", bot.LLM_DOWN_REPLY),
+    ("<think>嗯</think>", bot.LLM_DOWN_REPLY),
+])
+def test_reasoning_models_thinking_is_not_sent(runner, napcat, llm, content, sent):
+    llm.script.append(content)
+    assert napcat.ask(668, "你好") == sent

@@ -454,7 +454,7 @@ def test_lone_surrogate_in_nickname(runner, napcat, llm):
               group_id=300, card="断掉的表情\ud83d")
     reply = napcat.reply_text(timeout=5).strip()
     assert reply.startswith("echo:断掉的表情") and reply.endswith("：群里好")
-    speakers = [r[0] for r in rows(runner, "SELECT speaker FROM messages WHERE user_id = '2'")]
+    speakers = [r[0] for r in rows(runner, "SELECT speaker FROM messages WHERE user_id = '2' AND role = 'user'")]
     assert len(speakers) == 2 and not any("\ud800" <= c <= "\udfff" for sp in speakers for c in sp)
     assert napcat.ask(2, "你好") == "echo:你好"
 
@@ -548,7 +548,8 @@ def test_forget_and_list_touch_only_the_speaker(runner, napcat, llm):
     assert napcat.ask(2, "忘记第1条").startswith("已忘记：用户住在西安")
     assert napcat.ask(2, "撤销").startswith("已撤销")
     assert napcat.ask(2, "忘记关于我的一切").startswith("确定要删除我记得的关于你的全部1条记忆吗")
-    assert napcat.ask(2, "确认删除") == "好的，关于你的1条记忆都已经删除了。"
+    assert napcat.ask(2, "确认删除") == "好的，关于你的1条记忆都已经删除了（记忆指令的聊天记录也删了）。"
+    assert rows(runner, "SELECT count(*) FROM messages WHERE user_id = '2' AND text LIKE '%西安%'") == [(0,)]
     assert napcat.ask(2, "撤销") == "没有可以撤销的记忆操作。"
     assert rows(runner, "SELECT user_id, text FROM memories WHERE type != 'lore' ORDER BY id") == \
         [("1", "我住在杭州"), ("1", "我喜欢打羽毛球")]
