@@ -205,6 +205,8 @@ def config_describe(cfg):
 SCHEMA_VERSION = 1
 #: Migrations from version N to N+1, each run in one transaction. Empty until v2 exists.
 MIGRATIONS = {}
+#: SQL functions the FTS triggers in schema.sql call; the Text section fills this in.
+SQL_FUNCTIONS = {}
 #: The vec0 tables and the id column of each.
 VEC_TABLES = {"memories_vec": "memory_id", "summaries_vec": "summary_id"}
 
@@ -241,8 +243,8 @@ def db_connect(path, create=True):
     conn.execute("PRAGMA busy_timeout = 5000")
     conn.execute("PRAGMA journal_mode = WAL")
     conn.execute("PRAGMA synchronous = NORMAL")
-    conn.create_function("mnemo_tokens", 1, lambda s: " ".join(text_tokens(s or "")), deterministic=True)
-    conn.create_function("mnemo_owner", 1, text_owner_token, deterministic=True)
+    for name, fn in SQL_FUNCTIONS.items():
+        conn.create_function(name, 1, fn, deterministic=True)
     version = conn.execute("PRAGMA user_version").fetchone()[0]
     if version > SCHEMA_VERSION:
         conn.close()
@@ -418,6 +420,10 @@ def text_fts_query(text):
 def text_owner_token(owner):
     """One FTS token for an owner key. Example: 'p:1' -> 'o703a31'"""
     return "o" + str(owner).encode("utf-8").hex()
+
+
+SQL_FUNCTIONS["mnemo_tokens"] = lambda s: " ".join(text_tokens(s or ""))
+SQL_FUNCTIONS["mnemo_owner"] = text_owner_token
 
 
 def text_count_tokens(text):
@@ -1509,6 +1515,8 @@ def _redact(text, cfg):
 # Replies (the path every message takes, from QQ or the terminal) ###
 #####################################################################
 
+# The background summary task lives here, not under Summaries: it calls the LLM client above.
+
 #: Said when the LLM can't be reached; the turn is kept all the same.
 LLM_DOWN_REPLY = "抱歉，我这会儿有点走神（连不上大模型），等一下再和我说好吗？"
 #: Seconds between checkpoints of the WAL into bot.db (so a plain copy of bot.db is current).
@@ -1624,7 +1632,7 @@ def _store_message(conn, app, ctx, role, text, onebot_id=None):
     return mid, card
 
 
-async def app_handle(app, ctx, text, onebot_id=None):
+async def reply_handle(app, ctx, text, onebot_id=None):
     """Stores a message, then answers it in its chat's order; returns the reply (already stored)."""
     raw_len = len(text or "")
     text = text_clean(text, app.cfg.BOT_MAX_MESSAGE)
@@ -1671,7 +1679,7 @@ async def _respond(app, ctx, text, card, truncated=False):
     if ctx.group_id and await app.db.run(lambda c: (c.execute("SELECT paused FROM sessions WHERE session = ?", (ctx.session,)).fetchone() or [0])[0]):
         if not (ctx.superuser and _ADMIN_RE.match(text)):
             return None
-    for handler in (admin_command, character_command, memory_command):
+    for handler in (reply_admin, reply_character, reply_memory):
         reply = await handler(app, ctx, text, card)
         if reply is not None:
             return reply
@@ -1680,7 +1688,7 @@ async def _respond(app, ctx, text, card, truncated=False):
     limited = await _rate_limited(app, ctx)
     if limited:
         return limited
-    reply = await chat_reply(app, ctx, text, card)
+    reply = await reply_llm(app, ctx, text, card)
     if truncated:
         reply = f"（你的消息太长了，我只看了前 {app.cfg.BOT_MAX_MESSAGE} 字）\n" + reply
     return reply
@@ -1704,7 +1712,7 @@ async def _rate_limited(app, ctx):
     return None
 
 
-async def chat_reply(app, ctx, text, card):
+async def reply_llm(app, ctx, text, card):
     """Builds the prompt, asks the LLM, checks the reply stays in character (once redone)."""
     cards = app.characters.get()["cards"]
 
@@ -1817,7 +1825,7 @@ async def summary_write(app, card, turns, level=0):
         return (await asyncio.to_thread(summary_extractive, turns))[0], "extractive"
 
 
-async def memory_command(app, ctx, text, card):
+async def reply_memory(app, ctx, text, card):
     """记住 / 更新 / 忘记 / 你记得我什么 / 撤销: answered without the LLM, or None."""
     kind, arg = memory_parse(text)
     if kind is None:
@@ -1855,7 +1863,7 @@ async def memory_command(app, ctx, text, card):
                                                       importance=importance, scope=scope), write=True)
 
 
-async def character_command(app, ctx, text, card):
+async def reply_character(app, ctx, text, card):
     """切换角色 / 角色列表 / 当前角色, per chat; or None."""
     t = text.strip()
     data = app.characters.get()
@@ -1879,7 +1887,7 @@ async def character_command(app, ctx, text, card):
     return greeting or f"你好，我是{target['name']}。"
 
 
-async def admin_command(app, ctx, text, card):
+async def reply_admin(app, ctx, text, card):
     """Superusers' commands: /status, /backup, /forget_user QQ, /pause, /resume, /group_character GROUP ID."""
     m = _ADMIN_RE.match(text.strip())
     if not m:
@@ -1892,8 +1900,9 @@ async def admin_command(app, ctx, text, card):
         s = await app.db.run(_status)
         s["db_size"] = sum(os.path.getsize(p) for p in (app.db.path, app.db.path + "-wal") if os.path.exists(p))
         return ("状态：用户 {users}，记忆 {memories}，摘要 {summaries}，消息 {messages}，数据库 {mb:.1f} MB；"
-                "今天 LLM 调用 {calls} 次，{tokens} tokens；向量搜索{vec}。").format(
-            mb=s["db_size"] / 1e6, vec="开启" if app.embedder.model is not None else "关闭（只用关键词）", **s)
+                "今天 LLM 调用 {calls} 次，{tokens} tokens；向量搜索{vec}；本次运行出戏重写 {ooc} 次（其中 {fb} 次用了备用回复）。").format(
+            mb=s["db_size"] / 1e6, vec="开启" if app.embedder.model is not None else "关闭（只用关键词）",
+            ooc=app.stats["ooc_hits"], fb=app.stats["ooc_fallbacks"], **s)
     if cmd == "backup":
         target = Path(app.db.path).with_name(f"backup-{time.strftime('%Y%m%d-%H%M%S')}.db")
         size = await app.db.run(db_backup, target)
@@ -2035,7 +2044,7 @@ async def onebot_on_message(app, bot, event):
         return
     ctx = Ctx(user_id=user_id, session=session, character_id="", speaker=text_clean(str(speaker))[:40], group_id=group_id,
               superuser=user_id in app.cfg.superusers)
-    reply = await app_handle(app, ctx, text, onebot_id=event.message_id)
+    reply = await reply_handle(app, ctx, text, onebot_id=event.message_id)
     if reply is None:
         return
     try:
@@ -2135,7 +2144,7 @@ async def cli_chat(cfg, user_id, lines=None):
             if not line.strip():
                 break
             ctx = Ctx(user_id=user_id, session=f"p:{user_id}", character_id="", speaker="你", superuser=True)
-            reply = await app_handle(app, ctx, line)
+            reply = await reply_handle(app, ctx, line)
             name = (await app.db.run(app.card_for, ctx.session))["name"]
             print(f"{name}: {reply}\n", flush=True)
         for task in list(app.summary_tasks.values()):
@@ -2242,7 +2251,7 @@ def cli_memory_import(cfg, path):
     print(f"imported {n} memories in {dt:.2f}s ({n / max(dt, 1e-9):.0f}/s)")
 
 
-def card_from_bytes(data, filename="card"):
+def character_card_read(data, filename="card"):
     """A Character Card V1/V2/V3 from JSON or PNG bytes (PNG: the ccv3 or chara text chunk)."""
     if data[:8] == b"\x89PNG\r\n\x1a\n":
         chunks, pos = {}, 8
@@ -2295,7 +2304,7 @@ def cli_character_import(cfg, path):
     path = Path(path)
     if not path.exists():
         raise ConfigError(f"no file at {path}. Fix: give the path of a .json or .png card")
-    card = card_from_bytes(path.read_bytes(), path.name)
+    card = character_card_read(path.read_bytes(), path.name)
     target = Path(cfg.BOT_CHARACTERS)
     text = target.read_text(encoding="utf-8-sig")
     data_ok = character_parse(text, target.name)
