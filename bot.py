@@ -1902,7 +1902,8 @@ async def reply_admin(app, ctx, text, card):
         return ("状态：用户 {users}，记忆 {memories}，摘要 {summaries}，消息 {messages}，数据库 {mb:.1f} MB；"
                 "今天 LLM 调用 {calls} 次，{tokens} tokens；向量搜索{vec}；本次运行出戏重写 {ooc} 次（其中 {fb} 次用了备用回复）。").format(
             mb=s["db_size"] / 1e6, vec="开启" if app.embedder.model is not None else "关闭（只用关键词）",
-            ooc=app.stats["ooc_hits"], fb=app.stats["ooc_fallbacks"], **s)
+            ooc=app.stats["ooc_hits"], fb=app.stats["ooc_fallbacks"], **s) + (
+            f"\n注意：characters.json 改坏了，正在用上一个能用的版本（{app.characters.error}）" if app.characters.error else "")
     if cmd == "backup":
         target = Path(app.db.path).with_name(f"backup-{time.strftime('%Y%m%d-%H%M%S')}.db")
         size = await app.db.run(db_backup, target)

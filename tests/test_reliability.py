@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 import wsproto.events as wse
@@ -677,3 +678,12 @@ def test_daily_token_budget(bots, llm):
     assert turns(r, "p:1")[2:4] == [("user", "第二条"), ("assistant", over)]
     assert rows(r, "SELECT user_id, calls, tokens FROM usage") == [("1", 1, 15)]
     assert nc.ask(2, "我还有额度") == "echo:我还有额度"
+
+
+def test_status_tells_the_admin_when_characters_json_is_broken(runner, napcat, env):
+    assert "改坏了" not in napcat.ask(42, "/status")
+    path = Path(env["BOT_CHARACTERS"])
+    path.write_text(path.read_text(encoding="utf-8")[:-30], encoding="utf-8")
+    os.utime(path, ns=(time.time_ns() + 10**9, time.time_ns() + 10**9))
+    status = napcat.ask(42, "/status")
+    assert "characters.json 改坏了，正在用上一个能用的版本" in status and "line" in status
