@@ -344,10 +344,6 @@ class Database:
             self.dirty = True
         return await asyncio.get_running_loop().run_in_executor(self.pool, fn, self.conn, *args)
 
-    def call(self, fn, *args):
-        """The same, from synchronous code (CLI, bench)."""
-        return self.pool.submit(fn, self.conn, *args).result()
-
     def checkpoint(self, conn=None):
         """Moves the WAL into bot.db, so a plain copy of bot.db holds every acknowledged write."""
         (conn or self.conn).execute("PRAGMA wal_checkpoint(PASSIVE)")
@@ -1517,8 +1513,8 @@ def _redact(text, cfg):
 
 # The background summary task lives here, not under Summaries: it calls the LLM client above.
 
-#: Said when the LLM can't be reached; the turn is kept all the same.
-LLM_DOWN_REPLY = "抱歉，我这会儿有点走神（连不上大模型），等一下再和我说好吗？"
+#: Said when the LLM can't be reached (the log says why); worded so that any character can say it.
+LLM_DOWN_REPLY = "抱歉，我刚才走神了，没听清……等一下再和我说好吗？"
 #: Seconds between checkpoints of the WAL into bot.db (so a plain copy of bot.db is current).
 CHECKPOINT_SECONDS = 0.5
 _SWITCH_RE = re.compile(r"^(?:切换角色|换角色|/character|/switch)\s*[:：]?\s*(.+)$", re.I)
@@ -1732,9 +1728,12 @@ async def reply_llm(app, ctx, text, card):
             stricter = messages[:-1] + [{"role": "system", "content":
                        f"注意：你上一次的回复出戏了（{why}）。这次必须完全以{card['name']}的身份回答，"
                        f"不要自称AI或程序，不要提到其他角色，不要提{card['name']}不可能知道的东西。"}] + messages[-1:]
-            reply, more = await llm_chat(app, stricter)
-            tokens += more
-            if character_ooc(card, reply, cards):
+            try:
+                reply, more = await llm_chat(app, stricter)
+                tokens += more
+            except LLMError:
+                reply = None  # the first reply broke character: better the fallback than an apology
+            if reply is None or character_ooc(card, reply, cards):
                 app.stats["ooc_fallbacks"] += 1
                 reply = random.choice(card.get("memory", {}).get("fallback_replies") or [DEFAULT_FALLBACK])
         if offer:
