@@ -1061,17 +1061,21 @@ def summary_window(conn, session, every, shift_at=None):
     return None
 
 
+def _summary_insert(conn, session, char, first_msg, last_msg, level, text, method, vec):
+    """One summary row and its vector; returns its id. Runs inside a transaction."""
+    sid = conn.execute(
+        "INSERT INTO summaries (session, character_id, first_msg, last_msg, level, text, method, created_at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (session, char, first_msg, last_msg, level, text, method, time.time())).lastrowid
+    if vec is not None:
+        search_vec_put(conn, "summaries_vec", sid, f"{session}/{char}", vec)
+    return sid
+
+
 def summary_store(conn, session, char, rows, text, method, vec):
     """Saves one summary and moves the pointer past its turns, in one transaction."""
     with db_tx(conn):
-        sid = None
-        if text:
-            sid = conn.execute(
-                "INSERT INTO summaries (session, character_id, first_msg, last_msg, level, text, method, created_at)"
-                " VALUES (?, ?, ?, ?, 0, ?, ?, ?)",
-                (session, char, rows[0]["id"], rows[-1]["id"], text, method, time.time())).lastrowid
-            if vec is not None:
-                search_vec_put(conn, "summaries_vec", sid, f"{session}/{char}", vec)
+        sid = _summary_insert(conn, session, char, rows[0]["id"], rows[-1]["id"], 0, text, method, vec) if text else None
         conn.execute("INSERT INTO sessions (session, summarised_upto, updated_at) VALUES (?, ?, ?) ON CONFLICT (session)"
                      " DO UPDATE SET summarised_upto = excluded.summarised_upto", (session, rows[-1]["id"], time.time()))
     return sid
@@ -1085,16 +1089,12 @@ def summary_rollup_candidates(conn, session, char, rollup):
 
 
 def summary_rollup_store(conn, session, char, olds, text, method, vec):
+    """Folds olds into one higher-level summary; they stay, marked rolled_into, and searchable."""
     with db_tx(conn):
-        level = max(r["level"] for r in olds) + 1
-        sid = conn.execute(
-            "INSERT INTO summaries (session, character_id, first_msg, last_msg, level, text, method, created_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (session, char, olds[0]["first_msg"], olds[-1]["last_msg"], level, text, method, time.time())).lastrowid
+        sid = _summary_insert(conn, session, char, olds[0]["first_msg"], olds[-1]["last_msg"],
+                              max(r["level"] for r in olds) + 1, text, method, vec)
         conn.execute(f"UPDATE summaries SET rolled_into = ? WHERE id IN ({','.join('?' * len(olds))})",
                      [sid] + [r["id"] for r in olds])
-        if vec is not None:
-            search_vec_put(conn, "summaries_vec", sid, f"{session}/{char}", vec)
     return sid
 
 
@@ -1610,7 +1610,7 @@ def _vec_backfill(conn, app):
 
 
 def _store_message(conn, app, ctx, role, text, onebot_id=None):
-    """Stores one turn (a reply under the user it answers); returns its id and the chat's card."""
+    """Stores one turn (a reply under the user it answers); returns its id."""
     card = app.card_for(conn, ctx.session)
     if app.lore_version != app.characters.version:  # the cards changed: their books too, maybe
         character_lore_sync(conn, app.characters.get()["cards"])
@@ -1625,14 +1625,14 @@ def _store_message(conn, app, ctx, role, text, onebot_id=None):
                            (ctx.session, ctx.user_id, ctx.speaker if role == "user" else card["name"], role,
                             ctx.character_id, text, str(onebot_id) if onebot_id is not None else None,
                             "command" if ctx.command else "chat", time.time())).lastrowid
-    return mid, card
+    return mid
 
 
 async def reply_handle(app, ctx, text, onebot_id=None):
     """Stores a message, then answers it in its chat's order; returns the reply (already stored)."""
     raw_len = len(text or "")
     text = text_clean(text, app.cfg.BOT_MAX_MESSAGE)
-    ctx.message_id, _ = await app.db.run(_store_message, app, ctx, "user", text, onebot_id, write=True)
+    ctx.message_id = await app.db.run(_store_message, app, ctx, "user", text, onebot_id, write=True)
     app.stats["messages"] += 1
     app.pending[ctx.session] += 1
     reply = None
