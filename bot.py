@@ -90,6 +90,8 @@ DEFAULTS = {
     "BOT_LOG_LEVEL": "INFO",  # DEBUG shows prompts and LLM traffic
     "EMBED_MODEL": "minishlab/potion-multilingual-128M",  # model2vec model: Hugging Face id or local folder; 'off' = keyword search only
     "MEMORY_TOP_K": 5,  # most memories put in one prompt
+    "MEMORY_RATE_LIMIT": 30,  # memory changes (记住/忘记/撤销) a minute per user; 0 = no limit; superusers are exempt
+    "MEMORY_MAX_PER_USER": 1000,  # memories one user may keep; 0 = no cap; superusers are exempt
     "MEMORY_MIN_SIMILARITY": 0.0,  # cosine below which a memory without a keyword match is left out; 0 = fit to the model at start
     "SUMMARY_EVERY": 10,  # summarise after this many user turns (and at once on a topic shift); 0 = no summaries
     "SUMMARY_TOPIC_SHIFT": 0.25,  # cosine to the recent window under which a message counts as a new topic
@@ -202,9 +204,58 @@ def config_describe(cfg):
 #####################################################################
 
 #: The schema version this code writes; schema.sql ends with the same number.
-SCHEMA_VERSION = 1
-#: Migrations from version N to N+1, each run in one transaction. Empty until v2 exists.
-MIGRATIONS = {}
+SCHEMA_VERSION = 2
+#: Migrations from version N to N+1: SQL, then an optional Python step (fn(conn)), all in one
+#: transaction. The Python step may use only what is defined above the Memory section at import
+#: time; it is looked up when the migration runs.
+MIGRATIONS = {
+    # v2: one fact per memory with its subject; lore in its own table; undo by batch
+    1: ("""
+CREATE TABLE lore (id INTEGER PRIMARY KEY, character_id TEXT NOT NULL, keys TEXT NOT NULL, content TEXT NOT NULL);
+CREATE INDEX lore_character ON lore (character_id, id);
+INSERT INTO lore (character_id, keys, content)
+    SELECT character_id, coalesce(value, '[]'), text FROM memories WHERE type = 'lore' ORDER BY id;
+DELETE FROM memories WHERE type = 'lore';
+CREATE TABLE memories_v2 (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, user_id TEXT NOT NULL,
+    type TEXT NOT NULL CHECK (type IN ('user_fact', 'experience')), character_id TEXT,
+    scope TEXT NOT NULL DEFAULT 'private', text TEXT NOT NULL, subject TEXT NOT NULL DEFAULT '我',
+    attribute TEXT, value TEXT, importance INTEGER NOT NULL DEFAULT 1, created_at REAL NOT NULL,
+    updated_at REAL NOT NULL, last_used_at REAL, use_count INTEGER NOT NULL DEFAULT 0,
+    source_message_id INTEGER, source_session TEXT);
+INSERT INTO memories_v2 (id, user_id, type, character_id, scope, text, subject, importance, created_at, updated_at,
+                         last_used_at, use_count, source_message_id, source_session)
+    SELECT id, user_id, type, character_id, scope, text, CASE type WHEN 'experience' THEN '你' ELSE '我' END,
+           importance, created_at, updated_at, last_used_at, use_count, source_message_id, source_session
+    FROM memories ORDER BY id;
+DROP TABLE memories;
+ALTER TABLE memories_v2 RENAME TO memories;
+CREATE INDEX memories_user ON memories (user_id, type, id);
+CREATE INDEX memories_key ON memories (user_id, subject, attribute);
+DELETE FROM memories_fts;
+INSERT INTO memories_fts (rowid, tokens, owner) SELECT id, mnemo_tokens(text), mnemo_owner(user_id) FROM memories;
+CREATE TRIGGER memories_ai AFTER INSERT ON memories BEGIN
+    INSERT INTO memories_fts (rowid, tokens, owner) VALUES (new.id, mnemo_tokens(new.text), mnemo_owner(new.user_id));
+END;
+CREATE TRIGGER memories_ad AFTER DELETE ON memories BEGIN
+    DELETE FROM memories_fts WHERE rowid = old.id;
+END;
+CREATE TRIGGER memories_au AFTER UPDATE OF text, user_id ON memories BEGIN
+    DELETE FROM memories_fts WHERE rowid = old.id;
+    INSERT INTO memories_fts (rowid, tokens, owner) VALUES (new.id, mnemo_tokens(new.text), mnemo_owner(new.user_id));
+END;
+CREATE TABLE memory_history_v2 (
+    id INTEGER PRIMARY KEY, user_id TEXT NOT NULL, memory_id INTEGER,
+    action TEXT NOT NULL CHECK (action IN ('insert', 'update', 'delete', 'noop')), old_row TEXT,
+    batch INTEGER NOT NULL DEFAULT 0, scope TEXT, created_at REAL NOT NULL, undone INTEGER NOT NULL DEFAULT 0);
+INSERT INTO memory_history_v2 (id, user_id, memory_id, action, old_row, batch, created_at, undone)
+    SELECT id, user_id, memory_id, action, old_row, id, created_at, undone FROM memory_history ORDER BY id;
+DROP TABLE memory_history;
+ALTER TABLE memory_history_v2 RENAME TO memory_history;
+CREATE INDEX memory_history_user ON memory_history (user_id, id);
+DELETE FROM memories_vec WHERE memory_id NOT IN (SELECT id FROM memories);
+""", "memory_reparse_all"),
+}
 #: SQL functions the FTS triggers in schema.sql call; the Text section fills this in.
 SQL_FUNCTIONS = {}
 #: The vec0 tables and the id column of each.
@@ -256,15 +307,35 @@ def db_connect(path, create=True):
             raise StorageError(f"{path} is an SQLite file but not Mnemo's. Fix: set BOT_DB to a new file name")
         _db_script(conn, (HERE / "schema.sql").read_text(encoding="utf-8"), path)
     while version and version < SCHEMA_VERSION:
-        _db_script(conn, MIGRATIONS[version] + f"\nPRAGMA user_version = {version + 1};", path)
+        sql, step = MIGRATIONS[version]
+        _db_script(conn, sql + f"\nPRAGMA user_version = {version + 1};", path, step and globals()[step])
         version += 1
     return conn
 
 
-def _db_script(conn, script, path):
-    """Runs a schema script in one transaction (executescript would commit a BEGIN made outside it)."""
+def _db_statements(script):
+    """Splits an SQL script into whole statements (a trigger's body stays in one piece)."""
+    sqlite, out, buf = _sqlite_module(), [], ""
+    for line in script.splitlines(keepends=True):
+        buf += line
+        if sqlite.complete_statement(buf):
+            if buf.strip():
+                out.append(buf)
+            buf = ""
+    if buf.strip() and not buf.strip().startswith("--"):
+        out.append(buf)
+    return out
+
+
+def _db_script(conn, script, path, step=None):
+    """Runs a schema script, then step(conn), in one transaction: all of it or nothing."""
     try:
-        conn.executescript("BEGIN IMMEDIATE;\n" + script + "\nCOMMIT;")
+        conn.execute("BEGIN IMMEDIATE")
+        for statement in _db_statements(script):
+            conn.execute(statement)
+        if step is not None:
+            step(conn)
+        conn.execute("COMMIT")
     except Exception as e:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
@@ -273,15 +344,24 @@ def _db_script(conn, script, path):
 
 
 @contextlib.contextmanager
-def db_tx(conn):
-    """One write transaction: BEGIN IMMEDIATE ... COMMIT, or ROLLBACK on error."""
+def db_tx(conn, durable=False):
+    """One write transaction: BEGIN IMMEDIATE ... COMMIT, or ROLLBACK on error.
+
+    durable=True syncs the commit to disk (synchronous=FULL), for what the user is told is saved:
+    NORMAL survives a killed process but may lose the last commits on a power cut."""
+    if durable:
+        conn.execute("PRAGMA synchronous = FULL")
     conn.execute("BEGIN IMMEDIATE")
     try:
         yield conn
     except BaseException:
         conn.execute("ROLLBACK")
+        if durable:
+            conn.execute("PRAGMA synchronous = NORMAL")
         raise
     conn.execute("COMMIT")
+    if durable:
+        conn.execute("PRAGMA synchronous = NORMAL")
 
 
 def db_meta_get(conn, key, default=None):
@@ -315,6 +395,17 @@ def db_backup(conn, target):
         raise StorageError(f"{target} already exists. Fix: give a new file name, or delete the old copy first")
     conn.execute("VACUUM INTO ?", (str(target),))
     return target.stat().st_size
+
+
+def session_mark_command(conn, message_id):
+    """Files a message as a memory command, so recall and summaries leave it out."""
+    conn.execute("UPDATE messages SET kind = 'command' WHERE id = ?", (message_id,))
+
+
+def usage_biggest_memory_users(conn, n=3):
+    """The users with the most memories: [(user_id, count)]."""
+    return [tuple(r) for r in conn.execute("SELECT user_id, count(*) FROM memories GROUP BY user_id "
+                                           "ORDER BY 2 DESC LIMIT ?", (n,))]
 
 
 class Database:
@@ -591,42 +682,158 @@ def _vec_ready(conn):
 # Memory (commands, facts, updates, forgetting) #####################
 #####################################################################
 
-#: Attribute rules: (attribute, pattern on the fact, single-valued). A new single-valued fact
-#: replaces the old one; a multi-valued one replaces only on the same object or when the user
-#: says it is an update. The value is group 1.
-ATTRIBUTE_RULES = [
-    ("住址", r"我(?:现在|目前)?(?:住在|家住|家在|搬到了?|搬去了?)(.{2,})", True),
-    ("生日", r"我的?生日(?:是|在)\s*(.{2,})|我的?生日\s*((?:\d|[一二三四五六七八九十腊正农阴]).+)", True),
-    ("名字", r"我(?:的名字)?(?:叫|名字是|的名字是)(?!了|什么|啥)(.+)", True),
-    ("年龄", r"我(?:今年)?(\d+)岁", True),
-    ("工作", r"我(?:现在|目前)?(?:在(.+?)(?:工作|上班|实习)|的?工作是(.+)|是(?:一名|一个|个)?(.+?(?:师|员|生|工|经理|老板|总监|医生|护士|老师|学生)))$", True),
-    ("过敏", r"我对(.+?)过敏", False),
-    ("讨厌", r"我(?:现在)?(?:讨厌|不喜欢|不吃|不爱吃|受不了)(.+)", False),
-    ("喜欢", r"我(?:现在)?(?:最|特别|很)?(?:喜欢|爱吃|爱)(.+)", False),
-    ("宠物", r"我(?:家)?(?:养了|有一只|有只)(.+)", False),
-]
-#: Attributes that contradict each other on the same object.
-OPPOSITES = {"喜欢": "讨厌", "讨厌": "喜欢"}
+# A memory is one fact about one subject, in the user's own words: subject (我 = the user, 妈妈,
+# 女朋友, 猫 ..., 你 = the character), attribute (现居地, 生日, 过敏 ...) and value. An update replaces
+# only the memory of the same subject and attribute (and, for many-valued attributes, the same
+# value); when the rules can't tell, the bot asks instead of guessing.
 
-_PUNCT = r"\s，,。.:：!！~～、；;"
-_REMEMBER_RE = re.compile(rf"^(?:/remember\b|remember(?:\s*[:,]|\s+(?=(?:that|i|my|i'm)\b))|请记住|帮我记住|请帮我记住|记住|记一下|记下来|记下|别忘了)[{_PUNCT}]*(.*)$", re.I | re.S)
-_UPDATE_RE = re.compile(rf"^(?:/update\b|更新一下|更正一下|更正|纠正一下|纠正|更新(?=[，,:：]))[{_PUNCT}]*(.*)$", re.I | re.S)
-_ACTUALLY_RE = re.compile(r"^其实(我现在.+|我已经.+)$", re.S)
-_FORGET_RE = re.compile(rf"^(?:/forget\b|forget(?:\s*[:,]|\s+(?=(?:that|my)\b))|忘记|忘掉|删除记忆|删掉记忆)([{_PUNCT}]*)(.+)$", re.I | re.S)
-_FORGET_ALL_RE = re.compile(r"^(?:关于我的)?(?:一切|所有|全部)(?:记忆|的事|事情)?$|^我的(?:所有|全部)记忆$|^all$", re.I)
-#: How a forget command's object may start when no punctuation follows the keyword ("忘记带伞了" is chat).
-_FORGET_OBJECT_RE = re.compile(r"^(?:第\s*\d|关于|我|你|有关)")
-#: What follows a command word in chat rather than in a command ("记住了吗", "更新了没").
-_NOT_AN_OBJECT_RE = re.compile(r"^(?:了|吗|没|呢|啊|吧|嘛|哦|不|得|住)")
-_FORGET_NTH_RE = re.compile(r"^第?\s*(\d+)\s*[条个项]?$")
-_LIST_RE = re.compile(r"^(?:/memories|/memory|你记得我什么|你都记得我什么|你记得关于我的什么|你记得我哪些事|我的记忆|记忆列表|查看记忆)[？?。!！]*$", re.I)
-_UNDO_RE = re.compile(r"^(?:撤销|撤回|/undo)[。!！]*$", re.I)
-_SCOPE_RE = re.compile(r"^(公开|设为公开|私密|设为私密)第?\s*(\d+)\s*[条个]?$")
-_CONFIRM_WIPE = "确认删除"
+#: Who a fact can be about besides the user: relatives, partners, friends, pets. Longest first
+#: when matching, so 前男友 is never read as 男友 and 我妈妈 not as 我妈 + 妈.
+RELATIONS = ("前男友 前女友 男朋友 女朋友 男友 女友 老婆 老公 媳妇 对象 未婚妻 未婚夫 爱人 妈妈 老妈 母亲 爸爸 老爸 父亲 "
+             "女儿 儿子 闺女 孩子 宝宝 哥哥 姐姐 弟弟 妹妹 爷爷 奶奶 外公 外婆 姥姥 姥爷 舅舅 阿姨 叔叔 姑姑 婶婶 "
+             "表哥 表姐 表弟 表妹 堂哥 堂姐 堂弟 堂妹 室友 舍友 同事 领导 老板 上司 闺蜜 好朋友 好兄弟 朋友 同学 发小 "
+             "班主任 老师 师父 猫咪 小猫 猫 狗狗 小狗 狗 兔子 仓鼠 鹦鹉 乌龟 金鱼 宠物 妈 爸 哥 姐 弟 妹").split()
+#: Other ways to say the same relation.
+RELATION_ALIASES = {"老妈": "妈妈", "母亲": "妈妈", "妈": "妈妈", "老爸": "爸爸", "父亲": "爸爸", "爸": "爸爸",
+                    "男友": "男朋友", "女友": "女朋友", "媳妇": "老婆", "闺女": "女儿", "哥": "哥哥", "姐": "姐姐",
+                    "弟": "弟弟", "妹": "妹妹", "舍友": "室友", "猫咪": "猫", "小猫": "猫", "狗狗": "狗", "小狗": "狗"}
+#: Which pronoun can stand for which subject (她 / 他 / 它).
+_FEMALE = set("前女友 女朋友 老婆 未婚妻 妈妈 女儿 姐姐 妹妹 奶奶 外婆 姥姥 阿姨 姑姑 婶婶 表姐 表妹 堂姐 堂妹 闺蜜".split())
+_MALE = set("前男友 男朋友 老公 未婚夫 爸爸 儿子 哥哥 弟弟 爷爷 外公 姥爷 舅舅 叔叔 表哥 表弟 堂哥 堂弟 好兄弟".split())
+_ANIMALS = set("猫 狗 兔子 仓鼠 鹦鹉 乌龟 金鱼 宠物".split())
+_REL_RE = "|".join(sorted(RELATIONS, key=len, reverse=True))
+#: Relations people name (我朋友阿强): the name becomes part of the subject, so two friends stay apart.
+_NAMED = set("朋友 好朋友 好兄弟 同事 同学 室友 闺蜜 发小 老师 领导 老板 上司 猫 狗 兔子 仓鼠 鹦鹉 乌龟".split())
+#: What follows a name in a fact: 阿强喜欢… / 小丽是… / 年糕三岁了.
+_AFTER_NAME = "(?=喜欢|爱|是|在|住|叫|对|有|养|今年|的|不|最|很|特别|也|还|现在|已经|刚|每|一|两|三|四|五|六|七|八|九|十|\\d)"
+_NAME_RE = re.compile(f"^([\u4e00-\u9fff]{{2,3}}?){_AFTER_NAME}")
+#: A fact's subject at its start: 我的妈妈 / 我妈 / 我家猫 / 妈妈 (the value is the relation).
+_SUBJECT_RE = re.compile(rf"^(?:我(?:的|家的?|们家的?)?(?:最好的|好|亲|最亲的)?)?({_REL_RE})(?![们圈友子])(?:的)?")
+
+#: Attribute rules on what a fact says of its subject (the subject already cut off):
+#: (attribute, pattern, single-valued). The value is the first group that matched. A single-valued
+#: attribute has one value per subject (a new one replaces the old); a many-valued one is keyed
+#: by its value (过敏 花生 and 过敏 芒果 are two memories).
+ATTRIBUTE_RULES = [
+    ("现居地", r"(?:现在|目前|已经|刚)?(?:住在|住|家住|家在|定居在?|搬到了?|搬去了?|搬家到了?)(?!院|宿|过|了|[\d一二三四五六七八九十几]+[楼层])"
+             r"([^，,]{1,20})", True),
+    ("老家", r"(?:的)?(?:老家|家乡|籍贯)(?:是|在)?([^，,]{1,20})|是([^，,]{1,6}?)人", True),
+    ("生日", r"(?:的)?生日(?:是|在|：|:)?\s*((?:农历|阴历|公历|阳历)?[\d一二三四五六七八九十正腊冬]+\s*[月/.\-号日].*)", True),
+    ("年龄", r"(?:今年|现在)?(\d{1,3}|[一二三四五六七八九十]{1,3})(?:周)?岁(?:了)?", True),
+    ("昵称", r"(?:的)?(?:昵称|外号|小名|网名)(?:是|叫)(.+)", True),
+    ("名字", r"(?:的)?(?:名字|全名|本名|大名)(?:是|叫)(.+)|叫(?!了|过|外卖|车|醒|起来|什么|啥)([^，,]{1,12})", True),
+    ("最喜欢", r"最(?:喜欢|爱)的(.{1,8}?)(?:是|就是|：|:)(.+)", True),
+    ("职业", r"(?:现在|目前|已经)?(?:转行|改行)?(?:是|当了?|做了?)(?:一名|一个|个|名|位)?([^，,]{0,10}?(?:师|员|生|工|经理|老板|"
+             r"总监|总|医生|护士|老师|学生|主播|作家|律师|会计|审计|财务|编辑|记者|翻译|保安|客服|销售|司机|厨师|设计|运营|"
+             r"产品|开发|程序员|工程师|公务员|自由职业者?|主管|店长|博士|硕士|UP主|up主|博主|画师|警察|军人|农民|宝妈|"
+             r"全职妈妈|退休|创业者|模特|演员|歌手|顾问|教练|导游|秘书|助理|前台|HR|hr|外卖骑手|骑手|快递小哥))"
+             r"|(?:的)?(?:职业|工作)是(.+)|(?:做|干)([^，,]{1,10}?)(?:的|工作|这行)", True),
+    ("工作单位", r"(?:现在|目前|已经)?(?:在([^，,]{1,20}?)(?:工作|上班|实习|任职|打工)|(?:跳槽到|跳槽去|跳到|换到|调到|入职(?:了)?|进了)"
+             r"([^，,]{1,20}?)(?:工作|上班|实习|任职|打工)?)(?:了)?", True),
+    ("年级", r"(?:现在|今年|已经)?(?:在)?(?:读|上)?(高[一二三]|初[一二三]|大[一二三四]|研[一二三]|博[一二三四五]|"
+           r"[一二三四五六]年级)(?:了|的学生)?", True),
+    ("学校", r"(?:现在|目前)?在([^，,]{1,20}?)(?:读书|上学|念书|读大学|读研|读博|上大学|读高中|读初中|上高中|上初中)", True),
+    ("专业", r"(?:的)?(?:专业是|学的是|读的是|学的专业是|主修)(.+)", True),
+    ("身高", r"(?:的)?身高(?:是|有)?(.+)", True),
+    ("体重", r"(?:的)?体重(?:是|有)?(.+)", True),
+    ("星座", r"是([^，,]{1,3}座)", True),
+    ("血型", r"(?:的)?血型是(.+)|是([ABO]{1,2}型血)", True),
+    ("过敏", r"对([^，,]+?)过敏|([^，,]{1,10}?)过敏", False),
+    ("健康", r"(?:有|得了|得过|患有|患了|确诊了?)([^，,]{0,10}?(?:病|症|炎|癌|高血压|高血脂|糖尿病|哮喘|抑郁|焦虑|痛风|贫血))"
+             r"|([^，,]{1,8}?不耐受)", False),
+    ("忌口", r"(?:不能吃|不能喝|吃不了|喝不了|不敢吃|忌口)([^，,]+)", False),
+    ("害怕", r"(?:很|特别|最|也)?(?:怕|害怕|恐)([^，,]+)", False),
+    ("讨厌", r"(?:现在|也|还|最|特别|很|超|真的)?(?:讨厌|不喜欢|不吃|不爱吃|不喝|不爱喝|不爱|受不了|烦)([^，,]+)", False),
+    ("喜欢", r"(?:现在|也|还|最|特别|很|超|超级|非常|挺)?(?:喜欢|爱吃|爱喝|爱看|爱玩|爱听|爱)(?:的是)?([^，,]+)", False),
+    ("宠物", r"(?:家)?(?:养了|养着|养|有一只|有只|有一条|有条)([^，,]+)", False),
+    ("在学", r"(?:正|最近|现在)?在学(?:习)?([^，,]+)", False),
+]
+_ATTRIBUTE_RES = [(a, re.compile(f"(?:{p})(?:了|啦)?$", re.I), single) for a, p, single in ATTRIBUTE_RULES]
+#: The same rules for facts said in English (the value is what follows).
+ENGLISH_RULES = [("现居地", r"i (?:now )?live in (.+)|i moved to (.+)", True), ("生日", r"my birthday is (.+)", True),
+                 ("名字", r"my name is (.+)|call me (.+)", True), ("年龄", r"i'?m (\d+)(?: years old)?|i am (\d+)(?: years old)?", True),
+                 ("工作单位", r"i work (?:at|for) (.+)", True), ("职业", r"i(?:'m| am) an? (.+)", True),
+                 ("过敏", r"i(?:'m| am) allergic to (.+)", False), ("讨厌", r"i (?:hate|don'?t like|don'?t eat) (.+)", False),
+                 ("喜欢", r"i (?:really )?(?:like|love|enjoy) (.+)", False), ("宠物", r"i have an? (.+)", False)]
+_ENGLISH_RES = [(a, re.compile(f"(?:{p})$", re.I), single) for a, p, single in ENGLISH_RULES]
+#: Attributes that contradict each other on the same value (我喜欢猫 → 我讨厌猫).
+OPPOSITES = {"喜欢": "讨厌", "讨厌": "喜欢"}
+#: Words a user names an attribute by, in 忘记我的住址 / 你记得我住哪.
+ATTRIBUTE_WORDS = {
+    "现居地": "住址 地址 住哪 住哪里 住在哪 住在哪里 住的地方 住处 现居地 居住地 家在哪 在哪住 城市 住哪儿",
+    "老家": "老家 家乡 籍贯 哪里人", "生日": "生日 出生日期 生辰", "年龄": "年龄 几岁 多大 岁数",
+    "名字": "名字 姓名 叫什么 全名", "昵称": "昵称 外号 小名 网名", "职业": "职业 工作 做什么的 干什么的",
+    "工作单位": "公司 单位 在哪上班 在哪工作 工作单位", "学校": "学校 在哪上学", "过敏": "过敏 过敏的东西 过敏原",
+    "健康": "病 病情 身体情况 健康", "忌口": "忌口 不能吃的东西", "专业": "专业", "宠物": "宠物", "喜欢": "喜欢的东西 爱好 喜好 喜欢什么", "讨厌": "讨厌的东西 讨厌什么",
+    "害怕": "害怕的东西 怕什么", "身高": "身高", "体重": "体重", "星座": "星座", "血型": "血型"}
+_ATTRIBUTE_BY_WORD = {w: a for a, words in ATTRIBUTE_WORDS.items() for w in words.split()}
+#: A value that is only a pronoun or a pointer is no fact ("其实我现在不喜欢他了" is venting).
+_VAGUE_VALUE_RE = re.compile(r"^(?:他|她|它|他们|她们|这个|那个|这样|那样|这些|那些|这|那|你|了|啊|的)[了啊呀吧呢的]*$")
+
+_PUNCT = "\\s，,。.:：!！~～、；;…"
+#: Particles a command may end with (记住哦, 撤销一下吧).
+_TAIL_RE = re.compile(rf"[{_PUNCT}?？]*(?:[哦喔噢啊呀吖啦嘛哈呢吧呗哟]|一下|谢谢|thx|thanks)*[{_PUNCT}?？\U0001F300-\U0001FAFF☀-➿]*$", re.I)
+_CN_DIGITS = {c: i for i, c in enumerate("零一二三四五六七八九十")}
+_CN_DIGITS["两"] = 2
+_NUM = "(?:\\d{1,3}|[一二两三四五六七八九十]{1,3})"
+
+
+def _cn_number(s):
+    """Example: _cn_number('十二') -> 12"""
+    if s.isdigit():
+        return int(s)
+    if s.startswith("十"):
+        s = "一" + s
+    if "十" in s:
+        tens, _, ones = s.partition("十")
+        return _CN_DIGITS[tens] * 10 + (_CN_DIGITS[ones] if ones else 0)
+    return _CN_DIGITS.get(s, 0)
+
+
+def _strip_tail(text):
+    """Example: _strip_tail('撤销一下吧！') -> '撤销'"""
+    return _TAIL_RE.sub("", text.strip()) or text.strip()
+
+
+#: How each memory command starts, in the order they are tried: (kind, pattern). A remember
+#: keyword is strong (记住: the user means it, so a fact without a subject is asked about) or
+#: weak (别忘了, 记得: often care aimed at the bot, so it needs a fact about someone).
+COMMANDS = [
+    ("list", rf"(?:/memories|/memory|你(?:都|还)?记(?:得|住)(?:了)?(?:关于)?我(?:的)?(?:什么|啥|些啥|些什么|哪些事|哪些)(?:事|事情)?|"
+             rf"你(?:都|还)?知道我(?:的)?(?:什么|啥|些啥|哪些事)|我的记忆|记忆列表|查看记忆|看看(?:你的)?记忆|"
+             rf"what do you (?:remember|know) about me)"),
+    ("undo", r"(?:撤销|撤回|undo|/undo)(?:刚才的|上一步|上一条|刚才那个|刚才那条)?(?:操作)?"),
+    ("confirm_wipe", r"确认删除"),
+    ("forget_all", rf"(?:/forget_all|(?:忘记|忘掉|删除|删掉|清空|清除)(?:关于我的|我的)?(?:一切|所有|全部)(?:记忆|的事|事情|东西)?|"
+                   rf"清空(?:我的)?记忆|forget everything(?: about me)?)"),
+    ("forget_last", r"(?:忘记|忘掉|删掉|删除|去掉|不用记)(?:我)?(?:刚才|刚刚|上一条|刚才那条|刚刚那条)(?:说的|记的|那条|那个|那句)?(?:话|东西)?|"
+                    r"(?:刚才|刚刚)(?:那条|说的|记的)(?:删掉|删了|忘了吧|忘掉|不用记了|别记了)"),
+    ("forget_nth", rf"(?:忘记|忘掉|删掉|删除|去掉|删|forget)[{_PUNCT}]*(?:记忆)?[{_PUNCT}]*((?:第?\s*{_NUM}\s*[条个项]?[{_PUNCT}和跟及与]*)+)"),
+    ("public", rf"(?:公开|设为公开)第?\s*({_NUM})\s*[条个]?"),
+    ("private", rf"(?:私密|设为私密)第?\s*({_NUM})\s*[条个]?"),
+    ("forget", rf"(?:/forget\b|forget(?:\s+that|\s+(?=my\b|i\b))|忘记|忘掉|忘了|删除记忆|删掉记忆|删掉|删除|不要记得?|别记(?:得|住)?了?|不用记(?:得|住)?了?)"
+               rf"([{_PUNCT}]*)(.+)"),
+    ("update", rf"(?:/update\b|更新一下|更正一下|纠正一下|修改一下|改一下|更新|更正|纠正|修改|改成|update)[{_PUNCT}]*(.+)"),
+    ("actually", r"其实(?:呢)?[，,]?((?:我|我的)?(?:现在|已经|目前).+|我.+了)"),
+    ("remember", rf"(?:/remember\b|remember(?:\s*[:：,，]|\s+that\b|(?=\s+(?:i|my|i'm)\b))|请记住|帮我记住|帮我记一下|帮我记下|给我记住|记住|记一下|记下来|记下|记好了?|"
+                 rf"好好记住|牢记)(?:哦|啊|呀|哈|啦|噢|喔)?[{_PUNCT}]*(.+)"),
+    ("remember_weak", rf"(?:别忘了|不要忘了|你要记得|要记得|记得|记着|你记住)(?:哦|啊|呀|哈|啦)?[{_PUNCT}]*(.+)"),
+]
+_COMMAND_RES = [(kind, re.compile(p + "$", re.I | re.S)) for kind, p in COMMANDS]
+#: What follows a command word in chat rather than a command ("记住了吗", "忘了带伞").
+_NOT_AN_OBJECT_RE = re.compile(r"^(?:了|吗|没|呢|啊|吧|嘛|不|得|住|过|带|拿|关|交|吃饭|喝水|睡觉|休息|提醒|告诉|叫我|帮我|给我|明天|今天|晚上|早上)")
+_TIME_RE = re.compile(r"^(?:明天|今天|晚上|早上)")
+#: A fact the bot can't file under a subject starts like this: asked about, never stored blind.
+_BANTER_RE = re.compile(r"(?:吧|哈哈+|啊|嘛|呀|233+|hhh+|2333)$|^(?:这个|那个|这|那|这些|那些)(?:教训|道理|事|话)|^(?:系统|软件|版本|驱动|app|APP|你的发音|你的)")
+#: Seconds a which-one question or a 要我记住吗 waits for its answer.
+PENDING_SECONDS = 300
 #: Seconds a "forget everything" waits for its confirmation.
 WIPE_CONFIRM_SECONDS = 120
-#: Cosine at or above which a new memory is the same as an old one.
+_CONFIRM_WIPE = "确认删除"
+#: Cosine at or above which a new memory (same subject and attribute) is the same as an old one.
 DUPLICATE_COSINE = 0.95
+#: Memories shown in one numbered list.
+LIST_LIMIT = 50
 
 
 @dataclasses.dataclass
@@ -647,23 +854,183 @@ class Ctx:
         return None if not self.group_id else ("public", f"g:{self.group_id}")
 
 
-def memory_attribute(fact):
-    """Example: '我现在住在上海了' -> ('住址', '上海', True)"""
-    fact = re.sub(r"[。.!！~～]+$", "", fact.strip())
-    for attribute, pattern, single in ATTRIBUTE_RULES:
-        m = re.match(pattern, fact)
+@dataclasses.dataclass
+class Fact:
+    """One fact as the user said it, taken apart."""
+    text: str  # the user's words for this one fact, a pronoun replaced by whom it means
+    subject: str = "我"  # 我, a relation (妈妈, 猫 ...) or 你 (the character)
+    attribute: str = None
+    value: str = None
+    single: bool = False
+    replaces: str = None  # "…，不是花生": the value the user says this one replaces
+
+    @property
+    def key(self):
+        """What a many-valued attribute is keyed by. Example: Fact('我喜欢吃辣', '我', '喜欢', '吃辣').key -> '辣'"""
+        v = re.sub(r"^(?:吃|喝|看|玩|听|养)", "", (self.value or "").lower())
+        return re.sub(rf"(?:也|都|还|又)?[{_PUNCT}的了]*$", "", v)
+
+
+def memory_parse(text, names=()):
+    """Recognises a memory command: (kind, argument), or (None, '') for chat.
+    Example: memory_parse('记住，我住在北京') -> ('remember', '我住在北京')"""
+    t = text.strip()
+    for name in sorted(names, key=len, reverse=True):  # "小满，记住…": the character's name first
+        if name and t.startswith(name) and len(t) > len(name) and (t[len(name)] in " ，,:：~～!！" or re.match(
+                r"(?:记|别忘|不要忘|忘|删|撤销|你记|你要记|更正|更新|纠正|请记|帮我记)", t[len(name):])):
+            t = t[len(name):].lstrip(" ，,:：~～!！")
+            break
+    t = re.sub(r"^@\S+\s+", "", t)
+    t = t.replace("（", "(").replace("）", ")")
+    bare = _strip_tail(t)
+    for kind, pattern in _COMMAND_RES:
+        m = pattern.match(bare) if kind not in ("remember", "remember_weak", "update", "forget", "actually") else pattern.match(t)
+        if not m:
+            continue
+        arg = (m.group(m.lastindex if kind == "forget" else 1) or "").strip() if m.groups() else ""
+        if kind in ("list", "undo", "confirm_wipe", "forget_all", "forget_last"):
+            return kind, ""
+        if kind == "forget_nth":
+            return "forget", ",".join(str(_cn_number(n)) for n in re.findall(_NUM, arg))
+        if kind in ("public", "private"):
+            return kind, str(_cn_number(arg))
+        arg = _strip_tail(arg) if kind == "forget" else re.sub(rf"[{_PUNCT}]+$", "", arg)
+        if not arg or _NOT_AN_OBJECT_RE.match(arg) and not (kind == "remember" and _TIME_RE.match(arg)):
+            return None, ""
+        if kind == "forget":
+            # "忘记带伞了" is chat: a forget names a memory (我…, 第N条, 关于…, 那条, an attribute)
+            arg = re.sub(r"(?:这件事|这事|这个|这一条|这条)$", "", arg) or arg
+            pointed = re.match(r"^(.+?)的?(?:那条|那个|这条|那句|记忆)$", arg)
+            separated = bool(m.group(1)) and not re.match(r"^(?:带|拿|关|交|吃|喝|买|说|做|写|打)", arg)  # 忘记：花生 / 忘记 羽毛球
+            if pointed or separated or re.match(rf"^(?:我|关于|有关|第|my\b|i\b|that\b|{_REL_RE})", arg, re.I) or arg in _ATTRIBUTE_BY_WORD:
+                return "forget", re.sub(r"^(?:关于|有关)", "", pointed.group(1) if pointed else arg)
+            return None, ""
+        arg = re.sub(r"(?m)^\s*(?:\d{1,2}|[一二三四五六七八九十])[.、)）]\s*", "", arg).strip()
+        about = memory_has_subject(arg)
+        if kind == "actually":
+            return ("update", arg) if about and memory_fact(arg).attribute else (None, "")
+        if kind == "update":  # 更正一下，阿强喜欢的是打篮球: whether 阿强 is someone the user named is for the database
+            return ("update", arg) if about else ("update_named", arg) if _NAME_RE.match(arg) else (None, "")
+        if about:
+            return "remember", arg
+        if kind == "remember_weak" or _BANTER_RE.search(arg):
+            return None, ""
+        return "ask", arg
+    return None, ""
+
+
+def memory_has_subject(text):
+    """Whether a fact says something about someone. Example: memory_has_subject('别忘了吃饭') -> False"""
+    t = re.sub(r"^(?:这个|这件事|这)?(?:很|非常|超级|特别)?重要[" + _PUNCT + r"]*", "", text.strip())
+    t = re.sub(r"^\((?:公开)\)|^【公开】", "", t).strip()
+    if re.match(r"^(?:我|咱|本人|i\b|i'm\b|my\b)", t, re.I):
+        return True
+    if re.match(rf"^(?:她|他|它)(?!们)", t):
+        return True
+    if re.match(r"^(?:你|您)(?:叫|是|要|得|应该|以后|可以|就是|的名字|的生日|答应|说过|欠|喜欢|讨厌|不要|别)", t):
+        return True
+    if _SUBJECT_RE.match(t) or re.match(rf"^\S{{1,6}}是我的?(?:{_REL_RE})", t):
+        return True
+    return False
+
+
+def _subject_of(text, known=()):
+    """The subject a fact starts with and the rest. Example: _subject_of('我妈妈的生日是5月3日') -> ('妈妈', '生日是5月3日')"""
+    m = re.match(rf"^(\S{{1,6}}?)是我的?({_REL_RE})$", text)
+    if m:  # 小美是我女朋友: her name
+        return RELATION_ALIASES.get(m.group(2), m.group(2)), f"名字是{m.group(1)}"
+    m = _SUBJECT_RE.match(text)
+    if m and m.group(1):
+        subject, rest = RELATION_ALIASES.get(m.group(1), m.group(1)), text[m.end():]
+        n = _NAME_RE.match(rest) if subject in _NAMED else None
+        if n and not re.match(r"^(?:喜欢|是|在|住|叫|对|有|养|今年)", rest):
+            return subject + n.group(1), rest[n.end():]
+        return subject, rest
+    for known in sorted(known, key=len, reverse=True):  # 阿强喜欢…, after 我朋友阿强…
+        name = re.sub(f"^(?:{_REL_RE})", "", known)
+        if name and name != known and text.startswith(name):
+            return known, text[len(name):].lstrip("的")
+    if re.match(r"^(?:你|您)", text):
+        return "你", text[1:]
+    m = re.match(r"^(?:我|咱|本人)(?:自己)?(?:的)?", text)
+    if m:
+        return "我", text[m.end():]
+    return "我", text
+
+
+def memory_fact(text, last_subject=None, known=()):
+    """Takes one fact apart. Example: memory_fact('我现在住在上海了').attribute -> '现居地'"""
+    text = re.sub(r"(?:[。.!！~～]|(?<=.{3})[啊呀哦喔噢吖啦嘛呢哈])+$", "", text.strip())
+    replaces = None
+    m = re.match(rf"^(.+?)[{_PUNCT}]+(?:而)?不是(.+)$", text) or re.match(r"^(.+是.+?)不是(.{1,12})$", text)
+    if m:  # 我对芒果过敏，不是花生
+        text, replaces = m.group(1), re.sub(rf"[{_PUNCT}]+$", "", m.group(2))
+    m = re.match(r"^(她|他|它)(?!们)(?:的)?", text)
+    if m and last_subject:  # 她喜欢草莓蛋糕, after 我女朋友叫小美
+        who = ("我家" if last_subject in _ANIMALS else "我") + last_subject
+        text = who + ("的" if text[m.end():].startswith(("生日", "名字")) else "") + text[m.end():]
+    subject, rest = _subject_of(text, known)
+    m = re.match(rf"^叫(?:我的?)?({_REL_RE})(.+)$", rest)
+    if subject == "我" and m:  # 我叫我女朋友小猪: what the user calls her, not the user's name
+        return Fact(text, RELATION_ALIASES.get(m.group(1), m.group(1)), "昵称", m.group(2), True, replaces)
+    if subject == "你":
+        m = re.match(r"^(?:以后)?(?:要|得|就)?叫我(.+)$", rest)
         if m:
-            value = next(g for g in m.groups() if g) if m.groups() else ""
-            return attribute, re.sub(r"了$", "", value).strip(), single
-    return None, None, False
+            return Fact(text, "你", "称呼用户", m.group(1), True, replaces)
+    # the first clause says what the fact is; the rest is detail (我养了一只猫，叫年糕)
+    rest = re.split(r"[，,；;]", re.sub(r"^(?:也|还|一直|真的|其实)", "", rest.strip()))[0]
+    english = bool(re.match(r"^[a-z]", text, re.I))
+    for attribute, pattern, single in (_ENGLISH_RES if english else _ATTRIBUTE_RES):
+        m = pattern.match(re.split(r"[，,；;]", text.strip())[0] if english else rest)
+        if not m:
+            continue
+        groups = [g for g in m.groups() if g]
+        if attribute == "最喜欢":
+            attribute, value = "最喜欢的" + groups[0], groups[1]
+        else:
+            value = groups[0] if groups else ""
+        value = re.sub(rf"(?:也|都|还|又)?(?:了|啦|呢|哦|的)?[{_PUNCT}]*$", "", value.strip())
+        if not value or _VAGUE_VALUE_RE.match(value):
+            return Fact(text, subject, None, None, False, replaces)
+        return Fact(text, subject, attribute, value, single, replaces)
+    return Fact(text, subject, None, None, False, replaces)
 
 
-def memory_canonical(fact):
-    """A third-person statement. Example: '我住在北京' -> '用户住在北京'"""
-    fact = re.sub(r"[。.!！~～]+$", "", fact.strip())
-    fact = re.sub(r"^(?:我现在|我目前)", "用户", fact)
-    fact = re.sub(r"(?<=.)了$", "", fact)
-    return fact.replace("我们", "用户和朋友们").replace("我", "用户")
+def memory_split(text):
+    """One fact per piece: clauses without their own subject inherit it; a clause that adds only
+    detail stays with its fact, as it was written.
+    Example: memory_split('我住在成都，对花生过敏') -> ['我住在成都', '我对花生过敏']"""
+    parts = re.split(r"([，,；;。\n]+|、(?=[我对生住在是有喜讨养]))", text.strip())
+    clauses = [(parts[i], parts[i - 1] if i else "") for i in range(0, len(parts), 2)]
+    clauses = [(c.strip(), sep + c[:len(c) - len(c.lstrip())]) for c, sep in clauses if c.strip()]
+    if len(clauses) < 2:
+        return [text.strip()]
+    pieces = [clauses[0][0]]
+    for clause, sep in clauses[1:]:
+        m = re.match(r"^(?:还有|另外|以及|并且|同时)(?=我|你)", clause)
+        if m:
+            sep, clause = sep + clause[:m.end()], clause[m.end():]
+        subject = _subject_of(pieces[-1])[0]
+        m = re.match(r"^(她|他|它)(?!们)", clause)
+        if m and subject not in ("我", "你") and _pronoun_fits(m.group(1), subject):
+            candidate = _subject_lead(pieces[-1]) + clause[1:]  # 我女朋友叫小美，她喜欢… -> 我女朋友喜欢…
+        elif memory_has_subject(clause) and not m:
+            candidate = clause
+        else:
+            candidate = ("我" if subject == "我" else _subject_lead(pieces[-1])) + clause
+        glued = (re.match(r"^(?:叫|因为|所以|但|但是|不过|而且|然后|而|不是|是因为|虽然|就|也就|特别|尤其)", clause)
+                 or not memory_fact(candidate).attribute or not memory_fact(pieces[-1]).attribute)
+        if glued:
+            pieces[-1] += sep + clause
+        else:
+            pieces.append(candidate)
+    return pieces
+
+
+def _subject_lead(piece):
+    """The words that name a piece's subject. Example: _subject_lead('我妈妈住在上海') -> '我妈妈'"""
+    m = _SUBJECT_RE.match(piece)
+    return piece[:m.end()].rstrip("的") if m else "我"
 
 
 def _visible_sql(ctx):
@@ -677,7 +1044,7 @@ def _visible_sql(ctx):
 
 
 def _visible(ctx, row):
-    """The same rule as _visible_sql, for one row."""
+    """The same rule as _visible_sql, for one row (a dict or a Row)."""
     return (row["user_id"] == ctx.user_id and (row["type"] == "user_fact" or (
         row["type"] == "experience" and row["character_id"] == ctx.character_id))
         and (not ctx.scopes or row["scope"] in ctx.scopes))
@@ -689,100 +1056,281 @@ def memory_list(conn, ctx):
     return conn.execute(f"SELECT * FROM memories WHERE {where} ORDER BY id", args).fetchall()
 
 
-def _history(conn, user_id, memory_id, action, old_row):
-    conn.execute("INSERT INTO memory_history (user_id, memory_id, action, old_row, created_at) VALUES (?, ?, ?, ?, ?)",
-                 (user_id, memory_id, action, json.dumps(dict(old_row), ensure_ascii=False) if old_row else None, time.time()))
+def memory_count(conn, user_id):
+    """How many memories a user has, everywhere."""
+    return conn.execute("SELECT count(*) FROM memories WHERE user_id = ?", (user_id,)).fetchone()[0]
 
 
-def memory_insert(conn, embedder_vec, *, user_id, text, canonical=None, type="user_fact", character_id=None,
-                  scope="private", importance=1, attribute=None, value=None, created_at=None,
-                  source_message_id=None, source_session=None, history=True):
+def _history(conn, ctx, batch, memory_id, action, old_row):
+    """Records one change of a command (batch = the first record's id; 0 starts a new batch)."""
+    hid = conn.execute("INSERT INTO memory_history (user_id, memory_id, action, old_row, batch, scope, created_at)"
+                       " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                       (ctx.user_id, memory_id, action, json.dumps(dict(old_row), ensure_ascii=False) if old_row else None,
+                        batch, f"g:{ctx.group_id}" if ctx.group_id else "private", time.time())).lastrowid
+    if not batch:
+        conn.execute("UPDATE memory_history SET batch = ? WHERE id = ?", (hid, hid))
+    return batch or hid
+
+
+def memory_insert(conn, vec, *, user_id, text, subject="我", attribute=None, value=None, type="user_fact",
+                  character_id=None, scope="private", importance=1, created_at=None, source_message_id=None,
+                  source_session=None):
     """Adds one memory (and its vector when there is one); returns its id. Runs inside a transaction."""
     now = time.time()
-    canonical = canonical or memory_canonical(text)
     cur = conn.execute(
-        "INSERT INTO memories (user_id, type, character_id, scope, text, canonical, attribute, value, importance,"
+        "INSERT INTO memories (user_id, type, character_id, scope, text, subject, attribute, value, importance,"
         " created_at, updated_at, source_message_id, source_session) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
-        (user_id, type, character_id, scope, text, canonical, attribute, value, importance,
+        (user_id, type, character_id, scope, text, subject, attribute, value, importance,
          created_at or now, now, source_message_id, source_session))
-    if embedder_vec is not None:
-        search_vec_put(conn, "memories_vec", cur.lastrowid, user_id, embedder_vec)
-    if history:
-        _history(conn, user_id, cur.lastrowid, "insert", None)
+    if vec is not None:
+        search_vec_put(conn, "memories_vec", cur.lastrowid, user_id, vec)
     return cur.lastrowid
 
 
+def memory_reparse_all(conn):
+    """Fills in subject, attribute and value of every memory from its words (migration to v2)."""
+    for r in conn.execute("SELECT id, text, type FROM memories").fetchall():
+        f = memory_fact(r["text"])
+        subject = "你" if r["type"] == "experience" and f.subject == "我" else f.subject
+        conn.execute("UPDATE memories SET subject = ?, attribute = ?, value = ? WHERE id = ?",
+                     (subject, f.attribute, f.value, r["id"]))
+
+
+def _specifics(text):
+    """The parts a near-duplicate may not change. Example: _specifics('我周三8点到') -> {'三', '8'}"""
+    return set(re.findall(r"[0-9]+|[a-z]+|[一二三四五六七八九十百千万零两]", text.lower()))
+
+
+def _same_key(row, fact):
+    """Whether a stored memory is about the same thing as fact (same subject and attribute; for a
+    many-valued attribute, the same value)."""
+    if row["subject"] != fact.subject or row["attribute"] != fact.attribute or not fact.attribute:
+        return False
+    return fact.single or Fact(row["text"], value=row["value"]).key == fact.key
+
+
 def _find_duplicate(conn, rows, fact, vec):
-    norm = text_normalise(fact)
+    """A stored memory that says the same as fact, or None."""
+    norm = text_normalise(fact.text)
     for r in rows:
-        if text_normalise(r["text"]) == norm or text_normalise(r["canonical"]) == text_normalise(memory_canonical(fact)):
+        if r["subject"] != fact.subject:
+            continue
+        if text_normalise(r["text"]) == norm:
+            return r
+        if fact.attribute and _same_key(r, fact) and text_normalise(r["value"] or "") == text_normalise(fact.value):
             return r
     if vec is not None and rows and _vec_ready(conn):
-        ids = {r["id"]: r for r in rows}
+        ids = {r["id"]: r for r in rows if r["subject"] == fact.subject and r["attribute"] == fact.attribute}
         for mid, sim in search_vector(conn, "memories_vec", rows[0]["user_id"], vec, limit=5):
             # close vectors, but 周三 vs 周四 is a different fact: numbers and names must match too
-            if mid in ids and sim >= DUPLICATE_COSINE and _specifics(ids[mid]["text"]) == _specifics(fact):
+            if mid in ids and sim >= DUPLICATE_COSINE and _specifics(ids[mid]["text"]) == _specifics(fact.text):
                 return ids[mid]
     return None
 
 
-def _specifics(text):
-    """The parts a near-duplicate may not change. Example: '我周三8点到' -> {'三', '8'}"""
-    return set(re.findall(r"[0-9]+|[a-z]+|[一二三四五六七八九十百千万零两]", text.lower()))
+def _known_subjects(conn, ctx):
+    """The people and pets the user has named (朋友阿强, 猫年糕 ...)."""
+    return [r[0] for r in conn.execute("SELECT DISTINCT subject FROM memories WHERE user_id = ? AND subject NOT IN ('我', '你')",
+                                       (ctx.user_id,))]
 
 
-def memory_remember(conn, ctx, fact, vec, *, update=False, importance=1, scope=None):
-    """Stores, refreshes or updates one fact; returns the sentence that tells the user what happened."""
-    fact = fact.strip()
-    about_bot = bool(re.match(r"^(?:你|您)", fact))  # "记住，你叫我主人": this character's experience
-    mtype, char = ("experience", ctx.character_id) if about_bot else ("user_fact", None)
+def memory_names_known(conn, ctx, text):
+    """Whether text starts with the name of someone the user has named (阿强喜欢…)."""
+    return _subject_of(text, _known_subjects(conn, ctx))[0] != "我"
+
+
+def _last_subject(conn, ctx):
+    """The person or pet the user named last (for 她 / 他 / 它), or None."""
+    rows = conn.execute("SELECT subject FROM memories WHERE user_id = ? AND subject NOT IN ('我', '你') "
+                        "ORDER BY updated_at DESC, id DESC LIMIT 5", (ctx.user_id,)).fetchall()
+    return rows[0][0] if rows else None
+
+
+def _pronoun_fits(pronoun, subject):
+    """Whether 她 / 他 / 它 can mean subject. Example: _pronoun_fits('她', '女朋友') -> True"""
+    m = re.match(_REL_RE, subject)
+    subject = m.group() if m else subject  # 朋友阿强 -> 朋友
+    if pronoun == "它":
+        return subject in _ANIMALS
+    if subject in _ANIMALS:
+        return False
+    return subject not in (_MALE if pronoun == "她" else _FEMALE)  # 朋友, 同事 ...: either
+
+
+def _quote(texts):
+    """Example: _quote(['我住在北京', '我养猫']) -> '“我住在北京”“我养猫”'"""
+    return "".join(f"“{t}”" for t in texts)
+
+
+def memory_remember(conn, ctx, text, embed, *, update=False, importance=1, scope=None):
+    """Stores (or, as an update, corrects) each fact of text; returns (reply, question) where question
+    is a pending which-one question or None. embed(text) gives a vector or None."""
     explicit_scope = scope is not None
     scope = scope or (f"g:{ctx.group_id}" if ctx.group_id else "private")
-    attribute, value, single = memory_attribute(fact)
-    canonical = memory_canonical(fact) if not about_bot else fact
-    with db_tx(conn):
-        rows = memory_list(conn, ctx)
-        numbers = {r["id"]: n for n, r in enumerate(rows, 1)}
-        dup = _find_duplicate(conn, [r for r in rows if r["type"] == mtype], fact, None if update else vec)
-        if dup is not None:
-            conn.execute("UPDATE memories SET updated_at = ?, importance = max(importance, ?), scope = ? WHERE id = ?",
-                         (time.time(), importance, scope if explicit_scope else dup["scope"], dup["id"]))
-            return f"这条我已经记着了（第{numbers[dup['id']]}条：{dup['canonical']}），刚刷新了一下。"
-        old = None
-        if attribute:
-            same = [r for r in rows if r["attribute"] == attribute and r["type"] == mtype]
-            opposite = [r for r in rows if r["attribute"] == OPPOSITES.get(attribute) and r["value"] == value]
-            if single or update:
-                old = same[-1] if same else None
-            if old is None and not single:
-                old = next((r for r in reversed(same) if r["value"] == value), None) or (opposite[-1] if opposite else None)
-        if old is None and update:
-            hits = search_hybrid(conn, "memories", ctx.user_id, fact, vec, allowed=lambda ids: set(numbers) & ids,
-                                 min_similarity=0.6, limit=1, text_of=lambda ids: _texts(conn, ids))
-            old = next((r for r in rows if hits and r["id"] == hits[0][0]), None)
-        if old is not None:
-            _history(conn, ctx.user_id, old["id"], "update", old)
-            conn.execute("UPDATE memories SET text = ?, canonical = ?, attribute = ?, value = ?, importance = max(importance, ?),"
-                         " updated_at = ?, scope = ? WHERE id = ?",
-                         (fact, canonical, attribute, value, importance, time.time(),
-                          scope if explicit_scope else old["scope"], old["id"]))
-            if vec is not None:
-                search_vec_put(conn, "memories_vec", old["id"], ctx.user_id, vec)
-            return f"已更新第{numbers[old['id']]}条：{old['canonical']} → {canonical}（说“撤销”可以改回去）"
-        memory_insert(conn, vec, user_id=ctx.user_id, text=fact, canonical=canonical, type=mtype, character_id=char,
-                      scope=scope, importance=importance, attribute=attribute, value=value,
-                      source_message_id=ctx.message_id or None, source_session=ctx.session)
-    note = "（没找到要更新的旧记忆，记成了新的一条）" if update else ""
-    marks = ("，标为重要" if importance > 1 else "") + ("，群聊里也可以用" if scope == "public" else "")
-    return f"好的，我记住了：{canonical}{marks}。{note}".replace("。（", "（")
+    last = _last_subject(conn, ctx)
+    m = re.match(r"^(她|他|它)(?!们)", text.strip())
+    if m and (last is None or not _pronoun_fits(m.group(1), last)):
+        return f"“{m.group(1)}”是指谁呀？说全一点吧，比如“记住，我女朋友喜欢吃草莓蛋糕”。", None
+    known = _known_subjects(conn, ctx)
+    facts = [memory_fact(p, last, known) for p in memory_split(text)]
+    added, replaced, same, notes, asked = [], [], [], [], None
+    with db_tx(conn, durable=True):
+        batch = 0
+        for fact in facts:
+            rows = memory_list(conn, ctx)
+            mtype, char = ("experience", ctx.character_id) if fact.subject == "你" else ("user_fact", None)
+            rows = [r for r in rows if r["type"] == mtype]
+            vec = embed(fact.text)
+            dup = _find_duplicate(conn, rows, fact, None if update else vec)
+            if dup is not None and not fact.replaces:
+                conn.execute("UPDATE memories SET updated_at = ?, importance = max(importance, ?), scope = ? WHERE id = ?",
+                             (time.time(), importance, scope if explicit_scope else dup["scope"], dup["id"]))
+                changed = importance > dup["importance"] or (explicit_scope and scope != dup["scope"])
+                batch = _history(conn, ctx, batch, dup["id"], "update" if changed else "noop", dup if changed else None)
+                same.append(dup["text"])
+                continue
+            old, candidates = _update_target(conn, ctx, rows, fact, vec, update)
+            if old is None and len(candidates) > 1:
+                asked = {"action": "replace", "ids": [r["id"] for r in candidates], "text": fact.text,
+                         "importance": importance, "scope": scope if explicit_scope else None}
+                continue
+            if old is not None:
+                batch = _history(conn, ctx, batch, old["id"], "update", old)
+                conn.execute("UPDATE memories SET text = ?, subject = ?, attribute = ?, value = ?, importance = max(importance, ?),"
+                             " updated_at = ?, scope = ? WHERE id = ?",
+                             (fact.text, fact.subject, fact.attribute, fact.value, importance, time.time(),
+                              scope if explicit_scope else old["scope"], old["id"]))
+                if vec is not None:
+                    search_vec_put(conn, "memories_vec", old["id"], ctx.user_id, vec)
+                replaced.append((old["text"], fact.text))
+                continue
+            mid = memory_insert(conn, vec, user_id=ctx.user_id, text=fact.text, subject=fact.subject,
+                                attribute=fact.attribute, value=fact.value, type=mtype, character_id=char, scope=scope,
+                                importance=importance, source_message_id=ctx.message_id or None, source_session=ctx.session)
+            batch = _history(conn, ctx, batch, mid, "insert", None)
+            added.append(fact.text)
+            if update or fact.replaces:
+                notes.append(fact.text)
+    return _remember_reply(added, replaced, same, notes, importance, scope), _which_question(conn, asked)
+
+
+def _update_target(conn, ctx, rows, fact, vec, update):
+    """The memory fact replaces: (row, []) when clear, (None, candidates) when several fit equally,
+    (None, []) when none does (then fact is a new memory)."""
+    subject_rows = [r for r in rows if r["subject"] == fact.subject]
+    if fact.replaces:  # 更正一下，我对芒果过敏，不是花生
+        named = [r for r in subject_rows if fact.replaces in r["text"]
+                 and (not fact.attribute or r["attribute"] in (fact.attribute, OPPOSITES.get(fact.attribute)))]
+        return (named[0], []) if len(named) == 1 else (None, named)
+    if update and re.search(r"最(?:喜欢|爱)的是", fact.text):  # 更正一下，我最喜欢的是巧克力: which favourite?
+        favourites = [r for r in subject_rows if (r["attribute"] or "").startswith("最喜欢的")]
+        if favourites:
+            return (favourites[0], []) if len(favourites) == 1 else (None, favourites)
+    if fact.attribute:
+        same = [r for r in subject_rows if r["attribute"] == fact.attribute]
+        if fact.single:
+            return (same[-1], []) if same else (None, [])
+        for r in subject_rows:  # 我喜欢猫 → 我讨厌猫: the same thing, the opposite feeling
+            if r["attribute"] == OPPOSITES.get(fact.attribute) and Fact(r["text"], value=r["value"]).key == fact.key:
+                return r, []
+        if update:  # 更正一下，阿强喜欢的是打篮球: the one thing of that kind, or ask which
+            return (same[0], []) if len(same) == 1 else (None, same)
+        return None, []
+    if not update:
+        return None, []
+    # an update with no attribute a rule knows: the closest memory of the same subject, if one stands out
+    pool = {r["id"]: r for r in subject_rows if r["attribute"] is None}
+    if not pool:
+        return None, []
+    hits = search_hybrid(conn, "memories", ctx.user_id, fact.text, vec, allowed=lambda ids: set(pool) & ids,
+                         min_similarity=0.8, limit=3, text_of=lambda ids: _texts(conn, ids))
+    words = text_content_words(fact.text)
+    hits = [(i, s) for i, s in hits if len(words & text_content_words(pool[i]["text"])) * 2 >= max(1, len(words) // 2)]
+    if not hits:
+        return None, []
+    if len(hits) > 1 and hits[1][1] >= hits[0][1] * 0.95:
+        return None, [pool[i] for i, _ in hits]
+    return pool[hits[0][0]], []
+
+
+def _remember_reply(added, replaced, same, notes, importance, scope):
+    """What a 记住 / 更正 did, in the user's words."""
+    parts = []
+    marks = ("（标为重要）" if importance > 1 else "") + ("（群聊里也可以用）" if scope == "public" else "")
+    for old, new in replaced:
+        parts.append(f"已把“{old}”改成“{new}”{marks}")
+    fresh = [t for t in added if t not in notes]
+    if fresh:
+        parts.append(f"好的，记住了：{_quote(fresh)}{marks}")
+    if notes:
+        parts.append(f"没找到要更正的旧记忆，记成了新的：{_quote(notes)}")
+    if same:
+        parts.append(f"{_quote(same)}我已经记着了，没有变")
+    if not parts:
+        return None
+    undo = "（说“撤销”可以改回去）" if replaced else ""
+    return "；".join(parts) + "。" + undo
+
+
+def _which_question(conn, asked):
+    """A numbered which-one question, and what to do with the answer; or None."""
+    if not asked:
+        return None
+    asked["ids"] = sorted(asked["ids"])
+    rows = _rows(conn, asked["ids"])
+    listing = "\n".join(f"{n}. {r['text']}" for n, r in enumerate(rows, 1))
+    verb = "改成“" + asked["text"] + "”" if asked["action"] == "replace" else "忘记"
+    asked["prompt"] = f"有几条都像，你想{verb}的是哪一条？\n{listing}\n回复序号就行（比如“1”），说“算了”就不改。"
+    return asked
+
+
+def _rows(conn, ids):
+    """Rows by id, in the order of ids (missing ones left out)."""
+    found = {r["id"]: r for r in conn.execute(
+        f"SELECT * FROM memories WHERE id IN ({','.join('?' * len(ids))})", list(ids))} if ids else {}
+    return [found[i] for i in ids if i in found]
 
 
 def _texts(conn, ids):
     if not ids:
         return {}
-    rows = conn.execute(f"SELECT id, canonical || ' ' || text FROM memories WHERE id IN ({','.join('?' * len(ids))})",
-                        list(ids)).fetchall()
+    rows = conn.execute(f"SELECT id, text FROM memories WHERE id IN ({','.join('?' * len(ids))})", list(ids)).fetchall()
     return {r[0]: r[1] for r in rows}
+
+
+def memory_answer(conn, ctx, asked, text, embed):
+    """Acts on the answer to a which-one question (2 / 第二条 / 第2个) or a 要我记住吗; None when the
+    message is no answer (then it is handled as usual)."""
+    t = _strip_tail(text)
+    if re.fullmatch(r"(?:算了|不用了?|不要|取消|没事|不改了?|都不是|no)", t, re.I):
+        return "好的，那就不改了。"
+    if asked["action"] == "store":
+        if re.fullmatch(r"(?:要|好|好的|是|是的|对|对的|嗯|嗯嗯|记吧|记住|可以|行|ok|yes|y)", t, re.I):
+            fact = asked["text"] if memory_has_subject(asked["text"]) else "我" + asked["text"]
+            return memory_remember(conn, ctx, fact, embed, importance=asked.get("importance", 1))[0]
+        return None
+    m = re.fullmatch(rf"(?:第|选|就|是)?\s*({_NUM})\s*(?:条|个|项|号)?(?:吧|吧。|。)?", t)
+    if not m:
+        return None
+    n = _cn_number(m.group(1))
+    if not 1 <= n <= len(asked["ids"]):
+        return f"只有1到{len(asked['ids'])}可以选哦。"
+    target = _rows(conn, [asked["ids"][n - 1]])
+    if not target or not _visible(ctx, target[0]):
+        return "那条记忆已经不在了。"
+    if asked["action"] == "forget":
+        return _forget_rows(conn, ctx, target)
+    old = target[0]
+    fact = memory_fact(asked["text"])
+    vec = embed(fact.text)
+    with db_tx(conn, durable=True):
+        _history(conn, ctx, 0, old["id"], "update", old)
+        conn.execute("UPDATE memories SET text = ?, subject = ?, attribute = ?, value = ?, importance = max(importance, ?),"
+                     " updated_at = ? WHERE id = ?", (fact.text, fact.subject, fact.attribute, fact.value,
+                                                     asked.get("importance", 1), time.time(), old["id"]))
+        if vec is not None:
+            search_vec_put(conn, "memories_vec", old["id"], ctx.user_id, vec)
+    return f"已把“{old['text']}”改成“{fact.text}”。（说“撤销”可以改回去）"
 
 
 def memory_search(conn, ctx, query, vec, *, limit, min_similarity, touch=True):
@@ -794,6 +1342,15 @@ def memory_search(conn, ctx, query, vec, *, limit, min_similarity, touch=True):
         return {r[0] for r in conn.execute(q, args + list(ids))}
     hits = search_hybrid(conn, "memories", ctx.user_id, query, vec, allowed=allowed,
                          min_similarity=min_similarity, limit=limit * 3, text_of=lambda ids: _texts(conn, ids))
+    # the life areas the message touches bring the memories filed under them (天气 → 现居地)
+    areas = memory_areas(query)
+    if areas:
+        marks = ",".join("?" * len(areas))
+        extra = conn.execute(f"SELECT id FROM memories WHERE {where} AND attribute IN ({marks}) ORDER BY importance DESC, "
+                             f"updated_at DESC LIMIT ?", args + sorted(areas) + [limit]).fetchall()
+        have = {i for i, _ in hits}
+        best = hits[0][1] if hits else 1.0 / RRF_K
+        hits = hits + [(r[0], best * 0.5) for r in extra if r[0] not in have]
     if not hits:
         return []
     rows = {r["id"]: r for r in conn.execute(
@@ -809,90 +1366,194 @@ def memory_search(conn, ctx, query, vec, *, limit, min_similarity, touch=True):
     return [rows[i] for i, _ in ranked]
 
 
-def memory_forget(conn, ctx, what, vec):
-    """Deletes what the user named (by number or by search); asks when it is not clear which."""
+#: Everyday words that tie a message to the attributes it needs (a compact hand-written lexicon).
+AREAS = {
+    ("现居地",): "天气 下雨 下雪 降温 气温 冷不冷 热不热 附近 周边 周末去哪 去哪玩 出去玩 本地 同城 这边 我们这 当地 通勤 地铁 公交 "
+               "打车 外卖 搬家 房租 租房 小区 雾霾 台风 weather nearby",
+    ("过敏", "健康", "忌口", "讨厌"): "吃 喝 菜 饭 餐 早餐 早饭 午饭 晚饭 夜宵 零食 外卖 食谱 菜谱 做饭 下厨 餐厅 饭店 火锅 烧烤 奶茶 "
+                                   "牛奶 咖啡 蛋糕 甜点 水果 药 吃药 感冒 发烧 咳嗽 头疼 肚子疼 医院 看病 医生 体检 身体 过敏 "
+                                   "打针 疫苗 生病 不舒服 嗓子 food eat dinner lunch breakfast medicine",
+    ("职业", "工作单位"): "上班 下班 加班 工作 同事 老板 领导 公司 单位 夜班 值班 开会 项目 工资 辞职 跳槽 面试 出差 kpi 绩效 "
+                        "家长会 备课 改作业 病人 患者 手术 客户 甲方 需求 代码 上线 job work",
+    ("学校", "在学"): "考试 上课 作业 学习 复习 老师 同学 学校 论文 期末 开学 放假",
+    ("宠物",): "猫 狗 宠物 铲屎 遛狗 猫粮 狗粮 兽医 喵 汪",
+    ("生日", "年龄"): "生日 过生日 几岁 年纪 岁数",
+    ("名字", "昵称", "称呼用户"): "我叫什么 我的名字 叫我 记得我是谁",
+}
+_AREA_WORDS = [(attrs, set(words.split())) for attrs, words in AREAS.items()]
+
+
+def memory_areas(text):
+    """The attributes a message's everyday words point at. Example: memory_areas('明天天气怎么样') -> {'现居地'}"""
+    low = text.lower()
+    out = set()
+    for attrs, words in _AREA_WORDS:
+        if any(w in low for w in words if len(w) > 1 or w in "猫狗药吃喝"):
+            out.update(attrs)
+    return out
+
+
+def memory_profile(conn, ctx, limit=4):
+    """The few facts every prompt carries: the user's name, home, health and what they marked 重要."""
+    where, args = _visible_sql(ctx)
+    return conn.execute(f"SELECT * FROM memories WHERE {where} AND (importance > 1 OR (subject = '我' AND attribute IN "
+                        f"('名字', '现居地', '过敏', '健康', '忌口', '称呼用户'))) ORDER BY importance DESC, id LIMIT ?",
+                        args + [limit]).fetchall()
+
+
+def memory_forget(conn, ctx, what, embed):
+    """Deletes what the user pointed at (numbers, an attribute, a fact); returns (reply, question)."""
     rows = memory_list(conn, ctx)
     if not rows:
-        return "我这里还没有关于你的记忆。"
-    m = _FORGET_NTH_RE.match(what)
-    if m:
-        n = int(m.group(1))
-        if not 1 <= n <= len(rows):
-            return f"没有第{n}条，你的记忆一共{len(rows)}条。说“你记得我什么”可以看列表。"
-        targets = [rows[n - 1]]
-    else:
-        numbers = {r["id"]: n for n, r in enumerate(rows, 1)}
-        hits = search_hybrid(conn, "memories", ctx.user_id, what, vec, allowed=lambda ids: set(numbers) & ids,
-                             min_similarity=0.6, limit=5, text_of=lambda ids: _texts(conn, ids))
-        if not hits:
-            return f"我没有找到和“{what[:30]}”有关的记忆。说“你记得我什么”可以看看我记得哪些。"
-        if len(hits) > 1 and hits[1][1] > hits[0][1] * 0.9:
-            listing = "\n".join(f"{numbers[i]}. {next(r['canonical'] for r in rows if r['id'] == i)}" for i, _ in hits[:5])
-            return f"有几条都像，你指的是哪一条？\n{listing}\n回复“忘记第N条”就行。"
-        targets = [next(r for r in rows if r["id"] == hits[0][0])]
-    with db_tx(conn):
+        return "我这里还没有关于你的记忆。", None
+    if re.fullmatch(r"\d+(?:,\d+)*", what):
+        numbers = sorted({int(n) for n in what.split(",")})
+        bad = [n for n in numbers if not 1 <= n <= len(rows)]
+        if bad:
+            return f"没有第{bad[0]}条，你的记忆一共{len(rows)}条。说“你记得我什么”可以看列表。", None
+        return _forget_rows(conn, ctx, [rows[n - 1] for n in numbers]), None
+    what = re.sub(r"^(?:that\s+)", "", what.strip(), flags=re.I)
+    targets = _forget_targets(conn, ctx, rows, what, embed)
+    if isinstance(targets, str):
+        return targets, None
+    if len(targets) > 1:
+        asked = _which_question(conn, {"action": "forget", "ids": [r["id"] for r in targets], "text": what})
+        return asked["prompt"], asked
+    return _forget_rows(conn, ctx, targets), None
+
+
+def _forget_targets(conn, ctx, rows, what, embed):
+    """The memories a forget points at: a list (several = ask), or a reply when none fits."""
+    what = re.sub(r"^(?:my\s+)", "我的", what, flags=re.I)
+    known = _known_subjects(conn, ctx)
+    subject, rest = _subject_of(what, known)
+    rest = re.sub(r"^的", "", rest)
+    named = memory_has_subject(what) or subject != "我"  # "在上海工作的那条": anyone's
+    mine = [r for r in rows if r["subject"] == subject or r["subject"].startswith(subject) and subject != "我"] if named \
+        else list(rows)
+    attribute = _ATTRIBUTE_BY_WORD.get(rest.strip())
+    if attribute:  # 忘记我的住址 / 忘记我妈妈的生日
+        related = {"职业": ("职业", "工作单位")}.get(attribute, (attribute,))
+        hits = [r for r in mine if r["attribute"] in related]
+        return hits or f"我没有记着{_who(subject)}的{rest.strip()}，什么也没删。"
+    m = re.match(r"^(最)?(?:喜欢|爱)的(.{1,8})$", rest.strip())
+    if m:  # 忘记我喜欢的歌手: the likes (and the favourite of that kind)
+        hits = [r for r in mine if r["attribute"] in ("喜欢", "最喜欢的" + m.group(2))]
+        return hits or f"我没有记着{_who(subject)}喜欢的{m.group(2)}，什么也没删。"
+    fact = memory_fact(what, known=known)
+    if fact.attribute:
+        hits = [r for r in mine if _same_key(r, dataclasses.replace(fact, subject=r["subject"] if not named else fact.subject))]
+        if fact.single:
+            exact = [r for r in hits if text_normalise(r["value"] or "") == text_normalise(fact.value)]
+            if hits and not exact:
+                return f"我记着的是“{hits[0]['text']}”，不是“{what}”，所以没有删。要删它的话说“忘记{_who(subject)}的" \
+                       f"{next((w for w, a in _ATTRIBUTE_BY_WORD.items() if a == fact.attribute), fact.attribute)}”。"
+            hits = exact
+        return hits or f"我没有找到“{what[:30]}”这条记忆，什么也没删。说“你记得我什么”可以看看我记得哪些。"
+    pool = {r["id"]: r for r in mine} or {r["id"]: r for r in rows}
+    hits = search_hybrid(conn, "memories", ctx.user_id, what, embed(what), allowed=lambda ids: set(pool) & ids,
+                         min_similarity=0.8, limit=5, text_of=lambda ids: _texts(conn, ids))
+    words = text_content_words(re.sub(r"^我", "", what))
+    hits = [(i, s) for i, s in hits if words & text_content_words(pool[i]["text"])]
+    if not hits:
+        return f"我没有找到“{what[:30]}”这条记忆，什么也没删。说“你记得我什么”可以看看我记得哪些。"
+    close = [pool[i] for i, s in hits if s >= hits[0][1] * 0.9]
+    return close if len(close) > 1 else [pool[hits[0][0]]]
+
+
+def _who(subject):
+    """Example: _who('妈妈') -> '你妈妈'"""
+    return "你" if subject == "我" else ("我" if subject == "你" else "你" + subject)
+
+
+def _forget_rows(conn, ctx, targets):
+    """Deletes rows as one undoable change; returns the reply."""
+    with db_tx(conn, durable=True):
+        batch = 0
         for r in targets:
-            _history(conn, ctx.user_id, r["id"], "delete", r)
+            batch = _history(conn, ctx, batch, r["id"], "delete", r)
             conn.execute("DELETE FROM memories WHERE id = ?", (r["id"],))
             conn.execute("DELETE FROM memories_vec WHERE memory_id = ?", (r["id"],))
-    return "已忘记：" + "；".join(r["canonical"] for r in targets) + "（说“撤销”可以恢复）"
+    return "已忘记：" + _quote(r["text"] for r in targets) + "（说“撤销”可以恢复）"
+
+
+def memory_forget_last(conn, ctx):
+    """忘记我刚才说的: deletes what the last change stored."""
+    h = conn.execute("SELECT * FROM memory_history WHERE user_id = ? AND undone = 0 AND action IN ('insert', 'update') "
+                     "ORDER BY id DESC LIMIT 1", (ctx.user_id,)).fetchone()
+    if h is None:
+        return "最近没有新记下的东西，什么也没删。"
+    ids = [r[0] for r in conn.execute("SELECT memory_id FROM memory_history WHERE batch = ? AND action IN ('insert', 'update')",
+                                      (h["batch"],))]
+    rows = [r for r in _rows(conn, ids) if _visible(ctx, r)]
+    if not rows:
+        return "刚才记下的已经不在了，什么也没删。"
+    return _forget_rows(conn, ctx, rows)
 
 
 def memory_wipe(conn, user_id):
     """Deletes every memory of one user, with its history and the memory commands in the chat log."""
-    with db_tx(conn):
-        ids = [r[0] for r in conn.execute("SELECT id FROM memories WHERE user_id = ? AND type != 'lore'", (user_id,))]
+    with db_tx(conn, durable=True):
+        ids = [r[0] for r in conn.execute("SELECT id FROM memories WHERE user_id = ?", (user_id,))]
         for i in ids:
             conn.execute("DELETE FROM memories_vec WHERE memory_id = ?", (i,))
-        conn.execute("DELETE FROM memories WHERE user_id = ? AND type != 'lore'", (user_id,))
+        conn.execute("DELETE FROM memories WHERE user_id = ?", (user_id,))
         conn.execute("DELETE FROM memory_history WHERE user_id = ?", (user_id,))
         conn.execute("DELETE FROM messages WHERE user_id = ? AND kind = 'command'", (user_id,))  # what was said to them
     return len(ids)
 
 
 def memory_undo(conn, ctx, embed):
-    """Reverts the speaker's last memory change: an add, an update or a delete (only one made
-    where it can be seen from here, so a group never hears about a private memory)."""
-    with db_tx(conn):
+    """Reverts the speaker's last memory command (all of its changes), if it was made where it can
+    be seen from here, so a group never hears about a private memory."""
+    with db_tx(conn, durable=True):
         h = conn.execute("SELECT * FROM memory_history WHERE user_id = ? AND undone = 0 ORDER BY id DESC LIMIT 1",
                          (ctx.user_id,)).fetchone()
         if h is None:
             return "没有可以撤销的记忆操作。"
-        cur = conn.execute("SELECT * FROM memories WHERE id = ? AND user_id = ?", (h["memory_id"], ctx.user_id)).fetchone()
-        row = cur or json.loads(h["old_row"] or "null")
-        if row is None or not _visible(ctx, row):
+        here = f"g:{ctx.group_id}" if ctx.group_id else "private"
+        batch = conn.execute("SELECT * FROM memory_history WHERE batch = ? AND undone = 0 ORDER BY id DESC",
+                             (h["batch"],)).fetchall()
+        if ctx.group_id and h["scope"] != here:
             return "上一次记忆改动是在别处（比如私聊）做的，请到那里说“撤销”。"
-        conn.execute("UPDATE memory_history SET undone = 1 WHERE id = ?", (h["id"],))
-        if h["action"] == "insert":
-            if cur is None:
-                return "那条记忆已经不在了，没什么可撤销的。"
-            conn.execute("DELETE FROM memories WHERE id = ?", (cur["id"],))
-            conn.execute("DELETE FROM memories_vec WHERE memory_id = ?", (cur["id"],))
-            return f"已撤销，刚才记下的“{cur['canonical']}”删掉了。"
-        old = json.loads(h["old_row"])
-        if cur is not None:
-            conn.execute("DELETE FROM memories WHERE id = ?", (cur["id"],))
-        cols = [c for c in old if c != "id"]
-        conn.execute(f"INSERT INTO memories (id, {', '.join(cols)}) VALUES (?, {', '.join('?' * len(cols))})",
-                     [old["id"]] + [old[c] for c in cols])
-        vec = embed(old["text"])
-        if vec is not None:
-            search_vec_put(conn, "memories_vec", old["id"], old["user_id"], vec)
-        if h["action"] == "update":
-            return f"已撤销，改回了：{old['canonical']}"
-        return f"已撤销，恢复了：{old['canonical']}"
+        conn.execute("UPDATE memory_history SET undone = 1 WHERE batch = ?", (h["batch"],))
+        if all(x["action"] == "noop" for x in batch):
+            return "刚才那条没有改动任何记忆（我本来就记着），没有可以撤销的。"
+        done = []
+        for x in batch:
+            cur = conn.execute("SELECT * FROM memories WHERE id = ? AND user_id = ?", (x["memory_id"], ctx.user_id)).fetchone()
+            if x["action"] == "insert":
+                if cur is not None:
+                    conn.execute("DELETE FROM memories WHERE id = ?", (cur["id"],))
+                    conn.execute("DELETE FROM memories_vec WHERE memory_id = ?", (cur["id"],))
+                    done.append(f"删掉了刚记下的“{cur['text']}”")
+                continue
+            if x["action"] == "noop":
+                continue
+            old = json.loads(x["old_row"])
+            if cur is not None:
+                conn.execute("DELETE FROM memories WHERE id = ?", (cur["id"],))
+            cols = [c for c in old if c != "id"]
+            conn.execute(f"INSERT INTO memories (id, {', '.join(cols)}) VALUES (?, {', '.join('?' * len(cols))})",
+                         [old["id"]] + [old[c] for c in cols])
+            vec = embed(old["text"])
+            if vec is not None:
+                search_vec_put(conn, "memories_vec", old["id"], old["user_id"], vec)
+            done.append(f"改回了“{old['text']}”" if x["action"] == "update" else f"恢复了“{old['text']}”")
+        return "已撤销：" + "；".join(done) + "。" if done else "那些记忆已经不在了，没什么可撤销的。"
 
 
 def memory_set_scope(conn, ctx, n, public):
+    """公开第N条 / 私密第N条."""
     rows = memory_list(conn, ctx)
     if not 1 <= n <= len(rows):
         return f"没有第{n}条，你的记忆一共{len(rows)}条。"
     r = rows[n - 1]
     scope = "public" if public else "private"
-    with db_tx(conn):
-        _history(conn, ctx.user_id, r["id"], "update", r)
+    with db_tx(conn, durable=True):
+        _history(conn, ctx, 0, r["id"], "update", r)
         conn.execute("UPDATE memories SET scope = ?, updated_at = ? WHERE id = ?", (scope, time.time(), r["id"]))
-    return f"第{n}条“{r['canonical']}”" + ("现在群聊里也可以用了。" if public else "现在只在私聊里用。")
+    return f"第{n}条“{r['text']}”" + ("现在群聊里也可以用了。" if public else "现在只在私聊里用。")
 
 
 #: How many times a fact must be said (this one included) before the bot offers to remember it.
@@ -902,72 +1563,49 @@ OFFER_AFTER = 3
 def memory_worth_offering(conn, ctx, text):
     """The fact to offer to remember when the user keeps stressing it and it isn't stored; else None.
     The bot only asks: it never stores on its own."""
-    fact = re.split(r"[，,。！!？?]", text.strip())[0]
-    attribute, value, _ = memory_attribute(fact)
-    if not attribute or not fact.startswith("我"):
+    first = re.split(r"[，,。！!？?]", text.strip())[0]
+    fact = memory_fact(first)
+    if not fact.attribute or not first.startswith("我"):
         return None
     said = 0
     for (t,) in conn.execute("SELECT text FROM messages WHERE session = ? AND user_id = ? AND role = 'user' AND id < ? "
                              "ORDER BY id DESC LIMIT 50", (ctx.session, ctx.user_id, ctx.message_id or 1 << 62)):
-        if memory_attribute(re.split(r"[，,。！!？?]", t.strip())[0])[:2] == (attribute, value):
+        f = memory_fact(re.split(r"[，,。！!？?]", t.strip())[0])
+        if (f.subject, f.attribute, f.key) == (fact.subject, fact.attribute, fact.key):
             said += 1
     if said + 1 < OFFER_AFTER:
         return None
-    stored = conn.execute("SELECT 1 FROM memories WHERE user_id = ? AND attribute = ? AND value = ?",
-                          (ctx.user_id, attribute, value)).fetchone()
-    return None if stored else fact
+    stored = [r for r in conn.execute("SELECT * FROM memories WHERE user_id = ? AND subject = ? AND attribute = ?",
+                                      (ctx.user_id, fact.subject, fact.attribute))]
+    return None if any(_same_key(r, fact) for r in stored) else first
 
 
 def memory_format_list(rows):
+    """The numbered list 你记得我什么 shows, in the user's words."""
     if not rows:
         return "我还没有记住关于你的事。说“记住，……”告诉我吧。"
     lines = []
-    for n, r in enumerate(rows[:50], 1):
+    for n, r in enumerate(rows[:LIST_LIMIT], 1):
         marks = [m for m, on in (("重要", r["importance"] > 1), ("公开", r["scope"] == "public"),
-                                 ("群聊", r["scope"].startswith("g:")), ("与我的经历", r["type"] == "experience")) if on]
-        lines.append(f"{n}. {r['canonical']}" + (f"（{'，'.join(marks)}）" if marks else ""))
-    more = f"\n……还有{len(rows) - 50}条" if len(rows) > 50 else ""
+                                 ("群聊", r["scope"].startswith("g:")), ("关于我", r["type"] == "experience")) if on]
+        lines.append(f"{n}. {r['text']}" + (f"（{'，'.join(marks)}）" if marks else ""))
+    more = f"\n……还有{len(rows) - LIST_LIMIT}条" if len(rows) > LIST_LIMIT else ""
     return f"我记得关于你的{len(rows)}件事：\n" + "\n".join(lines) + more + "\n（说“忘记第N条”可以删掉一条）"
 
 
-def memory_parse(text):
-    """Recognises a memory command. Example: '记住，我住在北京' -> ('remember', '我住在北京')"""
-    t = text.strip()
-    if _LIST_RE.match(t):
-        return "list", ""
-    if _UNDO_RE.match(t):
-        return "undo", ""
-    if t == _CONFIRM_WIPE:
-        return "confirm_wipe", ""
-    m = _SCOPE_RE.match(t)
-    if m:
-        return ("public" if "公开" in m.group(1) else "private"), m.group(2)
-    m = _REMEMBER_RE.match(t) or _UPDATE_RE.match(t)
-    if m and not _NOT_AN_OBJECT_RE.match(m.group(1)):
-        return ("remember" if m.re is _REMEMBER_RE else "update"), m.group(1).strip()
-    m = _ACTUALLY_RE.match(t)
-    if m and memory_attribute(m.group(1))[0]:  # "其实我现在很难过" is chat; "其实我现在住在上海" an update
-        return "update", m.group(1).strip()
-    m = _FORGET_RE.match(t)
-    if m:
-        what = m.group(2).strip().rstrip("。!！")
-        if _FORGET_ALL_RE.match(what):
-            return "forget_all", what
-        if (m.group(1) or _FORGET_OBJECT_RE.match(what)) and not _NOT_AN_OBJECT_RE.match(what):
-            return "forget", what
-    return None, ""
-
-
 def memory_options(fact):
-    """Pulls the marks out of a fact. Example: '这个很重要：我对花生过敏（公开）' -> ('我对花生过敏', 2, 'public')"""
+    """Pulls the marks out of a fact. Example: memory_options('这个很重要：我对花生过敏(公开)') -> ('我对花生过敏', 2, 'public')"""
     importance, scope = 1, None
-    m = re.match(rf"^(?:这个|这件事|这)?(?:很|非常|超级)?重要[{_PUNCT}]*(.+)$", fact)
+    m = re.match(rf"^(?:记住[{_PUNCT}]*)?(?:这个|这件事|这)?(?:很|非常|超级|特别)?重要[{_PUNCT}]*(.+)$", fact)
     if m:
         fact, importance = m.group(1), 2
-    for mark in ("（公开）", "(公开)", "【公开】", "公开："):
+    m = re.match(rf"^(.+?)[{_PUNCT}]*(?:这个|这件事|这)?(?:很|非常|超级|特别)重要[{_PUNCT}]*$", fact)
+    if m and importance == 1:
+        fact, importance = m.group(1), 2
+    for mark in ("(公开)", "【公开】", "公开：", "公开:"):
         if mark in fact:
             fact, scope = fact.replace(mark, "").strip(), "public"
-    return fact.strip(), importance, scope
+    return fact.strip(" ，,。"), importance, scope
 
 
 #####################################################################
@@ -1289,19 +1927,17 @@ def character_filter(card, text):
 
 
 def character_lore_sync(conn, cards):
-    """Keeps each character's lore rows (its book) in the memories table in step with the cards."""
+    """Keeps each character's lore rows (its book) in the lore table in step with the cards."""
     for card in cards.values():
         entries = card.get("character_book", {}).get("entries", [])
         digest = hashlib.sha256(json.dumps(entries, ensure_ascii=False, sort_keys=True).encode()).hexdigest()
         if db_meta_get(conn, f"lore:{card['id']}") == digest:
             continue
         with db_tx(conn):
-            conn.execute("DELETE FROM memories WHERE type = 'lore' AND character_id = ?", (card["id"],))
-            for e in entries:
-                if e.get("enabled", True) and e.get("content"):
-                    memory_insert(conn, None, user_id="", text=e["content"], canonical=e["content"], type="lore",
-                                  character_id=card["id"], scope="public", attribute="keys",
-                                  value=json.dumps(e.get("keys", []), ensure_ascii=False), history=False)
+            conn.execute("DELETE FROM lore WHERE character_id = ?", (card["id"],))
+            conn.executemany("INSERT INTO lore (character_id, keys, content) VALUES (?, ?, ?)",
+                             [(card["id"], json.dumps(e.get("keys", []), ensure_ascii=False), e["content"])
+                              for e in entries if e.get("enabled", True) and e.get("content")])
             db_meta_set(conn, f"lore:{card['id']}", digest)
 
 
@@ -1309,11 +1945,10 @@ def character_lore(conn, character_id, recent_text):
     """The character's own book entries whose keys appear in the recent turns."""
     low = recent_text.lower()
     out = []
-    for r in conn.execute("SELECT text, value FROM memories WHERE type = 'lore' AND character_id = ? ORDER BY id",
-                          (character_id,)):
-        keys = json.loads(r["value"] or "[]")
+    for r in conn.execute("SELECT keys, content FROM lore WHERE character_id = ? ORDER BY id", (character_id,)):
+        keys = json.loads(r["keys"] or "[]")
         if any(k and k.lower() in low for k in keys):
-            out.append(r["text"])
+            out.append(r["content"])
     return out
 
 
@@ -1385,10 +2020,16 @@ def prompt_context(conn, ctx, card, text, vec, cfg):
     first_recent = recent[0]["id"] if recent else (ctx.message_id or 1 << 62)
     history = summary_recall(conn, ctx.session, char, text, vec, limit=RELEVANT_HISTORY,
                              min_similarity=cfg.MEMORY_MIN_SIMILARITY, before=first_recent, skip={r["id"] for r in latest})
-    memories = memory_search(conn, ctx, text, vec, limit=cfg.MEMORY_TOP_K, min_similarity=cfg.MEMORY_MIN_SIMILARITY)
+    found = memory_search(conn, ctx, text, vec, limit=cfg.MEMORY_TOP_K, min_similarity=cfg.MEMORY_MIN_SIMILARITY)
+    profile = [r for r in memory_profile(conn, ctx) if r["id"] not in {f["id"] for f in found}]
     lore = character_lore(conn, char, " ".join(r["text"] for r in recent[-4:]) + " " + text)
     return {"recent": recent, "latest": [r["text"] for r in latest], "history": [h[2] for h in history],
-            "memories": [r["canonical"] for r in memories], "lore": lore}
+            "memories": [prompt_memory_line(r) for r in found + profile], "lore": lore}
+
+
+def prompt_memory_line(row):
+    """A memory as the prompt shows it: the user's words, quoted. Example: {'type': 'user_fact', 'text': '我住在北京'} -> '用户说过：“我住在北京”'"""
+    return f"用户{'对你' if row['type'] == 'experience' else ''}说过：“{row['text']}”"
 
 
 def _turn_message(row, ctx, card):
@@ -1539,6 +2180,8 @@ class App:
         self.pending = collections.Counter()  # messages waiting per chat
         self.rate = collections.defaultdict(collections.deque)  # user -> times of recent LLM messages
         self.wipe_asked = {}  # user -> time they asked to forget everything
+        self.memory_asked = {}  # (user, session) -> the which-one question waiting for its answer
+        self.memory_rate = collections.defaultdict(collections.deque)  # user -> times of recent memory changes
         self.summary_tasks = {}  # session -> the summary task running for it
         self.shift_at = {}  # session -> message id that changed the topic
         self.http = None
@@ -1595,7 +2238,7 @@ def _vec_backfill(conn, app):
     """Embeds memories and summaries stored while no model was loaded (or under another model)."""
     db_vec_prepare(conn, app.embedder.name, app.embedder.dim)
     n = 0
-    for table, src in (("memories_vec", "SELECT id, text, user_id FROM memories WHERE type != 'lore'"),
+    for table, src in (("memories_vec", "SELECT id, text, user_id FROM memories"),
                        ("summaries_vec", "SELECT id, text, session || '/' || character_id FROM summaries")):
         have = {r[0] for r in conn.execute(f"SELECT {VEC_TABLES[table]} FROM {table}")}
         todo = [r for r in conn.execute(src) if r[0] not in have]
@@ -1825,41 +2468,98 @@ async def summary_write(app, card, turns, level=0):
 
 
 async def reply_memory(app, ctx, text, card):
-    """记住 / 更新 / 忘记 / 你记得我什么 / 撤销: answered without the LLM, or None."""
-    kind, arg = memory_parse(text)
+    """记住 / 更正 / 忘记 / 你记得我什么 / 撤销, and answers to the bot's which-one questions:
+    answered without the LLM; None for anything else."""
+    key = (ctx.user_id, ctx.session)
+    asked = app.memory_asked.get(key)
+    if asked and time.monotonic() - asked["at"] > PENDING_SECONDS:
+        asked = app.memory_asked.pop(key)
+        asked = None
+    names = [c["name"] for c in app.characters.get()["cards"].values()] + app.cfg.nicknames
+    kind, arg = memory_parse(text, names)
+    if kind == "update_named":  # 更正一下，阿强…: a command only when the user has told the bot of 阿强
+        kind = "update" if await app.db.run(memory_names_known, ctx, arg) else None
+    if kind is None and asked is not None:
+        reply = await app.db.run(lambda c: memory_answer(c, ctx, asked, text, app.vec), write=True)
+        if reply is not None:
+            app.memory_asked.pop(key, None)
+            await _mark_command(app, ctx)
+            return reply
     if kind is None:
         return None
+    app.memory_asked.pop(key, None)
     app.stats["memory_commands"] += 1
-    ctx.command = True
-    await app.db.run(lambda c: c.execute("UPDATE messages SET kind = 'command' WHERE id = ?", (ctx.message_id,)), write=True)
+    await _mark_command(app, ctx)
     if kind == "list":
         return memory_format_list(await app.db.run(memory_list, ctx))
-    if kind == "undo":
-        return await app.db.run(lambda c: memory_undo(c, ctx, app.vec), write=True)
-    if kind in ("public", "private"):
-        return await app.db.run(memory_set_scope, ctx, int(arg), kind == "public", write=True)
+    if kind == "confirm_wipe":
+        asked_at = app.wipe_asked.pop(ctx.user_id, None)
+        if asked_at is None or time.monotonic() - asked_at > WIPE_CONFIRM_SECONDS:
+            return "没有待确认的删除。要删除全部记忆，请先说“忘记关于我的一切”。"
+        n = await app.db.run(memory_wipe, ctx.user_id, write=True)
+        return f"好的，关于你的{n}条记忆都已经删除了（记忆指令的聊天记录也删了）。"
     if kind == "forget_all":
-        n = len(await app.db.run(lambda c: c.execute("SELECT id FROM memories WHERE user_id = ? AND type != 'lore'",
-                                                      (ctx.user_id,)).fetchall()))
+        n = await app.db.run(memory_count, ctx.user_id)
         if not n:
             return "我这里还没有关于你的记忆。"
         app.wipe_asked[ctx.user_id] = time.monotonic()
         return f"确定要删除我记得的关于你的全部{n}条记忆吗？删除后无法撤销。确定的话请在两分钟内回复“{_CONFIRM_WIPE}”。"
-    if kind == "confirm_wipe":
-        asked = app.wipe_asked.pop(ctx.user_id, None)
-        if asked is None or time.monotonic() - asked > WIPE_CONFIRM_SECONDS:
-            return "没有待确认的删除。要删除全部记忆，请先说“忘记关于我的一切”。"
-        n = await app.db.run(memory_wipe, ctx.user_id, write=True)
-        return f"好的，关于你的{n}条记忆都已经删除了（记忆指令的聊天记录也删了）。"
+    limited = _memory_limited(app, ctx)
+    if limited:
+        return limited
+    if kind == "undo":
+        return await app.db.run(lambda c: memory_undo(c, ctx, app.vec), write=True)
+    if kind in ("public", "private"):
+        return await app.db.run(memory_set_scope, ctx, int(arg), kind == "public", write=True)
+    if kind == "forget_last":
+        return await app.db.run(memory_forget_last, ctx, write=True)
     if kind == "forget":
-        return await app.db.run(lambda c: memory_forget(c, ctx, arg, app.vec(arg)), write=True)
+        reply, question = await app.db.run(lambda c: memory_forget(c, ctx, arg, app.vec), write=True)
+        _remember_question(app, key, question)
+        return reply
     fact, importance, scope = memory_options(arg)
     if not fact:
         return "要我记住什么呢？比如：记住，我住在北京"
     if len(fact) > 500:
         return "这段太长了，记忆每条最多500字，能说得简短一点吗？"
-    return await app.db.run(lambda c: memory_remember(c, ctx, fact, app.vec(fact), update=kind == "update",
-                                                      importance=importance, scope=scope), write=True)
+    if kind == "ask":
+        app.memory_asked[key] = {"action": "store", "text": fact, "importance": importance, "at": time.monotonic()}
+        return f"要我记住『{fact}』吗？要的话回复“要”；也可以说得具体些，比如“记住，我……”。"
+    cap = app.cfg.MEMORY_MAX_PER_USER
+    if cap and not ctx.superuser and await app.db.run(memory_count, ctx.user_id) >= cap:
+        return f"我已经记了你{cap}件事，记不下更多了。说“你记得我什么”看看，用“忘记第N条”删掉一些不要的吧。"
+    reply, question = await app.db.run(lambda c: memory_remember(c, ctx, fact, app.vec, update=kind == "update",
+                                                                 importance=importance, scope=scope), write=True)
+    _remember_question(app, key, question)
+    return question["prompt"] if reply is None and question else (reply or "嗯，我知道了。")
+
+
+def _remember_question(app, key, question):
+    """Keeps a which-one question until the user answers it."""
+    if question:
+        question["at"] = time.monotonic()
+        app.memory_asked[key] = question
+
+
+async def _mark_command(app, ctx):
+    """Files the message as a memory command: kept out of recall and summaries."""
+    ctx.command = True
+    await app.db.run(session_mark_command, ctx.message_id, write=True)
+
+
+def _memory_limited(app, ctx):
+    """A reply when the user changes memories faster than MEMORY_RATE_LIMIT a minute; else None."""
+    if ctx.superuser or not app.cfg.MEMORY_RATE_LIMIT:
+        return None
+    now = time.monotonic()
+    times = app.memory_rate[ctx.user_id]
+    while times and now - times[0] > 60:
+        times.popleft()
+    if len(times) >= app.cfg.MEMORY_RATE_LIMIT:
+        app.stats["memory_rate_limited"] += 1
+        return "你改记忆改得太快啦，歇一分钟再来吧。（刚才这条没有记）"
+    times.append(now)
+    return None
 
 
 async def reply_character(app, ctx, text, card):
@@ -1899,7 +2599,7 @@ async def reply_admin(app, ctx, text, card):
         s = await app.db.run(_status)
         s["db_size"] = sum(os.path.getsize(p) for p in (app.db.path, app.db.path + "-wal") if os.path.exists(p))
         return ("状态：用户 {users}，记忆 {memories}，摘要 {summaries}，消息 {messages}，数据库 {mb:.1f} MB；"
-                "今天 LLM 调用 {calls} 次，{tokens} tokens；向量搜索{vec}；本次运行出戏重写 {ooc} 次（其中 {fb} 次用了备用回复）。").format(
+                "记忆最多的用户 {biggest}；今天 LLM 调用 {calls} 次，{tokens} tokens；向量搜索{vec}；本次运行出戏重写 {ooc} 次（其中 {fb} 次用了备用回复）。").format(
             mb=s["db_size"] / 1e6, vec="开启" if app.embedder.model is not None else "关闭（只用关键词）",
             ooc=app.stats["ooc_hits"], fb=app.stats["ooc_fallbacks"], **s) + (
             f"\n注意：characters.json 改坏了，正在用上一个能用的版本（{app.characters.error}）" if app.characters.error else "")
@@ -1935,8 +2635,9 @@ def _status(conn):
     one = lambda sql, *a: conn.execute(sql, a).fetchone()[0]
     day = time.strftime("%Y-%m-%d")
     return {"users": one("SELECT count(DISTINCT user_id) FROM messages WHERE role = 'user'"),
-            "memories": one("SELECT count(*) FROM memories WHERE type != 'lore'"),
+            "memories": one("SELECT count(*) FROM memories"),
             "summaries": one("SELECT count(*) FROM summaries"), "messages": one("SELECT count(*) FROM messages"),
+            "biggest": "、".join(f"{u}（{n}条）" for u, n in usage_biggest_memory_users(conn)) or "无",
             "calls": one("SELECT coalesce(sum(calls), 0) FROM usage WHERE day = ?", day),
             "tokens": one("SELECT coalesce(sum(tokens), 0) FROM usage WHERE day = ?", day)}
 
@@ -2166,10 +2867,10 @@ def cli_backup(cfg, target):
 
 def cli_memory_export(cfg, user_id, out):
     conn = db_connect(cfg.BOT_DB, create=False)
-    sql = "SELECT * FROM memories WHERE type != 'lore'" + (" AND user_id = ?" if user_id else "") + " ORDER BY id"
+    sql = "SELECT * FROM memories" + (" WHERE user_id = ?" if user_id else "") + " ORDER BY id"
     n = 0
     for r in conn.execute(sql, (user_id,) if user_id else ()):
-        out.write(json.dumps({"user_id": r["user_id"], "text": r["text"], "canonical": r["canonical"], "type": r["type"],
+        out.write(json.dumps({"user_id": r["user_id"], "text": r["text"], "type": r["type"], "subject": r["subject"],
                               "character_id": r["character_id"], "scope": r["scope"], "importance": r["importance"],
                               "attribute": r["attribute"], "value": r["value"], "created_at": r["created_at"]},
                              ensure_ascii=False) + "\n")
@@ -2224,13 +2925,13 @@ def memory_import_rows(conn, embedder, lines, batch=1000):
             texts = [text_clean(o["text"], 2000) for o in part]
             vecs = embedder.encode(texts) if embedder.model is not None else [None] * len(part)
             for o, text, vec in zip(part, texts, vecs):
-                attribute, value, _ = memory_attribute(text)
-                memory_insert(conn, vec, user_id=str(o["user_id"]), text=text,
-                              canonical=text_clean(o.get("canonical") or memory_canonical(text), 2000),
+                f = memory_fact(text)
+                subject = o.get("subject") or ("你" if o.get("type") == "experience" and f.subject == "我" else f.subject)
+                memory_insert(conn, vec, user_id=str(o["user_id"]), text=text, subject=subject,
                               type=o.get("type") or "user_fact", character_id=o.get("character_id"),
                               scope=o.get("scope") or "private", importance=int(o.get("importance") or 1),
-                              attribute=o.get("attribute", attribute), value=o.get("value", value),
-                              created_at=o.get("created_at"), history=False)
+                              attribute=o.get("attribute", f.attribute), value=o.get("value", f.value),
+                              created_at=o.get("created_at"))
     return len(rows), []
 
 
@@ -2462,7 +3163,7 @@ def bench_recall(embedder, path, k=5):
         for u in data["users"]:
             vecs = embedder.encode(u["memories"]) if embedder.model is not None else [None] * len(u["memories"])
             for i, (text, vec) in enumerate(zip(u["memories"], vecs)):
-                ids[(u["user_id"], i)] = memory_insert(conn, vec, user_id=u["user_id"], text=text, history=False)
+                ids[(u["user_id"], i)] = memory_insert(conn, vec, user_id=u["user_id"], text=text)
     hits = collections.defaultdict(lambda: collections.Counter())
     admitted = []  # memories the floor lets through for a message that needs none of them
     users = [u["user_id"] for u in data["users"]]

@@ -40,18 +40,18 @@ CREATE TRIGGER messages_au AFTER UPDATE OF kind ON messages WHEN new.kind = 'com
     DELETE FROM messages_fts WHERE rowid = old.id;
 END;
 
--- Long-term memory. type: user_fact (seen by every character), experience (only by
--- character_id), lore (a character's card and book). scope: private, g:<group> or public.
+-- Long-term memory: one fact about one subject, in the user's own words. type: user_fact (seen
+-- by every character) or experience (only by character_id). scope: private, g:<group> or public.
 CREATE TABLE memories (
     id INTEGER PRIMARY KEY AUTOINCREMENT,  -- never reused: the history points at these ids
-    user_id TEXT NOT NULL,              -- owner; '' for lore
-    type TEXT NOT NULL CHECK (type IN ('user_fact', 'experience', 'lore')),
+    user_id TEXT NOT NULL,              -- owner
+    type TEXT NOT NULL CHECK (type IN ('user_fact', 'experience')),
     character_id TEXT,                  -- NULL for user facts
     scope TEXT NOT NULL DEFAULT 'private',
-    text TEXT NOT NULL,                 -- the user's words, verbatim
-    canonical TEXT NOT NULL,            -- 用户住在成都
-    attribute TEXT,                     -- 住址, 生日, 喜欢 ... when a rule recognised one
-    value TEXT,
+    text TEXT NOT NULL,                 -- the user's words (one fact; a pronoun replaced by whom it means)
+    subject TEXT NOT NULL DEFAULT '我',  -- 我 (the user), 妈妈, 女朋友, 猫 ..., 你 (the character)
+    attribute TEXT,                     -- 现居地, 生日, 过敏, 最喜欢的动漫 ... when a rule recognised one
+    value TEXT,                         -- 北京, 花生 ...: what an update of the same attribute replaces
     importance INTEGER NOT NULL DEFAULT 1,   -- 2 = the user said it matters
     created_at REAL NOT NULL,
     updated_at REAL NOT NULL,
@@ -61,31 +61,43 @@ CREATE TABLE memories (
     source_session TEXT
 );
 CREATE INDEX memories_user ON memories (user_id, type, id);
-CREATE INDEX memories_lore ON memories (type, character_id);
+CREATE INDEX memories_key ON memories (user_id, subject, attribute);
 
 CREATE VIRTUAL TABLE memories_fts USING fts5(tokens, owner);
 CREATE TRIGGER memories_ai AFTER INSERT ON memories BEGIN
-    INSERT INTO memories_fts (rowid, tokens, owner) VALUES (new.id, mnemo_tokens(new.canonical || ' ' || new.text), mnemo_owner(new.user_id));
+    INSERT INTO memories_fts (rowid, tokens, owner) VALUES (new.id, mnemo_tokens(new.text), mnemo_owner(new.user_id));
 END;
 CREATE TRIGGER memories_ad AFTER DELETE ON memories BEGIN
     DELETE FROM memories_fts WHERE rowid = old.id;
 END;
-CREATE TRIGGER memories_au AFTER UPDATE OF text, canonical, user_id ON memories BEGIN
+CREATE TRIGGER memories_au AFTER UPDATE OF text, user_id ON memories BEGIN
     DELETE FROM memories_fts WHERE rowid = old.id;
-    INSERT INTO memories_fts (rowid, tokens, owner) VALUES (new.id, mnemo_tokens(new.canonical || ' ' || new.text), mnemo_owner(new.user_id));
+    INSERT INTO memories_fts (rowid, tokens, owner) VALUES (new.id, mnemo_tokens(new.text), mnemo_owner(new.user_id));
 END;
 
--- What a memory was before an update or a delete, so 撤销 can bring it back.
+-- What a memory was before each change, so 撤销 can bring it back. One command is one batch
+-- (a message with three facts is undone as one); 'noop' records a command that changed nothing.
 CREATE TABLE memory_history (
     id INTEGER PRIMARY KEY,
     user_id TEXT NOT NULL,
-    memory_id INTEGER NOT NULL,
-    action TEXT NOT NULL CHECK (action IN ('insert', 'update', 'delete')),
+    memory_id INTEGER,
+    action TEXT NOT NULL CHECK (action IN ('insert', 'update', 'delete', 'noop')),
     old_row TEXT,                       -- JSON of the row before the change
+    batch INTEGER NOT NULL DEFAULT 0,   -- memory_history.id of the batch's first row
+    scope TEXT,                         -- where the command was given (private, g:<group>)
     created_at REAL NOT NULL,
     undone INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX memory_history_user ON memory_history (user_id, id);
+
+-- A character's lore (its card's character_book), kept in step with characters.json.
+CREATE TABLE lore (
+    id INTEGER PRIMARY KEY,
+    character_id TEXT NOT NULL,
+    keys TEXT NOT NULL,                 -- JSON list of words that bring the entry into a prompt
+    content TEXT NOT NULL
+);
+CREATE INDEX lore_character ON lore (character_id, id);
 
 -- Conversation summaries: a character's experience of one session. level 0 covers raw turns
 -- first_msg..last_msg; level 1 rolls several level-0 ones up (they stay, with rolled_into set).
@@ -139,4 +151,4 @@ CREATE TABLE meta (
     value TEXT NOT NULL
 );
 
-PRAGMA user_version = 1;
+PRAGMA user_version = 2;

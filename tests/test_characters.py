@@ -293,7 +293,7 @@ def test_group_default_character_by_superuser_only(runner, napcat, llm):
 # Boundaries ######################################################################
 
 def test_user_fact_reaches_every_character(runner, napcat, llm):
-    assert chat(napcat, llm, 21, "记住，我住在北京")[0].startswith("好的，我记住了：用户住在北京")
+    assert chat(napcat, llm, 21, "记住，我住在北京")[0].startswith("好的，记住了：“我住在北京”")
     mem = rows(runner, "SELECT type, character_id, text FROM memories WHERE user_id = '21'")
     assert mem == [{"type": "user_fact", "character_id": None, "text": "我住在北京"}]
     for cid in ("assistant", "neko", "knight"):
@@ -301,7 +301,7 @@ def test_user_fact_reaches_every_character(runner, napcat, llm):
             chat(napcat, llm, 21, f"切换角色 {cid}")
         _, reqs = chat(napcat, llm, 21, "我住在哪里？")
         assert f"【角色】{BY_ID[cid]['name']}" in system_text(reqs[0])
-        assert "用户住在北京" in context_text(reqs[0]), cid
+        assert "用户说过：“我住在北京”" in context_text(reqs[0]), cid
 
 
 def test_experience_is_only_seen_by_its_character(runner, napcat, llm):
@@ -387,15 +387,15 @@ def test_lore_only_for_its_character_and_only_when_keys_are_recent(runner, napca
     assert fish in context_text(reqs[0])
     assert "老小区六楼" not in all_text(reqs[0])  # another entry of its own book, keys not said
 
-    lore = rows(runner, "SELECT character_id, count(*) AS n FROM memories WHERE type = 'lore' GROUP BY character_id ORDER BY 1")
+    lore = rows(runner, "SELECT character_id, count(*) AS n FROM lore GROUP BY character_id ORDER BY 1")
     assert lore == [{"character_id": "assistant", "n": 1}, {"character_id": "knight", "n": 4}, {"character_id": "neko", "n": 3}]
 
 
 # Filters ##########################################################################
 
 @pytest.mark.parametrize("fact, question, shown, stored", [
-    ("我新买了手机", "我新买的手机好用吗", "用户新买了传讯水晶", "用户新买了手机"),
-    ("我的钱包丢在地铁上了", "我的钱包找到了吗", "用户的钱袋丢在地下马道上", "用户的钱包丢在地铁上"),
+    ("我新买了手机", "我新买的手机好用吗", "“我新买了传讯水晶”", "“我新买了手机”"),
+    ("我的钱包丢在地铁上了", "我的钱包找到了吗", "“我的钱袋丢在地下马道上了”", "“我的钱包丢在地铁上了”"),
 ])
 def test_knight_sees_filtered_words_but_memory_keeps_the_original(runner, napcat, llm, fact, question, shown, stored):
     chat(napcat, llm, 27, "切换角色 knight")
@@ -405,8 +405,8 @@ def test_knight_sees_filtered_words_but_memory_keeps_the_original(runner, napcat
     assert reply == "*艾德蒙若有所思地点点头* 旅人所言之物，我当铭记。"
     assert shown in context_text(reqs[0])
     assert stored not in context_text(reqs[0])
-    mem = rows(runner, "SELECT text, canonical FROM memories WHERE user_id = '27'")
-    assert mem == [{"text": fact, "canonical": stored}]
+    mem = rows(runner, "SELECT text FROM memories WHERE user_id = '27'")
+    assert mem == [{"text": fact}]
 
     chat(napcat, llm, 27, "切换角色 assistant")  # other characters see the words as they are
     _, reqs = chat(napcat, llm, 27, question)

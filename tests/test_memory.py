@@ -29,7 +29,28 @@ def ctx(user="1", group="", char="assistant"):
 
 
 def remember(conn, embedder, c, fact, **kw):
-    return bot.memory_remember(conn, c, fact, embedder.encode([fact])[0], **kw)
+    return bot.memory_remember(conn, c, fact, lambda t: embedder.encode([t])[0], **kw)[0]
+
+
+def nothing(text):
+    return None
+
+
+@pytest.fixture
+def kconn(tmp_path):
+    """A database without vectors: the keyword-only path (what a Pi without the model runs)."""
+    c = bot.db_connect(tmp_path / "k.db")
+    yield c
+    c.close()
+
+
+def say(conn, c, fact, **kw):
+    """memory_remember's reply (keyword only)."""
+    return bot.memory_remember(conn, c, fact, nothing, **kw)[0]
+
+
+def texts(conn, user="1"):
+    return [r[0] for r in conn.execute("SELECT text FROM memories WHERE user_id = ? ORDER BY id", (user,))]
 
 
 @pytest.mark.parametrize("text,kind,arg", [
@@ -37,25 +58,32 @@ def remember(conn, embedder, c, fact, **kw):
     ("记住我住在北京", "remember", "我住在北京"),
     ("请记住：我对花生过敏", "remember", "我对花生过敏"),
     ("记一下 我的生日是三月五号", "remember", "我的生日是三月五号"),
-    ("别忘了，我女儿叫朵朵", "remember", "我女儿叫朵朵"),
+    ("帮我记一下，我女儿叫朵朵", "remember", "我女儿叫朵朵"),
+    ("记住哦～我不吃香菜", "remember", "我不吃香菜"),
+    ("小满，记住我喜欢周杰伦", "remember", "我喜欢周杰伦"),
     ("remember I like jazz", "remember", "I like jazz"),
     ("/remember 我养了一只猫", "remember", "我养了一只猫"),
+    ("记住明天下午三点开会", "ask", "明天下午三点开会"),
     ("更新一下，我现在住在上海了", "update", "我现在住在上海了"),
     ("更正：我的生日是三月六号", "update", "我的生日是三月六号"),
     ("其实我现在在腾讯工作", "update", "我现在在腾讯工作"),
     ("忘记我住在哪", "forget", "我住在哪"),
-    ("忘掉第3条", "forget", "第3条"),
+    ("忘掉第3条", "forget", "3"),
+    ("删掉第一条", "forget", "1"),
+    ("删掉第1条和第3条", "forget", "1,3"),
     ("删除记忆：花生", "forget", "花生"),
-    ("忘记关于我的一切", "forget_all", "关于我的一切"),
+    ("忘记我刚才说的", "forget_last", ""),
+    ("忘记关于我的一切", "forget_all", ""),
+    ("确认删除。", "confirm_wipe", ""),
     ("你记得我什么", "list", ""),
-    ("你记得我什么？", "list", ""),
+    ("你都记得我些啥", "list", ""),
     ("我的记忆", "list", ""),
     ("/memories", "list", ""),
-    ("撤销", "undo", ""),
+    ("撤销一下", "undo", ""),
     ("公开第2条", "public", "2"),
+    # chat that starts with a command word is chat
     ("我忘记带钥匙了", None, ""),
     ("你还记得我说过什么吗", None, ""),
-    # chat that starts with a command word is chat
     ("忘记带伞了，淋成落汤鸡", None, ""),
     ("删除这个文件要怎么操作", None, ""),
     ("忘记所有烦恼吧", None, ""),
@@ -64,149 +92,323 @@ def remember(conn, embedder, c, fact, **kw):
     ("记住了吗", None, ""),
     ("更新了吗？", None, ""),
     ("更新到最新版要多久", None, ""),
+    ("更新一下系统好麻烦", None, ""),
+    ("纠正一下你的发音", None, ""),
     ("其实我现在很难过", None, ""),
+    ("其实我现在不喜欢他了", None, ""),
+    ("别忘了吃饭哦", None, ""),
+    ("记住这个教训吧哈哈", None, ""),
 ])
 def test_phrasings(text, kind, arg):
-    assert bot.memory_parse(text) == (kind, arg)
+    assert bot.memory_parse(text, ["小满"]) == (kind, arg)
 
 
-@pytest.mark.parametrize("fact,attribute,value", [
-    ("我住在北京", "住址", "北京"),
-    ("我现在住在上海了", "住址", "上海"),
-    ("我的生日是三月五号", "生日", "三月五号"),
-    ("我叫王小明", "名字", "王小明"),
-    ("我对花生过敏", "过敏", "花生"),
-    ("我喜欢爬山", "喜欢", "爬山"),
-    ("我讨厌香菜", "讨厌", "香菜"),
-    ("我养了一只柯基", "宠物", "一只柯基"),
-    ("我住院了", None, None),
-    ("我叫了外卖", None, None),
-    ("我生日快到了", None, None),
-    ("我生日3月5日", "生日", "3月5日"),
-    ("我在腾讯工作", "工作", "腾讯"),
-    ("今天天气不错", None, None),
+@pytest.mark.parametrize("fact,subject,attribute,value", [
+    ("我住在北京", "我", "现居地", "北京"),
+    ("我现在住在上海了", "我", "现居地", "上海"),
+    ("我搬到了重庆", "我", "现居地", "重庆"),
+    ("我老家是四川的", "我", "老家", "四川"),
+    ("我的生日是三月五号", "我", "生日", "三月五号"),
+    ("我妈妈的生日是5月3日", "妈妈", "生日", "5月3日"),
+    ("我妈生日是5月3日", "妈妈", "生日", "5月3日"),
+    ("我叫王小明", "我", "名字", "王小明"),
+    ("我叫我女朋友小猪", "女朋友", "昵称", "小猪"),
+    ("小美是我女朋友", "女朋友", "名字", "小美"),
+    ("我今年28岁", "我", "年龄", "28"),
+    ("我5岁的时候被狗咬过", "我", None, None),
+    ("我对花生过敏", "我", "过敏", "花生"),
+    ("我女儿对花生过敏", "女儿", "过敏", "花生"),
+    ("我喜欢爬山", "我", "喜欢", "爬山"),
+    ("我讨厌香菜", "我", "讨厌", "香菜"),
+    ("我最喜欢的动漫是海贼王", "我", "最喜欢的动漫", "海贼王"),
+    ("我养了一只柯基", "我", "宠物", "一只柯基"),
+    ("我在腾讯上班", "我", "工作单位", "腾讯"),
+    ("我是前端工程师", "我", "职业", "前端工程师"),
+    ("我朋友阿强喜欢打游戏", "朋友阿强", "喜欢", "打游戏"),
+    ("你叫我老大", "你", "称呼用户", "老大"),
+    ("I live in Shanghai", "我", "现居地", "Shanghai"),
+    ("我住院了", "我", None, None),
+    ("我叫了外卖", "我", None, None),
+    ("我生日快到了", "我", None, None),
+    ("我生日3月5日", "我", "生日", "3月5日"),
 ])
-def test_attributes(fact, attribute, value):
-    assert bot.memory_attribute(fact)[:2] == (attribute, value)
+def test_facts_are_taken_apart(fact, subject, attribute, value):
+    f = bot.memory_fact(fact)
+    assert (f.subject, f.attribute, f.value) == (subject, attribute, value)
+
+
+@pytest.mark.parametrize("text,pieces", [
+    ("我住在成都，对花生过敏，生日是3月1日", ["我住在成都", "我对花生过敏", "我生日是3月1日"]),
+    ("我养了一只猫，叫年糕", ["我养了一只猫，叫年糕"]),
+    ("我不吃香菜，因为小时候吃吐过", ["我不吃香菜，因为小时候吃吐过"]),
+    ("我女朋友叫小美，她喜欢吃草莓蛋糕", ["我女朋友叫小美", "我女朋友喜欢吃草莓蛋糕"]),
+    ("我喜欢猫，我老婆喜欢狗", ["我喜欢猫", "我老婆喜欢狗"]),
+    ("我的口头禅是'); DROP TABLE memories;--", ["我的口头禅是'); DROP TABLE memories;--"]),
+])
+def test_one_fact_one_piece(text, pieces):
+    assert bot.memory_split(text) == pieces
 
 
 def test_options_mark_importance_and_public():
     assert bot.memory_options("这个很重要：我对花生过敏") == ("我对花生过敏", 2, None)
-    assert bot.memory_options("（公开）我是猫奴") == ("我是猫奴", 1, "public")
+    assert bot.memory_options("(公开)我是猫奴") == ("我是猫奴", 1, "public")
+
+
+def test_duplicate_refreshes_and_undo_says_nothing_changed(kconn):
+    c = ctx()
+    assert say(kconn, c, "我住在北京") == "好的，记住了：“我住在北京”。"
+    assert "已经记着了" in say(kconn, c, "我住在北京！")
+    assert texts(kconn) == ["我住在北京"]
+    assert "没有改动任何记忆" in bot.memory_undo(kconn, c, nothing)
+    assert texts(kconn) == ["我住在北京"]  # the refresh was undone, not the 记住 before it
+
+
+def test_update_names_what_it_replaced_and_undo_restores(kconn):
+    c = ctx()
+    say(kconn, c, "我住在北京")
+    say(kconn, c, "我对花生过敏")
+    assert say(kconn, c, "我现在住在上海了").startswith("已把“我住在北京”改成“我现在住在上海了”")
+    assert texts(kconn) == ["我现在住在上海了", "我对花生过敏"]
+    old = json.loads(kconn.execute("SELECT old_row FROM memory_history WHERE action = 'update'").fetchone()[0])
+    assert old["text"] == "我住在北京"
+    assert "改回了“我住在北京”" in bot.memory_undo(kconn, c, nothing)
+    assert texts(kconn) == ["我住在北京", "我对花生过敏"]
+    hits = bot.memory_search(kconn, c, "北京", None, limit=5, min_similarity=1.0)
+    assert [h["text"] for h in hits] == ["我住在北京"]  # the search index follows the text back
+
+
+def test_subjects_are_kept_apart(kconn):
+    c = ctx()
+    for fact in ("我妈妈的生日是5月3日", "我的生日是8月8日", "我爸爸生日是10月1日", "我女儿对花生过敏", "我对花生过敏"):
+        say(kconn, c, fact)
+    assert len(texts(kconn)) == 5  # 爸爸's birthday is not a duplicate of 妈妈's
+    assert bot.memory_forget(kconn, c, "我的生日", nothing)[0] == "已忘记：“我的生日是8月8日”（说“撤销”可以恢复）"
+    assert bot.memory_forget(kconn, c, "我对花生过敏", nothing)[0] == "已忘记：“我对花生过敏”（说“撤销”可以恢复）"
+    assert texts(kconn) == ["我妈妈的生日是5月3日", "我爸爸生日是10月1日", "我女儿对花生过敏"]
+
+
+def test_many_valued_attributes_change_only_the_named_value(kconn):
+    c = ctx()
+    say(kconn, c, "我对花生过敏")
+    say(kconn, c, "我对青霉素过敏", importance=2)
+    msg = bot.memory_remember(kconn, c, "我对芒果过敏，不是花生", nothing, update=True)[0]
+    assert msg.startswith("已把“我对花生过敏”改成“我对芒果过敏”")
+    rows = kconn.execute("SELECT text, importance FROM memories ORDER BY id").fetchall()
+    assert [tuple(r) for r in rows] == [("我对芒果过敏", 1), ("我对青霉素过敏", 2)]
+    say(kconn, c, "我喜欢猫")
+    assert "“我喜欢猫”改成“我讨厌猫”" in say(kconn, c, "我讨厌猫")  # the same thing, the opposite feeling
+    assert say(kconn, c, "我喜欢爬山").startswith("好的，记住了")
+
+
+def test_which_one_question_and_its_answer(kconn):
+    c = ctx()
+    say(kconn, c, "我喜欢猫")
+    say(kconn, c, "我喜欢狗")
+    reply, asked = bot.memory_forget(kconn, c, "我喜欢的东西", nothing)
+    assert "1. 我喜欢猫" in reply and "2. 我喜欢狗" in reply
+    assert bot.memory_answer(kconn, c, asked, "今天天气不错", nothing) is None  # no answer: handled as chat
+    assert bot.memory_answer(kconn, c, asked, "第二条", nothing).startswith("已忘记：“我喜欢狗”")
+    assert texts(kconn) == ["我喜欢猫"]
+
+
+def test_forget_nothing_matches_deletes_nothing(kconn):
+    c = ctx()
+    say(kconn, c, "我喜欢吃辣")
+    assert "没有找到" in bot.memory_forget(kconn, c, "我喜欢周杰伦", nothing)[0]
+    assert "没有第9条" in bot.memory_forget(kconn, c, "9", nothing)[0]
+    assert texts(kconn) == ["我喜欢吃辣"]
+
+
+def test_forget_several_numbers_is_one_undo(kconn):
+    c = ctx()
+    say(kconn, c, "我住在成都，对花生过敏，生日是3月1日")
+    assert bot.memory_forget(kconn, c, "1,3", nothing)[0] == "已忘记：“我住在成都”“我生日是3月1日”（说“撤销”可以恢复）"
+    assert texts(kconn) == ["我对花生过敏"]
+    bot.memory_undo(kconn, c, nothing)
+    assert texts(kconn) == ["我住在成都", "我对花生过敏", "我生日是3月1日"]
+    assert bot.memory_undo(kconn, c, nothing).startswith("已撤销：删掉了刚记下的")  # the 记住 of all three
+    assert texts(kconn) == []
+
+
+def test_pronoun_means_the_person_just_named(kconn):
+    c = ctx()
+    say(kconn, c, "我女朋友叫小美")
+    assert say(kconn, c, "她喜欢吃草莓蛋糕") == "好的，记住了：“我女朋友喜欢吃草莓蛋糕”。"
+    assert "是指谁" in say(kconn, c, "它三岁了")  # no pet was named
+    assert texts(kconn) == ["我女朋友叫小美", "我女朋友喜欢吃草莓蛋糕"]
+
+
+def test_memory_changes_are_synced_before_the_reply(kconn):
+    """What the user is told is saved survives a power cut: the commit runs with synchronous=FULL."""
+    seen = []
+    kconn.set_trace_callback(seen.append)
+    say(kconn, ctx(), "我住在北京")
+    kconn.set_trace_callback(None)
+    full, commit = seen.index("PRAGMA synchronous = FULL"), seen.index("COMMIT")
+    assert full < commit < seen.index("PRAGMA synchronous = NORMAL", commit)
+    assert kconn.execute("PRAGMA synchronous").fetchone()[0] == 1  # NORMAL again for chat turns
+
+
+def test_v1_database_is_migrated(tmp_path):
+    """A database written by the first build: memories get their subjects, lore its own table."""
+    path = tmp_path / "v1.db"
+    old = bot._sqlite_module().connect(str(path))
+    old.create_function("mnemo_tokens", 1, lambda s: " ".join(bot.text_tokens(s or "")))
+    old.create_function("mnemo_owner", 1, bot.text_owner_token)
+    import sqlite_vec
+    old.enable_load_extension(True)
+    sqlite_vec.load(old)
+    old.executescript((ROOT / "tests" / "data" / "schema_v1.sql").read_text(encoding="utf-8"))
+    ins = ("INSERT INTO memories (user_id, type, character_id, scope, text, canonical, attribute, value, importance, "
+           "created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, 0, 0)")
+    old.execute(ins, ("1", "user_fact", None, "private", "我妈妈住在上海", "用户妈妈住在上海", "住址", "上海"))
+    old.execute(ins, ("1", "experience", "knight", "private", "你答应给我讲龙的故事", "你答应给我讲龙的故事", None, None))
+    old.execute(ins, ("", "lore", "knight", "public", "王国在河谷", "王国在河谷", "keys", '["王国"]'))
+    old.execute("INSERT INTO memory_history (user_id, memory_id, action, created_at) VALUES ('1', 1, 'insert', 0)")
+    old.commit()
+    old.close()
+    conn = bot.db_connect(path)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == bot.SCHEMA_VERSION
+    rows = [tuple(r) for r in conn.execute("SELECT text, subject, attribute, value, type FROM memories ORDER BY id")]
+    assert rows == [("我妈妈住在上海", "妈妈", "现居地", "上海", "user_fact"), ("你答应给我讲龙的故事", "你", None, None, "experience")]
+    assert [tuple(r) for r in conn.execute("SELECT character_id, keys, content FROM lore")] == [("knight", '["王国"]', "王国在河谷")]
+    c = ctx()
+    assert [h["text"] for h in bot.memory_search(conn, c, "上海", None, limit=5, min_similarity=1.0)] == ["我妈妈住在上海"]
+    assert "删掉了" in bot.memory_undo(conn, c, nothing)  # the old history still undoes
 
 
 def test_duplicate_refreshes_instead_of_adding(conn, embedder):
     c = ctx()
-    assert "记住了：用户住在北京" in remember(conn, embedder, c, "我住在北京")
+    assert "记住了：“我住在北京”" in remember(conn, embedder, c, "我住在北京")
     again = remember(conn, embedder, c, "我住在北京！")
-    assert "已经记着了" in again and "第1条" in again
+    assert "已经记着了" in again
     assert conn.execute("SELECT count(*) FROM memories").fetchone()[0] == 1
-
-
-def test_update_replaces_keeps_history_and_undo_restores(conn, embedder):
-    c = ctx()
-    remember(conn, embedder, c, "我住在北京")
-    msg = remember(conn, embedder, c, "我现在住在上海了")
-    assert msg.startswith("已更新第1条：用户住在北京 → 用户住在上海")
-    rows = conn.execute("SELECT canonical FROM memories").fetchall()
-    assert [r[0] for r in rows] == ["用户住在上海"]
-    old = json.loads(conn.execute("SELECT old_row FROM memory_history WHERE action = 'update'").fetchone()[0])
-    assert old["canonical"] == "用户住在北京"
-    assert "改回了：用户住在北京" in bot.memory_undo(conn, c, lambda t: embedder.encode([t])[0])
-    assert [r[0] for r in conn.execute("SELECT canonical FROM memories")] == ["用户住在北京"]
-    # the vector follows the text back
-    hits = bot.memory_search(conn, c, "北京", embedder.encode(["北京"])[0], limit=5, min_similarity=0.5)
-    assert [h["canonical"] for h in hits] == ["用户住在北京"]
-
-
-def test_multi_valued_attributes(conn, embedder):
-    c = ctx()
-    remember(conn, embedder, c, "我喜欢猫")
-    remember(conn, embedder, c, "我喜欢爬山")
-    assert conn.execute("SELECT count(*) FROM memories").fetchone()[0] == 2
-    msg = remember(conn, embedder, c, "我讨厌猫")  # contradicts 喜欢猫 on the same object
-    assert "用户喜欢猫 → 用户讨厌猫" in msg
-    assert sorted(r[0] for r in conn.execute("SELECT canonical FROM memories")) == ["用户喜欢爬山", "用户讨厌猫"]
-    msg = remember(conn, embedder, c, "我现在喜欢游泳", update=True)  # said as an update: replaces the latest 喜欢
-    assert "用户喜欢爬山 → 用户喜欢游泳" in msg
 
 
 def test_update_without_attribute_finds_the_nearest(conn, embedder):
     c = ctx()
     remember(conn, embedder, c, "我每周三晚上打羽毛球")
     msg = remember(conn, embedder, c, "我每周四晚上打羽毛球", update=True)
-    assert "→ 用户每周四晚上打羽毛球" in msg
+    assert "“我每周三晚上打羽毛球”改成“我每周四晚上打羽毛球”" in msg
     assert conn.execute("SELECT count(*) FROM memories").fetchone()[0] == 1
 
 
-def test_forget_by_text_number_and_ambiguity(conn, embedder):
+def test_vector_duplicate_needs_the_same_subject(conn, embedder):
     c = ctx()
-    for f in ("我住在北京", "我对花生过敏", "我喜欢北京烤鸭", "我养了一只柯基"):
-        remember(conn, embedder, c, f)
-    vec = lambda t: embedder.encode([t])[0]
-    assert bot.memory_forget(conn, c, "花生过敏", vec("花生过敏")).startswith("已忘记：用户对花生过敏")
-    ask = bot.memory_forget(conn, c, "北京", vec("北京"))
-    assert "哪一条" in ask and "用户住在北京" in ask and "用户喜欢北京烤鸭" in ask
-    assert conn.execute("SELECT count(*) FROM memories").fetchone()[0] == 3
-    assert bot.memory_forget(conn, c, "第3条", None).startswith("已忘记：用户养了一只柯基")
-    assert "没有第9条" in bot.memory_forget(conn, c, "第9条", None)
-    assert "没有找到" in bot.memory_forget(conn, c, "量子力学", vec("量子力学"))
-    assert "恢复了：用户养了一只柯基" in bot.memory_undo(conn, c, vec)
+    remember(conn, embedder, c, "我男朋友喜欢打篮球")
+    assert remember(conn, embedder, c, "我前男友喜欢打篮球").startswith("好的，记住了")
+    assert remember(conn, embedder, c, "我姐姐在银行上班").startswith("好的，记住了")
+    assert remember(conn, embedder, c, "我哥哥在银行上班").startswith("好的，记住了")
+    assert conn.execute("SELECT count(*) FROM memories").fetchone()[0] == 4
 
 
 @pytest.mark.parametrize("query,expected", [
-    ("这家店的汤里有香菜吗", "用户不吃香菜"),
-    ("北京", "用户住在北京"),
-    ("花生", "用户对花生过敏"),
-    ("python 的 requests 怎么设置超时", "用户每天用Python写爬虫"),
-    ('AND OR NOT "香菜 NEAR( * ^ -', "用户不吃香菜"),
-    ("'); DROP TABLE memories;-- 香菜", "用户不吃香菜"),
+    ("这家店的汤里有香菜吗", "我不吃香菜"),
+    ("北京", "我住在北京"),
+    ("花生", "我对花生过敏"),
+    ("python 的 requests 怎么设置超时", "我每天用Python写爬虫"),
+    ('AND OR NOT "香菜 NEAR( * ^ -', "我不吃香菜"),
+    ("'); DROP TABLE memories;-- 香菜", "我不吃香菜"),
 ])
-def test_keyword_search_handles_two_char_words_mixed_and_operators(conn, embedder, query, expected):
+def test_keyword_search_handles_two_char_words_mixed_and_operators(kconn, query, expected):
     c = ctx()
     for f in ("我住在北京", "我不吃香菜", "我对花生过敏", "我每天用Python写爬虫", "我妈妈住在上海", "我喜欢菜市场的热闹"):
-        remember(conn, embedder, c, f)
-    hits = bot.memory_search(conn, c, query, None, limit=5, min_similarity=0.55)  # keyword only
-    assert hits and hits[0]["canonical"] == expected
+        say(kconn, c, f)
+    hits = bot.memory_search(kconn, c, query, None, limit=5, min_similarity=0.55)  # keyword only
+    assert hits and hits[0]["text"] == expected
 
 
-def test_search_is_isolated_by_user_and_by_chat(conn, embedder):
+@pytest.mark.parametrize("query,expected", [
+    ("明天天气怎么样", "我住在成都"),
+    ("附近有什么好吃的", "我住在成都"),
+    ("今天又加班到十点", "我是护士"),
+    ("我家那只最近不爱吃饭", None),
+])
+def test_everyday_words_bring_the_attribute_they_need(kconn, query, expected):
+    c = ctx()
+    for f in ("我住在成都", "我是护士", "我喜欢周杰伦"):
+        say(kconn, c, f)
+    hits = [h["text"] for h in bot.memory_search(kconn, c, query, None, limit=5, min_similarity=1.0)]
+    assert (expected in hits) if expected else "我喜欢周杰伦" not in hits
+
+
+def test_search_is_isolated_by_user_and_by_chat(kconn):
     a, b = ctx("1"), ctx("2")
-    remember(conn, embedder, a, "我住在北京")
-    remember(conn, embedder, b, "我住在广州")
-    vec = embedder.encode(["住在哪里"])[0]
-    assert [h["canonical"] for h in bot.memory_search(conn, b, "我住在哪里", vec, limit=5, min_similarity=0.3)] == ["用户住在广州"]
-    assert "广州" not in bot.memory_format_list(bot.memory_list(conn, a))
-    assert "没有找到" in bot.memory_forget(conn, a, "广州", embedder.encode(["广州"])[0])
+    say(kconn, a, "我住在北京")
+    say(kconn, b, "我住在广州")
+    assert [h["text"] for h in bot.memory_search(kconn, b, "我住在哪里", None, limit=5, min_similarity=1.0)] == ["我住在广州"]
+    assert "广州" not in bot.memory_format_list(bot.memory_list(kconn, a))
+    assert "没有找到" in bot.memory_forget(kconn, a, "广州", nothing)[0]
     # told in private: not seen in a group until made public
     in_group = ctx("1", group="500")
-    assert bot.memory_list(conn, in_group) == []
-    bot.memory_set_scope(conn, a, 1, True)
-    assert [r["canonical"] for r in bot.memory_list(conn, in_group)] == ["用户住在北京"]
+    assert bot.memory_list(kconn, in_group) == []
+    bot.memory_set_scope(kconn, a, 1, True)
+    assert [r["text"] for r in bot.memory_list(kconn, in_group)] == ["我住在北京"]
     # told in group 500: seen there and in private, not in group 600
-    remember(conn, embedder, in_group, "我是群主")
-    assert len(bot.memory_list(conn, ctx("1", group="600"))) == 1
-    assert len(bot.memory_list(conn, a)) == 2
+    say(kconn, in_group, "我是群主")
+    assert len(bot.memory_list(kconn, ctx("1", group="600"))) == 1
+    assert len(bot.memory_list(kconn, a)) == 2
 
 
 def test_commands_through_qq(runner, napcat, llm):
     ask = lambda t: napcat.ask(801, t)
-    assert ask("记住，我住在北京") == "好的，我记住了：用户住在北京。"
-    assert ask("记住，这个很重要：我对青霉素过敏") == "好的，我记住了：用户对青霉素过敏，标为重要。"
+    assert ask("记住，我住在北京") == "好的，记住了：“我住在北京”。"
+    assert ask("记住，这个很重要：我对青霉素过敏") == "好的，记住了：“我对青霉素过敏”（标为重要）。"
     assert "已经记着了" in ask("请记住 我住在北京")
-    assert ask("更新一下，我现在住在上海了").startswith("已更新第1条：用户住在北京 → 用户住在上海")
+    assert ask("更新一下，我现在住在上海了").startswith("已把“我住在北京”改成“我现在住在上海了”")
     listing = ask("你记得我什么")
-    assert "1. 用户住在上海" in listing and "2. 用户对青霉素过敏（重要）" in listing
-    assert ask("撤销") == "已撤销，改回了：用户住在北京"
-    assert ask("忘记第2条").startswith("已忘记：用户对青霉素过敏")
+    assert "1. 我现在住在上海了" in listing and "2. 我对青霉素过敏（重要）" in listing
+    assert ask("撤销") == "已撤销：改回了“我住在北京”。"
+    assert ask("忘记第2条").startswith("已忘记：“我对青霉素过敏”")
+    assert ask("记住明天下午三点开会").startswith("要我记住『明天下午三点开会』吗")
+    assert ask("要") == "好的，记住了：“我明天下午三点开会”。"
     assert llm.requests == []  # writes need no LLM call
     # in a group, after an @
     napcat.event(801, " 记住，我周末去爬山", group_id=321, at_bot=True)
-    assert "记住了：用户周末去爬山" in napcat.reply_text()
+    assert "记住了：“我周末去爬山”" in napcat.reply_text()
     # the fact reaches the prompt when it matters
     ask("北京今天冷不冷")
     context = [m["content"] for m in llm.requests[-1]["json"]["messages"] if m["role"] == "system"]
-    assert any("用户住在北京" in c for c in context)
+    assert any("我住在北京" in c for c in context)
+
+
+def test_which_one_question_through_qq(runner, napcat, llm):
+    ask = lambda t: napcat.ask(807, t)
+    ask("记住我哥哥在上海工作")
+    ask("记住我姐姐在上海工作")
+    question = ask("忘记在上海工作的那条")
+    assert "1. 我哥哥在上海工作" in question and "2. 我姐姐在上海工作" in question
+    assert ask("2").startswith("已忘记：“我姐姐在上海工作”")
+    assert ask("2") == "echo:2"  # answered: a second "2" is chat again
+    assert runner.db(lambda c: [r[0] for r in c.execute("SELECT text FROM memories WHERE user_id = '807'")]) == ["我哥哥在上海工作"]
+
+
+def test_memory_rate_limit_and_cap_through_qq(env, llm):
+    r = Runner(dict(env, MEMORY_RATE_LIMIT="5", MEMORY_MAX_PER_USER="8", BOT_SUPERUSERS="42"))
+    try:
+        c = NapCat(r.cfg.ONEBOT_PORT)
+        replies = [c.ask(808, f"记住，我第{i}次去了长城") for i in range(7)]
+        assert all(x.startswith("好的") for x in replies[:5])
+        assert all("太快" in x for x in replies[5:])
+        assert c.ask(808, "你记得我什么").startswith("我记得关于你的5件事")  # reading is not limited
+        for i in range(9):  # a superuser is exempt from both
+            assert c.ask(42, f"记住，我第{i}次去了故宫").startswith("好的"), i
+        status = c.ask(42, "/status")
+        assert "42（9条）" in status and "808（5条）" in status
+        c.close()
+    finally:
+        r.stop()
+    r = Runner(dict(env, MEMORY_RATE_LIMIT="0", MEMORY_MAX_PER_USER="7"))
+    try:
+        c = NapCat(r.cfg.ONEBOT_PORT)
+        assert c.ask(808, "记住，我第5次去了长城").startswith("好的")
+        assert c.ask(808, "记住，我第6次去了长城").startswith("好的")
+        full = c.ask(808, "记住，我第7次去了长城")
+        assert "记不下更多了" in full and "忘记第N条" in full
+        assert c.ask(808, "忘记第1条").startswith("已忘记")  # forgetting still works at the cap
+        c.close()
+    finally:
+        r.stop()
 
 
 def test_forget_everything_needs_confirmation(runner, napcat):
@@ -214,7 +416,7 @@ def test_forget_everything_needs_confirmation(runner, napcat):
     ask("记住，我住在北京")
     ask("记住，我喜欢猫")
     assert "确认删除" in ask("忘记关于我的一切")
-    assert "2条" in ask("确认删除")
+    assert "2条" in ask("确认删除。")
     assert "还没有记住" in ask("你记得我什么")
     assert "没有待确认的删除" in ask("确认删除")
 
@@ -242,7 +444,7 @@ def test_export_import_round_trip(env, tmp_path):
     out = [json.loads(x) for x in p.stdout.splitlines()]
     assert [(o["user_id"], o["text"], o["importance"], o["scope"]) for o in out] == [
         ("1", "我住在北京", 1, "private"), ("1", "我对花生过敏", 2, "private"), ("2", "我喜欢爬山", 1, "public")]
-    assert out[2]["created_at"] == 1700000000.0 and out[0]["canonical"] == "用户住在北京"
+    assert out[2]["created_at"] == 1700000000.0 and (out[0]["subject"], out[0]["attribute"]) == ("我", "现居地")
     p = _bot(["memory", "export", "--user", "2"], env)
     assert [json.loads(x)["text"] for x in p.stdout.splitlines()] == ["我喜欢爬山"]
     conn = bot.db_connect(env["BOT_DB"])
@@ -265,7 +467,7 @@ def test_keyword_only_mode_then_backfill(env, llm):
         assert "记住了" in c.ask(804, "记住，我不吃香菜")
         assert "记住了" in c.ask(804, "记住，我在学日语")
         c.ask(804, "这家店的汤里有香菜吗")
-        assert any("用户不吃香菜" in m["content"] for m in llm.requests[-1]["json"]["messages"])
+        assert any("我不吃香菜" in m["content"] for m in llm.requests[-1]["json"]["messages"] if m["role"] == "system")
         c.close()
     finally:
         r.stop()
@@ -290,12 +492,12 @@ def test_offers_to_remember_what_the_user_keeps_saying(runner, napcat):
 def test_undo_never_touches_another_users_row(conn, embedder):
     a, b = ctx("1"), ctx("2")
     remember(conn, embedder, a, "我对青霉素过敏")
-    bot.memory_forget(conn, a, "第1条", None)
+    bot.memory_forget(conn, a, "1", nothing)
     remember(conn, embedder, b, "我养了一只猫叫年糕")  # ids are never reused, so this is not id 1
-    assert "恢复了：用户对青霉素过敏" in bot.memory_undo(conn, a, lambda t: embedder.encode([t])[0])
-    assert [r["canonical"] for r in bot.memory_list(conn, b)] == ["用户养了一只猫叫年糕"]
+    assert "恢复了“我对青霉素过敏”" in bot.memory_undo(conn, a, lambda t: embedder.encode([t])[0])
+    assert [r["text"] for r in bot.memory_list(conn, b)] == ["我养了一只猫叫年糕"]
     assert "删掉了" in bot.memory_undo(conn, b, lambda t: embedder.encode([t])[0])
-    assert [r["canonical"] for r in bot.memory_list(conn, a)] == ["用户对青霉素过敏"]
+    assert [r["text"] for r in bot.memory_list(conn, a)] == ["我对青霉素过敏"]
 
 
 def test_undo_in_a_group_leaves_private_changes_alone(conn, embedder):
@@ -313,7 +515,7 @@ def test_update_keeps_scope_and_public_mark_applies_to_duplicates(conn, embedder
     assert conn.execute("SELECT scope FROM memories").fetchone()[0] == "public"
     remember(conn, embedder, c, "我喜欢爬山")
     remember(conn, embedder, c, "我喜欢爬山", scope="public")
-    assert conn.execute("SELECT scope FROM memories WHERE canonical = '用户喜欢爬山'").fetchone()[0] == "public"
+    assert conn.execute("SELECT scope FROM memories WHERE text = '我喜欢爬山'").fetchone()[0] == "public"
 
 
 def test_forgotten_commands_do_not_come_back_through_old_turns(runner, napcat, llm):

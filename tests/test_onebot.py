@@ -150,8 +150,8 @@ def test_terminal_chat_uses_the_same_pipeline(env, llm):
     p = _run(["chat", "--user", "9"], env, stdin="你好\n记住，我喜欢爬山\n你记得我什么\n")
     assert p.returncode == 0, p.stderr
     assert "小满: echo:你好" in p.stdout
-    assert "好的，我记住了：用户喜欢爬山" in p.stdout
-    assert "1. 用户喜欢爬山" in p.stdout
+    assert "好的，记住了：“我喜欢爬山”" in p.stdout
+    assert "1. 我喜欢爬山" in p.stdout
     assert "vector search is off" in p.stdout
 
 

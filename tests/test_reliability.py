@@ -302,7 +302,7 @@ def test_kill_9_keeps_every_acknowledged_memory(tmp_path, llm, procs):
     p.wait_ready()
     nc = NapCat(int(env["ONEBOT_PORT"]))
     for fact in FACTS:
-        assert nc.ask(7, "记住，" + fact).startswith("好的，我记住了")
+        assert nc.ask(7, "记住，" + fact).startswith("好的，记住了")
     p.proc.kill()  # SIGKILL right after the last acknowledgement
     assert p.finish() == -signal.SIGKILL
     nc.close()
@@ -321,7 +321,7 @@ def test_kill_9_keeps_every_acknowledged_memory(tmp_path, llm, procs):
     assert p2.finish(signal.SIGTERM) == 0
     assert f"我记得关于你的{len(FACTS)}件事" in listing
     for fact in FACTS:
-        assert bot.memory_canonical(fact) in listing
+        assert fact in listing
     conn = bot.db_connect(env["BOT_DB"], create=False)
     assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     conn.close()
@@ -345,7 +345,7 @@ def test_second_bot_on_the_same_db_is_refused(runner, tmp_path, llm, procs):
 
 
 def test_plain_copy_of_bot_db_is_a_backup(runner, napcat, tmp_path, llm, procs):
-    assert napcat.ask(5, "记住，我住在大理").startswith("好的，我记住了")
+    assert napcat.ask(5, "记住，我住在大理").startswith("好的，记住了")
     time.sleep(1.5)
     copy = tmp_path / "copies" / "copy.db"
     copy.parent.mkdir()
@@ -355,7 +355,7 @@ def test_plain_copy_of_bot_db_is_a_backup(runner, napcat, tmp_path, llm, procs):
     assert [r[0] for r in conn.execute("SELECT text FROM memories WHERE user_id = '5'")] == ["我住在大理"]
     conn.close()
     # `python bot.py backup FILE` while the bot runs
-    assert napcat.ask(5, "记住，我对芒果过敏").startswith("好的，我记住了")
+    assert napcat.ask(5, "记住，我对芒果过敏").startswith("好的，记住了")
     target = tmp_path / "copies" / "cli.db"
     p = spawn(procs, proc_env(tmp_path, llm, BOT_DB=runner.cfg.BOT_DB), "backup", str(target))
     assert p.finish(timeout=60) == 0, p.stderr
@@ -418,7 +418,7 @@ def test_fts5_operators(runner, napcat, llm):
     text = 'AND OR NOT "北京 NEAR( * ^'
     assert napcat.ask(1, text) == "echo:" + text
     assert napcat.ask(1, "忘记 NEAR( * ^ OR").startswith("我没有找到")
-    assert napcat.ask(1, "忘记 " + text) == "已忘记：用户住在北京（说“撤销”可以恢复）"
+    assert napcat.ask(1, "忘记 " + text) == "已忘记：“我住在北京”（说“撤销”可以恢复）"
     assert napcat.ask(1, "你好") == "echo:你好"
 
 
@@ -546,13 +546,13 @@ def test_forget_and_list_touch_only_the_speaker(runner, napcat, llm):
     assert "我记得关于你的1件事" in listing and "西安" in listing and "杭州" not in listing
     assert napcat.ask(2, "忘记 羽毛球").startswith("我没有找到")
     assert napcat.ask(2, "忘记第2条").startswith("没有第2条")
-    assert napcat.ask(2, "忘记第1条").startswith("已忘记：用户住在西安")
+    assert napcat.ask(2, "忘记第1条").startswith("已忘记：“我住在西安”")
     assert napcat.ask(2, "撤销").startswith("已撤销")
     assert napcat.ask(2, "忘记关于我的一切").startswith("确定要删除我记得的关于你的全部1条记忆吗")
     assert napcat.ask(2, "确认删除") == "好的，关于你的1条记忆都已经删除了（记忆指令的聊天记录也删了）。"
     assert rows(runner, "SELECT count(*) FROM messages WHERE user_id = '2' AND text LIKE '%西安%'") == [(0,)]
     assert napcat.ask(2, "撤销") == "没有可以撤销的记忆操作。"
-    assert rows(runner, "SELECT user_id, text FROM memories WHERE type != 'lore' ORDER BY id") == \
+    assert rows(runner, "SELECT user_id, text FROM memories ORDER BY id") == \
         [("1", "我住在杭州"), ("1", "我喜欢打羽毛球")]
     assert "我记得关于你的2件事" in napcat.ask(1, "你记得我什么")
 
@@ -563,12 +563,12 @@ def test_private_fact_not_in_group_prompt_unless_public(runner, napcat, llm):
     question = "花生和爬山你怎么看"
     assert napcat.ask(1, question) == "echo:" + question
     private = prompt_text(llm.chat_requests()[-1])
-    assert "用户对花生过敏" in private and "用户喜欢爬山" in private
+    assert "我对花生过敏" in private and "我喜欢爬山" in private
     napcat.event(1, question, group_id=700, at_bot=True)
     assert napcat.reply_text().strip() == "echo:测试用户：" + question
     group = prompt_text(llm.chat_requests()[-1])
-    assert "用户对花生过敏" not in group
-    assert "用户喜欢爬山" in group
+    assert "我对花生过敏" not in group
+    assert "我喜欢爬山" in group
 
 
 def test_prompt_injection_gets_no_other_users_memories(runner, napcat, llm):

@@ -1,0 +1,142 @@
+-- Mnemo's whole current schema. bot.py applies it to a blank database and steps older ones
+-- through the numbered migrations in bot.py (MIGRATIONS); the last line is the version.
+-- The *_fts tables hold pre-tokenised text (CJK unigrams + bigrams, see text_tokens in bot.py):
+-- FTS5's own tokenisers can't match two-character Chinese words. mnemo_tokens() is a SQL
+-- function that bot.py registers on every connection, so edit these tables through bot.py.
+
+-- One row per chat: a private chat ('p:<qq>') or a group ('g:<group>').
+CREATE TABLE sessions (
+    session TEXT PRIMARY KEY,
+    character_id TEXT,                  -- chosen with 切换角色; NULL = default
+    default_character TEXT,             -- a group's default, set by a superuser
+    summarised_upto INTEGER NOT NULL DEFAULT 0,  -- messages.id of the last summarised turn
+    paused INTEGER NOT NULL DEFAULT 0,  -- 1 = a superuser paused the bot in this group
+    updated_at REAL NOT NULL
+);
+
+-- Every message in and every reply out, stored before the next one of the session is handled.
+CREATE TABLE messages (
+    id INTEGER PRIMARY KEY,
+    session TEXT NOT NULL,
+    user_id TEXT NOT NULL,              -- QQ number of the speaker; for a reply, of the user it answers
+    speaker TEXT NOT NULL,              -- display name
+    role TEXT NOT NULL CHECK (role IN ('user', 'assistant')),
+    character_id TEXT NOT NULL,
+    text TEXT NOT NULL,
+    onebot_id TEXT,                     -- OneBot message_id, for quoting
+    kind TEXT NOT NULL DEFAULT 'chat' CHECK (kind IN ('chat', 'command')),  -- memory commands stay out of recall
+    created_at REAL NOT NULL
+);
+CREATE INDEX messages_session ON messages (session, id);
+
+CREATE VIRTUAL TABLE messages_fts USING fts5(tokens, owner);
+CREATE TRIGGER messages_ai AFTER INSERT ON messages WHEN new.kind = 'chat' BEGIN
+    INSERT INTO messages_fts (rowid, tokens, owner) VALUES (new.id, mnemo_tokens(new.speaker || ' ' || new.text), mnemo_owner(new.session));
+END;
+CREATE TRIGGER messages_ad AFTER DELETE ON messages BEGIN
+    DELETE FROM messages_fts WHERE rowid = old.id;
+END;
+CREATE TRIGGER messages_au AFTER UPDATE OF kind ON messages WHEN new.kind = 'command' BEGIN
+    DELETE FROM messages_fts WHERE rowid = old.id;
+END;
+
+-- Long-term memory. type: user_fact (seen by every character), experience (only by
+-- character_id), lore (a character's card and book). scope: private, g:<group> or public.
+CREATE TABLE memories (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,  -- never reused: the history points at these ids
+    user_id TEXT NOT NULL,              -- owner; '' for lore
+    type TEXT NOT NULL CHECK (type IN ('user_fact', 'experience', 'lore')),
+    character_id TEXT,                  -- NULL for user facts
+    scope TEXT NOT NULL DEFAULT 'private',
+    text TEXT NOT NULL,                 -- the user's words, verbatim
+    canonical TEXT NOT NULL,            -- 用户住在成都
+    attribute TEXT,                     -- 住址, 生日, 喜欢 ... when a rule recognised one
+    value TEXT,
+    importance INTEGER NOT NULL DEFAULT 1,   -- 2 = the user said it matters
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL,
+    last_used_at REAL,
+    use_count INTEGER NOT NULL DEFAULT 0,
+    source_message_id INTEGER,
+    source_session TEXT
+);
+CREATE INDEX memories_user ON memories (user_id, type, id);
+CREATE INDEX memories_lore ON memories (type, character_id);
+
+CREATE VIRTUAL TABLE memories_fts USING fts5(tokens, owner);
+CREATE TRIGGER memories_ai AFTER INSERT ON memories BEGIN
+    INSERT INTO memories_fts (rowid, tokens, owner) VALUES (new.id, mnemo_tokens(new.canonical || ' ' || new.text), mnemo_owner(new.user_id));
+END;
+CREATE TRIGGER memories_ad AFTER DELETE ON memories BEGIN
+    DELETE FROM memories_fts WHERE rowid = old.id;
+END;
+CREATE TRIGGER memories_au AFTER UPDATE OF text, canonical, user_id ON memories BEGIN
+    DELETE FROM memories_fts WHERE rowid = old.id;
+    INSERT INTO memories_fts (rowid, tokens, owner) VALUES (new.id, mnemo_tokens(new.canonical || ' ' || new.text), mnemo_owner(new.user_id));
+END;
+
+-- What a memory was before an update or a delete, so 撤销 can bring it back.
+CREATE TABLE memory_history (
+    id INTEGER PRIMARY KEY,
+    user_id TEXT NOT NULL,
+    memory_id INTEGER NOT NULL,
+    action TEXT NOT NULL CHECK (action IN ('insert', 'update', 'delete')),
+    old_row TEXT,                       -- JSON of the row before the change
+    created_at REAL NOT NULL,
+    undone INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX memory_history_user ON memory_history (user_id, id);
+
+-- Conversation summaries: a character's experience of one session. level 0 covers raw turns
+-- first_msg..last_msg; level 1 rolls several level-0 ones up (they stay, with rolled_into set).
+CREATE TABLE summaries (
+    id INTEGER PRIMARY KEY,
+    session TEXT NOT NULL,
+    character_id TEXT NOT NULL,
+    first_msg INTEGER NOT NULL,
+    last_msg INTEGER NOT NULL,
+    level INTEGER NOT NULL DEFAULT 0,
+    text TEXT NOT NULL,
+    method TEXT NOT NULL,               -- llm or extractive
+    rolled_into INTEGER,
+    created_at REAL NOT NULL
+);
+CREATE INDEX summaries_session ON summaries (session, character_id, level, id);
+
+CREATE VIRTUAL TABLE summaries_fts USING fts5(tokens, owner);
+CREATE TRIGGER summaries_ai AFTER INSERT ON summaries BEGIN
+    INSERT INTO summaries_fts (rowid, tokens, owner) VALUES (new.id, mnemo_tokens(new.text), mnemo_owner(new.session || '/' || new.character_id));
+END;
+CREATE TRIGGER summaries_ad AFTER DELETE ON summaries BEGIN
+    DELETE FROM summaries_fts WHERE rowid = old.id;
+END;
+
+-- Vector indexes (sqlite-vec). 256 dimensions fits the default model; bot.py rebuilds both
+-- tables at the loaded model's size when another model is configured, then refills them.
+CREATE VIRTUAL TABLE memories_vec USING vec0(
+    memory_id INTEGER PRIMARY KEY,
+    owner TEXT PARTITION KEY,
+    embedding float[256] distance_metric=cosine
+);
+CREATE VIRTUAL TABLE summaries_vec USING vec0(
+    summary_id INTEGER PRIMARY KEY,
+    owner TEXT PARTITION KEY,
+    embedding float[256] distance_metric=cosine
+);
+
+-- LLM use per user and day, for BOT_DAILY_TOKENS and the status command.
+CREATE TABLE usage (
+    day TEXT NOT NULL,
+    user_id TEXT NOT NULL,
+    calls INTEGER NOT NULL DEFAULT 0,
+    tokens INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (day, user_id)
+);
+
+-- Small settings: embed_model, embed_dim, lore hashes.
+CREATE TABLE meta (
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+
+PRAGMA user_version = 1;

@@ -1,0 +1,132 @@
+"""The memory commands as users type them: every conversation in data/memory_commands.jsonl runs
+through the real bot (real WebSocket, real database, the fake OpenAI server), keyword-only and,
+where the test model is installed, with vectors.
+
+A row: {"id", "kind", "set" (tuned | held_out), "lines": [what one user sends, in order],
+"must" / "must_not": regexes on that user's stored memories afterwards, "count": how many,
+"reply": [a regex per line or null; "^echo:" = handled as chat], "prompt": {"ask", "must",
+"must_not"}: regexes on the memory part of the prompt for a chat message sent afterwards,
+"chat": "group" to send the lines in a group with an @}.
+
+    python -m pytest -q tests/test_memory_commands.py -rA   # pass rate by kind and set at the end
+"""
+
+import collections
+import json
+import re
+import zlib
+
+import pytest
+
+from conftest import ROOT, FakeLLM, NapCat, Runner, free_port, model_folder
+
+ROWS = [json.loads(line) for line in (ROOT / "tests" / "data" / "memory_commands.jsonl").read_text(encoding="utf-8").splitlines()
+        if line.strip()]
+RESULTS = collections.defaultdict(lambda: [0, 0])  # (mode, set, kind) -> [passed, total]
+MODES = ["keyword"] + (["vectors"] if model_folder() else [])
+
+
+@pytest.fixture(scope="module", params=MODES)
+def bot_mode(request, tmp_path_factory):
+    """One bot per mode for the whole table; each row is a user of its own."""
+    tmp = tmp_path_factory.mktemp(request.param)
+    llm = FakeLLM()
+    chars = tmp / "characters.json"
+    chars.write_text((ROOT / "characters.json").read_text(encoding="utf-8"), encoding="utf-8")
+    env = {"LLM_BASE_URL": llm.url, "LLM_API_KEY": "sk-test", "LLM_TIMEOUT": "5", "BOT_DB": str(tmp / "bot.db"),
+           "BOT_CHARACTERS": str(chars), "ONEBOT_PORT": str(free_port()), "SUMMARY_EVERY": "0", "BOT_RATE_LIMIT": "0",
+           "MEMORY_RATE_LIMIT": "0", "EMBED_MODEL": model_folder() if request.param == "vectors" else "off"}
+    runner = Runner(env)
+    client = NapCat(runner.cfg.ONEBOT_PORT)
+    yield request.param, runner, client, llm
+    client.close()
+    runner.stop()
+    llm.close()
+
+
+def _user(row_id):
+    return 100000 + zlib.crc32(row_id.encode()) % 800000
+
+
+def _memory_part(request):
+    """The reference section of a chat request's prompt (where memories go)."""
+    return "\n".join(m["content"] for m in request["json"]["messages"] if m["role"] == "system"
+                     and m["content"].startswith("参考资料"))
+
+
+def run_row(row, runner, client, llm):
+    """Sends the row's lines as one user; returns the list of problems (empty = passed)."""
+    user = _user(row["id"])
+    group = 4000 + user % 1000 if row.get("chat") == "group" else None
+    problems = []
+    for n, line in enumerate(row["lines"]):
+        client.event(user, line, group_id=group, at_bot=bool(group))
+        reply = client.reply_text().strip()
+        want = (row.get("reply") or [None] * len(row["lines"]))[n]
+        if want and not re.search(want, reply, re.S):
+            problems.append(f"reply to {line!r} was {reply!r}, wanted /{want}/")
+    stored = runner.db(lambda c: [r[0] for r in c.execute("SELECT text FROM memories WHERE user_id = ? ORDER BY id",
+                                                           (str(user),))])
+    for pattern in row.get("must", []):
+        if not any(re.search(pattern, m) for m in stored):
+            problems.append(f"no memory matches /{pattern}/ in {stored}")
+    for pattern in row.get("must_not", []):
+        bad = [m for m in stored if re.search(pattern, m)]
+        if bad:
+            problems.append(f"/{pattern}/ should match no memory, matched {bad}")
+    if "count" in row and len(stored) != row["count"]:
+        problems.append(f"{len(stored)} memories, wanted {row['count']}: {stored}")
+    if row.get("prompt"):
+        ask = row["prompt"]["ask"]
+        client.event(user, ask, group_id=group, at_bot=bool(group))
+        client.reply_text()
+        sent = [r for r in llm.chat_requests() if ask in r["json"]["messages"][-1]["content"]]
+        part = _memory_part(sent[-1]) if sent else ""
+        for pattern in row["prompt"].get("must", []):
+            if not re.search(pattern, part):
+                problems.append(f"prompt for {ask!r} lacks /{pattern}/: {part!r}")
+        for pattern in row["prompt"].get("must_not", []):
+            if re.search(pattern, part):
+                problems.append(f"prompt for {ask!r} has /{pattern}/: {part!r}")
+    return problems
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[r["id"] for r in ROWS])
+def test_conversation(bot_mode, row):
+    mode, runner, client, llm = bot_mode
+    problems = run_row(row, runner, client, llm)
+    tally = RESULTS[(mode, row["set"], row["kind"])]
+    tally[0] += not problems
+    tally[1] += 1
+    assert not problems, "\n".join([f"lines: {row['lines']}"] + problems)
+
+
+def test_table_is_big_enough_and_well_formed():
+    ids = [r["id"] for r in ROWS]
+    assert len(ROWS) >= 150 and len(set(ids)) == len(ids)
+    assert {r["set"] for r in ROWS} == {"tuned", "held_out"}
+    for r in ROWS:
+        assert r["lines"] and (not r.get("reply") or len(r["reply"]) == len(r["lines"])), r["id"]
+        for p in r.get("must", []) + r.get("must_not", []) + [x for x in r.get("reply") or [] if x]:
+            re.compile(p)
+
+
+def pytest_terminal_summary_lines():
+    """Pass rates by mode, set and kind, for the note on the issue."""
+    lines = []
+    for mode in MODES:
+        for part in ("tuned", "held_out"):
+            keys = sorted(k for k in RESULTS if k[:2] == (mode, part))
+            if not keys:
+                continue
+            passed, total = sum(RESULTS[k][0] for k in keys), sum(RESULTS[k][1] for k in keys)
+            by_kind = ", ".join(f"{k[2]} {RESULTS[k][0]}/{RESULTS[k][1]}" for k in keys)
+            lines.append(f"{mode} {part}: {passed}/{total} ({by_kind})")
+    return lines
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _report():
+    yield
+    for line in pytest_terminal_summary_lines():
+        print("\nmemory_commands " + line)
