@@ -220,7 +220,7 @@ CREATE TABLE memories_v2 (
     id INTEGER PRIMARY KEY AUTOINCREMENT, user_id TEXT NOT NULL,
     type TEXT NOT NULL CHECK (type IN ('user_fact', 'experience')), character_id TEXT,
     scope TEXT NOT NULL DEFAULT 'private', text TEXT NOT NULL, subject TEXT NOT NULL DEFAULT '我',
-    attribute TEXT, value TEXT, importance INTEGER NOT NULL DEFAULT 1, created_at REAL NOT NULL,
+    attribute TEXT, value TEXT, areas TEXT NOT NULL DEFAULT '', importance INTEGER NOT NULL DEFAULT 1, created_at REAL NOT NULL,
     updated_at REAL NOT NULL, last_used_at REAL, use_count INTEGER NOT NULL DEFAULT 0,
     source_message_id INTEGER, source_session TEXT);
 INSERT INTO memories_v2 (id, user_id, type, character_id, scope, text, subject, importance, created_at, updated_at,
@@ -233,16 +233,15 @@ ALTER TABLE memories_v2 RENAME TO memories;
 CREATE INDEX memories_user ON memories (user_id, type, id);
 CREATE INDEX memories_key ON memories (user_id, subject, attribute);
 DELETE FROM memories_fts;
-INSERT INTO memories_fts (rowid, tokens, owner) SELECT id, mnemo_tokens(text), mnemo_owner(user_id) FROM memories;
 CREATE TRIGGER memories_ai AFTER INSERT ON memories BEGIN
-    INSERT INTO memories_fts (rowid, tokens, owner) VALUES (new.id, mnemo_tokens(new.text), mnemo_owner(new.user_id));
+    INSERT INTO memories_fts (rowid, tokens, owner) VALUES (new.id, mnemo_tokens(new.text) || ' ' || new.areas, mnemo_owner(new.user_id));
 END;
 CREATE TRIGGER memories_ad AFTER DELETE ON memories BEGIN
     DELETE FROM memories_fts WHERE rowid = old.id;
 END;
-CREATE TRIGGER memories_au AFTER UPDATE OF text, user_id ON memories BEGIN
+CREATE TRIGGER memories_au AFTER UPDATE OF text, areas, user_id ON memories BEGIN
     DELETE FROM memories_fts WHERE rowid = old.id;
-    INSERT INTO memories_fts (rowid, tokens, owner) VALUES (new.id, mnemo_tokens(new.text), mnemo_owner(new.user_id));
+    INSERT INTO memories_fts (rowid, tokens, owner) VALUES (new.id, mnemo_tokens(new.text) || ' ' || new.areas, mnemo_owner(new.user_id));
 END;
 CREATE TABLE memory_history_v2 (
     id INTEGER PRIMARY KEY, user_id TEXT NOT NULL, memory_id INTEGER,
@@ -1078,13 +1077,25 @@ def memory_insert(conn, vec, *, user_id, text, subject="我", attribute=None, va
     """Adds one memory (and its vector when there is one); returns its id. Runs inside a transaction."""
     now = time.time()
     cur = conn.execute(
-        "INSERT INTO memories (user_id, type, character_id, scope, text, subject, attribute, value, importance,"
-        " created_at, updated_at, source_message_id, source_session) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
-        (user_id, type, character_id, scope, text, subject, attribute, value, importance,
+        "INSERT INTO memories (user_id, type, character_id, scope, text, subject, attribute, value, areas, importance,"
+        " created_at, updated_at, source_message_id, source_session) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        (user_id, type, character_id, scope, text, subject, attribute, value,
+         memory_area_tokens(memory_areas(text, attribute, subject)), importance,
          created_at or now, now, source_message_id, source_session))
     if vec is not None:
         search_vec_put(conn, "memories_vec", cur.lastrowid, user_id, vec)
     return cur.lastrowid
+
+
+def _memory_rewrite(conn, old, fact, vec, importance, scope):
+    """Puts fact in the place of the memory old (same id, so the list numbers stay)."""
+    conn.execute("UPDATE memories SET text = ?, subject = ?, attribute = ?, value = ?, areas = ?, importance = max(importance, ?),"
+                 " updated_at = ?, scope = ? WHERE id = ?",
+                 (fact.text, fact.subject, fact.attribute, fact.value,
+                  memory_area_tokens(memory_areas(fact.text, fact.attribute, fact.subject)), importance, time.time(),
+                  scope, old["id"]))
+    if vec is not None:
+        search_vec_put(conn, "memories_vec", old["id"], old["user_id"], vec)
 
 
 def memory_reparse_all(conn):
@@ -1092,8 +1103,8 @@ def memory_reparse_all(conn):
     for r in conn.execute("SELECT id, text, type FROM memories").fetchall():
         f = memory_fact(r["text"])
         subject = "你" if r["type"] == "experience" and f.subject == "我" else f.subject
-        conn.execute("UPDATE memories SET subject = ?, attribute = ?, value = ? WHERE id = ?",
-                     (subject, f.attribute, f.value, r["id"]))
+        conn.execute("UPDATE memories SET subject = ?, attribute = ?, value = ?, areas = ? WHERE id = ?",
+                     (subject, f.attribute, f.value, memory_area_tokens(memory_areas(r["text"], f.attribute, subject)), r["id"]))
 
 
 def _specifics(text):
@@ -1196,12 +1207,7 @@ def memory_remember(conn, ctx, text, embed, *, update=False, importance=1, scope
                 continue
             if old is not None:
                 batch = _history(conn, ctx, batch, old["id"], "update", old)
-                conn.execute("UPDATE memories SET text = ?, subject = ?, attribute = ?, value = ?, importance = max(importance, ?),"
-                             " updated_at = ?, scope = ? WHERE id = ?",
-                             (fact.text, fact.subject, fact.attribute, fact.value, importance, time.time(),
-                              scope if explicit_scope else old["scope"], old["id"]))
-                if vec is not None:
-                    search_vec_put(conn, "memories_vec", old["id"], ctx.user_id, vec)
+                _memory_rewrite(conn, old, fact, vec, importance, scope if explicit_scope else old["scope"])
                 replaced.append((old["text"], fact.text))
                 continue
             mid = memory_insert(conn, vec, user_id=ctx.user_id, text=fact.text, subject=fact.subject,
@@ -1294,7 +1300,8 @@ def _rows(conn, ids):
 def _texts(conn, ids):
     if not ids:
         return {}
-    rows = conn.execute(f"SELECT id, text FROM memories WHERE id IN ({','.join('?' * len(ids))})", list(ids)).fetchall()
+    rows = conn.execute(f"SELECT id, text || ' ' || areas FROM memories WHERE id IN ({','.join('?' * len(ids))})",
+                        list(ids)).fetchall()
     return {r[0]: r[1] for r in rows}
 
 
@@ -1325,11 +1332,7 @@ def memory_answer(conn, ctx, asked, text, embed):
     vec = embed(fact.text)
     with db_tx(conn, durable=True):
         _history(conn, ctx, 0, old["id"], "update", old)
-        conn.execute("UPDATE memories SET text = ?, subject = ?, attribute = ?, value = ?, importance = max(importance, ?),"
-                     " updated_at = ? WHERE id = ?", (fact.text, fact.subject, fact.attribute, fact.value,
-                                                     asked.get("importance", 1), time.time(), old["id"]))
-        if vec is not None:
-            search_vec_put(conn, "memories_vec", old["id"], ctx.user_id, vec)
+        _memory_rewrite(conn, old, fact, vec, asked.get("importance", 1), asked.get("scope") or old["scope"])
     return f"已把“{old['text']}”改成“{fact.text}”。（说“撤销”可以改回去）"
 
 
@@ -1340,17 +1343,11 @@ def memory_search(conn, ctx, query, vec, *, limit, min_similarity, touch=True):
     def allowed(ids):
         q = f"SELECT id FROM memories WHERE {where} AND id IN ({','.join('?' * len(ids))})"
         return {r[0] for r in conn.execute(q, args + list(ids))}
-    hits = search_hybrid(conn, "memories", ctx.user_id, query, vec, allowed=allowed,
+    # the life areas the message touches count like its keywords (天气 finds 我住在杭州)
+    keywords = memory_expand(query)
+    keywords += " " + memory_area_tokens(memory_areas(keywords))
+    hits = search_hybrid(conn, "memories", ctx.user_id, keywords, vec, allowed=allowed,
                          min_similarity=min_similarity, limit=limit * 3, text_of=lambda ids: _texts(conn, ids))
-    # the life areas the message touches bring the memories filed under them (天气 → 现居地)
-    areas = memory_areas(query)
-    if areas:
-        marks = ",".join("?" * len(areas))
-        extra = conn.execute(f"SELECT id FROM memories WHERE {where} AND attribute IN ({marks}) ORDER BY importance DESC, "
-                             f"updated_at DESC LIMIT ?", args + sorted(areas) + [limit]).fetchall()
-        have = {i for i, _ in hits}
-        best = hits[0][1] if hits else 1.0 / RRF_K
-        hits = hits + [(r[0], best * 0.5) for r in extra if r[0] not in have]
     if not hits:
         return []
     rows = {r["id"]: r for r in conn.execute(
@@ -1366,31 +1363,98 @@ def memory_search(conn, ctx, query, vec, *, limit, min_similarity, touch=True):
     return [rows[i] for i, _ in ranked]
 
 
-#: Everyday words that tie a message to the attributes it needs (a compact hand-written lexicon).
+#: Life areas and the everyday words that touch them (a compact hand-written lexicon, zh + en):
+#: area -> (attributes filed under it, words). A message and a memory that touch the same area
+#: match like a shared keyword: 明天要下雨吗 finds 我住在杭州, 今晚吃什么 finds 我吃素.
 AREAS = {
-    ("现居地",): "天气 下雨 下雪 降温 气温 冷不冷 热不热 附近 周边 周末去哪 去哪玩 出去玩 本地 同城 这边 我们这 当地 通勤 地铁 公交 "
-               "打车 外卖 搬家 房租 租房 小区 雾霾 台风 weather nearby",
-    ("过敏", "健康", "忌口", "讨厌"): "吃 喝 菜 饭 餐 早餐 早饭 午饭 晚饭 夜宵 零食 外卖 食谱 菜谱 做饭 下厨 餐厅 饭店 火锅 烧烤 奶茶 "
-                                   "牛奶 咖啡 蛋糕 甜点 水果 药 吃药 感冒 发烧 咳嗽 头疼 肚子疼 医院 看病 医生 体检 身体 过敏 "
-                                   "打针 疫苗 生病 不舒服 嗓子 food eat dinner lunch breakfast medicine",
-    ("职业", "工作单位"): "上班 下班 加班 工作 同事 老板 领导 公司 单位 夜班 值班 开会 项目 工资 辞职 跳槽 面试 出差 kpi 绩效 "
-                        "家长会 备课 改作业 病人 患者 手术 客户 甲方 需求 代码 上线 job work",
-    ("学校", "在学"): "考试 上课 作业 学习 复习 老师 同学 学校 论文 期末 开学 放假",
-    ("宠物",): "猫 狗 宠物 铲屎 遛狗 猫粮 狗粮 兽医 喵 汪",
-    ("生日", "年龄"): "生日 过生日 几岁 年纪 岁数",
-    ("名字", "昵称", "称呼用户"): "我叫什么 我的名字 叫我 记得我是谁",
+    "home": (("现居地",), "天气 下雨 下雪 降温 升温 气温 温度 冷不冷 热不热 好冷 好热 冻死 热死 带伞 打伞 雨伞 附近 周边 周末去哪 去哪玩 出去玩 "
+             "出去逛 逛街 本地 同城 这边 我们这 当地 通勤 地铁 公交 打车 堵车 搬家 房租 租房 小区 楼下 雾霾 空气 台风 暴雨 回南天 "
+             "城市 市区 新家 装修 甲醛 家具 入住 物业 独居 一个人住 weather nearby rain"),
+    "hometown": (("老家",), "老家 家乡 回家 回去 过年 春节 返乡 方言 家乡菜 土特产 hometown"),
+    "diet": (("忌口", "讨厌", "饮食"), "吃 喝 菜 饭 餐 早餐 早饭 午饭 午餐 晚饭 晚餐 夜宵 宵夜 零食 外卖 食谱 菜谱 做饭 下厨 餐厅 饭店 馆子 "
+             "食堂 聚餐 请客 火锅 烧烤 奶茶 饮料 饮品 牛奶 奶 咖啡 拿铁 美式 茶 甜点 蛋糕 巧克力 糖 水果 坚果 零嘴 肉 素 辣 甜 咸 "
+             "凉的 冰的 海鲜 螃蟹 大闸蟹 虾 鱼 鸡蛋 内脏 酒 干杯 喝酒 口味 忌口 减肥 节食 卡路里 热量 健身餐 点单 点菜 点餐 好吃 "
+             "美食 小吃 下午茶 软烂 嚼 咬 food eat dinner lunch breakfast meal recipe restaurant vegan vegetarian drink snack"),
+    "health": (("过敏", "健康"), "药 吃药 感冒 发烧 咳嗽 喷嚏 鼻涕 流眼泪 头疼 头痛 头晕 眼前一黑 肚子疼 拉肚子 胃疼 胃 反酸 烧心 医院 "
+               "看病 医生 挂号 复查 体检 指标 报告 身体 过敏 打针 输液 疫苗 生病 不舒服 难受 嗓子 失眠 睡不着 睡眠 翻来覆去 "
+               "打呼 呼噜 鼾 起夜 血压 血糖 尿酸 胰岛素 近视 老花 眼镜 镜片 隐形 眼睛 视力 看不清 模糊 色盲 腰 背 颈椎 膝盖 "
+               "关节 骨头 补钙 牙 假牙 熬夜 怀孕 备孕 孕 产检 预产期 待产 生了 伤 疼 痛 酸 麻 抽血 花粉 口罩 消炎 抗生素 "
+               "康复 病房 住院 手术 中风 心慌 焦虑 抑郁 咨询师 心理 戒烟 烟 尼古丁 记性 健忘 痴呆 贫血 上火 调理 "
+               "medicine sick doctor hospital allergy pain"),
+    "work": (("职业", "工作单位"), "上班 下班 加班 工作 同事 老板 领导 公司 单位 夜班 白班 值班 倒班 排班 开会 会议 项目 工资 薪水 年终奖 "
+             "辞职 离职 跳槽 面试 出差 kpi 绩效 打卡 摸鱼 打工 兼职 家长会 备课 改作业 学生 带班 小班 病人 患者 手术 病房 客户 "
+             "甲方 需求 代码 bug 上线 发版 报表 老师 护士 医生 程序员 工程师 设计 店里 job work office boss meeting"),
+    "study": (("学校", "在学", "年级", "专业"), "考试 考研 高考 大考 中考 四六级 期末 期中 上课 作业 学习 复习 预习 刷题 背单词 论文 "
+              "答辩 学校 大学 学期 开学 放假 寒假 暑假 老师 同学 课 报班 培训班 专业 学分 留学 exam study school class course"),
+    "pet": (("宠物",), "猫 狗 犬 宠物 铲屎 遛狗 猫粮 狗粮 猫砂 兽医 宠物医院 喵 汪 柯基 金毛 泰迪 哈士奇 柴犬 牧羊犬 边牧 布偶 英短 "
+            "橘猫 狸花 仓鼠 兔子 鹦鹉 乌龟 掉毛 驱虫 绝育 洗澡 pet cat dog puppy kitten"),
+    "family": ((), "妈妈 爸爸 老妈 老爸 爸妈 父母 家人 家里人 亲人 亲戚 探亲 孩子 小朋友 娃 女儿 儿子 老大 老二 宝宝 老婆 媳妇 老公 "
+               "男朋友 女朋友 对象 老伴 哥哥 姐姐 弟弟 妹妹 爷爷 奶奶 外公 外婆 姥姥 老爷子 老太太 岳父 岳母 公公 婆婆 丈人 "
+               "礼物 纪念日 母亲节 父亲节 family mom dad kid"),
+    "birthday": (("生日", "年龄"), "生日 过生日 庆祝 寿 几岁 年纪 岁数 birthday"),
+    "music": ((), "音乐 歌 唱歌 听歌 歌手 演唱会 专辑 乐队 ktv k歌 钢琴 吉他 小提琴 古筝 尤克里里 架子鼓 琴 练琴 乐器 music song concert guitar piano"),
+    "sport": ((), "运动 健身 健身房 跑步 马拉松 游泳 旱鸭子 漂流 潜水 篮球 足球 羽毛球 乒乓球 网球 排球 瑜伽 普拉提 爬山 徒步 骑行 "
+              "骑车 滑雪 滑板 攀岩 拳击 锻炼 撸铁 sport gym run swim basketball football yoga"),
+    "fun": ((), "电影 片子 老片 追剧 剧 动漫 番 漫画 游戏 打游戏 开黑 上分 手游 switch 看书 小说 书 画画 拍照 摄影 钓鱼 手工 桌游 "
+            "剧本杀 综艺 movie film game anime book"),
+    "travel": ((), "旅游 旅行 出游 玩几天 几日游 三日游 自由行 出国 机票 高铁 火车 飞机 坐飞机 酒店 民宿 签证 护照 通行证 景点 "
+               "攻略 自驾 度假 玻璃栈道 过山车 蹦极 游乐园 海边 travel trip flight hotel plan"),
+    "fear": (("害怕",), "怕 害怕 恐惧 恐 吓 胆小 不敢 腿软 高 蛇 虫 蟑螂 黑 打雷 玻璃栈道 过山车 蹦极 鬼屋 afraid scared"),
+    "language": ((), "日语 英语 法语 韩语 德语 西班牙语 俄语 外语 口语 单词 语法 变位 翻译 翻成 考级 雅思 托福 jlpt topik n1 n2 n3 "
+                 "toefl ielts japanese english french korean german spanish"),
+    "device": ((), "手机 电脑 笔记本 平板 耳机 相机 键盘 鼠标 显卡 驱动 系统 升级 耗电 黑屏 iphone ipad mac 苹果 华为 鸿蒙 小米 "
+               "一加 oppo vivo 安卓 android ios linux ubuntu windows 充电 屏幕 扫码 付款 phone laptop computer"),
+    "car": ((), "车 开车 汽车 保养 年检 加油 充电桩 停车 驾照 车险 洗车 car drive"),
+    "money": ((), "钱 存钱 攒钱 理财 工资 生活费 饭钱 房贷 按揭 公积金 车贷 贷款 首付 上车 股票 基金 买房 买车 预算 省钱 花呗 "
+              "信用卡 money save budget"),
+    "schedule": ((), "明天 后天 周末 下周 下礼拜 每周 周一 周二 周三 周四 周五 周六 周日 星期 几点 安排 计划 约 提醒 日程 "
+                 "tomorrow weekend schedule"),
+    "name": (("名字", "昵称", "称呼用户"), "叫我 我叫什么 我的名字 我是谁 称呼 昵称 name"),
+    "lonely": ((), "一个人 单身 独居 孤单 寂寞 空落落 老伴 分手 离婚 lonely"),
 }
-_AREA_WORDS = [(attrs, set(words.split())) for attrs, words in AREAS.items()]
+#: Other names for places and things, looked up before the areas (蓉城 means 成都). Keys are
+#: lower case; each value is added to the message's keywords.
+ALIASES = {
+    "帝都": "北京", "京城": "北京", "魔都": "上海", "沪": "上海", "羊城": "广州", "花城": "广州", "鹏城": "深圳", "蓉城": "成都",
+    "山城": "重庆", "雾都": "重庆", "江城": "武汉", "星城": "长沙", "冰城": "哈尔滨", "春城": "昆明", "泉城": "济南", "榕城": "福州",
+    "鹭岛": "厦门", "金陵": "南京", "长安": "西安", "杭城": "杭州", "香江": "香港", "港岛": "香港", "鹏城": "深圳", "津门": "天津",
+    "beijing": "北京", "shanghai": "上海", "guangzhou": "广州", "shenzhen": "深圳", "chengdu": "成都", "hangzhou": "杭州",
+    "xi'an": "西安", "xian": "西安", "wuhan": "武汉", "nanjing": "南京", "hong kong": "香港", "tokyo": "东京 日本",
+    "lyon": "法国", "paris": "巴黎 法国", "boston": "波士顿 美国", "new york": "纽约 美国", "london": "伦敦 英国",
+    "español": "西班牙语", "japanese": "日语", "korean": "韩语", "topik": "韩语", "jlpt": "日语", "toefl": "英语 托福",
+    "ielts": "英语 雅思", "byd": "比亚迪", "jetta": "捷达", "tesla": "特斯拉", "oneplus": "一加", "harmonyos": "华为 鸿蒙",
+    "huawei": "华为", "xiaomi": "小米", "redmi": "小米", "iphone": "苹果手机", "genshin": "原神", "switch": "任天堂",
+    "animal crossing": "动森 动物森友会", "动物森友会": "动森", "german shepherd": "德国牧羊犬", "corgi": "柯基",
+    "golden retriever": "金毛", "husky": "哈士奇", "hba1c": "糖尿病 血糖", "insulin": "胰岛素 糖尿病", "ros2": "ros",
+    "nvidia": "显卡 linux", "ubuntu": "linux", "vegan": "吃素", "vegetarian": "吃素", "旱鸭子": "不会游泳",
+    "夜猫子": "熬夜", "老丈人": "岳父", "丈人": "岳父", "媳妇": "老婆", "娃": "孩子", "崽": "孩子",
+}
+#: Words too short to look for alone in a long text; they count only as whole short words.
+_AREA_LEXICON = [(area, attrs, sorted(set(words.split()), key=len, reverse=True)) for area, (attrs, words) in AREAS.items()]
 
 
-def memory_areas(text):
-    """The attributes a message's everyday words point at. Example: memory_areas('明天天气怎么样') -> {'现居地'}"""
+def memory_areas(text, attribute=None, subject="我"):
+    """The life areas a message or a memory touches. Example: memory_areas('明天要下雨吗') -> {'home', 'schedule'}"""
     low = text.lower()
     out = set()
-    for attrs, words in _AREA_WORDS:
-        if any(w in low for w in words if len(w) > 1 or w in "猫狗药吃喝"):
-            out.update(attrs)
+    for area, attrs, words in _AREA_LEXICON:
+        if attribute in attrs or any(w in low for w in words if not w.isascii() or re.search(rf"\b{re.escape(w)}\b", low)):
+            out.add(area)
+    if subject not in ("我", "你"):
+        out.add("family" if subject not in _ANIMALS and not subject.startswith(tuple(_ANIMALS)) else "pet")
     return out
+
+
+def memory_expand(text):
+    """text with the usual names of what its nicknames and English names mean. Example: memory_expand('蓉城好玩吗') -> '蓉城好玩吗 成都'"""
+    low = text.lower()
+    extra = [v for k, v in ALIASES.items() if k in low and (not k.isascii() or re.search(rf"(?<![a-z]){re.escape(k)}(?![a-z])", low))]
+    return " ".join([text] + extra)
+
+
+def memory_area_tokens(areas):
+    """The FTS tokens that stand for areas. Example: memory_area_tokens({'pet'}) -> 'zzpet'"""
+    return " ".join("zz" + a for a in sorted(areas))
 
 
 def memory_profile(conn, ctx, limit=4):

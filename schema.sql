@@ -52,6 +52,7 @@ CREATE TABLE memories (
     subject TEXT NOT NULL DEFAULT '我',  -- 我 (the user), 妈妈, 女朋友, 猫 ..., 你 (the character)
     attribute TEXT,                     -- 现居地, 生日, 过敏, 最喜欢的动漫 ... when a rule recognised one
     value TEXT,                         -- 北京, 花生 ...: what an update of the same attribute replaces
+    areas TEXT NOT NULL DEFAULT '',     -- life areas it touches as FTS tokens (zzhome zzdiet ...), see AREAS in bot.py
     importance INTEGER NOT NULL DEFAULT 1,   -- 2 = the user said it matters
     created_at REAL NOT NULL,
     updated_at REAL NOT NULL,
@@ -65,14 +66,14 @@ CREATE INDEX memories_key ON memories (user_id, subject, attribute);
 
 CREATE VIRTUAL TABLE memories_fts USING fts5(tokens, owner);
 CREATE TRIGGER memories_ai AFTER INSERT ON memories BEGIN
-    INSERT INTO memories_fts (rowid, tokens, owner) VALUES (new.id, mnemo_tokens(new.text), mnemo_owner(new.user_id));
+    INSERT INTO memories_fts (rowid, tokens, owner) VALUES (new.id, mnemo_tokens(new.text) || ' ' || new.areas, mnemo_owner(new.user_id));
 END;
 CREATE TRIGGER memories_ad AFTER DELETE ON memories BEGIN
     DELETE FROM memories_fts WHERE rowid = old.id;
 END;
-CREATE TRIGGER memories_au AFTER UPDATE OF text, user_id ON memories BEGIN
+CREATE TRIGGER memories_au AFTER UPDATE OF text, areas, user_id ON memories BEGIN
     DELETE FROM memories_fts WHERE rowid = old.id;
-    INSERT INTO memories_fts (rowid, tokens, owner) VALUES (new.id, mnemo_tokens(new.text), mnemo_owner(new.user_id));
+    INSERT INTO memories_fts (rowid, tokens, owner) VALUES (new.id, mnemo_tokens(new.text) || ' ' || new.areas, mnemo_owner(new.user_id));
 END;
 
 -- What a memory was before each change, so 撤销 can bring it back. One command is one batch
