@@ -104,26 +104,63 @@ SECRETS = {"LLM_API_KEY", "ONEBOT_ACCESS_TOKEN"}
 CONFIG_PREFIXES = ("LLM_", "ONEBOT_", "BOT_", "EMBED_", "MEMORY_", "SUMMARY_", "PROMPT_", "RECENT_")
 
 
+#: The start of a .env assignment: optional `export`, the name, `=`.
+_DOTENV_KEY_RE = re.compile(r"[ \t]*(?:export[ \t]+)?([A-Za-z_][A-Za-z0-9_.]*)[ \t]*=")
+#: Escapes inside a double-quoted .env value (python-dotenv's set); single quotes know only \' and \\.
+_DOTENV_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", '"': '"', "'": "'", "\\": "\\", "a": "\a", "b": "\b", "f": "\f",
+                   "v": "\v"}
+
+
 def _dotenv_read(path):
-    """Reads NoneBot-style KEY=value lines. Example: 'A="1" # x' -> {'A': '1'}"""
-    values = {}
-    for lineno, line in enumerate(Path(path).read_text(encoding="utf-8-sig").splitlines(), 1):
-        line = line.strip()
-        if not line or line.startswith("#"):
+    """The settings in a .env file."""
+    return _dotenv_parse(Path(path).read_text(encoding="utf-8-sig"), path)
+
+
+def _dotenv_parse(text, source=".env"):
+    """KEY=value lines as python-dotenv (NoneBot) reads them. Example: _dotenv_parse('export A="sk-1"  # x') -> {'A': 'sk-1'}"""
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    values, pos, lineno = {}, 0, 1
+
+    def line_end(i):
+        end = text.find("\n", i)
+        return len(text) if end < 0 else end
+
+    def fail(what, fix):
+        raise ConfigError(f"{source} line {lineno}: {what}. Fix: {fix}")
+    while pos < len(text):
+        eol = line_end(pos)
+        line = text[pos:eol]
+        m = _DOTENV_KEY_RE.match(line)
+        if not line.strip() or line.lstrip().startswith("#"):
+            pos, lineno = eol + 1, lineno + 1
             continue
-        if line.startswith("export "):
-            line = line[7:].lstrip()
-        key, sep, value = line.partition("=")
-        key = key.strip()
-        if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
-            raise ConfigError(f"{path} line {lineno}: expected KEY=value, got {line[:40]!r}. "
-                              f"Fix: write it as NAME=value, or start the line with # to comment it out")
-        value = value.strip()
-        if value[:1] in "\"'" and value.endswith(value[:1]) and len(value) >= 2:
-            value = value[1:-1]
-        else:
-            value = re.sub(r"\s+#.*$", "", value)
-        values[key] = value
+        if not m:
+            fail(f"expected KEY=value, got {line.strip()[:40]!r}", "write it as NAME=value, or start the line with # to comment it out")
+        key, rest = m.group(1), line[m.end():]
+        quote = rest.lstrip(" \t")[:1]
+        if quote not in ('"', "'"):
+            # as in a shell, # after a space starts a comment: KEY=  # later is empty, a#b keeps its #
+            values[key] = re.sub(r"[ \t]+#.*$", "", rest).strip()
+            pos, lineno = eol + 1, lineno + 1
+            continue
+        i, out = pos + m.end() + rest.index(quote) + 1, []
+        escapes = _DOTENV_ESCAPES if quote == '"' else {"'": "'", "\\": "\\"}
+        while i < len(text) and text[i] != quote:  # a quoted value may run over several lines
+            if text[i] == "\\" and text[i + 1:i + 2] in escapes:
+                out.append(escapes[text[i + 1]])
+                i += 2
+            else:
+                out.append(text[i])
+                i += 1
+        if i >= len(text):
+            fail(f"the value of {key} opens a {quote} quote that is never closed", f"add the closing {quote}")
+        values[key] = "".join(out)
+        lineno += text.count("\n", pos, i)
+        eol = line_end(i)
+        after = text[i + 1:eol].strip()
+        if after and not after.startswith("#"):
+            fail(f"{after[:20]!r} after the closing quote of {key}", "put the whole value inside the quotes, or # before a comment")
+        pos, lineno = eol + 1, lineno + 1
     return values
 
 

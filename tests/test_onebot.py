@@ -169,17 +169,6 @@ def test_bad_setting_gives_one_error_line(env, key, value, expect):
     assert "Traceback" not in p.stderr + p.stdout
 
 
-def test_dotenv_then_environment(tmp_path):
-    envfile = tmp_path / ".env"
-    envfile.write_text("# comment\nLLM_MODEL=qwen-plus\nLLM_TIMEOUT = 30 # seconds\nBOT_DB=\"/tmp/a b.db\"\n"
-                       "LLM_MODLE=typo\n", encoding="utf-8")
-    cfg = bot.config_load(environ={"LLM_TIMEOUT": "12"}, dotenv=envfile)
-    assert cfg.LLM_MODEL == "qwen-plus" and cfg.LLM_TIMEOUT == 12.0 and cfg.BOT_DB == "/tmp/a b.db"
-    assert any("LLM_MODLE" in w and "LLM_MODEL" in w for w in cfg.warnings)
-    shown = bot.config_describe(bot.config_load(environ={"LLM_API_KEY": "sk-abcdef"}, dotenv=envfile))
-    assert "sk-abcdef" not in shown and "LLM_API_KEY = set, 9 characters" in shown
-
-
 def test_port_in_use_is_a_clear_error(env):
     import socket
     with socket.socket() as s:
