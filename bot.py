@@ -39,8 +39,12 @@ import zlib
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import httpx
-import numpy as np
+try:
+    import httpx
+    import numpy as np
+except ImportError as _missing:  # the usual first run: the system python3 outside the virtual environment
+    sys.exit(f"Error: {_missing.name} is not installed for {sys.executable}. Fix: python3 -m venv .venv && "
+             f".venv/bin/pip install -r requirements.txt, then run .venv/bin/python bot.py.")
 
 __version__ = "0.1.0"
 HERE = Path(__file__).resolve().parent
@@ -111,9 +115,26 @@ _DOTENV_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", '"': '"', "'": "'", "\\": "\
                    "v": "\v"}
 
 
+def config_file_read(path, what, fix="check the path", error=ConfigError, binary=False):
+    """A file's text (UTF-8, a BOM is fine) or bytes; a missing, unreadable or non-UTF-8 file is
+    an error (of class error) that names the file and what to do."""
+    path = Path(path)
+    try:
+        return path.read_bytes() if binary else path.read_text(encoding="utf-8-sig")
+    except FileNotFoundError:
+        raise error(f"no {what} at {path}. Fix: {fix}")
+    except IsADirectoryError:
+        raise error(f"{path} is a folder, not a {what}. Fix: {fix}")
+    except UnicodeDecodeError as e:
+        raise error(f"{path} is not UTF-8 text (byte {e.start} is 0x{e.object[e.start]:02x}). "
+                    f"Fix: save the {what} as UTF-8 (in Notepad: Save as, Encoding UTF-8)")
+    except OSError as e:
+        raise error(f"can't read {path} ({e.strerror}). Fix: check the file's permissions")
+
+
 def _dotenv_read(path):
     """The settings in a .env file."""
-    return _dotenv_parse(Path(path).read_text(encoding="utf-8-sig"), path)
+    return _dotenv_parse(config_file_read(path, ".env file"), path)
 
 
 def _dotenv_parse(text, source=".env"):
@@ -1281,10 +1302,7 @@ class Characters:
 
     def __init__(self, path):
         self.path = Path(path)
-        if not self.path.exists():
-            raise CharacterError(f"no characters file at {self.path}. Fix: copy characters.json from the repository "
-                                 f"there, or set BOT_CHARACTERS")
-        self.data = character_parse(self.path.read_text(encoding="utf-8-sig"), self.path.name)
+        self.data = character_parse(self._read(), self.path.name)
         self.mtime = self.path.stat().st_mtime_ns
         self.error = None
         self.version = 1
@@ -1296,14 +1314,18 @@ class Characters:
             if mtime != self.mtime:
                 self.mtime = mtime
                 try:
-                    self.data = character_parse(self.path.read_text(encoding="utf-8-sig"), self.path.name)
+                    self.data = character_parse(self._read(), self.path.name)
                     self.error = None
                     self.version += 1
                     log.info("characters reloaded: %d characters", len(self.data["order"]))
-                except (CharacterError, OSError, UnicodeDecodeError) as e:
+                except CharacterError as e:
                     self.error = str(e)
                     log.error("characters.json not reloaded, the last good version stays in use: Error: %s", e)
         return self.data
+
+    def _read(self):
+        return config_file_read(self.path, "characters file", "copy characters.json from the repository there, "
+                                "or set BOT_CHARACTERS", CharacterError)
 
     def find(self, name_or_id):
         """A card by id or name (exact, then case-insensitive), or None."""
@@ -2192,16 +2214,26 @@ async def cli_chat(cfg, user_id, lines=None):
 
 
 def cli_backup(cfg, target):
+    """python bot.py backup FILE: a consistent copy of the live database, checked."""
+    target = Path(target)
+    if not target.parent.is_dir():
+        raise StorageError(f"no folder {target.parent} to write the backup into. "
+                           f"Fix: create it first (mkdir -p {target.parent}), or give another path")
     conn = db_connect(cfg.BOT_DB, create=False)
     try:
         size = db_backup(conn, target)
-        ok = db_connect(target, create=False).execute("PRAGMA integrity_check").fetchone()[0]
+    except _sqlite_module().Error as e:
+        raise StorageError(f"could not write {target} ({e}). Fix: check that its folder is writable and has space")
     finally:
         conn.close()
+    copy = db_connect(target, create=False)
+    ok = copy.execute("PRAGMA integrity_check").fetchone()[0]
+    copy.close()
     print(f"backup written: {target} ({size / 1e6:.1f} MB, integrity_check {ok})")
 
 
 def cli_memory_export(cfg, user_id, out):
+    """python bot.py memory export: every memory (or one user's) as JSON lines on out."""
     conn = db_connect(cfg.BOT_DB, create=False)
     sql = "SELECT * FROM memories WHERE type != 'lore'" + (" AND user_id = ?" if user_id else "") + " ORDER BY id"
     n = 0
@@ -2272,6 +2304,9 @@ def memory_import_rows(conn, embedder, lines, batch=1000):
 
 
 def cli_memory_import(cfg, path):
+    """python bot.py memory import FILE: JSON lines in one transaction (all or nothing)."""
+    lines = config_file_read(path, "memories file", "give the path of a JSON lines file "
+                             "(as bot.py memory export writes)").splitlines()
     embedder = Embedder(cfg.EMBED_MODEL)
     conn = db_connect(cfg.BOT_DB)
     if embedder.model is not None:
@@ -2279,44 +2314,82 @@ def cli_memory_import(cfg, path):
     else:
         print(f"note: no embedding model ({embedder.error}); vectors are added when the bot next starts with one")
     t = time.perf_counter()
-    with open(path, encoding="utf-8") as f:
-        n, errors = memory_import_rows(conn, embedder, f)
-    conn.close()
+    try:
+        n, errors = memory_import_rows(conn, embedder, lines)
+    finally:
+        conn.close()
     if errors:
         raise ConfigError(f"{path}: {len(errors)} bad lines, nothing imported; first: {errors[0]}. Fix: correct those lines")
     dt = time.perf_counter() - t
     print(f"imported {n} memories in {dt:.2f}s ({n / max(dt, 1e-9):.0f}/s)")
 
 
+#: The first bytes of every PNG file.
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+#: The text chunks a card may be in, newest spec first.
+CARD_CHUNKS = ("ccv3", "chara")
+
+
+def _png_card_chunks(data, filename):
+    """The card text chunks of a PNG: {keyword: text bytes}. A cut-short file or a damaged card
+    chunk (bad CRC, bad zlib, wrong iTXt layout) is a CharacterError."""
+    chunks, pos = {}, len(PNG_SIGNATURE)
+    while True:
+        if pos + 12 > len(data):
+            raise CharacterError(f"{filename} is cut short (it ends at byte {len(data)}, inside a PNG chunk). "
+                                 f"Fix: download or export the card again")
+        length, kind = int.from_bytes(data[pos:pos + 4], "big"), data[pos + 4:pos + 8]
+        body, crc = data[pos + 8:pos + 8 + length], data[pos + 8 + length:pos + 12 + length]
+        if len(crc) < 4:
+            raise CharacterError(f"{filename} is cut short (its {kind.decode('latin-1')!r} chunk needs {length} bytes). "
+                                 f"Fix: download or export the card again")
+        pos += 12 + length
+        if kind == b"IEND":
+            return chunks
+        key, _, rest = body.partition(b"\0")
+        key = key.decode("latin-1").lower()
+        if kind not in (b"tEXt", b"zTXt", b"iTXt") or key not in CARD_CHUNKS:
+            continue
+        try:
+            if zlib.crc32(kind + body) != int.from_bytes(crc, "big"):
+                raise ValueError("CRC mismatch")
+            if kind == b"zTXt":  # compression method byte, then zlib data
+                rest = zlib.decompress(rest[1:])
+            elif kind == b"iTXt":  # flag, method, language\0, translated keyword\0, text
+                flag, parts = rest[:1], rest[2:].split(b"\0", 2)
+                if flag not in (b"\0", b"\1") or len(parts) != 3:
+                    raise ValueError("wrong iTXt layout")
+                rest = zlib.decompress(parts[2]) if flag == b"\1" else parts[2]
+        except (ValueError, zlib.error) as e:
+            raise CharacterError(f"{filename}: its {key!r} {kind.decode()} chunk is damaged ({e}). "
+                                 f"Fix: export the card again from SillyTavern")
+        chunks[key] = rest
+
+
+def _as_list(value):
+    """Example: _as_list('龙') -> ['龙']"""
+    return value if isinstance(value, list) else [] if value is None else [value]
+
+
 def character_card_read(data, filename="card"):
     """A Character Card V1/V2/V3 from JSON or PNG bytes (PNG: the ccv3 or chara text chunk)."""
-    if data[:8] == b"\x89PNG\r\n\x1a\n":
-        chunks, pos = {}, 8
-        while pos + 8 <= len(data):
-            length, kind = int.from_bytes(data[pos:pos + 4], "big"), data[pos + 4:pos + 8]
-            body = data[pos + 8:pos + 8 + length]
-            pos += 12 + length
-            if kind in (b"tEXt", b"zTXt", b"iTXt"):
-                key, _, rest = body.partition(b"\0")
-                if kind == b"zTXt":
-                    rest = zlib.decompress(rest[1:])
-                elif kind == b"iTXt":
-                    flag, rest = rest[0], rest[2:]
-                    rest = rest.split(b"\0", 2)[2]
-                    rest = zlib.decompress(rest) if flag else rest
-                chunks[key.decode("latin-1").lower()] = rest
-        raw = chunks.get("ccv3") or chunks.get("chara")
+    if data[:len(PNG_SIGNATURE)] == PNG_SIGNATURE:
+        chunks = _png_card_chunks(data, filename)
+        raw = next((chunks[k] for k in CARD_CHUNKS if k in chunks), None)
         if raw is None:
             raise CharacterError(f"{filename} has no character card in it (no 'chara' or 'ccv3' text chunk). "
                                  f"Fix: export the card from SillyTavern as PNG or JSON")
         try:
-            data = base64.b64decode(raw)
+            data = base64.b64decode(re.sub(rb"\s+", b"", raw), validate=True)
         except ValueError:
             raise CharacterError(f"{filename}: the card chunk is not base64. Fix: export the card again")
     try:
         obj = json.loads(data.decode("utf-8-sig"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise CharacterError(f"{filename} is not a card: {e}. Fix: give a Character Card V2/V3 .json or .png")
+    if not isinstance(obj, dict):
+        raise CharacterError(f"{filename} is not a card: it holds JSON {type(obj).__name__}, not an object. "
+                             f"Fix: give a Character Card V2/V3 .json or .png")
     card = dict(obj.get("data") or {}) if isinstance(obj.get("data"), dict) else dict(obj)
     if not isinstance(card.get("name"), str) or not card["name"].strip():
         raise CharacterError(f"{filename}: the card has no name. Fix: give a Character Card V2/V3 .json or .png")
@@ -2326,8 +2399,9 @@ def character_card_read(data, filename="card"):
         card["description"] = card["personality"] or card["name"]
     book = card.get("character_book")
     if isinstance(book, dict):
-        book["entries"] = [dict(e, keys=[str(k) for k in e.get("keys", [])], content=str(e.get("content", "")))
-                           for e in book.get("entries", []) if isinstance(e, dict)]
+        entries = book.get("entries") if isinstance(book.get("entries"), list) else []
+        book["entries"] = [dict(e, keys=[str(k) for k in _as_list(e.get("keys"))], content=str(e.get("content", "")))
+                           for e in entries if isinstance(e, dict)]
     elif "character_book" in card:
         del card["character_book"]
     card.pop("id", None)
@@ -2338,12 +2412,13 @@ def character_card_read(data, filename="card"):
 
 
 def cli_character_import(cfg, path):
+    """python bot.py character import FILE: adds the card to characters.json (written whole, or not at all)."""
     path = Path(path)
-    if not path.exists():
-        raise ConfigError(f"no file at {path}. Fix: give the path of a .json or .png card")
-    card = character_card_read(path.read_bytes(), path.name)
+    card = character_card_read(config_file_read(path, "card file", "give the path of a .json or .png card",
+                                                CharacterError, binary=True), path.name)
     target = Path(cfg.BOT_CHARACTERS)
-    text = target.read_text(encoding="utf-8-sig")
+    text = config_file_read(target, "characters file", "copy characters.json from the repository there, "
+                            "or set BOT_CHARACTERS", CharacterError)
     data_ok = character_parse(text, target.name)
     data = json.loads(text)
     base = re.sub(r"[^a-z0-9]+", "-", card["name"].lower()).strip("-")[:30] or "card"
@@ -2356,8 +2431,12 @@ def cli_character_import(cfg, path):
     out = json.dumps(data, ensure_ascii=False, indent=2) + "\n"
     character_parse(out, target.name)
     tmp = target.with_suffix(".json.tmp")
-    tmp.write_text(out, encoding="utf-8")
-    os.replace(tmp, target)
+    try:
+        tmp.write_text(out, encoding="utf-8")
+        os.replace(tmp, target)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise CharacterError(f"can't write {target} ({e.strerror}); it is unchanged. Fix: check the folder's permissions and space")
     entries = len(card.get("character_book", {}).get("entries", []))
     print(f"imported {card['name']} as id {new_id} ({entries} lore entries) into {target}")
 
@@ -2917,8 +2996,28 @@ def _bench_print(results, indent=""):
             print(f"{indent}{key}: {value}")
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a mistyped command line is one Error/Fix line and exit 1, like every other error."""
+
+    def error(self, message):
+        self.exit(1, f"Error: {message}. Fix: see {self.prog} --help.\n")
+
+
+def _cli_explain(e, cfg):
+    """'what. Fix: ...' for an error that no check foresaw (the traceback is there with --debug)."""
+    sqlite_error = ()
+    with contextlib.suppress(StorageError):
+        sqlite_error = _sqlite_module().Error
+    if sqlite_error and isinstance(e, sqlite_error) and cfg is not None:
+        return (f"the database {cfg.BOT_DB} can't be used ({e}). "
+                f"Fix: set BOT_DB to a Mnemo database (or a new file) in a folder you can write to, or restore a backup")
+    if isinstance(e, OSError) and e.filename:
+        return f"{e.filename}: {e.strerror}. Fix: check the path and its permissions"
+    return f"unexpected {type(e).__name__}: {e}. Fix: run again with --debug and report the traceback it prints"
+
+
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="bot.py", description="Mnemo: a QQ chatbot with a controllable memory.")
+    parser = _Parser(prog="bot.py", description="Mnemo: a QQ chatbot with a controllable memory.")
     parser.add_argument("--debug", action="store_true", help="show tracebacks and DEBUG logs")
     sub = parser.add_subparsers(dest="command")
     sub.add_parser("run", help="run the bot (the default)")
@@ -2944,6 +3043,7 @@ def main(argv=None):
     cfg_level = os.environ.get("BOT_LOG_LEVEL", "INFO").upper()
     logging.basicConfig(level=logging.DEBUG if args.debug else getattr(logging, cfg_level, logging.INFO),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stdout)
+    cfg = None
     try:
         cfg = config_load()
         os.environ.update(cfg.exports)
@@ -2966,15 +3066,22 @@ def main(argv=None):
         elif args.command == "bench":
             bench_main(cfg, args)
         elif args.command == "doctor":
-            return 1 if cli_doctor(cfg) else 0
-    except (ConfigError, CharacterError, StorageError) as e:
-        if args.debug:
-            raise
-        msg = str(e).rstrip(".")
-        print(f"Error: {msg}.", file=sys.stderr)
-        return 1
+            failures = cli_doctor(cfg)
+            if failures:
+                raise ConfigError(f"{failures} of the checks failed (the FAIL lines above). "
+                                  f"Fix: do what their Fix says, then run doctor again")
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # memory export | head: the reader has all it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except Exception as e:
+        if args.debug:
+            raise
+        known = isinstance(e, (ConfigError, CharacterError, StorageError))
+        msg = " ".join((str(e) if known else _cli_explain(e, cfg)).split()).rstrip(".")
+        print(f"Error: {msg}.", file=sys.stderr)
+        return 1
     return 0
 
 

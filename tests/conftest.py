@@ -10,6 +10,7 @@ import os
 import queue
 import shutil
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -157,6 +158,30 @@ def env(tmp_path, llm, model_path):
 
 def make_cfg(env):
     return bot.config_load(environ=env, dotenv="/nonexistent/.env")
+
+
+# `python bot.py ...` as a user runs it ########################################
+
+def run_bot(*args, env, stdin=None, timeout=60, script=None):
+    """Runs `python bot.py ARGS` to the end with env's settings and none inherited from this
+    shell; returns the CompletedProcess (stdout and stderr as text). script: another copy of bot.py."""
+    full = {k: v for k, v in os.environ.items() if not k.startswith(bot.CONFIG_PREFIXES)}
+    full.update({"PYTHONIOENCODING": "utf-8", "HF_HUB_OFFLINE": "1"})
+    full.update({k: str(v) for k, v in env.items()})
+    cwd = Path(script).parent if script else Path(env.get("BOT_DB", ROOT / "x")).parent
+    cwd = cwd if cwd.is_dir() else ROOT
+    return subprocess.run([sys.executable, str(script or ROOT / "bot.py"), *map(str, args)], env=full, cwd=cwd,
+                          input=stdin, capture_output=True, text=True, encoding="utf-8", timeout=timeout)
+
+
+def assert_one_error_line(proc):
+    """The way every CLI failure ends: exit 1, one `Error: ... Fix: ...` line on stderr, no traceback."""
+    assert proc.returncode == 1, (proc.returncode, proc.stdout, proc.stderr)
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("Error: ") and " Fix: " in lines[0] and lines[0].endswith("."), lines[0]
+    assert "Traceback" not in proc.stderr + proc.stdout
+    return lines[0]
 
 
 # The bot, run for real in a thread ###########################################

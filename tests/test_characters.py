@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 import bot
-from conftest import ROOT
+from conftest import ROOT, assert_one_error_line
 
 CARDS = json.loads((ROOT / "characters.json").read_text(encoding="utf-8"))
 BY_ID = {c["id"]: c for c in CARDS["characters"]}
@@ -99,15 +99,6 @@ def run_cli(tmp_path, args, characters, timeout=60):
                 "PYTHONIOENCODING": "utf-8"})
     return subprocess.run([sys.executable, str(ROOT / "bot.py"), *args], env=env, cwd=tmp_path,
                           capture_output=True, text=True, encoding="utf-8", timeout=timeout)
-
-
-def assert_one_error_line(proc):
-    assert proc.returncode == 1, proc.stderr
-    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1, proc.stderr
-    assert lines[0].startswith("Error: ") and "Fix:" in lines[0]
-    assert "Traceback" not in proc.stderr + proc.stdout
-    return lines[0]
 
 
 # characters.json errors #####################################################
@@ -585,3 +576,89 @@ def test_import_png_without_a_card_is_an_error(tmp_path, chars_copy, content, ex
     line = assert_one_error_line(proc)
     assert "picture.png" in line and expected in line
     assert chars_copy.read_bytes() == before
+
+
+def text_chunk(kind, keyword, payload, compressed=False):
+    """A tEXt, zTXt or iTXt chunk holding payload (bytes) under keyword, laid out as the PNG spec says."""
+    key = keyword.encode("latin-1") + b"\0"
+    if kind == b"tEXt":
+        return png_chunk(kind, key + payload)
+    if kind == b"zTXt":
+        return png_chunk(kind, key + b"\0" + zlib.compress(payload))
+    flag = b"\1" if compressed else b"\0"
+    return png_chunk(kind, key + flag + b"\0" + b"zh\0" + "角色卡".encode() + b"\0"
+                     + (zlib.compress(payload) if compressed else payload))
+
+
+def png_with(*chunks):
+    return (b"\x89PNG\r\n\x1a\n" + png_chunk(b"IHDR", struct.pack(">IIBBBBB", 1, 1, 8, 0, 0, 0, 0))
+            + png_chunk(b"IDAT", zlib.compress(b"\x00\x80")) + b"".join(chunks) + png_chunk(b"IEND", b""))
+
+
+B64_CARD = base64.b64encode(json.dumps(v2_card("Iris"), ensure_ascii=False).encode())
+
+
+@pytest.mark.parametrize("chunk", [text_chunk(b"zTXt", "chara", B64_CARD), text_chunk(b"iTXt", "chara", B64_CARD),
+                                   text_chunk(b"iTXt", "ccv3", B64_CARD, compressed=True)],
+                         ids=["zTXt", "iTXt", "iTXt-compressed"])
+def test_import_card_from_compressed_and_international_text_chunks(tmp_path, chars_copy, chunk):
+    card_file = tmp_path / "card.png"
+    card_file.write_bytes(png_with(text_chunk(b"zTXt", "Comment", b"\xff broken but not a card"), chunk))
+    proc = run_cli(tmp_path, ["character", "import", str(card_file)], chars_copy)
+    assert proc.returncode == 0 and "imported Iris as id iris (2 lore entries)" in proc.stdout, proc.stderr
+
+
+def _bad_crc(chunk):
+    return chunk[:-4] + bytes([chunk[-4] ^ 0xFF]) + chunk[-3:]
+
+
+GOOD_PNG = png_with(text_chunk(b"tEXt", "chara", B64_CARD))
+
+
+@pytest.mark.parametrize("content, expected", [
+    (GOOD_PNG[:len(GOOD_PNG) - 40], "is cut short"),  # inside the card chunk
+    (GOOD_PNG[:len(GOOD_PNG) - 12], "is cut short"),  # no IEND
+    (GOOD_PNG[:30], "is cut short"),  # inside IHDR
+    (png_with(png_chunk(b"zTXt", b"chara\0\0" + b"this is not zlib data")), "'chara' zTXt chunk is damaged"),
+    (png_with(png_chunk(b"iTXt", b"chara\0\0\0" + B64_CARD)), "'chara' iTXt chunk is damaged (wrong iTXt layout)"),
+    (png_with(png_chunk(b"iTXt", b"chara\0\1\0\0\0" + b"not zlib either")), "'chara' iTXt chunk is damaged"),
+    (png_with(png_chunk(b"iTXt", b"ccv3\0\7\0\0\0" + B64_CARD)), "'ccv3' iTXt chunk is damaged (wrong iTXt layout)"),
+    (png_with(_bad_crc(text_chunk(b"tEXt", "chara", B64_CARD))), "chunk is damaged (CRC mismatch)"),
+    (png_with(text_chunk(b"tEXt", "chara", "这不是 base64！".encode())), "the card chunk is not base64"),
+    (png_with(text_chunk(b"tEXt", "chara", base64.b64encode(b"[1, 2]"))), "holds JSON list, not an object"),
+    (b"[1, 2]", "holds JSON list, not an object"),
+    (json.dumps(v2_card("Iris")).encode("utf-16"), "is not a card"),
+], ids=["cut-in-card", "no-IEND", "cut-in-IHDR", "zTXt-bad-zlib", "iTXt-no-nulls", "iTXt-bad-zlib", "iTXt-bad-flag",
+        "bad-crc", "not-base64", "png-json-list", "json-list", "utf16-json"])
+def test_import_damaged_card_is_one_error_and_changes_nothing(tmp_path, chars_copy, content, expected):
+    card_file = tmp_path / "picture.png"
+    card_file.write_bytes(content)
+    before = chars_copy.read_bytes()
+    line = assert_one_error_line(run_cli(tmp_path, ["character", "import", str(card_file)], chars_copy))
+    assert "picture.png" in line and expected in line
+    assert chars_copy.read_bytes() == before
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+@pytest.mark.parametrize("make, expected", [
+    (lambda p: None, "no card file at"),
+    (lambda p: p.mkdir(), "is a folder, not a card file"),
+], ids=["missing", "folder"])
+def test_import_of_a_card_file_it_cannot_read(tmp_path, chars_copy, make, expected):
+    card_file = tmp_path / "card.png"
+    make(card_file)
+    before = chars_copy.read_bytes()
+    assert expected in assert_one_error_line(run_cli(tmp_path, ["character", "import", str(card_file)], chars_copy))
+    assert chars_copy.read_bytes() == before
+
+
+def test_import_into_a_broken_characters_json_changes_nothing(tmp_path, chars_copy):
+    card_file = tmp_path / "card.png"
+    card_file.write_bytes(GOOD_PNG)
+    chars_copy.write_text(chars_copy.read_text(encoding="utf-8")[:-30], encoding="utf-8")
+    before = chars_copy.read_bytes()
+    line = assert_one_error_line(run_cli(tmp_path, ["character", "import", str(card_file)], chars_copy))
+    assert "characters.json line" in line
+    assert chars_copy.read_bytes() == before
+    missing = tmp_path / "gone.json"
+    assert "no characters file at" in assert_one_error_line(run_cli(tmp_path, ["character", "import", str(card_file)], missing))

@@ -367,16 +367,6 @@ def test_plain_copy_of_bot_db_is_a_backup(runner, napcat, tmp_path, llm, procs):
     assert napcat.ask(5, "备份完了") == "echo:备份完了"
 
 
-def test_bad_setting_in_environment_exits_1_with_one_line(tmp_path, llm, procs):
-    p = spawn(procs, proc_env(tmp_path, llm, ONEBOT_PORT="abc"))
-    assert p.finish(timeout=60) == 1
-    lines = p.stderr.strip().splitlines()
-    assert len(lines) == 1, p.stderr
-    assert lines[0].startswith("Error: ONEBOT_PORT must be a whole number") and "Fix:" in lines[0]
-    assert "Traceback" not in p.stdout + p.stderr
-    assert not (tmp_path / "bot.db").exists()
-
-
 # Hostile input through the WebSocket ######################################
 
 def test_200kb_message(runner, napcat, llm):
