@@ -138,7 +138,10 @@ def _dotenv_read(path):
 
 
 def _dotenv_parse(text, source=".env"):
-    """KEY=value lines as python-dotenv (NoneBot) reads them. Example: _dotenv_parse('export A="sk-1"  # x') -> {'A': 'sk-1'}"""
+    """KEY=value lines as python-dotenv (NoneBot) reads them.
+
+    Example: _dotenv_parse('export A="sk-1"  # deepseek') -> {'A': 'sk-1'}
+    Example: _dotenv_parse("KEY=  # fill in later") -> {'KEY': ''}"""
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     values, pos, lineno = {}, 0, 1
 
@@ -240,7 +243,7 @@ def config_load(environ=None, dotenv=None):
 
 
 def _split_list(value):
-    """Example: ' 1, 2,,3 ' -> ['1', '2', '3']"""
+    """Example: _split_list(' 1, 2,，3 ') -> ['1', '2', '3']"""
     return [x.strip() for x in re.split(r"[,，\s]+", value or "") if x.strip()]
 
 
@@ -432,7 +435,7 @@ SMALL_TALK = {"你好", "哈哈", "嗯嗯", "好的", "谢谢", "再见", "晚�
 
 
 def text_clean(text, limit=None):
-    """Makes text safe to store. Example: 'a\\x00b\\ud800' -> 'ab\\ufffd'"""
+    """Makes text safe to store. Example: text_clean('a\\x00b\\ud800') -> 'ab\\ufffd'"""
     text = (text or "").replace("\x00", "")
     text = re.sub("[\ud800-\udfff]", "\ufffd", text)
     if limit and len(text) > limit:
@@ -441,7 +444,9 @@ def text_clean(text, limit=None):
 
 
 def text_tokens(text):
-    """Unigrams and bigrams for CJK, lower-case words otherwise. Example: '住北京 Go' -> ['住', '住北', '北', '北京', '京', 'go']"""
+    """Unigrams and bigrams for CJK, lower-case words otherwise.
+
+    Example: text_tokens('住北京 Go') -> ['住', '住北', '北', '北京', '京', 'go']"""
     out = []
     for m in _WORD_RE.finditer(text.lower()):
         w = m.group()
@@ -456,7 +461,7 @@ def text_tokens(text):
 
 
 def text_query_tokens(text):
-    """The tokens worth searching for. Example: '我住北京吗' -> ['我住', '住', '住北', '北', '北京', '京', '京吗']"""
+    """The tokens worth searching for. Example: text_query_tokens('我住北京吗') -> ['我住', '住', '住北', '北', '北京', '京', '京吗']"""
     seen = []
     for t in text_tokens(text):
         if len(t) == 1 and t in STOP_CHARS:
@@ -467,12 +472,14 @@ def text_query_tokens(text):
 
 
 def text_fts_query(text):
-    """An FTS5 query that can't be broken by user input. Example: 'NEAR("北京' -> '"near" OR "北京" ...'"""
+    """An FTS5 query that can't be broken by user input.
+
+    Example: text_fts_query('NEAR("北京') -> '"near" OR "北" OR "北京" OR "京"'"""
     return " OR ".join(f'"{t}"' for t in text_query_tokens(text))
 
 
 def text_owner_token(owner):
-    """One FTS token for an owner key. Example: 'p:1' -> 'o703a31'"""
+    """One FTS token for an owner key. Example: text_owner_token('p:1') -> 'o703a31'"""
     return "o" + str(owner).encode("utf-8").hex()
 
 
@@ -481,19 +488,24 @@ SQL_FUNCTIONS["mnemo_owner"] = text_owner_token
 
 
 def text_count_tokens(text):
-    """A rough LLM token count: a CJK character is one, four other characters are one. Example: '你好 hello' -> 4"""
+    """A rough LLM token count: a CJK character is one, four other characters are one.
+
+    Example: text_count_tokens('你好 hello') -> 4"""
     cjk = len(re.findall(f"[{_CJK}]", text))
     rest = len(re.sub(rf"[{_CJK}\s]", "", text))
     return cjk + (rest + 3) // 4
 
 
 def text_content_words(text):
-    """Bigrams and words that carry content. Example: '哈哈好的' -> set()"""
+    """Bigrams and words that carry content (a bigram across two small-talk words still counts).
+
+    Example: text_content_words('哈哈，好的') -> set()
+    Example: text_content_words('哈哈好的') -> {'哈好'}"""
     return {t for t in text_tokens(text) if len(t) > 1 and t not in SMALL_TALK and not (set(t) <= STOP_CHARS)}
 
 
 def text_normalise(text):
-    """For duplicate checks. Example: '我住在 北京！' -> '我住在北京'"""
+    """For duplicate checks. Example: text_normalise('我住在 北京！') -> '我住在北京'"""
     return re.sub(r"[\W_]+", "", text.lower())
 
 
@@ -1043,7 +1055,9 @@ _SENTENCE_RE = re.compile(r"[^。！？!?\n；;]+[。！？!?；;]*")
 
 
 def summary_sentences(turns):
-    """Splits turns into (turn index, speaker, sentence). Example: [('A', '你好。我饿了')] -> [(0, 'A', '你好。'), (0, 'A', '我饿了')]"""
+    """Splits turns into (turn index, speaker, sentence).
+
+    Example: summary_sentences([('A', '你好。我饿了')]) -> [(0, 'A', '你好。'), (0, 'A', '我饿了')]"""
     out = []
     for i, (speaker, text) in enumerate(turns):
         for s in _SENTENCE_RE.findall(text):
@@ -1201,6 +1215,9 @@ def summary_recall(conn, session, character_id, query, vec, *, limit, min_simila
 
 
 def summary_is_small_talk(texts):
+    """True when turns carry too few content words to be worth a summary.
+
+    Example: summary_is_small_talk(['哈哈', '好的，谢谢', '晚安']) -> True"""
     words = set()
     for t in texts:
         words |= text_content_words(t)
@@ -1340,7 +1357,9 @@ class Characters:
 
 
 def character_filter(card, text):
-    """Shows a memory in the character's words. Example (knight): '我新买了手机' -> '我新买了传讯水晶'"""
+    """Shows a memory in the character's words (the card's memory.filter, longest word first).
+
+    Example: character_filter({'memory': {'filter': {'手机': '传讯水晶', '手': '爪'}}}, '手机') -> '传讯水晶'"""
     mapping = card.get("memory", {}).get("filter", {})
     for src in sorted(mapping, key=len, reverse=True):
         text = text.replace(src, mapping[src])
@@ -1377,7 +1396,9 @@ def character_lore(conn, character_id, recent_text):
 
 
 def character_ooc(card, reply, all_cards):
-    """Why a reply breaks character, or None. Rule checks only: cheap enough for every reply."""
+    """Why a reply breaks character, or None. Rule checks only: cheap enough for every reply.
+
+    Example: character_ooc({'id': 'knight', 'name': '艾德蒙'}, '作为一个AI，我无法挥剑。', {}) -> 'AI self-reference: 作为一个AI'"""
     mem = card.get("memory", {})
     low = reply.lower()
     if not mem.get("allow_ai") and AI_SELF_RE.search(reply):
@@ -2013,7 +2034,10 @@ SEGMENT_NAMES = {"image": "[图片]", "face": "[表情]", "record": "[语音]", 
 
 
 def onebot_text(message, self_id):
-    """The text of a message and whether it @-mentions the bot. Example: [at self, text ' hi'] -> ('hi', True)"""
+    """The text of a message and whether it @-mentions the bot.
+
+    Example: onebot_text([{'type': 'at', 'data': {'qq': '10001'}}, {'type': 'text', 'data': {'text': ' 在吗'}}], '10001') -> ('在吗', True)
+    Example: onebot_text([{'type': 'face', 'data': {'id': '14'}}, {'type': 'text', 'data': {'text': '好'}}], '10001') -> ('[表情]好', False)"""
     parts, at_me = [], False
     for seg in message:
         kind, data = seg.get("type"), seg.get("data") or {}
@@ -2030,7 +2054,10 @@ def onebot_text(message, self_id):
 
 
 def onebot_addressed(text, names):
-    """Strips a leading nickname. Example: ('小咪，你好', ['小咪']) -> '你好'; not addressed -> None"""
+    """The message without the leading name that addresses the bot; None when not addressed.
+
+    Example: onebot_addressed('小咪，你好', ['小咪']) -> '你好'
+    Example: onebot_addressed('你好', ['小咪']) -> None"""
     for name in sorted(names, key=len, reverse=True):
         if name and text.lower().startswith(name.lower()):
             return text[len(name):].lstrip(" ，,:：~～!！")

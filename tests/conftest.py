@@ -36,6 +36,12 @@ def pytest_report_header(config):
             f"sqlite-vec {conn.execute('select vec_version()').fetchone()[0]}, model: {model_folder() or 'none'}")
 
 
+def pytest_terminal_summary(terminalreporter):
+    counts = getattr(sys.modules.get("test_examples"), "COUNTS", None)
+    if counts:
+        terminalreporter.write_line(f"docstring examples: {counts['run']} run, {counts['skipped']} skipped")
+
+
 def model_folder():
     """The real 64-d int8 model2vec model shipped in tokenlearn-static-model, or None."""
     spec = importlib.util.find_spec("static_model")
