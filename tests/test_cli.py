@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-import bot
-from conftest import ROOT, assert_one_error_line, free_port, run_bot
+from conftest import assert_one_error_line
+from fakes import ROOT, free_port, run_bot
 
 
 @pytest.fixture

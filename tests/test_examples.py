@@ -22,7 +22,7 @@ import re
 import pytest
 
 import bot
-from conftest import ROOT
+from fakes import ROOT
 
 SOURCE = (ROOT / "bot.py").read_text(encoding="utf-8")
 #: `Example: ...` (evaluated) or `Example (word): ...` (documentation only).

@@ -1,27 +1,50 @@
 """Long-term memory: 记住 / 更新 / 忘记 / 你记得我什么 / 撤销, and the hybrid Chinese search."""
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
-from conftest import ROOT, NapCat, Runner
+from conftest import Runner
+from fakes import NapCat, run_bot
 import bot
 
 
 @pytest.fixture(scope="module")
-def embedder(model_path):
+def embedder():
+    """Keyword-only, as on a machine without a model: vec() is None."""
+    return bot.Embedder("off")
+
+
+@pytest.fixture(scope="module")
+def embedder_vec(model_path):
+    """The small real model, for the tests of vector search itself."""
     return bot.Embedder(model_path)
+
+
+def open_db(path, embedder):
+    c = bot.db_connect(path)
+    if embedder.model is not None:
+        bot.db_vec_prepare(c, embedder.name, embedder.dim)
+    return c
 
 
 @pytest.fixture
 def conn(tmp_path, embedder):
-    c = bot.db_connect(tmp_path / "m.db")
-    bot.db_vec_prepare(c, embedder.name, embedder.dim)
+    c = open_db(tmp_path / "m.db", embedder)
     yield c
     c.close()
+
+
+@pytest.fixture
+def conn_vec(tmp_path, embedder_vec):
+    c = open_db(tmp_path / "v.db", embedder_vec)
+    yield c
+    c.close()
+
+
+def vec(embedder, text):
+    """text's vector, or None keyword-only."""
+    return embedder.encode([text])[0] if embedder.model is not None else None
 
 
 def ctx(user="1", group="", char="assistant"):
@@ -29,7 +52,7 @@ def ctx(user="1", group="", char="assistant"):
 
 
 def remember(conn, embedder, c, fact, **kw):
-    return bot.memory_remember(conn, c, fact, embedder.encode([fact])[0], **kw)
+    return bot.memory_remember(conn, c, fact, vec(embedder, fact), **kw)
 
 
 @pytest.mark.parametrize("text,kind,arg", [
@@ -112,11 +135,17 @@ def test_update_replaces_keeps_history_and_undo_restores(conn, embedder):
     assert [r[0] for r in rows] == ["用户住在上海"]
     old = json.loads(conn.execute("SELECT old_row FROM memory_history WHERE action = 'update'").fetchone()[0])
     assert old["canonical"] == "用户住在北京"
-    assert "改回了：用户住在北京" in bot.memory_undo(conn, c, lambda t: embedder.encode([t])[0])
+    assert "改回了：用户住在北京" in bot.memory_undo(conn, c, lambda t: vec(embedder, t))
     assert [r[0] for r in conn.execute("SELECT canonical FROM memories")] == ["用户住在北京"]
-    # the vector follows the text back
-    hits = bot.memory_search(conn, c, "北京", embedder.encode(["北京"])[0], limit=5, min_similarity=0.5)
-    assert [h["canonical"] for h in hits] == ["用户住在北京"]
+
+
+def test_vector_follows_the_text_through_update_and_undo(conn_vec, embedder_vec):
+    c = ctx()
+    remember(conn_vec, embedder_vec, c, "我住在北京")
+    remember(conn_vec, embedder_vec, c, "我现在住在上海了")
+    bot.memory_undo(conn_vec, c, lambda t: vec(embedder_vec, t))
+    (mid, sim), = bot.search_vector(conn_vec, "memories_vec", "1", vec(embedder_vec, "我住在北京"), limit=1)
+    assert mid == conn_vec.execute("SELECT id FROM memories").fetchone()[0] and sim > 0.999
 
 
 def test_multi_valued_attributes(conn, embedder):
@@ -143,15 +172,15 @@ def test_forget_by_text_number_and_ambiguity(conn, embedder):
     c = ctx()
     for f in ("我住在北京", "我对花生过敏", "我喜欢北京烤鸭", "我养了一只柯基"):
         remember(conn, embedder, c, f)
-    vec = lambda t: embedder.encode([t])[0]
-    assert bot.memory_forget(conn, c, "花生过敏", vec("花生过敏")).startswith("已忘记：用户对花生过敏")
-    ask = bot.memory_forget(conn, c, "北京", vec("北京"))
+    v = lambda t: vec(embedder, t)
+    assert bot.memory_forget(conn, c, "花生过敏", v("花生过敏")).startswith("已忘记：用户对花生过敏")
+    ask = bot.memory_forget(conn, c, "北京", v("北京"))
     assert "哪一条" in ask and "用户住在北京" in ask and "用户喜欢北京烤鸭" in ask
     assert conn.execute("SELECT count(*) FROM memories").fetchone()[0] == 3
     assert bot.memory_forget(conn, c, "第3条", None).startswith("已忘记：用户养了一只柯基")
     assert "没有第9条" in bot.memory_forget(conn, c, "第9条", None)
-    assert "没有找到" in bot.memory_forget(conn, c, "量子力学", vec("量子力学"))
-    assert "恢复了：用户养了一只柯基" in bot.memory_undo(conn, c, vec)
+    assert "没有找到" in bot.memory_forget(conn, c, "量子力学", v("量子力学"))
+    assert "恢复了：用户养了一只柯基" in bot.memory_undo(conn, c, v)
 
 
 @pytest.mark.parametrize("query,expected", [
@@ -174,10 +203,10 @@ def test_search_is_isolated_by_user_and_by_chat(conn, embedder):
     a, b = ctx("1"), ctx("2")
     remember(conn, embedder, a, "我住在北京")
     remember(conn, embedder, b, "我住在广州")
-    vec = embedder.encode(["住在哪里"])[0]
-    assert [h["canonical"] for h in bot.memory_search(conn, b, "我住在哪里", vec, limit=5, min_similarity=0.3)] == ["用户住在广州"]
+    q = vec(embedder, "住在哪里")
+    assert [h["canonical"] for h in bot.memory_search(conn, b, "我住在哪里", q, limit=5, min_similarity=0.3)] == ["用户住在广州"]
     assert "广州" not in bot.memory_format_list(bot.memory_list(conn, a))
-    assert "没有找到" in bot.memory_forget(conn, a, "广州", embedder.encode(["广州"])[0])
+    assert "没有找到" in bot.memory_forget(conn, a, "广州", vec(embedder, "广州"))
     # told in private: not seen in a group until made public
     in_group = ctx("1", group="500")
     assert bot.memory_list(conn, in_group) == []
@@ -219,46 +248,33 @@ def test_forget_everything_needs_confirmation(runner, napcat):
     assert "没有待确认的删除" in ask("确认删除")
 
 
-def test_offers_to_remember_nothing_without_being_asked(runner, napcat):
-    napcat.ask(803, "我住在成都")  # a statement, not a command: nothing is stored
-    assert runner.db(lambda c: c.execute("SELECT count(*) FROM memories WHERE user_id = '803'").fetchone()[0]) == 0
-
-
-def _bot(args, env, **kw):
-    full = {k: v for k, v in os.environ.items() if not k.startswith(bot.CONFIG_PREFIXES)}
-    full.update(env)
-    return subprocess.run([sys.executable, str(ROOT / "bot.py")] + args, env=full, capture_output=True, text=True,
-                          timeout=120, **kw)
-
-
 def test_export_import_round_trip(env, tmp_path):
     src = tmp_path / "in.jsonl"
     lines = [{"user_id": "1", "text": "我住在北京"}, {"user_id": "1", "text": "我对花生过敏", "importance": 2},
              {"user_id": "2", "text": "我喜欢爬山", "scope": "public", "created_at": 1700000000.0}]
     src.write_text("\n".join(json.dumps(x, ensure_ascii=False) for x in lines) + "\n", encoding="utf-8")
-    p = _bot(["memory", "import", str(src)], env)
+    p = run_bot("memory", "import", src, env=env)
     assert p.returncode == 0 and "imported 3 memories" in p.stdout, p.stderr
-    p = _bot(["memory", "export"], env)
+    p = run_bot("memory", "export", env=env)
     out = [json.loads(x) for x in p.stdout.splitlines()]
     assert [(o["user_id"], o["text"], o["importance"], o["scope"]) for o in out] == [
         ("1", "我住在北京", 1, "private"), ("1", "我对花生过敏", 2, "private"), ("2", "我喜欢爬山", 1, "public")]
     assert out[2]["created_at"] == 1700000000.0 and out[0]["canonical"] == "用户住在北京"
-    p = _bot(["memory", "export", "--user", "2"], env)
+    p = run_bot("memory", "export", "--user", "2", env=env)
     assert [json.loads(x)["text"] for x in p.stdout.splitlines()] == ["我喜欢爬山"]
-    conn = bot.db_connect(env["BOT_DB"])
-    assert conn.execute("SELECT count(*) FROM memories_vec").fetchone()[0] == 3
 
 
-def test_import_rejects_bad_lines_and_writes_nothing(env, tmp_path):
-    src = tmp_path / "bad.jsonl"
-    src.write_text('{"user_id": "1", "text": "好"}\n{"text": "没有用户"}\nnot json\n', encoding="utf-8")
-    p = _bot(["memory", "import", str(src)], env)
-    assert p.returncode == 1 and p.stderr.startswith("Error:") and "line 2" in p.stderr and "Fix:" in p.stderr
-    conn = bot.db_connect(env["BOT_DB"])
-    assert conn.execute("SELECT count(*) FROM memories").fetchone()[0] == 0
+def test_import_with_the_model_stores_vectors(env_vec, tmp_path):
+    src = tmp_path / "in.jsonl"
+    src.write_text('{"user_id": "1", "text": "我住在北京"}\n{"user_id": "2", "text": "我喜欢爬山"}\n', encoding="utf-8")
+    assert run_bot("memory", "import", src, env=env_vec).returncode == 0
+    conn = bot.db_connect(env_vec["BOT_DB"])
+    assert conn.execute("SELECT count(*) FROM memories_vec").fetchone()[0] == 2
+    conn.close()
 
 
-def test_keyword_only_mode_then_backfill(env, llm):
+def test_keyword_only_mode_then_backfill(env_vec, llm):
+    env = env_vec
     r = Runner(dict(env, EMBED_MODEL="off"))
     try:
         c = NapCat(r.cfg.ONEBOT_PORT)
@@ -292,16 +308,16 @@ def test_undo_never_touches_another_users_row(conn, embedder):
     remember(conn, embedder, a, "我对青霉素过敏")
     bot.memory_forget(conn, a, "第1条", None)
     remember(conn, embedder, b, "我养了一只猫叫年糕")  # ids are never reused, so this is not id 1
-    assert "恢复了：用户对青霉素过敏" in bot.memory_undo(conn, a, lambda t: embedder.encode([t])[0])
+    assert "恢复了：用户对青霉素过敏" in bot.memory_undo(conn, a, lambda t: vec(embedder, t))
     assert [r["canonical"] for r in bot.memory_list(conn, b)] == ["用户养了一只猫叫年糕"]
-    assert "删掉了" in bot.memory_undo(conn, b, lambda t: embedder.encode([t])[0])
+    assert "删掉了" in bot.memory_undo(conn, b, lambda t: vec(embedder, t))
     assert [r["canonical"] for r in bot.memory_list(conn, a)] == ["用户对青霉素过敏"]
 
 
 def test_undo_in_a_group_leaves_private_changes_alone(conn, embedder):
     private, group = ctx("1"), ctx("1", group="500")
     remember(conn, embedder, private, "我对青霉素过敏")
-    msg = bot.memory_undo(conn, group, lambda t: embedder.encode([t])[0])
+    msg = bot.memory_undo(conn, group, lambda t: vec(embedder, t))
     assert "青霉素" not in msg and "别处" in msg
     assert len(bot.memory_list(conn, private)) == 1
 
