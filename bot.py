@@ -7,10 +7,13 @@ everything in one SQLite file: the conversation, rolling summaries of it, and th
 ask it to remember (记住 / 更新 / 忘记 / 你记得我什么), searched with FTS5 + sqlite-vec.
 Characters come from characters.json; each remembers only what fits it.
 
-    pip install -r requirements.txt && python bot.py        # run (settings: .env or environment)
-    python bot.py chat                                      # try it in the terminal, no QQ needed
-    pip install -r requirements.txt && python -m pytest -q tests   # test
-    python bot.py --help                                    # backup, memory, character, doctor
+    python3 -m venv .venv && .venv/bin/pip install -r requirements.txt && .venv/bin/python bot.py    # run
+    python3 -m venv .venv && .venv/bin/pip install -r requirements.txt && .venv/bin/python -m pytest -q tests
+    .venv/bin/python bot.py chat          # try it in the terminal, no QQ needed
+    .venv/bin/python bot.py --help        # backup, memory, character, doctor
+
+Settings come from .env beside bot.py or the environment. On a minimal Debian / Raspberry Pi OS image,
+`sudo apt install python3-venv` first.
 
 Ctrl-C or SIGTERM stops it; every acknowledged message is already on disk.
 """
@@ -26,7 +29,6 @@ import fcntl
 import hashlib
 import json
 import logging
-import math
 import os
 import random
 import re
