@@ -12,7 +12,6 @@ skipped, with a note, when it is not given. The LLM and the QQ side are the test
 import argparse
 import collections
 import contextlib
-import importlib.util
 import json
 import os
 import random
@@ -23,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from fakes import ROOT, BotProcess, FakeLLM, NapCat, free_port
+from fakes import ROOT, BotProcess, FakeLLM, NapCat, free_port, model_folder
 import bot
 
 HERE = Path(__file__).resolve().parent
@@ -366,15 +365,6 @@ def bench_crash(tmpdir, llm, rounds=5):
 
 # main ###########################################################################
 
-def _test_model():
-    """The folder of tokenlearn-static-model's small model, or None."""
-    spec = importlib.util.find_spec("static_model")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    path = Path(list(spec.submodule_search_locations)[0]) / "model"
-    return str(path) if path.exists() else None
-
-
 def bench_print(results, indent=""):
     for key, value in results.items():
         if isinstance(value, list) and value and isinstance(value[0], dict):
@@ -400,7 +390,7 @@ def main(argv=None):
     parser.add_argument("--data", type=Path, help="folder of the public evaluation sets (memorybank/, locomo10.json)")
     parser.add_argument("--model", help="model2vec model id or folder (default: the test model, else EMBED_MODEL)")
     args = parser.parse_args(argv)
-    model = args.model or _test_model() or bot.config_load().EMBED_MODEL
+    model = args.model or model_folder() or bot.config_load().EMBED_MODEL
     results = {"machine": f"{os.cpu_count()} cores, Python {sys.version.split()[0]}, "
                           f"SQLite {bot._sqlite_module().sqlite_version}"}
     notes = []

@@ -7,15 +7,13 @@ vector search itself ask for the small real model2vec model of tokenlearn-static
 wheels only) through the model_path / env_vec fixtures, and skip, saying why, where it is missing."""
 
 import asyncio
-import importlib.util
 import shutil
 import sys
 import threading
-from pathlib import Path
 
 import pytest
 
-from fakes import ROOT, FakeLLM, NapCat, free_port
+from fakes import ROOT, FakeLLM, NapCat, free_port, model_folder
 import bot
 
 
@@ -34,15 +32,6 @@ def pytest_terminal_summary(terminalreporter):
     counts = getattr(sys.modules.get("test_examples"), "COUNTS", None)
     if counts:
         terminalreporter.write_line(f"docstring examples: {counts['run']} run, {counts['skipped']} skipped")
-
-
-def model_folder():
-    """The real 64-d int8 model2vec model shipped in tokenlearn-static-model, or None."""
-    spec = importlib.util.find_spec("static_model")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    path = Path(list(spec.submodule_search_locations)[0]) / "model"
-    return str(path) if path.exists() else None
 
 
 @pytest.fixture(scope="session")

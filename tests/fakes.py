@@ -3,6 +3,7 @@ on 127.0.0.1, a WebSocket client playing NapCat, and `python bot.py` run as a us
 All real: real HTTP, a real WebSocket, a real process; nothing here reaches into bot.py's insides."""
 
 import contextlib
+import importlib.util
 import itertools
 import json
 import os
@@ -21,6 +22,15 @@ import wsproto.events as wse
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 import bot  # noqa: E402
+
+
+def model_folder():
+    """The real 64-d int8 model2vec model shipped in tokenlearn-static-model (x86_64 wheels only), or None."""
+    spec = importlib.util.find_spec("static_model")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(list(spec.submodule_search_locations)[0]) / "model"
+    return str(path) if path.exists() else None
 
 
 def free_port():
