@@ -7,10 +7,13 @@ everything in one SQLite file: the conversation, rolling summaries of it, and th
 ask it to remember (记住 / 更新 / 忘记 / 你记得我什么), searched with FTS5 + sqlite-vec.
 Characters come from characters.json; each remembers only what fits it.
 
-    pip install -r requirements.txt && python bot.py        # run (settings: .env or environment)
-    python bot.py chat                                      # try it in the terminal, no QQ needed
-    pip install -r requirements.txt && python -m pytest -q tests   # test
-    python bot.py --help                                    # backup, memory, character, bench, doctor
+    python3 -m venv .venv && .venv/bin/pip install -r requirements.txt && .venv/bin/python bot.py    # run
+    python3 -m venv .venv && .venv/bin/pip install -r requirements.txt && .venv/bin/python -m pytest -q tests
+    .venv/bin/python bot.py chat          # try it in the terminal, no QQ needed
+    .venv/bin/python bot.py --help        # backup, memory, character, doctor
+
+Settings come from .env beside bot.py or the environment. On a minimal Debian / Raspberry Pi OS image,
+`sudo apt install python3-venv` first.
 
 Ctrl-C or SIGTERM stops it; every acknowledged message is already on disk.
 """
@@ -26,21 +29,22 @@ import fcntl
 import hashlib
 import json
 import logging
-import math
 import os
 import random
 import re
 import signal
-import statistics
 import sys
-import threading
 import time
 import zlib
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import httpx
-import numpy as np
+try:
+    import httpx
+    import numpy as np
+except ImportError as _missing:  # the usual first run: the system python3 outside the virtual environment
+    sys.exit(f"Error: {_missing.name} is not installed for {sys.executable}. Fix: python3 -m venv .venv && "
+             f".venv/bin/pip install -r requirements.txt, then run .venv/bin/python bot.py.")
 
 __version__ = "0.1.0"
 HERE = Path(__file__).resolve().parent
@@ -106,26 +110,83 @@ SECRETS = {"LLM_API_KEY", "ONEBOT_ACCESS_TOKEN"}
 CONFIG_PREFIXES = ("LLM_", "ONEBOT_", "BOT_", "EMBED_", "MEMORY_", "SUMMARY_", "PROMPT_", "RECENT_")
 
 
+#: The start of a .env assignment: optional `export`, the name, `=`.
+_DOTENV_KEY_RE = re.compile(r"[ \t]*(?:export[ \t]+)?([A-Za-z_][A-Za-z0-9_.]*)[ \t]*=")
+#: Escapes inside a double-quoted .env value (python-dotenv's set); single quotes know only \' and \\.
+_DOTENV_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", '"': '"', "'": "'", "\\": "\\", "a": "\a", "b": "\b", "f": "\f",
+                   "v": "\v"}
+
+
+def config_file_read(path, what, fix="check the path", error=ConfigError, binary=False):
+    """A file's text (UTF-8, a BOM is fine) or bytes; a missing, unreadable or non-UTF-8 file is
+    an error (of class error) that names the file and what to do."""
+    path = Path(path)
+    try:
+        return path.read_bytes() if binary else path.read_text(encoding="utf-8-sig")
+    except FileNotFoundError:
+        raise error(f"no {what} at {path}. Fix: {fix}")
+    except IsADirectoryError:
+        raise error(f"{path} is a folder, not a {what}. Fix: {fix}")
+    except UnicodeDecodeError as e:
+        raise error(f"{path} is not UTF-8 text (byte {e.start} is 0x{e.object[e.start]:02x}). "
+                    f"Fix: save the {what} as UTF-8 (in Notepad: Save as, Encoding UTF-8)")
+    except OSError as e:
+        raise error(f"can't read {path} ({e.strerror}). Fix: check the file's permissions")
+
+
 def _dotenv_read(path):
-    """Reads NoneBot-style KEY=value lines. Example: 'A="1" # x' -> {'A': '1'}"""
-    values = {}
-    for lineno, line in enumerate(Path(path).read_text(encoding="utf-8-sig").splitlines(), 1):
-        line = line.strip()
-        if not line or line.startswith("#"):
+    """The settings in a .env file."""
+    return _dotenv_parse(config_file_read(path, ".env file"), path)
+
+
+def _dotenv_parse(text, source=".env"):
+    """KEY=value lines as python-dotenv (NoneBot) reads them.
+
+    Example: _dotenv_parse('export A="sk-1"  # deepseek') -> {'A': 'sk-1'}
+    Example: _dotenv_parse("KEY=  # fill in later") -> {'KEY': ''}"""
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    values, pos, lineno = {}, 0, 1
+
+    def line_end(i):
+        end = text.find("\n", i)
+        return len(text) if end < 0 else end
+
+    def fail(what, fix):
+        raise ConfigError(f"{source} line {lineno}: {what}. Fix: {fix}")
+    while pos < len(text):
+        eol = line_end(pos)
+        line = text[pos:eol]
+        m = _DOTENV_KEY_RE.match(line)
+        if not line.strip() or line.lstrip().startswith("#"):
+            pos, lineno = eol + 1, lineno + 1
             continue
-        if line.startswith("export "):
-            line = line[7:].lstrip()
-        key, sep, value = line.partition("=")
-        key = key.strip()
-        if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
-            raise ConfigError(f"{path} line {lineno}: expected KEY=value, got {line[:40]!r}. "
-                              f"Fix: write it as NAME=value, or start the line with # to comment it out")
-        value = value.strip()
-        if value[:1] in "\"'" and value.endswith(value[:1]) and len(value) >= 2:
-            value = value[1:-1]
-        else:
-            value = re.sub(r"\s+#.*$", "", value)
-        values[key] = value
+        if not m:
+            fail(f"expected KEY=value, got {line.strip()[:40]!r}", "write it as NAME=value, or start the line with # to comment it out")
+        key, rest = m.group(1), line[m.end():]
+        quote = rest.lstrip(" \t")[:1]
+        if quote not in ('"', "'"):
+            # as in a shell, # after a space starts a comment: KEY=  # later is empty, a#b keeps its #
+            values[key] = re.sub(r"[ \t]+#.*$", "", rest).strip()
+            pos, lineno = eol + 1, lineno + 1
+            continue
+        i, out = pos + m.end() + rest.index(quote) + 1, []
+        escapes = _DOTENV_ESCAPES if quote == '"' else {"'": "'", "\\": "\\"}
+        while i < len(text) and text[i] != quote:  # a quoted value may run over several lines
+            if text[i] == "\\" and text[i + 1:i + 2] in escapes:
+                out.append(escapes[text[i + 1]])
+                i += 2
+            else:
+                out.append(text[i])
+                i += 1
+        if i >= len(text):
+            fail(f"the value of {key} opens a {quote} quote that is never closed", f"add the closing {quote}")
+        values[key] = "".join(out)
+        lineno += text.count("\n", pos, i)
+        eol = line_end(i)
+        after = text[i + 1:eol].strip()
+        if after and not after.startswith("#"):
+            fail(f"{after[:20]!r} after the closing quote of {key}", "put the whole value inside the quotes, or # before a comment")
+        pos, lineno = eol + 1, lineno + 1
     return values
 
 
@@ -184,7 +245,7 @@ def config_load(environ=None, dotenv=None):
 
 
 def _split_list(value):
-    """Example: ' 1, 2,,3 ' -> ['1', '2', '3']"""
+    """Example: _split_list(' 1, 2,，3 ') -> ['1', '2', '3']"""
     return [x.strip() for x in re.split(r"[,，\s]+", value or "") if x.strip()]
 
 
@@ -464,7 +525,7 @@ SMALL_TALK = {"你好", "哈哈", "嗯嗯", "好的", "谢谢", "再见", "晚�
 
 
 def text_clean(text, limit=None):
-    """Makes text safe to store. Example: 'a\\x00b\\ud800' -> 'ab\\ufffd'"""
+    """Makes text safe to store. Example: text_clean('a\\x00b\\ud800') -> 'ab\\ufffd'"""
     text = (text or "").replace("\x00", "")
     text = re.sub("[\ud800-\udfff]", "\ufffd", text)
     if limit and len(text) > limit:
@@ -473,7 +534,9 @@ def text_clean(text, limit=None):
 
 
 def text_tokens(text):
-    """Unigrams and bigrams for CJK, lower-case words otherwise. Example: '住北京 Go' -> ['住', '住北', '北', '北京', '京', 'go']"""
+    """Unigrams and bigrams for CJK, lower-case words otherwise.
+
+    Example: text_tokens('住北京 Go') -> ['住', '住北', '北', '北京', '京', 'go']"""
     out = []
     for m in _WORD_RE.finditer(text.lower()):
         w = m.group()
@@ -488,7 +551,7 @@ def text_tokens(text):
 
 
 def text_query_tokens(text):
-    """The tokens worth searching for. Example: '我住北京吗' -> ['我住', '住', '住北', '北', '北京', '京', '京吗']"""
+    """The tokens worth searching for. Example: text_query_tokens('我住北京吗') -> ['我住', '住', '住北', '北', '北京', '京', '京吗']"""
     seen = []
     for t in text_tokens(text):
         if len(t) == 1 and t in STOP_CHARS:
@@ -499,12 +562,14 @@ def text_query_tokens(text):
 
 
 def text_fts_query(text):
-    """An FTS5 query that can't be broken by user input. Example: 'NEAR("北京' -> '"near" OR "北京" ...'"""
+    """An FTS5 query that can't be broken by user input.
+
+    Example: text_fts_query('NEAR("北京') -> '"near" OR "北" OR "北京" OR "京"'"""
     return " OR ".join(f'"{t}"' for t in text_query_tokens(text))
 
 
 def text_owner_token(owner):
-    """One FTS token for an owner key. Example: 'p:1' -> 'o703a31'"""
+    """One FTS token for an owner key. Example: text_owner_token('p:1') -> 'o703a31'"""
     return "o" + str(owner).encode("utf-8").hex()
 
 
@@ -513,19 +578,24 @@ SQL_FUNCTIONS["mnemo_owner"] = text_owner_token
 
 
 def text_count_tokens(text):
-    """A rough LLM token count: a CJK character is one, four other characters are one. Example: '你好 hello' -> 4"""
+    """A rough LLM token count: a CJK character is one, four other characters are one.
+
+    Example: text_count_tokens('你好 hello') -> 4"""
     cjk = len(re.findall(f"[{_CJK}]", text))
     rest = len(re.sub(rf"[{_CJK}\s]", "", text))
     return cjk + (rest + 3) // 4
 
 
 def text_content_words(text):
-    """Bigrams and words that carry content. Example: '哈哈好的' -> set()"""
+    """Bigrams and words that carry content (a bigram across two small-talk words still counts).
+
+    Example: text_content_words('哈哈，好的') -> set()
+    Example: text_content_words('哈哈好的') -> {'哈好'}"""
     return {t for t in text_tokens(text) if len(t) > 1 and t not in SMALL_TALK and not (set(t) <= STOP_CHARS)}
 
 
 def text_normalise(text):
-    """For duplicate checks. Example: '我住在 北京！' -> '我住在北京'"""
+    """For duplicate checks. Example: text_normalise('我住在 北京！') -> '我住在北京'"""
     return re.sub(r"[\W_]+", "", text.lower())
 
 
@@ -1687,7 +1757,9 @@ _SENTENCE_RE = re.compile(r"[^。！？!?\n；;]+[。！？!?；;]*")
 
 
 def summary_sentences(turns):
-    """Splits turns into (turn index, speaker, sentence). Example: [('A', '你好。我饿了')] -> [(0, 'A', '你好。'), (0, 'A', '我饿了')]"""
+    """Splits turns into (turn index, speaker, sentence).
+
+    Example: summary_sentences([('A', '你好。我饿了')]) -> [(0, 'A', '你好。'), (0, 'A', '我饿了')]"""
     out = []
     for i, (speaker, text) in enumerate(turns):
         for s in _SENTENCE_RE.findall(text):
@@ -1845,6 +1917,9 @@ def summary_recall(conn, session, character_id, query, vec, *, limit, min_simila
 
 
 def summary_is_small_talk(texts):
+    """True when turns carry too few content words to be worth a summary.
+
+    Example: summary_is_small_talk(['哈哈', '好的，谢谢', '晚安']) -> True"""
     words = set()
     for t in texts:
         words |= text_content_words(t)
@@ -1946,29 +2021,31 @@ class Characters:
 
     def __init__(self, path):
         self.path = Path(path)
-        if not self.path.exists():
-            raise CharacterError(f"no characters file at {self.path}. Fix: copy characters.json from the repository "
-                                 f"there, or set BOT_CHARACTERS")
-        self.data = character_parse(self.path.read_text(encoding="utf-8-sig"), self.path.name)
+        self.data = character_parse(self._read(), self.path.name)
         self.mtime = self.path.stat().st_mtime_ns
         self.error = None
         self.version = 1
+        self._lock = threading.Lock()  # the event loop and the database thread both read the cards
 
     def get(self):
         """The current cards, after picking up a change to the file."""
-        with contextlib.suppress(OSError):
+        with contextlib.suppress(OSError), self._lock:
             mtime = self.path.stat().st_mtime_ns
             if mtime != self.mtime:
                 self.mtime = mtime
                 try:
-                    self.data = character_parse(self.path.read_text(encoding="utf-8-sig"), self.path.name)
+                    self.data = character_parse(self._read(), self.path.name)
                     self.error = None
                     self.version += 1
                     log.info("characters reloaded: %d characters", len(self.data["order"]))
-                except (CharacterError, OSError, UnicodeDecodeError) as e:
+                except CharacterError as e:
                     self.error = str(e)
                     log.error("characters.json not reloaded, the last good version stays in use: Error: %s", e)
         return self.data
+
+    def _read(self):
+        return config_file_read(self.path, "characters file", "copy characters.json from the repository there, "
+                                "or set BOT_CHARACTERS", CharacterError)
 
     def find(self, name_or_id):
         """A card by id or name (exact, then case-insensitive), or None."""
@@ -1983,7 +2060,9 @@ class Characters:
 
 
 def character_filter(card, text):
-    """Shows a memory in the character's words. Example (knight): '我新买了手机' -> '我新买了传讯水晶'"""
+    """Shows a memory in the character's words (the card's memory.filter, longest word first).
+
+    Example: character_filter({'memory': {'filter': {'手机': '传讯水晶', '手': '爪'}}}, '手机') -> '传讯水晶'"""
     mapping = card.get("memory", {}).get("filter", {})
     for src in sorted(mapping, key=len, reverse=True):
         text = text.replace(src, mapping[src])
@@ -2017,7 +2096,9 @@ def character_lore(conn, character_id, recent_text):
 
 
 def character_ooc(card, reply, all_cards):
-    """Why a reply breaks character, or None. Rule checks only: cheap enough for every reply."""
+    """Why a reply breaks character, or None. Rule checks only: cheap enough for every reply.
+
+    Example: character_ooc({'id': 'knight', 'name': '艾德蒙'}, '作为一个AI，我无法挥剑。', {}) -> 'AI self-reference: 作为一个AI'"""
     mem = card.get("memory", {})
     low = reply.lower()
     if not mem.get("allow_ai") and AI_SELF_RE.search(reply):
@@ -2092,7 +2173,8 @@ def prompt_context(conn, ctx, card, text, vec, cfg):
 
 
 def prompt_memory_line(row):
-    """A memory as the prompt shows it: the user's words, quoted. Example: {'type': 'user_fact', 'text': '我住在北京'} -> '用户说过：“我住在北京”'"""
+    """A memory as the prompt shows it: the user's words, quoted.
+    Example: prompt_memory_line({'type': 'user_fact', 'text': '我住在北京'}) -> '用户说过：“我住在北京”'"""
     return f"用户{'对你' if row['type'] == 'experience' else ''}说过：“{row['text']}”"
 
 
@@ -2719,7 +2801,10 @@ SEGMENT_NAMES = {"image": "[图片]", "face": "[表情]", "record": "[语音]", 
 
 
 def onebot_text(message, self_id):
-    """The text of a message and whether it @-mentions the bot. Example: [at self, text ' hi'] -> ('hi', True)"""
+    """The text of a message and whether it @-mentions the bot.
+
+    Example: onebot_text([{'type': 'at', 'data': {'qq': '10001'}}, {'type': 'text', 'data': {'text': ' 在吗'}}], '10001') -> ('在吗', True)
+    Example: onebot_text([{'type': 'face', 'data': {'id': '14'}}, {'type': 'text', 'data': {'text': '好'}}], '10001') -> ('[表情]好', False)"""
     parts, at_me = [], False
     for seg in message:
         kind, data = seg.get("type"), seg.get("data") or {}
@@ -2736,7 +2821,10 @@ def onebot_text(message, self_id):
 
 
 def onebot_addressed(text, names):
-    """Strips a leading nickname. Example: ('小咪，你好', ['小咪']) -> '你好'; not addressed -> None"""
+    """The message without the leading name that addresses the bot; None when not addressed.
+
+    Example: onebot_addressed('小咪，你好', ['小咪']) -> '你好'
+    Example: onebot_addressed('你好', ['小咪']) -> None"""
     for name in sorted(names, key=len, reverse=True):
         if name and text.lower().startswith(name.lower()):
             return text[len(name):].lstrip(" ，,:：~～!！")
@@ -2821,7 +2909,7 @@ async def onebot_on_message(app, bot, event):
 
 
 #####################################################################
-# CLI (run, chat, backup, memory, character, bench) & main ##########
+# CLI (run, chat, backup, memory, character, doctor) & main #########
 #####################################################################
 
 def _listen(host, port):
@@ -2920,16 +3008,26 @@ async def cli_chat(cfg, user_id, lines=None):
 
 
 def cli_backup(cfg, target):
+    """python bot.py backup FILE: a consistent copy of the live database, checked."""
+    target = Path(target)
+    if not target.parent.is_dir():
+        raise StorageError(f"no folder {target.parent} to write the backup into. "
+                           f"Fix: create it first (mkdir -p {target.parent}), or give another path")
     conn = db_connect(cfg.BOT_DB, create=False)
     try:
         size = db_backup(conn, target)
-        ok = db_connect(target, create=False).execute("PRAGMA integrity_check").fetchone()[0]
+    except _sqlite_module().Error as e:
+        raise StorageError(f"could not write {target} ({e}). Fix: check that its folder is writable and has space")
     finally:
         conn.close()
+    copy = db_connect(target, create=False)
+    ok = copy.execute("PRAGMA integrity_check").fetchone()[0]
+    copy.close()
     print(f"backup written: {target} ({size / 1e6:.1f} MB, integrity_check {ok})")
 
 
 def cli_memory_export(cfg, user_id, out):
+    """python bot.py memory export: every memory (or one user's) as JSON lines on out."""
     conn = db_connect(cfg.BOT_DB, create=False)
     sql = "SELECT * FROM memories" + (" WHERE user_id = ?" if user_id else "") + " ORDER BY id"
     n = 0
@@ -3000,6 +3098,9 @@ def memory_import_rows(conn, embedder, lines, batch=1000):
 
 
 def cli_memory_import(cfg, path):
+    """python bot.py memory import FILE: JSON lines in one transaction (all or nothing)."""
+    lines = config_file_read(path, "memories file", "give the path of a JSON lines file "
+                             "(as bot.py memory export writes)").splitlines()
     embedder = Embedder(cfg.EMBED_MODEL)
     conn = db_connect(cfg.BOT_DB)
     if embedder.model is not None:
@@ -3007,44 +3108,82 @@ def cli_memory_import(cfg, path):
     else:
         print(f"note: no embedding model ({embedder.error}); vectors are added when the bot next starts with one")
     t = time.perf_counter()
-    with open(path, encoding="utf-8") as f:
-        n, errors = memory_import_rows(conn, embedder, f)
-    conn.close()
+    try:
+        n, errors = memory_import_rows(conn, embedder, lines)
+    finally:
+        conn.close()
     if errors:
         raise ConfigError(f"{path}: {len(errors)} bad lines, nothing imported; first: {errors[0]}. Fix: correct those lines")
     dt = time.perf_counter() - t
     print(f"imported {n} memories in {dt:.2f}s ({n / max(dt, 1e-9):.0f}/s)")
 
 
+#: The first bytes of every PNG file.
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+#: The text chunks a card may be in, newest spec first.
+CARD_CHUNKS = ("ccv3", "chara")
+
+
+def _png_card_chunks(data, filename):
+    """The card text chunks of a PNG: {keyword: text bytes}. A cut-short file or a damaged card
+    chunk (bad CRC, bad zlib, wrong iTXt layout) is a CharacterError."""
+    chunks, pos = {}, len(PNG_SIGNATURE)
+    while True:
+        if pos + 12 > len(data):
+            raise CharacterError(f"{filename} is cut short (it ends at byte {len(data)}, inside a PNG chunk). "
+                                 f"Fix: download or export the card again")
+        length, kind = int.from_bytes(data[pos:pos + 4], "big"), data[pos + 4:pos + 8]
+        body, crc = data[pos + 8:pos + 8 + length], data[pos + 8 + length:pos + 12 + length]
+        if len(crc) < 4:
+            raise CharacterError(f"{filename} is cut short (its {kind.decode('latin-1')!r} chunk needs {length} bytes). "
+                                 f"Fix: download or export the card again")
+        pos += 12 + length
+        if kind == b"IEND":
+            return chunks
+        key, _, rest = body.partition(b"\0")
+        key = key.decode("latin-1").lower()
+        if kind not in (b"tEXt", b"zTXt", b"iTXt") or key not in CARD_CHUNKS:
+            continue
+        try:
+            if zlib.crc32(kind + body) != int.from_bytes(crc, "big"):
+                raise ValueError("CRC mismatch")
+            if kind == b"zTXt":  # compression method byte, then zlib data
+                rest = zlib.decompress(rest[1:])
+            elif kind == b"iTXt":  # flag, method, language\0, translated keyword\0, text
+                flag, parts = rest[:1], rest[2:].split(b"\0", 2)
+                if flag not in (b"\0", b"\1") or len(parts) != 3:
+                    raise ValueError("wrong iTXt layout")
+                rest = zlib.decompress(parts[2]) if flag == b"\1" else parts[2]
+        except (ValueError, zlib.error) as e:
+            raise CharacterError(f"{filename}: its {key!r} {kind.decode()} chunk is damaged ({e}). "
+                                 f"Fix: export the card again from SillyTavern")
+        chunks[key] = rest
+
+
+def _as_list(value):
+    """Example: _as_list('龙') -> ['龙']"""
+    return value if isinstance(value, list) else [] if value is None else [value]
+
+
 def character_card_read(data, filename="card"):
     """A Character Card V1/V2/V3 from JSON or PNG bytes (PNG: the ccv3 or chara text chunk)."""
-    if data[:8] == b"\x89PNG\r\n\x1a\n":
-        chunks, pos = {}, 8
-        while pos + 8 <= len(data):
-            length, kind = int.from_bytes(data[pos:pos + 4], "big"), data[pos + 4:pos + 8]
-            body = data[pos + 8:pos + 8 + length]
-            pos += 12 + length
-            if kind in (b"tEXt", b"zTXt", b"iTXt"):
-                key, _, rest = body.partition(b"\0")
-                if kind == b"zTXt":
-                    rest = zlib.decompress(rest[1:])
-                elif kind == b"iTXt":
-                    flag, rest = rest[0], rest[2:]
-                    rest = rest.split(b"\0", 2)[2]
-                    rest = zlib.decompress(rest) if flag else rest
-                chunks[key.decode("latin-1").lower()] = rest
-        raw = chunks.get("ccv3") or chunks.get("chara")
+    if data[:len(PNG_SIGNATURE)] == PNG_SIGNATURE:
+        chunks = _png_card_chunks(data, filename)
+        raw = next((chunks[k] for k in CARD_CHUNKS if k in chunks), None)
         if raw is None:
             raise CharacterError(f"{filename} has no character card in it (no 'chara' or 'ccv3' text chunk). "
                                  f"Fix: export the card from SillyTavern as PNG or JSON")
         try:
-            data = base64.b64decode(raw)
+            data = base64.b64decode(re.sub(rb"\s+", b"", raw), validate=True)
         except ValueError:
             raise CharacterError(f"{filename}: the card chunk is not base64. Fix: export the card again")
     try:
         obj = json.loads(data.decode("utf-8-sig"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise CharacterError(f"{filename} is not a card: {e}. Fix: give a Character Card V2/V3 .json or .png")
+    if not isinstance(obj, dict):
+        raise CharacterError(f"{filename} is not a card: it holds JSON {type(obj).__name__}, not an object. "
+                             f"Fix: give a Character Card V2/V3 .json or .png")
     card = dict(obj.get("data") or {}) if isinstance(obj.get("data"), dict) else dict(obj)
     if not isinstance(card.get("name"), str) or not card["name"].strip():
         raise CharacterError(f"{filename}: the card has no name. Fix: give a Character Card V2/V3 .json or .png")
@@ -3054,8 +3193,9 @@ def character_card_read(data, filename="card"):
         card["description"] = card["personality"] or card["name"]
     book = card.get("character_book")
     if isinstance(book, dict):
-        book["entries"] = [dict(e, keys=[str(k) for k in e.get("keys", [])], content=str(e.get("content", "")))
-                           for e in book.get("entries", []) if isinstance(e, dict)]
+        entries = book.get("entries") if isinstance(book.get("entries"), list) else []
+        book["entries"] = [dict(e, keys=[str(k) for k in _as_list(e.get("keys"))], content=str(e.get("content", "")))
+                           for e in entries if isinstance(e, dict)]
     elif "character_book" in card:
         del card["character_book"]
     card.pop("id", None)
@@ -3066,12 +3206,13 @@ def character_card_read(data, filename="card"):
 
 
 def cli_character_import(cfg, path):
+    """python bot.py character import FILE: adds the card to characters.json (written whole, or not at all)."""
     path = Path(path)
-    if not path.exists():
-        raise ConfigError(f"no file at {path}. Fix: give the path of a .json or .png card")
-    card = character_card_read(path.read_bytes(), path.name)
+    card = character_card_read(config_file_read(path, "card file", "give the path of a .json or .png card",
+                                                CharacterError, binary=True), path.name)
     target = Path(cfg.BOT_CHARACTERS)
-    text = target.read_text(encoding="utf-8-sig")
+    text = config_file_read(target, "characters file", "copy characters.json from the repository there, "
+                            "or set BOT_CHARACTERS", CharacterError)
     data_ok = character_parse(text, target.name)
     data = json.loads(text)
     base = re.sub(r"[^a-z0-9]+", "-", card["name"].lower()).strip("-")[:30] or "card"
@@ -3084,8 +3225,12 @@ def cli_character_import(cfg, path):
     out = json.dumps(data, ensure_ascii=False, indent=2) + "\n"
     character_parse(out, target.name)
     tmp = target.with_suffix(".json.tmp")
-    tmp.write_text(out, encoding="utf-8")
-    os.replace(tmp, target)
+    try:
+        tmp.write_text(out, encoding="utf-8")
+        os.replace(tmp, target)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise CharacterError(f"can't write {target} ({e.strerror}); it is unchanged. Fix: check the folder's permissions and space")
     entries = len(card.get("character_book", {}).get("entries", []))
     print(f"imported {card['name']} as id {new_id} ({entries} lore entries) into {target}")
 
@@ -3145,508 +3290,28 @@ def cli_doctor(cfg):
     return failures
 
 
-# bench: measured, never asserted ###########################################
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a mistyped command line is one Error/Fix line and exit 1, like every other error."""
 
-#: Synthetic memories for the speed figures: templates and what fills them.
-_BENCH_TEMPLATES = ["我住在{city}{area}", "我喜欢吃{food}", "我不吃{food}", "我对{allergen}过敏", "我养了一只叫{name}的{pet}",
-                    "我在{city}的{company}做{job}", "我的生日是{m}月{d}日", "我每周{w}去{place}{act}", "我女儿叫{name}",
-                    "我在学{lang}，准备考试", "我最喜欢的歌手是{singer}", "我下个月要去{city}出差", "我每天早上{act}"]
-_BENCH_FILL = {"city": "北京 上海 广州 深圳 成都 杭州 武汉 西安 南京 重庆 苏州 长沙".split(),
-               "area": "朝阳区 海淀区 浦东 天河 高新区 西湖边 江汉路 雁塔 鼓楼".split(),
-               "food": "香菜 榴莲 火锅 寿司 花生 辣椒 芒果 羊肉 海鲜 豆腐 螺蛳粉 臭豆腐".split(),
-               "allergen": "花生 青霉素 猫毛 花粉 海鲜 芒果 尘螨 牛奶".split(),
-               "name": "年糕 可乐 豆豆 朵朵 小白 旺财 米粒 团子 奶茶".split(), "pet": "猫 柯基 金毛 仓鼠 鹦鹉 兔子".split(),
-               "company": "游戏公司 银行 医院 学校 外企 创业公司 设计院".split(),
-               "job": "后端开发 产品经理 护士 老师 会计 设计师 销售".split(), "m": [str(i) for i in range(1, 13)],
-               "d": [str(i) for i in range(1, 29)], "w": "一 二 三 四 五 六 日".split(),
-               "place": "健身房 游泳馆 图书馆 公园 球场".split(), "act": "跑步 打羽毛球 游泳 看书 练瑜伽 写代码".split(),
-               "lang": "日语 英语 法语 Python 钢琴 德语".split(), "singer": "周杰伦 陈奕迅 Taylor Swift 王菲 五月天".split()}
-_BENCH_QUERIES = ["{city}今天天气怎么样", "推荐几家{food}好吃的店", "{pet}最近不爱吃饭怎么办", "周{w}有什么安排",
-                  "{lang}怎么学比较快", "{allergen}过敏要注意什么", "生日那天想吃{food}", "{singer}出新歌了吗"]
+    def error(self, message):
+        self.exit(1, f"Error: {message}. Fix: see {self.prog} --help.\n")
 
 
-def _bench_texts(rng, n, templates=_BENCH_TEMPLATES):
-    return [rng.choice(templates).format(**{k: rng.choice(v) for k, v in _BENCH_FILL.items()}) for _ in range(n)]
-
-
-def _pct(values, p):
-    values = sorted(values)
-    return values[min(len(values) - 1, int(round(p / 100 * (len(values) - 1))))] if values else float("nan")
-
-
-def _rss_mb(pid="self"):
-    with contextlib.suppress(OSError):
-        for line in open(f"/proc/{pid}/status"):
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
-
-
-def bench_search(embedder, tmpdir, quick=False):
-    """Search latency (query embedding included) and import rate at 1k / 10k / 100k memories."""
-    rng = random.Random(7)
-    out = []
-    sizes = [(1_000, 100), (10_000, 100), (10_000, 1_000), (100_000, 100), (100_000, 1_000)]
-    if quick:
-        sizes = sizes[:3]
-    for total, per_user in sizes:
-        path = Path(tmpdir) / f"bench-{total}-{per_user}.db"
-        conn = db_connect(path)
-        if embedder.model is not None:
-            db_vec_prepare(conn, embedder.name, embedder.dim)
-        users = total // per_user
-        lines = [json.dumps({"user_id": str(10_000 + i // per_user), "text": t}, ensure_ascii=False)
-                 for i, t in enumerate(_bench_texts(rng, total))]
-        t0 = time.perf_counter()
-        memory_import_rows(conn, embedder, lines)
-        rate = total / (time.perf_counter() - t0)
-        times = []
-        for _ in range(300):
-            ctx = Ctx(user_id=str(10_000 + rng.randrange(users)), session="p:x", character_id="assistant")
-            q = rng.choice(_BENCH_QUERIES).format(**{k: rng.choice(v) for k, v in _BENCH_FILL.items()})
-            t1 = time.perf_counter()
-            vec = embedder.encode([q])[0] if embedder.model is not None else None
-            memory_search(conn, ctx, q, vec, limit=5, min_similarity=embedder.floor, touch=False)
-            times.append((time.perf_counter() - t1) * 1000)
-        out.append({"memories": total, "per_user": per_user, "users": users, "search_p50_ms": round(_pct(times, 50), 2),
-                    "search_p95_ms": round(_pct(times, 95), 2), "import_per_s": round(rate)})
-        conn.close()
-        for p in path.parent.glob(path.name + "*"):
-            p.unlink()
-    return out
-
-
-def bench_recall(embedder, path, k=5):
-    """recall@k of BM25 alone, vectors alone and the hybrid on the Chinese evaluation set."""
-    data = json.loads(Path(path).read_text(encoding="utf-8"))
-    conn = db_connect(":memory:")
-    if embedder.model is not None:
-        db_vec_prepare(conn, embedder.name, embedder.dim)
-    ids = {}
-    with db_tx(conn):
-        for u in data["users"]:
-            vecs = embedder.encode(u["memories"]) if embedder.model is not None else [None] * len(u["memories"])
-            for i, (text, vec) in enumerate(zip(u["memories"], vecs)):
-                ids[(u["user_id"], i)] = memory_insert(conn, vec, user_id=u["user_id"], text=text)
-    hits = collections.defaultdict(lambda: collections.Counter())
-    admitted = []  # memories the floor lets through for a message that needs none of them
-    users = [u["user_id"] for u in data["users"]]
-    for n, q in enumerate(data["queries"]):
-        gold = ids[(q["user_id"], q["answer"])]
-        vec = embedder.encode([q["query"]])[0] if embedder.model is not None else None
-        ctx = Ctx(user_id=q["user_id"], session=f"p:{q['user_id']}", character_id="assistant")
-        found = {"bm25": [i for i, _ in search_keyword(conn, "memories_fts", q["user_id"], q["query"], k)],
-                 "vector": [i for i, _ in search_vector(conn, "memories_vec", q["user_id"], vec, k)] if vec is not None else [],
-                 "hybrid": [r["id"] for r in memory_search(conn, ctx, q["query"], vec, limit=k, min_similarity=-1.0, touch=False)],
-                 "hybrid+floor": [r["id"] for r in memory_search(conn, ctx, q["query"], vec, limit=k,
-                                                                 min_similarity=embedder.floor, touch=False)]}
-        for method, got in found.items():
-            for kind in (q["kind"], "all"):
-                hits[(method, kind)]["n"] += 1
-                hits[(method, kind)]["hit"] += gold in got[:k]
-        # the same message asked of another user, whose memories it has nothing to do with
-        other = users[(users.index(q["user_id"]) + 1 + n % (len(users) - 1)) % len(users)]
-        octx = Ctx(user_id=other, session=f"p:{other}", character_id="assistant")
-        admitted.append(len(memory_search(conn, octx, q["query"], vec, limit=k, min_similarity=embedder.floor, touch=False)))
-    kinds = sorted({q["kind"] for q in data["queries"]}) + ["all"]
-    return {m: {kind: round(hits[(m, kind)]["hit"] / max(1, hits[(m, kind)]["n"]), 3) for kind in kinds}
-            for m in ("bm25", "vector", "hybrid", "hybrid+floor")} | {
-        "queries": {kind: hits[("bm25", kind)]["n"] for kind in kinds}, "floor": embedder.floor,
-        "unrelated_admitted_per_message": round(statistics.mean(admitted), 2)}
-
-
-def bench_ooc(path, characters):
-    """Precision and recall of the out-of-character rule check on the labelled replies."""
-    cards = character_parse(Path(characters).read_text(encoding="utf-8"))["cards"]
-    tp = fp = fn = tn = 0
-    for line in Path(path).read_text(encoding="utf-8").splitlines():
-        if not line.strip():
-            continue
-        row = json.loads(line)
-        flagged = character_ooc(cards[row["character"]], row["reply"], cards) is not None
-        tp += flagged and row["ooc"]
-        fp += flagged and not row["ooc"]
-        fn += not flagged and row["ooc"]
-        tn += not flagged and not row["ooc"]
-    return {"replies": tp + fp + fn + tn, "precision": round(tp / max(1, tp + fp), 3), "recall": round(tp / max(1, tp + fn), 3),
-            "tp": tp, "fp": fp, "fn": fn, "tn": tn}
-
-
-def _replay(conn, embedder, session, turns, every):
-    """Stores turns [(speaker, role, text, tag)] and summarises them as the bot does (extractive):
-    returns {summary id: tags of the turns whose sentences it kept}."""
-    kept = {}
-    window = []
-    for speaker, role, text, tag in turns:
-        mid = conn.execute("INSERT INTO messages (session, user_id, speaker, role, character_id, text, onebot_id, created_at)"
-                           " VALUES (?, '1', ?, ?, 'assistant', ?, ?, 0)", (session, speaker, role, text, tag)).lastrowid
-        window.append({"id": mid, "speaker": speaker, "text": text, "tag": tag, "role": role})
-        if sum(w["role"] == "user" for w in window) >= every and role == "assistant" or len(window) >= 2 * every:
-            text_, idx = summary_extractive([(w["speaker"], w["text"]) for w in window])
-            vec = embedder.encode([text_])[0] if embedder.model is not None else None
-            sid = summary_store(conn, session, "assistant", window, text_, "extractive", vec)
-            kept[sid] = [window[i]["tag"] for i in idx]
-            window = []
-    return kept
-
-
-def bench_locomo(embedder, path, every=10):
-    """LoCoMo evidence recall@5/@10 of the retrieval that builds prompts (summaries + older turns),
-    with extractive summaries, and the context it costs as a share of the full history."""
-    sys.path.insert(0, str(Path(path).parent))
-    import locomo_recall
-    data = json.loads(Path(path).read_text(encoding="utf-8"))
-    sums = {k: collections.Counter() for k in (5, 10)}
-    counts = collections.Counter()
-    share = {5: [], 10: []}
-    for n, sample in enumerate(data):
-        conn = db_connect(":memory:")
-        if embedder.model is not None:
-            db_vec_prepare(conn, embedder.name, embedder.dim)
-        turns = locomo_recall.turns_of(sample)
-        speakers = sorted({t["speaker"] for t in turns})
-        rows = [(t["speaker"], "user" if t["speaker"] == speakers[0] else "assistant",
-                 f"({t['date']}) {t['text']}" if t["date"] else t["text"], t["dia_id"]) for t in turns]
-        session = f"p:{n}"
-        kept = _replay(conn, embedder, session, rows, every)
-        full = sum(text_count_tokens(f"{s}：{t}") for s, _, t, _ in rows)
-        msg_tag = {r[0]: r[1] for r in conn.execute("SELECT id, onebot_id FROM messages")}
-        for qa in sample["qa"]:
-            ev = locomo_recall.norm_evidence(qa.get("evidence", []))
-            if not ev or qa["category"] not in (1, 2, 3, 4):
-                continue
-            q = qa["question"]
-            vec = embedder.encode([q])[0] if embedder.model is not None else None
-            ranked = summary_recall(conn, session, "assistant", q, vec, limit=10, min_similarity=embedder.floor)
-            counts[qa["category"]] += 1
-            for k in (5, 10):
-                got, tokens = set(), 0
-                for kind, i, text, shown in ranked[:k]:
-                    got.update(kept.get(i, []) if kind == "summary" else [msg_tag[m] for m in shown])
-                    tokens += text_count_tokens(text)
-                sums[k][qa["category"]] += sum(e in got for e in ev) / len(ev)
-                share[k].append(tokens / max(1, full))
-        conn.close()
-    total = sum(counts.values())
-    return {f"recall@{k}": {"all": round(sum(sums[k].values()) / total, 3)} |
-            {locomo_recall.CATS[c]: round(sums[k][c] / counts[c], 3) for c in sorted(counts)} for k in (5, 10)} | {
-        "context_share@5": round(statistics.mean(share[5]), 4), "context_share@10": round(statistics.mean(share[10]), 4),
-        "questions": total, "floor": "BM25 over single turns: recall@5 0.441, @10 0.518"}
-
-
-def bench_prompt_growth(embedder, characters, path):
-    """Prompt tokens per reply at turn 10 / 100 / 1,000, against sending the full history
-    (MemoryBank's Chinese companion chats, replayed in a loop, summarised extractively)."""
-    chats = json.loads(Path(path).read_text(encoding="utf-8"))
-    pairs = [(p["query"], p["response"]) for user in chats.values() for day in user["history"].values() for p in day]
-    card = character_parse(Path(characters).read_text(encoding="utf-8"))["cards"]["assistant"]
-    cfg = config_load(environ={}, dotenv="/nonexistent")
-    conn = db_connect(":memory:")
-    if embedder.model is not None:
-        db_vec_prepare(conn, embedder.name, embedder.dim)
-    rows, out, full = [], {}, 0
-    window = []
-    for turn in range(1, 1001):
-        q, a = pairs[turn % len(pairs)]
-        new = pairs[(turn + 1) % len(pairs)][0]
-        for role, text in (("user", q), ("assistant", a)):
-            mid = conn.execute("INSERT INTO messages (session, user_id, speaker, role, character_id, text, created_at) "
-                               "VALUES ('p:1', '1', '用户', ?, 'assistant', ?, 0)", (role, text)).lastrowid
-            window.append({"id": mid, "speaker": "用户" if role == "user" else "小满", "text": text})
-            full += text_count_tokens(text)
-        if turn % cfg.SUMMARY_EVERY == 0:
-            text_, _ = summary_extractive([(w["speaker"], w["text"]) for w in window])
-            summary_store(conn, "p:1", "assistant", window, text_, "extractive",
-                          embedder.encode([text_])[0] if embedder.model is not None else None)
-            window = []
-        if turn in (10, 100, 1000):
-            ctx = Ctx(user_id="1", session="p:1", character_id="assistant", message_id=mid + 1)
-            vec = embedder.encode([new])[0] if embedder.model is not None else None
-            parts = prompt_context(conn, ctx, card, new, vec, cfg)
-            _, used = prompt_assemble(card, ctx, new, parts, cfg.PROMPT_BUDGET)
-            system = text_count_tokens(character_system_prompt(card))
-            out[turn] = {"prompt_tokens": used, "full_history_tokens": full + system + text_count_tokens(new)}
-    return out
-
-
-class _BenchLLM:
-    """An OpenAI-compatible server on 127.0.0.1 for the load figures: answers after `delay` seconds
-    (summary requests after `summary_delay`)."""
-
-    def __init__(self, delay=0.0):
-        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-        bench = self
-        self.delay = delay
-        self.summary_delay = 0.0
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *a):
-                pass
-
-            def do_POST(self):
-                request = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                time.sleep(bench.summary_delay if "笔记".encode() in request[:2000] else bench.delay)
-                body = json.dumps({"choices": [{"message": {"role": "assistant", "content": "好的，我明白了。"}}],
-                                   "usage": {"total_tokens": 20}}).encode()
-                head = (f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n").encode()
-                self.wfile.write(head + body)  # one write: no Nagle / delayed-ACK stall in the figures
-
-        class Server(ThreadingHTTPServer):
-            daemon_threads = True
-
-            def handle_error(self, request, client_address):
-                pass  # the bot being killed mid-request is part of the crash test
-        self.server = Server(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
-
-
-class _BenchNapCat:
-    """A OneBot v11 implementation's side of the reverse WebSocket, for the load figures."""
-
-    def __init__(self, self_id="10001"):
-        self.self_id = self_id
-        self.replies = asyncio.Queue()
-        self.seq = 0
-
-    async def connect(self, port):
-        import wsproto
-        import wsproto.events as wse
-        self.wse = wse
-        self.reader, self.writer = await asyncio.open_connection("127.0.0.1", port)
-        self.ws = wsproto.WSConnection(wsproto.ConnectionType.CLIENT)
-        self.accepted = asyncio.Event()
-        self.writer.write(self.ws.send(wse.Request(host=f"127.0.0.1:{port}", target="/ws/", extra_headers=[
-            ("X-Self-ID", self.self_id), ("X-Client-Role", "Universal")])))
-        self.task = asyncio.get_running_loop().create_task(self._read())
-        await asyncio.wait_for(self.accepted.wait(), 10)
-
-    async def _read(self):
-        buf = ""
-        while True:
-            data = await self.reader.read(65536)
-            if not data:
-                return
-            self.ws.receive_data(data)
-            for ev in self.ws.events():
-                if isinstance(ev, self.wse.AcceptConnection):
-                    self.accepted.set()
-                elif isinstance(ev, self.wse.Ping):
-                    self.writer.write(self.ws.send(ev.response()))
-                elif isinstance(ev, self.wse.TextMessage):
-                    buf += ev.data
-                    if not ev.message_finished:
-                        continue
-                    call, buf = json.loads(buf), ""
-                    if call.get("action") == "send_msg":
-                        self.replies.put_nowait((call["params"].get("user_id") or call["params"].get("group_id"), time.perf_counter()))
-                    self._send({"status": "ok", "retcode": 0, "data": {"message_id": 1}, "echo": call.get("echo")})
-
-    def _send(self, obj):
-        self.writer.write(self.ws.send(self.wse.TextMessage(json.dumps(obj, ensure_ascii=False))))
-
-    def message(self, user_id, text):
-        self.seq += 1
-        self._send({"time": int(time.time()), "self_id": int(self.self_id), "post_type": "message", "message_type": "private",
-                    "sub_type": "friend", "message_id": self.seq, "user_id": user_id,
-                    "message": [{"type": "text", "data": {"text": text}}], "raw_message": text, "font": 0,
-                    "sender": {"user_id": user_id, "nickname": f"u{user_id}"}})
-
-    async def wait(self, n, timeout):
-        got = []
-        with contextlib.suppress(asyncio.TimeoutError):
-            async with asyncio.timeout(timeout) if hasattr(asyncio, "timeout") else contextlib.nullcontext():
-                while len(got) < n:
-                    got.append(await self.replies.get())
-        return got
-
-    async def close(self):
-        self.task.cancel()
-        self.writer.close()
-
-
-def _bench_start_bot(env, tmpdir):
-    """`python bot.py` as a child process with env; returns (process, port) once it is ready."""
-    import subprocess
-    port = 20000 + random.randrange(20000)
-    full = {k: v for k, v in os.environ.items() if not k.startswith(CONFIG_PREFIXES)}
-    full.update({"ONEBOT_PORT": str(port), "BOT_LOG_LEVEL": "WARNING", "BOT_RATE_LIMIT": "0", "LLM_TIMEOUT": "20",
-                 "BOT_CHARACTERS": str(HERE / "characters.json")}, **env)
-    proc = subprocess.Popen([sys.executable, str(HERE / "bot.py")], env=full, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, cwd=tmpdir)
-    for line in proc.stdout:
-        if line.startswith("Mnemo ready:"):
-            threading.Thread(target=lambda: [None for _ in proc.stdout], daemon=True).start()
-            return proc, port
-    raise RuntimeError("the bot did not start: " + (proc.stdout.read() if proc.stdout else ""))
-
-
-async def _bench_load(tmpdir, model):
-    out = {}
-    llm = _BenchLLM()
-    env = {"LLM_BASE_URL": llm.url, "BOT_DB": str(Path(tmpdir) / "load.db"), "EMBED_MODEL": model or "off"}
-    proc, port = _bench_start_bot(env, tmpdir)
-    try:
-        nap = _BenchNapCat()
-        await nap.connect(port)
-        await asyncio.sleep(1)
-        out["rss_idle_mb"] = round(_rss_mb(proc.pid), 1)
-        lat = []
-        for i in range(200):  # the reply path with an instant LLM
-            t0 = time.perf_counter()
-            nap.message(1, f"第{i}条：今天想吃点什么好呢")
-            await nap.wait(1, 10)
-            lat.append((time.perf_counter() - t0) * 1000)
-        out["reply_ms_instant_llm"] = {"p50": round(_pct(lat, 50), 1), "p95": round(_pct(lat, 95), 1)}
-        llm.delay = 1.0  # 30 users at once, 1 s per LLM call
-        t0 = time.perf_counter()
-        for u in range(30):
-            nap.message(100 + u, "你好，在吗？我想问个问题")
-        got = await nap.wait(30, 30)
-        out["30_users_1s_llm"] = {"answered": len(got), "all_answered_s": round(max(t for _, t in got) - t0, 2) if got else None}
-        llm.delay = 0.05  # a burst of 300 messages from 100 users
-        t0 = time.perf_counter()
-        for i in range(300):
-            nap.message(1000 + i % 100, f"连发{i}")
-        got = await nap.wait(300, 120)
-        out["burst_300_from_100"] = {"replies": len(got), "seconds": round(time.perf_counter() - t0, 2)}
-        llm.delay = 0.0  # the soak: 10,000 messages from 100 users, in waves
-        samples = []
-        t0 = time.perf_counter()
-        for wave in range(100):
-            for u in range(100):
-                nap.message(5000 + u, f"第{wave}波：{_bench_texts(random.Random(wave * 100 + u), 1)[0]}，你觉得呢？")
-            await nap.wait(100, 120)
-            if wave in (9, 99):
-                samples.append(_rss_mb(proc.pid))
-        out["soak_10000"] = {"seconds": round(time.perf_counter() - t0, 1), "rss_after_1000_mb": round(samples[0], 1),
-                             "rss_after_10000_mb": round(samples[1], 1),
-                             "rss_growth_pct": round(100 * (samples[1] - samples[0]) / samples[0], 1)}
-        await nap.close()
-    finally:
-        proc.terminate()
-        proc.wait(30)
-    conn = db_connect(env["BOT_DB"], create=False)
-    out["stored_user_messages"] = conn.execute("SELECT count(*) FROM messages WHERE role = 'user'").fetchone()[0]
-    conn.close()
-    out["reply_with_summaries_in_flight"] = await _bench_summary_latency(tmpdir, llm, model)
-    out["crash"] = await _bench_crash(tmpdir, llm)
-    llm.close()
-    return out
-
-
-async def _bench_summary_latency(tmpdir, llm, model):
-    """Reply latency (LLM 0.2 s) with no summaries, and with a 3-second summary started every 2 turns."""
-    out = {}
-    llm.delay, llm.summary_delay = 0.2, 3.0
-    for name, every in (("no_summaries", "0"), ("summary_every_2_turns_3s_each", "2")):
-        proc, port = _bench_start_bot({"LLM_BASE_URL": llm.url, "BOT_DB": str(Path(tmpdir) / f"sum{every}.db"),
-                                       "EMBED_MODEL": model or "off", "SUMMARY_EVERY": every}, tmpdir)
-        try:
-            nap = _BenchNapCat()
-            await nap.connect(port)
-            lat = []
-            for i in range(60):
-                t0 = time.perf_counter()
-                nap.message(3, f"第{i}个问题：{_bench_texts(random.Random(i), 1)[0]}，该怎么办？")
-                await nap.wait(1, 10)
-                lat.append((time.perf_counter() - t0) * 1000)
-            out[name] = {"p50_ms": round(_pct(lat, 50), 1), "p95_ms": round(_pct(lat, 95), 1)}
-            await nap.close()
-        finally:
-            proc.terminate()
-            proc.wait(30)
-    out["p50_change_pct"] = round(100 * (out["summary_every_2_turns_3s_each"]["p50_ms"] / out["no_summaries"]["p50_ms"] - 1), 1)
-    llm.delay = llm.summary_delay = 0.0
-    return out
-
-
-async def _bench_crash(tmpdir, llm, rounds=5):
-    """kill -9 while memories are being written: every acknowledged one must be there after."""
-    db = str(Path(tmpdir) / "crash.db")
-    acked, lost, bad = 0, 0, 0
-    for r in range(rounds):
-        proc, port = _bench_start_bot({"LLM_BASE_URL": llm.url, "BOT_DB": db, "EMBED_MODEL": "off"}, tmpdir)
-        nap = _BenchNapCat()
-        await nap.connect(port)
-        mine = []
-        deadline = time.perf_counter() + random.uniform(0.5, 2.0)
-        i = 0
-        while time.perf_counter() < deadline:
-            nap.message(77, f"记住，第{r}轮第{i}件事是暗号{r * 1000 + i}")
-            if await nap.wait(1, 5):
-                mine.append(f"暗号{r * 1000 + i}")
-            i += 1
-        nap.message(77, "记住，这条发出后进程就被杀")  # in flight at the kill
-        proc.kill()
-        proc.wait()
-        await nap.close()
-        conn = db_connect(db, create=False)
-        have = {row[0] for row in conn.execute("SELECT text FROM memories WHERE user_id = '77'")}
-        bad += conn.execute("PRAGMA integrity_check").fetchone()[0] != "ok"
-        conn.close()
-        acked += len(mine)
-        lost += sum(not any(m in h for h in have) for m in mine)
-    return {"rounds": rounds, "acknowledged": acked, "lost": lost, "integrity_failures": bad}
-
-
-def bench_main(cfg, args):
-    """python bot.py bench: prints what it measures (tables, or JSON with --json)."""
-    import tempfile
-    results = {"machine": f"{os.cpu_count()} cores, Python {sys.version.split()[0]}, SQLite {_sqlite_module().sqlite_version}"}
-    model = None
-    with contextlib.suppress(ImportError):
-        import importlib.util
-        spec = importlib.util.find_spec("static_model")
-        if spec and spec.submodule_search_locations:
-            model = str(Path(list(spec.submodule_search_locations)[0]) / "model")
-    model = os.environ.get("BENCH_MODEL") or model or cfg.EMBED_MODEL
-    with tempfile.TemporaryDirectory() as tmpdir:
-        if args.load:
-            results["load"] = asyncio.run(_bench_load(tmpdir, model))
-        else:
-            embedder = Embedder(model)
-            results["model"] = f"{model} ({embedder.dim} dimensions)" if embedder.model is not None else f"none: {embedder.error}"
-            results["rss_model_loaded_mb"] = round(_rss_mb(), 1)
-            results["search"] = bench_search(embedder, tmpdir, quick=args.quick)
-            results["rss_after_search_mb"] = round(_rss_mb(), 1)
-            results["recall@5"] = bench_recall(embedder, HERE / "tests" / "data" / "recall_zh.json")
-            results["ooc_check"] = bench_ooc(HERE / "tests" / "data" / "ooc_replies.jsonl", HERE / "characters.json")
-            shared = HERE.parent / "shared" / "eval"
-            if (shared / "memorybank" / "memory_bank_cn.json").exists():
-                results["prompt_tokens"] = bench_prompt_growth(embedder, HERE / "characters.json",
-                                                               shared / "memorybank" / "memory_bank_cn.json")
-            if (shared / "locomo10.json").exists() and not args.quick:
-                results["locomo"] = bench_locomo(embedder, shared / "locomo10.json")
-    if args.json:
-        print(json.dumps(results, ensure_ascii=False, indent=2))
-        return
-    _bench_print(results)
-
-
-def _bench_print(results, indent=""):
-    for key, value in results.items():
-        if isinstance(value, list) and value and isinstance(value[0], dict):
-            cols = list(value[0])
-            print(f"{indent}{key}:")
-            print(indent + "  " + "  ".join(f"{c:>14}" for c in cols))
-            for row in value:
-                print(indent + "  " + "  ".join(f"{str(row[c]):>14}" for c in cols))
-        elif isinstance(value, dict):
-            print(f"{indent}{key}:")
-            _bench_print(value, indent + "  ")
-        else:
-            print(f"{indent}{key}: {value}")
+def _cli_explain(e, cfg):
+    """'what. Fix: ...' for an error that no check foresaw (the traceback is there with --debug)."""
+    sqlite_error = ()
+    with contextlib.suppress(StorageError):
+        sqlite_error = _sqlite_module().Error
+    if sqlite_error and isinstance(e, sqlite_error) and cfg is not None:
+        return (f"the database {cfg.BOT_DB} can't be used ({e}). "
+                f"Fix: set BOT_DB to a Mnemo database (or a new file) in a folder you can write to, or restore a backup")
+    if isinstance(e, OSError) and e.filename:
+        return f"{e.filename}: {e.strerror}. Fix: check the path and its permissions"
+    return f"unexpected {type(e).__name__}: {e}. Fix: run again with --debug and report the traceback it prints"
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="bot.py", description="Mnemo: a QQ chatbot with a controllable memory.")
+    parser = _Parser(prog="bot.py", description="Mnemo: a QQ chatbot with a controllable memory.")
     parser.add_argument("--debug", action="store_true", help="show tracebacks and DEBUG logs")
     sub = parser.add_subparsers(dest="command")
     sub.add_parser("run", help="run the bot (the default)")
@@ -3663,15 +3328,12 @@ def main(argv=None):
     p = sub.add_parser("character", help="import a Character Card V2/V3 (.json or .png)")
     csub = p.add_subparsers(dest="action", required=True)
     csub.add_parser("import").add_argument("file")
-    p = sub.add_parser("bench", help="measure speed, memory and recall")
-    p.add_argument("--json", action="store_true", help="print JSON instead of tables")
-    p.add_argument("--load", action="store_true", help="only the load and soak tests (bot, fake LLM, WebSocket clients)")
-    p.add_argument("--quick", action="store_true", help="smaller sizes, for a quick look")
     sub.add_parser("doctor", help="check Python, SQLite, sqlite-vec, FTS5, the model, the LLM and the characters")
     args = parser.parse_args(argv)
     cfg_level = os.environ.get("BOT_LOG_LEVEL", "INFO").upper()
     logging.basicConfig(level=logging.DEBUG if args.debug else getattr(logging, cfg_level, logging.INFO),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stdout)
+    cfg = None
     try:
         cfg = config_load()
         os.environ.update(cfg.exports)
@@ -3691,18 +3353,23 @@ def main(argv=None):
             cli_memory_import(cfg, args.file)
         elif args.command == "character":
             cli_character_import(cfg, args.file)
-        elif args.command == "bench":
-            bench_main(cfg, args)
         elif args.command == "doctor":
-            return 1 if cli_doctor(cfg) else 0
-    except (ConfigError, CharacterError, StorageError) as e:
-        if args.debug:
-            raise
-        msg = str(e).rstrip(".")
-        print(f"Error: {msg}.", file=sys.stderr)
-        return 1
+            failures = cli_doctor(cfg)
+            if failures:
+                raise ConfigError(f"{failures} of the checks failed (the FAIL lines above). "
+                                  f"Fix: do what their Fix says, then run doctor again")
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # memory export | head: the reader has all it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except Exception as e:
+        if args.debug:
+            raise
+        known = isinstance(e, (ConfigError, CharacterError, StorageError))
+        msg = " ".join((str(e) if known else _cli_explain(e, cfg)).split()).rstrip(".")
+        print(f"Error: {msg}.", file=sys.stderr)
+        return 1
     return 0
 
 

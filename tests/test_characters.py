@@ -7,18 +7,15 @@ OpenAI-compatible LLM over HTTP, a database file in tmp_path, `python bot.py` as
 import base64
 import json
 import os
-import socket
 import struct
-import subprocess
-import sys
-import time
 import zlib
 from pathlib import Path
 
 import pytest
 
 import bot
-from conftest import ROOT
+from conftest import assert_one_error_line
+from fakes import ROOT, run_bot, wait_for
 
 CARDS = json.loads((ROOT / "characters.json").read_text(encoding="utf-8"))
 BY_ID = {c["id"]: c for c in CARDS["characters"]}
@@ -71,43 +68,11 @@ def chat(napcat, llm, user, text, **kw):
     return reply, llm.chat_requests()[n:]
 
 
-def wait_for(fn, timeout=10.0):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        value = fn()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError("timed out waiting")
-
-
-def rows(runner, sql, *args):
-    return runner.db(lambda c: [dict(r) for r in c.execute(sql, args)])
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def run_cli(tmp_path, args, characters, timeout=60):
-    """`python bot.py ARGS` with everything pointed into tmp_path and no model."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(bot.CONFIG_PREFIXES)}
-    env.update({"BOT_CHARACTERS": str(characters), "BOT_DB": str(tmp_path / "cli.db"),
-                "ONEBOT_PORT": str(free_port()), "EMBED_MODEL": "off", "LLM_BASE_URL": "http://127.0.0.1:9/v1",
-                "PYTHONIOENCODING": "utf-8"})
-    return subprocess.run([sys.executable, str(ROOT / "bot.py"), *args], env=env, cwd=tmp_path,
-                          capture_output=True, text=True, encoding="utf-8", timeout=timeout)
-
-
-def assert_one_error_line(proc):
-    assert proc.returncode == 1, proc.stderr
-    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1, proc.stderr
-    assert lines[0].startswith("Error: ") and "Fix:" in lines[0]
-    assert "Traceback" not in proc.stderr + proc.stdout
-    return lines[0]
+def import_card(tmp_path, card_file, characters):
+    """`python bot.py character import CARD` into characters, with no model and no LLM."""
+    return run_bot("character", "import", card_file, env={
+        "BOT_CHARACTERS": characters, "BOT_DB": tmp_path / "cli.db", "EMBED_MODEL": "off",
+        "LLM_BASE_URL": "http://127.0.0.1:9/v1"})
 
 
 # characters.json errors #####################################################
@@ -129,13 +94,12 @@ def test_json_syntax_error_gives_line_and_column(text, line, column):
     assert f"line {line} column {column}" in msg
 
 
-def test_cli_run_with_broken_json_exits_1_with_one_error_line(tmp_path):
-    chars = tmp_path / "characters.json"
-    text = (ROOT / "characters.json").read_text(encoding="utf-8")
-    lines = text.splitlines()
+def test_cli_run_with_broken_json_exits_1_with_one_error_line(env):
+    chars = Path(env["BOT_CHARACTERS"])
+    lines = chars.read_text(encoding="utf-8").splitlines()
     lines[2] = lines[2].replace('"characters": [', '"characters" [')  # line 3: missing colon
     chars.write_text("\n".join(lines), encoding="utf-8")
-    proc = run_cli(tmp_path, [], chars)
+    proc = run_bot(env=env)
     err = assert_one_error_line(proc)
     assert "line 3 column" in err and "characters.json" in err
     assert "ready" not in proc.stdout
@@ -237,7 +201,7 @@ def test_switch_replies_with_greeting_and_next_message_uses_card(runner, napcat,
     assert chat(napcat, llm, 31, "当前角色")[0] == f"现在是{card['name']}（{cid}）在和你聊天。"
     _, reqs = chat(napcat, llm, 31, "今天天气不错")
     assert f"【角色】{card['name']}" in system_text(reqs[0])
-    assert rows(runner, "SELECT character_id FROM sessions WHERE session = 'p:31'")[0]["character_id"] == cid
+    assert runner.rows("SELECT character_id FROM sessions WHERE session = 'p:31'")[0]["character_id"] == cid
 
 
 def test_character_list_and_unknown_name(runner, napcat, llm):
@@ -279,7 +243,7 @@ def test_group_default_character_by_superuser_only(runner, napcat, llm):
     assert chat(napcat, llm, 9, "/group_character 600 knight", group_id=600, at_bot=True)[0] == "这个命令只有管理员能用。"
     assert chat(napcat, llm, 9, "当前角色", group_id=601, at_bot=True)[0] == "现在是小满（assistant）在和你聊天。"
     assert chat(napcat, llm, 9, "当前角色", group_id=600, at_bot=True)[0] == "现在是小咪（neko）在和你聊天。"
-    assert rows(runner, "SELECT default_character FROM sessions WHERE session = 'g:601'") in ([], [{"default_character": None}])
+    assert runner.rows("SELECT default_character FROM sessions WHERE session = 'g:601'") in ([], [{"default_character": None}])
 
     assert chat(napcat, llm, 42, "/group_character 600 巫师")[0] == "用法：/group_character 群号 角色id"
     assert chat(napcat, llm, 42, "/group_character 艾德蒙")[0] == "用法：/group_character 群号 角色id"
@@ -294,7 +258,7 @@ def test_group_default_character_by_superuser_only(runner, napcat, llm):
 
 def test_user_fact_reaches_every_character(runner, napcat, llm):
     assert chat(napcat, llm, 21, "记住，我住在北京")[0].startswith("好的，记住了：“我住在北京”")
-    mem = rows(runner, "SELECT type, character_id, text FROM memories WHERE user_id = '21'")
+    mem = runner.rows("SELECT type, character_id, text FROM memories WHERE user_id = '21'")
     assert mem == [{"type": "user_fact", "character_id": None, "text": "我住在北京"}]
     for cid in ("assistant", "neko", "knight"):
         if cid != "assistant":
@@ -308,7 +272,7 @@ def test_experience_is_only_seen_by_its_character(runner, napcat, llm):
     chat(napcat, llm, 22, "切换角色 knight")
     reply = chat(napcat, llm, 22, "记住，你答应给我讲龙的故事")[0]
     assert "你答应给我讲龙的故事" in reply
-    mem = rows(runner, "SELECT type, character_id, text FROM memories WHERE user_id = '22'")
+    mem = runner.rows("SELECT type, character_id, text FROM memories WHERE user_id = '22'")
     assert mem == [{"type": "experience", "character_id": "knight", "text": "你答应给我讲龙的故事"}]
 
     _, reqs = chat(napcat, llm, 22, "龙的故事什么时候讲？")
@@ -327,7 +291,7 @@ def test_experience_is_only_seen_by_its_character(runner, napcat, llm):
 def test_summary_of_one_character_is_not_in_anothers_prompt(runner, napcat, llm):
     chat(napcat, llm, 23, "切换角色 knight")
     chat(napcat, llm, 23, "我们明天出发吗")
-    ids = [r["id"] for r in rows(runner, "SELECT id FROM messages WHERE session = 'p:23' AND character_id = 'knight' ORDER BY id")]
+    ids = [r["id"] for r in runner.rows("SELECT id FROM messages WHERE session = 'p:23' AND character_id = 'knight' ORDER BY id")]
     summary = "此前，我答应旅人明早去白鸦城的铁匠铺取回晨曦之誓，再一同出发。"
     runner.db(lambda c: bot.summary_store(c, "p:23", "knight", [{"id": ids[0]}, {"id": ids[-1]}], summary, "llm",
                                           runner.app.vec(summary)))
@@ -349,7 +313,7 @@ def test_another_characters_turns_never_reach_the_prompt(runner, napcat, llm):
     assert "三文鱼罐头" in chat(napcat, llm, 24, "小咪，你来扮演管家吧，晚饭吃什么？")[0]
     llm.summary_script = ["此前，小咪扮演管家，宣布今晚的晚饭是三文鱼罐头。"]
     chat(napcat, llm, 24, "切换角色 knight")
-    wait_for(lambda: rows(runner, "SELECT id FROM summaries WHERE session = 'p:24' AND character_id = 'neko'"))
+    assert wait_for(lambda: runner.rows("SELECT id FROM summaries WHERE session = 'p:24' AND character_id = 'neko'"))
 
     for question in ("你上次扮演管家时说了什么？", "晚饭是什么？三文鱼罐头吗？"):
         _, reqs = chat(napcat, llm, 24, question)
@@ -387,7 +351,7 @@ def test_lore_only_for_its_character_and_only_when_keys_are_recent(runner, napca
     assert fish in context_text(reqs[0])
     assert "老小区六楼" not in all_text(reqs[0])  # another entry of its own book, keys not said
 
-    lore = rows(runner, "SELECT character_id, count(*) AS n FROM lore GROUP BY character_id ORDER BY 1")
+    lore = runner.rows("SELECT character_id, count(*) AS n FROM lore GROUP BY character_id ORDER BY 1")
     assert lore == [{"character_id": "assistant", "n": 1}, {"character_id": "knight", "n": 4}, {"character_id": "neko", "n": 3}]
 
 
@@ -405,7 +369,7 @@ def test_knight_sees_filtered_words_but_memory_keeps_the_original(runner, napcat
     assert reply == "*艾德蒙若有所思地点点头* 旅人所言之物，我当铭记。"
     assert shown in context_text(reqs[0])
     assert stored not in context_text(reqs[0])
-    mem = rows(runner, "SELECT text FROM memories WHERE user_id = '27'")
+    mem = runner.rows("SELECT text FROM memories WHERE user_id = '27'")
     assert mem == [{"text": fact}]
 
     chat(napcat, llm, 27, "切换角色 assistant")  # other characters see the words as they are
@@ -429,7 +393,7 @@ def test_ooc_reply_is_asked_again_with_a_stricter_note(runner, napcat, llm):
     note = reqs[1]["json"]["messages"][-2]
     assert note["role"] == "system" and note["content"].startswith(STRICTER) and "艾德蒙" in note["content"]
     assert reqs[1]["json"]["messages"][-1] == reqs[0]["json"]["messages"][-1] == {"role": "user", "content": "你会用剑吗"}
-    stored = rows(runner, "SELECT text FROM messages WHERE session = 'p:28' AND role = 'assistant' ORDER BY id DESC LIMIT 1")
+    stored = runner.rows("SELECT text FROM messages WHERE session = 'p:28' AND role = 'assistant' ORDER BY id DESC LIMIT 1")
     assert stored == [{"text": good}]
 
 
@@ -538,7 +502,7 @@ def test_import_card(tmp_path, chars_copy, kind, name, new_id, spec):
                   "png-both": [("chara", v2_card("Old" + name)), ("ccv3", source)]}[kind]
         card_file = tmp_path / "card.png"
         card_file.write_bytes(make_png(chunks))
-    proc = run_cli(tmp_path, ["character", "import", str(card_file)], chars_copy)
+    proc = import_card(tmp_path, card_file, chars_copy)
     assert proc.returncode == 0, proc.stderr
     assert f"as id {new_id} (2 lore entries)" in proc.stdout
 
@@ -566,7 +530,7 @@ def test_import_twice_gets_fresh_ids(tmp_path, chars_copy):
     card_file = tmp_path / "card.json"
     card_file.write_text(json.dumps(v2_card("Sherry"), ensure_ascii=False), encoding="utf-8")
     for _ in range(2):
-        assert run_cli(tmp_path, ["character", "import", str(card_file)], chars_copy).returncode == 0
+        assert import_card(tmp_path, card_file, chars_copy).returncode == 0
     order = bot.character_parse(chars_copy.read_text(encoding="utf-8"))["order"]
     assert order == ["assistant", "neko", "knight", "sherry", "sherry-2"]
 
@@ -581,7 +545,93 @@ def test_import_png_without_a_card_is_an_error(tmp_path, chars_copy, content, ex
     card_file = tmp_path / "picture.png"
     card_file.write_bytes(content)
     before = chars_copy.read_bytes()
-    proc = run_cli(tmp_path, ["character", "import", str(card_file)], chars_copy)
+    proc = import_card(tmp_path, card_file, chars_copy)
     line = assert_one_error_line(proc)
     assert "picture.png" in line and expected in line
     assert chars_copy.read_bytes() == before
+
+
+def text_chunk(kind, keyword, payload, compressed=False):
+    """A tEXt, zTXt or iTXt chunk holding payload (bytes) under keyword, laid out as the PNG spec says."""
+    key = keyword.encode("latin-1") + b"\0"
+    if kind == b"tEXt":
+        return png_chunk(kind, key + payload)
+    if kind == b"zTXt":
+        return png_chunk(kind, key + b"\0" + zlib.compress(payload))
+    flag = b"\1" if compressed else b"\0"
+    return png_chunk(kind, key + flag + b"\0" + b"zh\0" + "角色卡".encode() + b"\0"
+                     + (zlib.compress(payload) if compressed else payload))
+
+
+def png_with(*chunks):
+    return (b"\x89PNG\r\n\x1a\n" + png_chunk(b"IHDR", struct.pack(">IIBBBBB", 1, 1, 8, 0, 0, 0, 0))
+            + png_chunk(b"IDAT", zlib.compress(b"\x00\x80")) + b"".join(chunks) + png_chunk(b"IEND", b""))
+
+
+B64_CARD = base64.b64encode(json.dumps(v2_card("Iris"), ensure_ascii=False).encode())
+
+
+@pytest.mark.parametrize("chunk", [text_chunk(b"zTXt", "chara", B64_CARD), text_chunk(b"iTXt", "chara", B64_CARD),
+                                   text_chunk(b"iTXt", "ccv3", B64_CARD, compressed=True)],
+                         ids=["zTXt", "iTXt", "iTXt-compressed"])
+def test_import_card_from_compressed_and_international_text_chunks(tmp_path, chars_copy, chunk):
+    card_file = tmp_path / "card.png"
+    card_file.write_bytes(png_with(text_chunk(b"zTXt", "Comment", b"\xff broken but not a card"), chunk))
+    proc = import_card(tmp_path, card_file, chars_copy)
+    assert proc.returncode == 0 and "imported Iris as id iris (2 lore entries)" in proc.stdout, proc.stderr
+
+
+def _bad_crc(chunk):
+    return chunk[:-4] + bytes([chunk[-4] ^ 0xFF]) + chunk[-3:]
+
+
+GOOD_PNG = png_with(text_chunk(b"tEXt", "chara", B64_CARD))
+
+
+@pytest.mark.parametrize("content, expected", [
+    (GOOD_PNG[:len(GOOD_PNG) - 40], "is cut short"),  # inside the card chunk
+    (GOOD_PNG[:len(GOOD_PNG) - 12], "is cut short"),  # no IEND
+    (GOOD_PNG[:30], "is cut short"),  # inside IHDR
+    (png_with(png_chunk(b"zTXt", b"chara\0\0" + b"this is not zlib data")), "'chara' zTXt chunk is damaged"),
+    (png_with(png_chunk(b"iTXt", b"chara\0\0\0" + B64_CARD)), "'chara' iTXt chunk is damaged (wrong iTXt layout)"),
+    (png_with(png_chunk(b"iTXt", b"chara\0\1\0\0\0" + b"not zlib either")), "'chara' iTXt chunk is damaged"),
+    (png_with(png_chunk(b"iTXt", b"ccv3\0\7\0\0\0" + B64_CARD)), "'ccv3' iTXt chunk is damaged (wrong iTXt layout)"),
+    (png_with(_bad_crc(text_chunk(b"tEXt", "chara", B64_CARD))), "chunk is damaged (CRC mismatch)"),
+    (png_with(text_chunk(b"tEXt", "chara", "这不是 base64！".encode())), "the card chunk is not base64"),
+    (png_with(text_chunk(b"tEXt", "chara", base64.b64encode(b"[1, 2]"))), "holds JSON list, not an object"),
+    (b"[1, 2]", "holds JSON list, not an object"),
+    (json.dumps(v2_card("Iris")).encode("utf-16"), "is not a card"),
+], ids=["cut-in-card", "no-IEND", "cut-in-IHDR", "zTXt-bad-zlib", "iTXt-no-nulls", "iTXt-bad-zlib", "iTXt-bad-flag",
+        "bad-crc", "not-base64", "png-json-list", "json-list", "utf16-json"])
+def test_import_damaged_card_is_one_error_and_changes_nothing(tmp_path, chars_copy, content, expected):
+    card_file = tmp_path / "picture.png"
+    card_file.write_bytes(content)
+    before = chars_copy.read_bytes()
+    line = assert_one_error_line(import_card(tmp_path, card_file, chars_copy))
+    assert "picture.png" in line and expected in line
+    assert chars_copy.read_bytes() == before
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+@pytest.mark.parametrize("make, expected", [
+    (lambda p: None, "no card file at"),
+    (lambda p: p.mkdir(), "is a folder, not a card file"),
+], ids=["missing", "folder"])
+def test_import_of_a_card_file_it_cannot_read(tmp_path, chars_copy, make, expected):
+    card_file = tmp_path / "card.png"
+    make(card_file)
+    before = chars_copy.read_bytes()
+    assert expected in assert_one_error_line(import_card(tmp_path, card_file, chars_copy))
+    assert chars_copy.read_bytes() == before
+
+
+def test_import_into_a_broken_characters_json_changes_nothing(tmp_path, chars_copy):
+    card_file = tmp_path / "card.png"
+    card_file.write_bytes(GOOD_PNG)
+    chars_copy.write_text(chars_copy.read_text(encoding="utf-8")[:-30], encoding="utf-8")
+    before = chars_copy.read_bytes()
+    line = assert_one_error_line(import_card(tmp_path, card_file, chars_copy))
+    assert "characters.json line" in line
+    assert chars_copy.read_bytes() == before
+    missing = tmp_path / "gone.json"
+    assert "no characters file at" in assert_one_error_line(import_card(tmp_path, card_file, missing))

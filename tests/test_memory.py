@@ -1,25 +1,25 @@
-"""Long-term memory: 记住 / 更新 / 忘记 / 你记得我什么 / 撤销, and the hybrid Chinese search."""
+"""Long-term memory: 记住 / 更正 / 忘记 / 你记得我什么 / 撤销, the fact parser, and the hybrid Chinese
+search. Most tests run keyword-only (as on a Pi without the model); the vector ones use the model."""
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
-from conftest import ROOT, NapCat, Runner
+from conftest import ROOT, Runner
+from fakes import NapCat, run_bot
 import bot
 
 
 @pytest.fixture(scope="module")
-def embedder(model_path):
+def embedder_vec(model_path):
+    """The small real model, for the tests of vector search itself."""
     return bot.Embedder(model_path)
 
 
 @pytest.fixture
-def conn(tmp_path, embedder):
-    c = bot.db_connect(tmp_path / "m.db")
-    bot.db_vec_prepare(c, embedder.name, embedder.dim)
+def conn_vec(tmp_path, embedder_vec):
+    c = bot.db_connect(tmp_path / "v.db")
+    bot.db_vec_prepare(c, embedder_vec.name, embedder_vec.dim)
     yield c
     c.close()
 
@@ -275,31 +275,39 @@ def test_v1_database_is_migrated(tmp_path):
     c = ctx()
     assert [h["text"] for h in bot.memory_search(conn, c, "上海", None, limit=5, min_similarity=1.0)] == ["我妈妈住在上海"]
     assert "删掉了" in bot.memory_undo(conn, c, nothing)  # the old history still undoes
+    # the migrated database has the shape of a blank one: the same tables, columns and triggers
+    blank = bot.db_connect(tmp_path / "blank.db")
+
+    def shape(db):
+        names = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'trigger', 'index') "
+                                          "AND name NOT LIKE 'sqlite_%' AND name NOT LIKE '%fts_%' AND name NOT LIKE '%vec_%'")]
+        return {n: [tuple(c)[1:3] for c in db.execute(f"PRAGMA table_info({n})")] for n in sorted(names)}
+    assert shape(conn) == shape(blank)
 
 
-def test_duplicate_refreshes_instead_of_adding(conn, embedder):
+def test_duplicate_refreshes_instead_of_adding(conn_vec, embedder_vec):
     c = ctx()
-    assert "记住了：“我住在北京”" in remember(conn, embedder, c, "我住在北京")
-    again = remember(conn, embedder, c, "我住在北京！")
+    assert "记住了：“我住在北京”" in remember(conn_vec, embedder_vec, c, "我住在北京")
+    again = remember(conn_vec, embedder_vec, c, "我住在北京！")
     assert "已经记着了" in again
-    assert conn.execute("SELECT count(*) FROM memories").fetchone()[0] == 1
+    assert conn_vec.execute("SELECT count(*) FROM memories").fetchone()[0] == 1
 
 
-def test_update_without_attribute_finds_the_nearest(conn, embedder):
+def test_update_without_attribute_finds_the_nearest(conn_vec, embedder_vec):
     c = ctx()
-    remember(conn, embedder, c, "我每周三晚上打羽毛球")
-    msg = remember(conn, embedder, c, "我每周四晚上打羽毛球", update=True)
+    remember(conn_vec, embedder_vec, c, "我每周三晚上打羽毛球")
+    msg = remember(conn_vec, embedder_vec, c, "我每周四晚上打羽毛球", update=True)
     assert "“我每周三晚上打羽毛球”改成“我每周四晚上打羽毛球”" in msg
-    assert conn.execute("SELECT count(*) FROM memories").fetchone()[0] == 1
+    assert conn_vec.execute("SELECT count(*) FROM memories").fetchone()[0] == 1
 
 
-def test_vector_duplicate_needs_the_same_subject(conn, embedder):
+def test_vector_duplicate_needs_the_same_subject(conn_vec, embedder_vec):
     c = ctx()
-    remember(conn, embedder, c, "我男朋友喜欢打篮球")
-    assert remember(conn, embedder, c, "我前男友喜欢打篮球").startswith("好的，记住了")
-    assert remember(conn, embedder, c, "我姐姐在银行上班").startswith("好的，记住了")
-    assert remember(conn, embedder, c, "我哥哥在银行上班").startswith("好的，记住了")
-    assert conn.execute("SELECT count(*) FROM memories").fetchone()[0] == 4
+    remember(conn_vec, embedder_vec, c, "我男朋友喜欢打篮球")
+    assert remember(conn_vec, embedder_vec, c, "我前男友喜欢打篮球").startswith("好的，记住了")
+    assert remember(conn_vec, embedder_vec, c, "我姐姐在银行上班").startswith("好的，记住了")
+    assert remember(conn_vec, embedder_vec, c, "我哥哥在银行上班").startswith("好的，记住了")
+    assert conn_vec.execute("SELECT count(*) FROM memories").fetchone()[0] == 4
 
 
 @pytest.mark.parametrize("query,expected", [
@@ -426,41 +434,33 @@ def test_offers_to_remember_nothing_without_being_asked(runner, napcat):
     assert runner.db(lambda c: c.execute("SELECT count(*) FROM memories WHERE user_id = '803'").fetchone()[0]) == 0
 
 
-def _bot(args, env, **kw):
-    full = {k: v for k, v in os.environ.items() if not k.startswith(bot.CONFIG_PREFIXES)}
-    full.update(env)
-    return subprocess.run([sys.executable, str(ROOT / "bot.py")] + args, env=full, capture_output=True, text=True,
-                          timeout=120, **kw)
-
-
 def test_export_import_round_trip(env, tmp_path):
     src = tmp_path / "in.jsonl"
     lines = [{"user_id": "1", "text": "我住在北京"}, {"user_id": "1", "text": "我对花生过敏", "importance": 2},
              {"user_id": "2", "text": "我喜欢爬山", "scope": "public", "created_at": 1700000000.0}]
     src.write_text("\n".join(json.dumps(x, ensure_ascii=False) for x in lines) + "\n", encoding="utf-8")
-    p = _bot(["memory", "import", str(src)], env)
+    p = run_bot("memory", "import", src, env=env)
     assert p.returncode == 0 and "imported 3 memories" in p.stdout, p.stderr
-    p = _bot(["memory", "export"], env)
+    p = run_bot("memory", "export", env=env)
     out = [json.loads(x) for x in p.stdout.splitlines()]
     assert [(o["user_id"], o["text"], o["importance"], o["scope"]) for o in out] == [
         ("1", "我住在北京", 1, "private"), ("1", "我对花生过敏", 2, "private"), ("2", "我喜欢爬山", 1, "public")]
     assert out[2]["created_at"] == 1700000000.0 and (out[0]["subject"], out[0]["attribute"]) == ("我", "现居地")
-    p = _bot(["memory", "export", "--user", "2"], env)
+    p = run_bot("memory", "export", "--user", "2", env=env)
     assert [json.loads(x)["text"] for x in p.stdout.splitlines()] == ["我喜欢爬山"]
-    conn = bot.db_connect(env["BOT_DB"])
-    assert conn.execute("SELECT count(*) FROM memories_vec").fetchone()[0] == 3
 
 
-def test_import_rejects_bad_lines_and_writes_nothing(env, tmp_path):
-    src = tmp_path / "bad.jsonl"
-    src.write_text('{"user_id": "1", "text": "好"}\n{"text": "没有用户"}\nnot json\n', encoding="utf-8")
-    p = _bot(["memory", "import", str(src)], env)
-    assert p.returncode == 1 and p.stderr.startswith("Error:") and "line 2" in p.stderr and "Fix:" in p.stderr
-    conn = bot.db_connect(env["BOT_DB"])
-    assert conn.execute("SELECT count(*) FROM memories").fetchone()[0] == 0
+def test_import_with_the_model_stores_vectors(env_vec, tmp_path):
+    src = tmp_path / "in.jsonl"
+    src.write_text('{"user_id": "1", "text": "我住在北京"}\n{"user_id": "2", "text": "我喜欢爬山"}\n', encoding="utf-8")
+    assert run_bot("memory", "import", src, env=env_vec).returncode == 0
+    conn = bot.db_connect(env_vec["BOT_DB"])
+    assert conn.execute("SELECT count(*) FROM memories_vec").fetchone()[0] == 2
+    conn.close()
 
 
-def test_keyword_only_mode_then_backfill(env, llm):
+def test_keyword_only_mode_then_backfill(env_vec, llm):
+    env = env_vec
     r = Runner(dict(env, EMBED_MODEL="off"))
     try:
         c = NapCat(r.cfg.ONEBOT_PORT)
@@ -489,33 +489,34 @@ def test_offers_to_remember_what_the_user_keeps_saying(runner, napcat):
     assert "要我帮你记住" not in napcat.ask(805, "我对芒果过敏")  # stored now: no more offers
 
 
-def test_undo_never_touches_another_users_row(conn, embedder):
+def test_undo_never_touches_another_users_row(conn_vec, embedder_vec):
     a, b = ctx("1"), ctx("2")
-    remember(conn, embedder, a, "我对青霉素过敏")
-    bot.memory_forget(conn, a, "1", nothing)
-    remember(conn, embedder, b, "我养了一只猫叫年糕")  # ids are never reused, so this is not id 1
-    assert "恢复了“我对青霉素过敏”" in bot.memory_undo(conn, a, lambda t: embedder.encode([t])[0])
-    assert [r["text"] for r in bot.memory_list(conn, b)] == ["我养了一只猫叫年糕"]
-    assert "删掉了" in bot.memory_undo(conn, b, lambda t: embedder.encode([t])[0])
-    assert [r["text"] for r in bot.memory_list(conn, a)] == ["我对青霉素过敏"]
+    embed = lambda t: embedder_vec.encode([t])[0]
+    remember(conn_vec, embedder_vec, a, "我对青霉素过敏")
+    bot.memory_forget(conn_vec, a, "1", embed)
+    remember(conn_vec, embedder_vec, b, "我养了一只猫叫年糕")  # ids are never reused, so this is not id 1
+    assert "恢复了“我对青霉素过敏”" in bot.memory_undo(conn_vec, a, embed)
+    assert [r["text"] for r in bot.memory_list(conn_vec, b)] == ["我养了一只猫叫年糕"]
+    assert "删掉了" in bot.memory_undo(conn_vec, b, embed)
+    assert [r["text"] for r in bot.memory_list(conn_vec, a)] == ["我对青霉素过敏"]
 
 
-def test_undo_in_a_group_leaves_private_changes_alone(conn, embedder):
+def test_undo_in_a_group_leaves_private_changes_alone(kconn):
     private, group = ctx("1"), ctx("1", group="500")
-    remember(conn, embedder, private, "我对青霉素过敏")
-    msg = bot.memory_undo(conn, group, lambda t: embedder.encode([t])[0])
+    say(kconn, private, "我对青霉素过敏")
+    msg = bot.memory_undo(kconn, group, nothing)
     assert "青霉素" not in msg and "别处" in msg
-    assert len(bot.memory_list(conn, private)) == 1
+    assert len(bot.memory_list(kconn, private)) == 1
 
 
-def test_update_keeps_scope_and_public_mark_applies_to_duplicates(conn, embedder):
+def test_update_keeps_scope_and_public_mark_applies_to_duplicates(kconn):
     c = ctx("1")
-    remember(conn, embedder, c, "我住在北京", scope="public")
-    remember(conn, embedder, c, "我现在住在上海了")
-    assert conn.execute("SELECT scope FROM memories").fetchone()[0] == "public"
-    remember(conn, embedder, c, "我喜欢爬山")
-    remember(conn, embedder, c, "我喜欢爬山", scope="public")
-    assert conn.execute("SELECT scope FROM memories WHERE text = '我喜欢爬山'").fetchone()[0] == "public"
+    say(kconn, c, "我住在北京", scope="public")
+    say(kconn, c, "我现在住在上海了")
+    assert kconn.execute("SELECT scope FROM memories").fetchone()[0] == "public"
+    say(kconn, c, "我喜欢爬山")
+    say(kconn, c, "我喜欢爬山", scope="public")
+    assert kconn.execute("SELECT scope FROM memories WHERE text = '我喜欢爬山'").fetchone()[0] == "public"
 
 
 def test_forgotten_commands_do_not_come_back_through_old_turns(runner, napcat, llm):
@@ -528,7 +529,8 @@ def test_forgotten_commands_do_not_come_back_through_old_turns(runner, napcat, l
     assert "青霉素过敏" not in json.dumps(llm.chat_requests()[-1]["json"]["messages"], ensure_ascii=False)
 
 
-def test_import_reports_bad_types_by_line(tmp_path, embedder):
+def test_import_reports_bad_types_by_line(tmp_path):
+    embedder = bot.Embedder("off")
     conn = bot.db_connect(tmp_path / "i.db")
     lines = ['{"user_id": "1", "text": 123}', '{"user_id": "1", "text": "好", "importance": "high"}',
              '{"user_id": "1", "text": "好", "type": "experience"}', '{"user_id": "1", "text": "好"}']

@@ -8,7 +8,7 @@ A row: {"id", "kind", "set" (tuned | held_out), "lines": [what one user sends, i
 "must_not"}: regexes on the memory part of the prompt for a chat message sent afterwards,
 "chat": "group" to send the lines in a group with an @}.
 
-    python -m pytest -q tests/test_memory_commands.py -rA   # pass rate by kind and set at the end
+    python -m pytest -q tests/test_memory_commands.py   # pass rates by kind and set at the end
 """
 
 import collections
@@ -18,7 +18,8 @@ import zlib
 
 import pytest
 
-from conftest import ROOT, FakeLLM, NapCat, Runner, free_port, model_folder
+from conftest import Runner
+from fakes import ROOT, FakeLLM, NapCat, free_port, model_folder
 
 ROWS = [json.loads(line) for line in (ROOT / "tests" / "data" / "memory_commands.jsonl").read_text(encoding="utf-8").splitlines()
         if line.strip()]
@@ -111,7 +112,7 @@ def test_table_is_big_enough_and_well_formed():
             re.compile(p)
 
 
-def pytest_terminal_summary_lines():
+def summary_lines():
     """Pass rates by mode, set and kind, for the note on the issue."""
     lines = []
     for mode in MODES:
@@ -123,10 +124,3 @@ def pytest_terminal_summary_lines():
             by_kind = ", ".join(f"{k[2]} {RESULTS[k][0]}/{RESULTS[k][1]}" for k in keys)
             lines.append(f"{mode} {part}: {passed}/{total} ({by_kind})")
     return lines
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _report():
-    yield
-    for line in pytest_terminal_summary_lines():
-        print("\nmemory_commands " + line)

@@ -4,7 +4,8 @@ import time
 
 import pytest
 
-from conftest import NapCat, Runner
+from conftest import Runner
+from fakes import NapCat, wait_for
 import bot
 
 TOPIC_A = ["我最近在学做红烧肉", "红烧肉要先焯水吗", "冰糖炒糖色容易糊怎么办", "红烧肉炖多久比较软烂",
@@ -13,18 +14,7 @@ TOPIC_A = ["我最近在学做红烧肉", "红烧肉要先焯水吗", "冰糖炒
 
 
 def summaries(runner, session):
-    return runner.db(lambda c: [dict(r) for r in c.execute(
-        "SELECT * FROM summaries WHERE session = ? ORDER BY id", (session,))])
-
-
-def wait_for(fn, timeout=10):
-    end = time.time() + timeout
-    while time.time() < end:
-        value = fn()
-        if value:
-            return value
-        time.sleep(0.1)
-    return fn()
+    return runner.rows("SELECT * FROM summaries WHERE session = ? ORDER BY id", session)
 
 
 @pytest.fixture
@@ -32,34 +22,41 @@ def env3(env):
     return dict(env, SUMMARY_EVERY="3")
 
 
-def test_summary_every_n_turns(env3, llm):
+@pytest.fixture
+def runner3(env3):
     r = Runner(env3)
-    try:
-        c = NapCat(r.cfg.ONEBOT_PORT)
-        for t in TOPIC_A[:4]:
-            c.ask(10, t)
-        rows = wait_for(lambda: summaries(r, "p:10"))
-        assert len(rows) == 1 and rows[0]["method"] == "llm" and rows[0]["text"].startswith("此前")
-        covered = r.db(lambda conn: [x[0] for x in conn.execute(
-            "SELECT text FROM messages WHERE id BETWEEN ? AND ? ORDER BY id", (rows[0]["first_msg"], rows[0]["last_msg"]))])
-        assert covered == [TOPIC_A[0], "echo:" + TOPIC_A[0], TOPIC_A[1], "echo:" + TOPIC_A[1], TOPIC_A[2], "echo:" + TOPIC_A[2]]
-        prompt = [x for x in llm.requests if "笔记" in x["json"]["messages"][0]["content"]][0]["json"]["messages"]
-        assert prompt[0]["role"] == "system" and "以小满的视角" in prompt[0]["content"]
-        assert "红烧肉要先焯水吗" in prompt[1]["content"] and prompt[1]["role"] == "user"
-        # the next reply's prompt carries the summary as the latest one
-        c.ask(10, "好的谢谢")
-        ctx = [m["content"] for m in llm.chat_requests()[-1]["json"]["messages"] if m["role"] == "system"]
-        assert any("【此前】" in x and rows[0]["text"] in x for x in ctx)
-        c.close()
-    finally:
-        r.stop()
+    yield r
+    r.stop()
+
+
+@pytest.fixture
+def napcat3(runner3):
+    c = NapCat(runner3.cfg.ONEBOT_PORT)
+    yield c
+    c.close()
+
+
+def test_summary_every_n_turns(runner3, napcat3, llm):
+    for t in TOPIC_A[:4]:
+        napcat3.ask(10, t)
+    rows = wait_for(lambda: summaries(runner3, "p:10"))
+    assert len(rows) == 1 and rows[0]["method"] == "llm" and rows[0]["text"].startswith("此前")
+    covered = runner3.db(lambda conn: [x[0] for x in conn.execute(
+        "SELECT text FROM messages WHERE id BETWEEN ? AND ? ORDER BY id", (rows[0]["first_msg"], rows[0]["last_msg"]))])
+    assert covered == [TOPIC_A[0], "echo:" + TOPIC_A[0], TOPIC_A[1], "echo:" + TOPIC_A[1], TOPIC_A[2], "echo:" + TOPIC_A[2]]
+    prompt = [x for x in llm.requests if "笔记" in x["json"]["messages"][0]["content"]][0]["json"]["messages"]
+    assert prompt[0]["role"] == "system" and "以小满的视角" in prompt[0]["content"]
+    assert "红烧肉要先焯水吗" in prompt[1]["content"] and prompt[1]["role"] == "user"
+    # the next reply's prompt carries the summary as the latest one
+    napcat3.ask(10, "好的谢谢")
+    ctx = [m["content"] for m in llm.chat_requests()[-1]["json"]["messages"] if m["role"] == "system"]
+    assert any("【此前】" in x and rows[0]["text"] in x for x in ctx)
 
 
 def test_topic_shift_closes_the_window_early(runner, napcat):
     for t in TOPIC_A[:6]:
         napcat.ask(11, t)
     assert summaries(runner, "p:11") == []  # SUMMARY_EVERY is 10
-    shift_id = None
     napcat.ask(11, "明天去机场的航班延误险怎么买")
     rows = wait_for(lambda: summaries(runner, "p:11"))
     assert len(rows) == 1
@@ -68,51 +65,33 @@ def test_topic_shift_closes_the_window_early(runner, napcat):
     assert rows[0]["last_msg"] < last_user  # the window ends before the new topic
 
 
-def test_small_talk_is_not_summarised(env3, llm):
-    r = Runner(env3)
-    try:
-        c = NapCat(r.cfg.ONEBOT_PORT)
-        for t in ["哈哈", "好的", "嗯嗯", "在吗", "哈哈哈", "晚安"]:
-            c.ask(12, t)
-        pointer = wait_for(lambda: r.db(lambda conn: conn.execute(
-            "SELECT summarised_upto FROM sessions WHERE session = 'p:12'").fetchone()[0]))
-        assert pointer > 0 and summaries(r, "p:12") == []
-        assert not [x for x in llm.requests if "笔记" in x["json"]["messages"][0]["content"]]
-        c.close()
-    finally:
-        r.stop()
+def test_small_talk_is_not_summarised(runner3, napcat3, llm):
+    for t in ["哈哈", "好的", "嗯嗯", "在吗", "哈哈哈", "晚安"]:
+        napcat3.ask(12, t)
+    pointer = wait_for(lambda: runner3.db(lambda conn: conn.execute(
+        "SELECT summarised_upto FROM sessions WHERE session = 'p:12'").fetchone()[0]))
+    assert pointer > 0 and summaries(runner3, "p:12") == []
+    assert not [x for x in llm.requests if "笔记" in x["json"]["messages"][0]["content"]]
 
 
-def test_slow_summary_does_not_delay_the_reply(env3, llm):
+def test_slow_summary_does_not_delay_the_reply(runner3, napcat3, llm):
     llm.summary_delay = 3.0
-    r = Runner(env3)
-    try:
-        c = NapCat(r.cfg.ONEBOT_PORT)
-        for t in TOPIC_A[:4]:
-            c.ask(13, t)  # the 4th turn starts a summary that takes 3 s
-        t0 = time.time()
-        assert c.ask(13, "红烧肉可以放冰箱几天") == "echo:红烧肉可以放冰箱几天"
-        assert time.time() - t0 < 2.0
-        assert summaries(r, "p:13") == []  # still being written
-        assert wait_for(lambda: summaries(r, "p:13"), timeout=8)
-        c.close()
-    finally:
-        r.stop()
+    for t in TOPIC_A[:4]:
+        napcat3.ask(13, t)  # the 4th turn starts a summary that takes 3 s
+    t0 = time.time()
+    assert napcat3.ask(13, "红烧肉可以放冰箱几天") == "echo:红烧肉可以放冰箱几天"
+    assert time.time() - t0 < 2.0
+    assert summaries(runner3, "p:13") == []  # still being written
+    assert wait_for(lambda: summaries(runner3, "p:13"), timeout=8)
 
 
-def test_llm_failure_falls_back_to_extractive(env3, llm):
+def test_llm_failure_falls_back_to_extractive(runner3, napcat3, llm):
     llm.summary_script = [{"status": 500}] * 3
-    r = Runner(env3)
-    try:
-        c = NapCat(r.cfg.ONEBOT_PORT)
-        for t in TOPIC_A[:4]:
-            c.ask(14, t)
-        rows = wait_for(lambda: summaries(r, "p:14"))
-        assert rows[0]["method"] == "extractive" and rows[0]["text"].startswith("此前，")
-        assert "红烧肉" in rows[0]["text"]
-        c.close()
-    finally:
-        r.stop()
+    for t in TOPIC_A[:4]:
+        napcat3.ask(14, t)
+    rows = wait_for(lambda: summaries(runner3, "p:14"))
+    assert rows[0]["method"] == "extractive" and rows[0]["text"].startswith("此前，")
+    assert "红烧肉" in rows[0]["text"]
 
 
 def test_restart_resumes_at_the_right_turn(env3, llm):
@@ -160,10 +139,8 @@ def test_extractive_summary_keeps_content_sentences():
     assert 1 in kept and len(kept) <= 3
 
 
-def test_prompt_stays_flat_as_the_chat_grows(tmp_path, model_path):
-    emb = bot.Embedder(model_path)
+def test_prompt_stays_flat_as_the_chat_grows(tmp_path):
     conn = bot.db_connect(tmp_path / "p.db")
-    bot.db_vec_prepare(conn, emb.name, emb.dim)
     card = bot.character_parse(open(bot.HERE / "characters.json", encoding="utf-8").read())["cards"]["assistant"]
     cfg = bot.config_load(environ={}, dotenv="/nonexistent")
     sizes = {}
@@ -174,10 +151,10 @@ def test_prompt_stays_flat_as_the_chat_grows(tmp_path, model_path):
                              "VALUES ('p:1', '1', 'u', ?, 'assistant', ?, 0)", (role, text)).lastrowid
         if turn % 10 == 0:
             bot.summary_store(conn, "p:1", "assistant", [{"id": n - 19}, {"id": n}], "此前，" + TOPIC_A[turn % 7] * 5,
-                              "llm", emb.encode(["x"])[0])
+                              "llm", None)
         if turn in (10, 100, 1000):
             ctx = bot.Ctx(user_id="1", session="p:1", character_id="assistant", message_id=n + 1)
-            parts = bot.prompt_context(conn, ctx, card, "红烧肉怎么做", emb.encode(["红烧肉怎么做"])[0], cfg)
+            parts = bot.prompt_context(conn, ctx, card, "红烧肉怎么做", None, cfg)
             _, used = bot.prompt_assemble(card, ctx, "红烧肉怎么做", parts, cfg.PROMPT_BUDGET)
             sizes[turn] = used
     assert all(v <= cfg.PROMPT_BUDGET for v in sizes.values())

@@ -1,0 +1,429 @@
+#!/usr/bin/env python3
+"""Mnemo's benchmark: measured, never asserted. It prints the figures in the README's "Measured" table.
+
+    .venv/bin/python tests/bench.py [--json] [--quick] [--data DIR]    # search, import, recall, OOC, prompt size
+    .venv/bin/python tests/bench.py --load [--json]                  # the bot as a process: load, soak, kill -9
+
+The vector model is tokenlearn-static-model's small test model when it is installed (--model to choose
+another; without either, the bot's EMBED_MODEL). --data is a folder with the public evaluation sets
+(memorybank/memory_bank_cn.json, locomo10.json and locomo_recall.py); the parts that need them are
+skipped, with a note, when it is not given. The LLM and the QQ side are the test fakes (tests/fakes.py)."""
+
+import argparse
+import collections
+import contextlib
+import json
+import os
+import random
+import signal
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from fakes import ROOT, BotProcess, FakeLLM, NapCat, free_port, model_folder
+import bot
+
+HERE = Path(__file__).resolve().parent
+
+#: Synthetic memories for the speed figures: templates and what fills them.
+_BENCH_TEMPLATES = ["我住在{city}{area}", "我喜欢吃{food}", "我不吃{food}", "我对{allergen}过敏", "我养了一只叫{name}的{pet}",
+                    "我在{city}的{company}做{job}", "我的生日是{m}月{d}日", "我每周{w}去{place}{act}", "我女儿叫{name}",
+                    "我在学{lang}，准备考试", "我最喜欢的歌手是{singer}", "我下个月要去{city}出差", "我每天早上{act}"]
+_BENCH_FILL = {"city": "北京 上海 广州 深圳 成都 杭州 武汉 西安 南京 重庆 苏州 长沙".split(),
+               "area": "朝阳区 海淀区 浦东 天河 高新区 西湖边 江汉路 雁塔 鼓楼".split(),
+               "food": "香菜 榴莲 火锅 寿司 花生 辣椒 芒果 羊肉 海鲜 豆腐 螺蛳粉 臭豆腐".split(),
+               "allergen": "花生 青霉素 猫毛 花粉 海鲜 芒果 尘螨 牛奶".split(),
+               "name": "年糕 可乐 豆豆 朵朵 小白 旺财 米粒 团子 奶茶".split(), "pet": "猫 柯基 金毛 仓鼠 鹦鹉 兔子".split(),
+               "company": "游戏公司 银行 医院 学校 外企 创业公司 设计院".split(),
+               "job": "后端开发 产品经理 护士 老师 会计 设计师 销售".split(), "m": [str(i) for i in range(1, 13)],
+               "d": [str(i) for i in range(1, 29)], "w": "一 二 三 四 五 六 日".split(),
+               "place": "健身房 游泳馆 图书馆 公园 球场".split(), "act": "跑步 打羽毛球 游泳 看书 练瑜伽 写代码".split(),
+               "lang": "日语 英语 法语 Python 钢琴 德语".split(), "singer": "周杰伦 陈奕迅 Taylor Swift 王菲 五月天".split()}
+_BENCH_QUERIES = ["{city}今天天气怎么样", "推荐几家{food}好吃的店", "{pet}最近不爱吃饭怎么办", "周{w}有什么安排",
+                  "{lang}怎么学比较快", "{allergen}过敏要注意什么", "生日那天想吃{food}", "{singer}出新歌了吗"]
+
+
+def _bench_texts(rng, n, templates=_BENCH_TEMPLATES):
+    return [rng.choice(templates).format(**{k: rng.choice(v) for k, v in _BENCH_FILL.items()}) for _ in range(n)]
+
+
+def _pct(values, p):
+    values = sorted(values)
+    return values[min(len(values) - 1, int(round(p / 100 * (len(values) - 1))))] if values else float("nan")
+
+
+def _rss_mb(pid="self"):
+    with contextlib.suppress(OSError):
+        for line in open(f"/proc/{pid}/status"):
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def bench_search(embedder, tmpdir, quick=False):
+    """Search latency (query embedding included) and import rate at 1k / 10k / 100k memories."""
+    rng = random.Random(7)
+    out = []
+    sizes = [(1_000, 100), (10_000, 100), (10_000, 1_000), (100_000, 100), (100_000, 1_000)]
+    if quick:
+        sizes = sizes[:3]
+    for total, per_user in sizes:
+        path = Path(tmpdir) / f"bench-{total}-{per_user}.db"
+        conn = bot.db_connect(path)
+        if embedder.model is not None:
+            bot.db_vec_prepare(conn, embedder.name, embedder.dim)
+        users = total // per_user
+        lines = [json.dumps({"user_id": str(10_000 + i // per_user), "text": t}, ensure_ascii=False)
+                 for i, t in enumerate(_bench_texts(rng, total))]
+        t0 = time.perf_counter()
+        bot.memory_import_rows(conn, embedder, lines)
+        rate = total / (time.perf_counter() - t0)
+        times = []
+        for _ in range(300):
+            ctx = bot.Ctx(user_id=str(10_000 + rng.randrange(users)), session="p:x", character_id="assistant")
+            q = rng.choice(_BENCH_QUERIES).format(**{k: rng.choice(v) for k, v in _BENCH_FILL.items()})
+            t1 = time.perf_counter()
+            vec = embedder.encode([q])[0] if embedder.model is not None else None
+            bot.memory_search(conn, ctx, q, vec, limit=5, min_similarity=embedder.floor, touch=False)
+            times.append((time.perf_counter() - t1) * 1000)
+        out.append({"memories": total, "per_user": per_user, "users": users, "search_p50_ms": round(_pct(times, 50), 2),
+                    "search_p95_ms": round(_pct(times, 95), 2), "import_per_s": round(rate)})
+        conn.close()
+        for p in path.parent.glob(path.name + "*"):
+            p.unlink()
+    return out
+
+
+def bench_recall(embedder, path, k=5):
+    """recall@k of BM25 alone, vectors alone and the hybrid on the Chinese evaluation set."""
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    conn = bot.db_connect(":memory:")
+    if embedder.model is not None:
+        bot.db_vec_prepare(conn, embedder.name, embedder.dim)
+    ids = {}
+    with bot.db_tx(conn):
+        for u in data["users"]:
+            vecs = embedder.encode(u["memories"]) if embedder.model is not None else [None] * len(u["memories"])
+            for i, (text, vec) in enumerate(zip(u["memories"], vecs)):
+                ids[(u["user_id"], i)] = bot.memory_insert(conn, vec, user_id=u["user_id"], text=text)
+    hits = collections.defaultdict(lambda: collections.Counter())
+    admitted = []  # memories the floor lets through for a message that needs none of them
+    users = [u["user_id"] for u in data["users"]]
+    for n, q in enumerate(data["queries"]):
+        gold = ids[(q["user_id"], q["answer"])]
+        vec = embedder.encode([q["query"]])[0] if embedder.model is not None else None
+        ctx = bot.Ctx(user_id=q["user_id"], session=f"p:{q['user_id']}", character_id="assistant")
+        found = {"bm25": [i for i, _ in bot.search_keyword(conn, "memories_fts", q["user_id"], q["query"], k)],
+                 "vector": [i for i, _ in bot.search_vector(conn, "memories_vec", q["user_id"], vec, k)] if vec is not None else [],
+                 "hybrid": [r["id"] for r in bot.memory_search(conn, ctx, q["query"], vec, limit=k, min_similarity=-1.0, touch=False)],
+                 "hybrid+floor": [r["id"] for r in bot.memory_search(conn, ctx, q["query"], vec, limit=k,
+                                                                 min_similarity=embedder.floor, touch=False)]}
+        for method, got in found.items():
+            for kind in (q["kind"], "all"):
+                hits[(method, kind)]["n"] += 1
+                hits[(method, kind)]["hit"] += gold in got[:k]
+        # the same message asked of another user, whose memories it has nothing to do with
+        other = users[(users.index(q["user_id"]) + 1 + n % (len(users) - 1)) % len(users)]
+        octx = bot.Ctx(user_id=other, session=f"p:{other}", character_id="assistant")
+        admitted.append(len(bot.memory_search(conn, octx, q["query"], vec, limit=k, min_similarity=embedder.floor, touch=False)))
+    kinds = sorted({q["kind"] for q in data["queries"]}) + ["all"]
+    return {m: {kind: round(hits[(m, kind)]["hit"] / max(1, hits[(m, kind)]["n"]), 3) for kind in kinds}
+            for m in ("bm25", "vector", "hybrid", "hybrid+floor")} | {
+        "queries": {kind: hits[("bm25", kind)]["n"] for kind in kinds}, "floor": embedder.floor,
+        "unrelated_admitted_per_message": round(statistics.mean(admitted), 2)}
+
+
+def bench_ooc(path, characters):
+    """Precision and recall of the out-of-character rule check on the labelled replies."""
+    cards = bot.character_parse(Path(characters).read_text(encoding="utf-8"))["cards"]
+    tp = fp = fn = tn = 0
+    for line in Path(path).read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            continue
+        row = json.loads(line)
+        flagged = bot.character_ooc(cards[row["character"]], row["reply"], cards) is not None
+        tp += flagged and row["ooc"]
+        fp += flagged and not row["ooc"]
+        fn += not flagged and row["ooc"]
+        tn += not flagged and not row["ooc"]
+    return {"replies": tp + fp + fn + tn, "precision": round(tp / max(1, tp + fp), 3), "recall": round(tp / max(1, tp + fn), 3),
+            "tp": tp, "fp": fp, "fn": fn, "tn": tn}
+
+
+def _replay(conn, embedder, session, turns, every):
+    """Stores turns [(speaker, role, text, tag)] and summarises them as the bot does (extractive):
+    returns {summary id: tags of the turns whose sentences it kept}."""
+    kept = {}
+    window = []
+    for speaker, role, text, tag in turns:
+        mid = conn.execute("INSERT INTO messages (session, user_id, speaker, role, character_id, text, onebot_id, created_at)"
+                           " VALUES (?, '1', ?, ?, 'assistant', ?, ?, 0)", (session, speaker, role, text, tag)).lastrowid
+        window.append({"id": mid, "speaker": speaker, "text": text, "tag": tag, "role": role})
+        if sum(w["role"] == "user" for w in window) >= every and role == "assistant" or len(window) >= 2 * every:
+            text_, idx = bot.summary_extractive([(w["speaker"], w["text"]) for w in window])
+            vec = embedder.encode([text_])[0] if embedder.model is not None else None
+            sid = bot.summary_store(conn, session, "assistant", window, text_, "extractive", vec)
+            kept[sid] = [window[i]["tag"] for i in idx]
+            window = []
+    return kept
+
+
+def bench_locomo(embedder, path, every=10):
+    """LoCoMo evidence recall@5/@10 of the retrieval that builds prompts (summaries + older turns),
+    with extractive summaries, and the context it costs as a share of the full history."""
+    sys.path.insert(0, str(Path(path).parent))
+    import locomo_recall
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    sums = {k: collections.Counter() for k in (5, 10)}
+    counts = collections.Counter()
+    share = {5: [], 10: []}
+    for n, sample in enumerate(data):
+        conn = bot.db_connect(":memory:")
+        if embedder.model is not None:
+            bot.db_vec_prepare(conn, embedder.name, embedder.dim)
+        turns = locomo_recall.turns_of(sample)
+        speakers = sorted({t["speaker"] for t in turns})
+        rows = [(t["speaker"], "user" if t["speaker"] == speakers[0] else "assistant",
+                 f"({t['date']}) {t['text']}" if t["date"] else t["text"], t["dia_id"]) for t in turns]
+        session = f"p:{n}"
+        kept = _replay(conn, embedder, session, rows, every)
+        full = sum(bot.text_count_tokens(f"{s}：{t}") for s, _, t, _ in rows)
+        msg_tag = {r[0]: r[1] for r in conn.execute("SELECT id, onebot_id FROM messages")}
+        for qa in sample["qa"]:
+            ev = locomo_recall.norm_evidence(qa.get("evidence", []))
+            if not ev or qa["category"] not in (1, 2, 3, 4):
+                continue
+            q = qa["question"]
+            vec = embedder.encode([q])[0] if embedder.model is not None else None
+            ranked = bot.summary_recall(conn, session, "assistant", q, vec, limit=10, min_similarity=embedder.floor)
+            counts[qa["category"]] += 1
+            for k in (5, 10):
+                got, tokens = set(), 0
+                for kind, i, text, shown in ranked[:k]:
+                    got.update(kept.get(i, []) if kind == "summary" else [msg_tag[m] for m in shown])
+                    tokens += bot.text_count_tokens(text)
+                sums[k][qa["category"]] += sum(e in got for e in ev) / len(ev)
+                share[k].append(tokens / max(1, full))
+        conn.close()
+    total = sum(counts.values())
+    return {f"recall@{k}": {"all": round(sum(sums[k].values()) / total, 3)} |
+            {locomo_recall.CATS[c]: round(sums[k][c] / counts[c], 3) for c in sorted(counts)} for k in (5, 10)} | {
+        "context_share@5": round(statistics.mean(share[5]), 4), "context_share@10": round(statistics.mean(share[10]), 4),
+        "questions": total, "floor": "BM25 over single turns: recall@5 0.441, @10 0.518"}
+
+
+def bench_prompt_growth(embedder, characters, path):
+    """Prompt tokens per reply at turn 10 / 100 / 1,000, against sending the full history
+    (MemoryBank's Chinese companion chats, replayed in a loop, summarised extractively)."""
+    chats = json.loads(Path(path).read_text(encoding="utf-8"))
+    pairs = [(p["query"], p["response"]) for user in chats.values() for day in user["history"].values() for p in day]
+    card = bot.character_parse(Path(characters).read_text(encoding="utf-8"))["cards"]["assistant"]
+    cfg = bot.config_load(environ={}, dotenv="/nonexistent")
+    conn = bot.db_connect(":memory:")
+    if embedder.model is not None:
+        bot.db_vec_prepare(conn, embedder.name, embedder.dim)
+    out, full = {}, 0
+    window = []
+    for turn in range(1, 1001):
+        q, a = pairs[turn % len(pairs)]
+        new = pairs[(turn + 1) % len(pairs)][0]
+        for role, text in (("user", q), ("assistant", a)):
+            mid = conn.execute("INSERT INTO messages (session, user_id, speaker, role, character_id, text, created_at) "
+                               "VALUES ('p:1', '1', '用户', ?, 'assistant', ?, 0)", (role, text)).lastrowid
+            window.append({"id": mid, "speaker": "用户" if role == "user" else "小满", "text": text})
+            full += bot.text_count_tokens(text)
+        if turn % cfg.SUMMARY_EVERY == 0:
+            text_, _ = bot.summary_extractive([(w["speaker"], w["text"]) for w in window])
+            bot.summary_store(conn, "p:1", "assistant", window, text_, "extractive",
+                          embedder.encode([text_])[0] if embedder.model is not None else None)
+            window = []
+        if turn in (10, 100, 1000):
+            ctx = bot.Ctx(user_id="1", session="p:1", character_id="assistant", message_id=mid + 1)
+            vec = embedder.encode([new])[0] if embedder.model is not None else None
+            parts = bot.prompt_context(conn, ctx, card, new, vec, cfg)
+            _, used = bot.prompt_assemble(card, ctx, new, parts, cfg.PROMPT_BUDGET)
+            system = bot.text_count_tokens(bot.character_system_prompt(card))
+            out[turn] = {"prompt_tokens": used, "full_history_tokens": full + system + bot.text_count_tokens(new)}
+    return out
+
+
+
+
+# The bot as a process: load, soak, crashes ###################################
+
+def _start_bot(llm, tmpdir, db, model, **settings):
+    """`python bot.py` with the fake LLM; returns (process, connected NapCat) once it is ready."""
+    env = {"LLM_BASE_URL": llm.url, "BOT_DB": str(Path(tmpdir) / db), "EMBED_MODEL": model or "off",
+           "ONEBOT_PORT": free_port(), "BOT_LOG_LEVEL": "WARNING", "BOT_RATE_LIMIT": 0, "LLM_TIMEOUT": 20,
+           "BOT_CHARACTERS": ROOT / "characters.json", **settings}
+    proc = BotProcess(env).wait_ready()
+    return proc, NapCat(proc.port)
+
+
+def _latencies(nap, user_id, texts, timeout=10):
+    """Milliseconds from each message to its reply, one message at a time."""
+    out = []
+    for text in texts:
+        t0 = time.perf_counter()
+        nap.event(user_id, text)
+        got = nap.wait_replies(1, timeout)
+        out.append((got[0][1] - t0) * 1000 if got else float("nan"))
+    return out
+
+
+def bench_load(tmpdir, model):
+    """Reply latency, 30 users at once, a burst, a 10,000-message soak (RSS), summaries in flight, kill -9."""
+    out = {}
+    llm = FakeLLM()
+    try:
+        proc, nap = _start_bot(llm, tmpdir, "load.db", model)
+        try:
+            time.sleep(1)
+            out["rss_idle_mb"] = round(_rss_mb(proc.proc.pid), 1)
+            lat = _latencies(nap, 1, [f"第{i}条：今天想吃点什么好呢" for i in range(200)])  # an instant LLM
+            out["reply_ms_instant_llm"] = {"p50": round(_pct(lat, 50), 1), "p95": round(_pct(lat, 95), 1)}
+            llm.delay = 1.0  # 30 users at once, 1 s per LLM call
+            t0 = time.perf_counter()
+            for u in range(30):
+                nap.event(100 + u, "你好，在吗？我想问个问题")
+            got = nap.wait_replies(30, 30)
+            out["30_users_1s_llm"] = {"answered": len(got),
+                                      "all_answered_s": round(max(t for _, t in got) - t0, 2) if got else None}
+            llm.delay = 0.05  # a burst of 300 messages from 100 users
+            t0 = time.perf_counter()
+            for i in range(300):
+                nap.event(1000 + i % 100, f"连发{i}")
+            got = nap.wait_replies(300, 120)
+            out["burst_300_from_100"] = {"replies": len(got), "seconds": round(time.perf_counter() - t0, 2)}
+            llm.delay = 0.0  # the soak: 10,000 messages from 100 users, in waves
+            samples, t0 = [], time.perf_counter()
+            for wave in range(100):
+                for u in range(100):
+                    nap.event(5000 + u, f"第{wave}波：{_bench_texts(random.Random(wave * 100 + u), 1)[0]}，你觉得呢？")
+                nap.wait_replies(100, 120)
+                llm.requests.clear()  # the fake's own memory is not what is measured
+                if wave in (9, 99):
+                    samples.append(_rss_mb(proc.proc.pid))
+            out["soak_10000"] = {"seconds": round(time.perf_counter() - t0, 1), "rss_after_1000_mb": round(samples[0], 1),
+                                 "rss_after_10000_mb": round(samples[1], 1),
+                                 "rss_growth_pct": round(100 * (samples[1] - samples[0]) / samples[0], 1)}
+        finally:
+            nap.close()
+            proc.finish(signal.SIGTERM)
+        conn = bot.db_connect(Path(tmpdir) / "load.db", create=False)
+        out["stored_user_messages"] = conn.execute("SELECT count(*) FROM messages WHERE role = 'user'").fetchone()[0]
+        conn.close()
+        out["reply_with_summaries_in_flight"] = bench_summary_latency(tmpdir, llm, model)
+        out["crash"] = bench_crash(tmpdir, llm)
+    finally:
+        llm.close()
+    return out
+
+
+def bench_summary_latency(tmpdir, llm, model):
+    """Reply latency (LLM 0.2 s) with no summaries, and with a 3-second summary started every 2 turns."""
+    out = {}
+    llm.delay, llm.summary_delay = 0.2, 3.0
+    for name, every in (("no_summaries", 0), ("summary_every_2_turns_3s_each", 2)):
+        proc, nap = _start_bot(llm, tmpdir, f"sum{every}.db", model, SUMMARY_EVERY=every)
+        try:
+            lat = _latencies(nap, 3, [f"第{i}个问题：{_bench_texts(random.Random(i), 1)[0]}，该怎么办？" for i in range(60)])
+            out[name] = {"p50_ms": round(_pct(lat, 50), 1), "p95_ms": round(_pct(lat, 95), 1)}
+        finally:
+            nap.close()
+            proc.finish(signal.SIGTERM)
+    out["p50_change_pct"] = round(100 * (out["summary_every_2_turns_3s_each"]["p50_ms"] / out["no_summaries"]["p50_ms"] - 1), 1)
+    llm.delay = llm.summary_delay = 0.0
+    return out
+
+
+def bench_crash(tmpdir, llm, rounds=5):
+    """kill -9 while memories are being written: every acknowledged one must be there after."""
+    acked, lost, bad = 0, 0, 0
+    for r in range(rounds):
+        proc, nap = _start_bot(llm, tmpdir, "crash.db", None)
+        mine, i = [], 0
+        deadline = time.perf_counter() + random.uniform(0.5, 2.0)
+        while time.perf_counter() < deadline:
+            nap.event(77, f"记住，第{r}轮第{i}件事是暗号{r * 1000 + i}")
+            if nap.wait_replies(1, 5):
+                mine.append(f"暗号{r * 1000 + i}")
+            i += 1
+        nap.event(77, "记住，这条发出后进程就被杀")  # in flight at the kill
+        proc.kill()
+        nap.close()
+        conn = bot.db_connect(Path(tmpdir) / "crash.db", create=False)
+        have = {row[0] for row in conn.execute("SELECT text FROM memories WHERE user_id = '77'")}
+        bad += conn.execute("PRAGMA integrity_check").fetchone()[0] != "ok"
+        conn.close()
+        acked += len(mine)
+        lost += sum(not any(m in h for h in have) for m in mine)
+    return {"rounds": rounds, "acknowledged": acked, "lost": lost, "integrity_failures": bad}
+
+
+# main ###########################################################################
+
+def bench_print(results, indent=""):
+    for key, value in results.items():
+        if isinstance(value, list) and value and isinstance(value[0], dict):
+            cols = list(value[0])
+            print(f"{indent}{key}:")
+            print(indent + "  " + "  ".join(f"{c:>14}" for c in cols))
+            for row in value:
+                print(indent + "  " + "  ".join(f"{str(row[c]):>14}" for c in cols))
+        elif isinstance(value, dict):
+            print(f"{indent}{key}:")
+            bench_print(value, indent + "  ")
+        elif isinstance(value, list):
+            print(f"{indent}{key}:" + "".join(f"\n{indent}  {v}" for v in value))
+        else:
+            print(f"{indent}{key}: {value}")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="tests/bench.py", description=__doc__.split("\n")[0])
+    parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    parser.add_argument("--load", action="store_true", help="only the load, soak and crash runs (bot, fake LLM, NapCat)")
+    parser.add_argument("--quick", action="store_true", help="smaller sizes, no LoCoMo: a quick look")
+    parser.add_argument("--data", type=Path, help="folder of the public evaluation sets (memorybank/, locomo10.json)")
+    parser.add_argument("--model", help="model2vec model id or folder (default: the test model, else EMBED_MODEL)")
+    args = parser.parse_args(argv)
+    model = args.model or model_folder() or bot.config_load().EMBED_MODEL
+    results = {"machine": f"{os.cpu_count()} cores, Python {sys.version.split()[0]}, "
+                          f"SQLite {bot._sqlite_module().sqlite_version}"}
+    notes = []
+    with tempfile.TemporaryDirectory() as tmpdir:
+        if args.load:
+            results["load"] = bench_load(tmpdir, model)
+        else:
+            embedder = bot.Embedder(model)
+            results["model"] = f"{model} ({embedder.dim} dimensions)" if embedder.model is not None else f"none: {embedder.error}"
+            results["rss_model_loaded_mb"] = round(_rss_mb(), 1)
+            results["search"] = bench_search(embedder, tmpdir, quick=args.quick)
+            results["rss_after_search_mb"] = round(_rss_mb(), 1)
+            results["recall@5"] = bench_recall(embedder, HERE / "data" / "recall_zh.json")
+            results["ooc_check"] = bench_ooc(HERE / "data" / "ooc_replies.jsonl", ROOT / "characters.json")
+            data = args.data
+            if data and (data / "memorybank" / "memory_bank_cn.json").exists():
+                results["prompt_tokens"] = bench_prompt_growth(embedder, ROOT / "characters.json",
+                                                               data / "memorybank" / "memory_bank_cn.json")
+            else:
+                notes.append("prompt_tokens skipped: give --data DIR with memorybank/memory_bank_cn.json")
+            if args.quick:
+                notes.append("locomo skipped: --quick")
+            elif data and (data / "locomo10.json").exists():
+                results["locomo"] = bench_locomo(embedder, data / "locomo10.json")
+            else:
+                notes.append("locomo skipped: give --data DIR with locomo10.json and locomo_recall.py")
+    if notes:
+        results["notes"] = notes
+    if args.json:
+        print(json.dumps(results, ensure_ascii=False, indent=2))
+    else:
+        bench_print(results)
+
+
+if __name__ == "__main__":
+    main()

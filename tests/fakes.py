@@ -1,0 +1,347 @@
+"""What stands around the bot in the tests and in tests/bench.py: an OpenAI-compatible LLM server
+on 127.0.0.1, a WebSocket client playing NapCat, and `python bot.py` run as a user runs it.
+All real: real HTTP, a real WebSocket, a real process; nothing here reaches into bot.py's insides."""
+
+import contextlib
+import importlib.util
+import itertools
+import json
+import os
+import queue
+import socket
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import wsproto
+import wsproto.events as wse
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+import bot  # noqa: E402
+
+
+def model_folder():
+    """The real 64-d int8 model2vec model shipped in tokenlearn-static-model (x86_64 wheels only), or None."""
+    spec = importlib.util.find_spec("static_model")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(list(spec.submodule_search_locations)[0]) / "model"
+    return str(path) if path.exists() else None
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(fn, timeout=10.0):
+    """fn()'s first truthy value within timeout seconds, else its last (falsy) value: assert on it."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = fn()
+        if value or time.monotonic() >= deadline:
+            return value
+        time.sleep(0.05)
+
+
+# The fake LLM ##############################################################
+
+def is_summary_request(body):
+    """True for the bot's summary requests (their system prompt asks for a '此前' note)."""
+    first = body["messages"][0]["content"]
+    return "此前" in first and "笔记" in first
+
+
+class FakeLLM:
+    """An OpenAI-compatible chat server. Replies 'echo:<last user message>' unless scripted:
+    script items are str (a reply), or dict(status=, headers=, body=, delay=, reply=).
+    Summary requests take their items from summary_script and wait summary_delay."""
+
+    def __init__(self):
+        self.requests = []
+        self.script = []
+        self.summary_script = []
+        self.delay = 0.0
+        self.summary_delay = 0.0
+        self.inflight = self.max_inflight = 0  # requests being answered at once
+        self.lock = threading.Lock()
+        llm = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *a):
+                pass
+
+            def do_POST(self):
+                length = int(self.headers.get("Content-Length", 0))
+                body = json.loads(self.rfile.read(length) or b"{}")
+                summary = is_summary_request(body)
+                with llm.lock:
+                    llm.requests.append({"path": self.path, "headers": dict(self.headers), "json": body,
+                                         "time": time.monotonic()})
+                    script = llm.summary_script if summary else llm.script
+                    item = script.pop(0) if script else None
+                    llm.inflight += 1
+                    llm.max_inflight = max(llm.max_inflight, llm.inflight)
+                try:
+                    self._answer(body, item, summary)
+                finally:
+                    with llm.lock:
+                        llm.inflight -= 1
+
+            def _answer(self, body, item, summary):
+                item = {"reply": item} if isinstance(item, str) else item or {}
+                time.sleep(item.get("delay", llm.summary_delay if summary else llm.delay))
+                if "body" in item:
+                    payload = item["body"].encode() if isinstance(item["body"], str) else item["body"]
+                else:
+                    last = body["messages"][-1]["content"]
+                    text = item.get("reply") or (f"此前，用户聊了：{last[:80]}" if summary else f"echo:{last}")
+                    payload = json.dumps({"id": "x", "object": "chat.completion", "choices": [
+                        {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+                        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}},
+                        ensure_ascii=False).encode()
+                status = item.get("status", 200)
+                head = [f"HTTP/1.1 {status} {'OK' if status < 400 else 'Error'}", "Content-Type: application/json",
+                        f"Content-Length: {len(payload)}"] + [f"{k}: {v}" for k, v in item.get("headers", {}).items()]
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                    # one write: headers and body in separate packets would wait on delayed ACKs (40 ms)
+                    self.wfile.write(("\r\n".join(head) + "\r\n\r\n").encode() + payload)
+
+        class Server(ThreadingHTTPServer):
+            daemon_threads = True
+
+            def handle_error(self, request, client_address):
+                pass  # a bot killed mid-request (the crash tests) is not the server's problem
+
+        self.server = Server(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        # shutdown() waits for the next poll: a short one keeps every test's teardown short
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
+        self.thread.start()
+
+    def chat_requests(self):
+        """Requests that were replies (not summaries)."""
+        return [r for r in self.requests if not is_summary_request(r["json"])]
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+# A WebSocket client playing NapCat ###########################################
+
+class NapCat:
+    """Connects to ws://127.0.0.1:PORT/ws/ as a OneBot v11 implementation (Universal role),
+    sends message events and answers the bot's API calls, recording every send_msg (and when it came)."""
+
+    _ids = itertools.count(1000)
+
+    def __init__(self, port, self_id="10001", token=None, path="/ws/"):
+        self.self_id = self_id
+        self.sent = queue.Queue()  # send_msg params, in order
+        self.arrivals = queue.Queue()  # (user or group id, time.perf_counter()) of each send_msg
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.ws = wsproto.WSConnection(wsproto.ConnectionType.CLIENT)
+        headers = [("X-Self-ID", self_id), ("X-Client-Role", "Universal"), ("User-Agent", "NapCat-test")]
+        if token:
+            headers.append(("Authorization", f"Bearer {token}"))
+        self.sock.sendall(self.ws.send(wse.Request(host=f"127.0.0.1:{port}", target=path, extra_headers=headers)))
+        self.status = None
+        self._buf_lock = threading.Lock()
+        self._text = ""
+        deadline = time.time() + 10
+        while self.status is None and time.time() < deadline:
+            self._pump()
+        if self.status != 101:
+            self.sock.close()
+            raise ConnectionRefusedError(f"handshake answered {self.status}")
+        self.closed = False
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+        self.thread.start()
+
+    def _pump(self):
+        data = self.sock.recv(65536)
+        if not data:
+            raise ConnectionError("closed")
+        self.ws.receive_data(data)
+        for ev in self.ws.events():
+            if isinstance(ev, wse.AcceptConnection):
+                self.status = 101
+            elif isinstance(ev, wse.RejectConnection):
+                self.status = ev.status_code
+            elif isinstance(ev, wse.TextMessage):
+                self._text += ev.data
+                if ev.message_finished:
+                    text, self._text = self._text, ""
+                    self._on_text(text)
+            elif isinstance(ev, wse.Ping):
+                self._send_raw(self.ws.send(ev.response()))
+            elif isinstance(ev, wse.CloseConnection):
+                self.closed = True
+
+    def _loop(self):
+        self.sock.settimeout(None)
+        try:
+            while not self.closed:
+                self._pump()
+        except (OSError, ConnectionError):
+            self.closed = True
+
+    def _send_raw(self, data):
+        with self._buf_lock:
+            self.sock.sendall(data)
+
+    def _on_text(self, data):
+        call = json.loads(data)
+        if call.get("action") in ("send_msg", "send_private_msg", "send_group_msg"):
+            params = call["params"]
+            self.arrivals.put((params.get("group_id") or params.get("user_id"), time.perf_counter()))
+            self.sent.put(params)
+        self._send_raw(self.ws.send(wse.TextMessage(json.dumps(
+            {"status": "ok", "retcode": 0, "data": {"message_id": next(self._ids)}, "echo": call.get("echo")}))))
+
+    def event(self, user_id, text=None, *, group_id=None, message=None, fmt="array", nickname="测试用户", card="",
+              at_bot=False, ascii_json=False):
+        """Sends a message event; text becomes a text segment (or a CQ-code string with fmt='string').
+        ascii_json sends \\u escapes, so a lone surrogate travels as NapCat sends it ('\\ud800')."""
+        mid = next(self._ids)
+        if message is None:
+            message = ([{"type": "at", "data": {"qq": self.self_id}}] if at_bot else []) + \
+                      [{"type": "text", "data": {"text": text}}]
+        if fmt == "string":
+            message = "".join(f"[CQ:at,qq={s['data']['qq']}]" if s["type"] == "at" else
+                              s["data"]["text"].replace("&", "&amp;").replace("[", "&#91;").replace("]", "&#93;")
+                              for s in message) if isinstance(message, list) else message
+        ev = {"time": int(time.time()), "self_id": int(self.self_id), "post_type": "message",
+              "message_type": "group" if group_id else "private", "sub_type": "normal" if group_id else "friend",
+              "message_id": mid, "user_id": int(user_id), "message": message, "raw_message": str(message),
+              "font": 0, "sender": {"user_id": int(user_id), "nickname": nickname, "card": card}}
+        if group_id:
+            ev["group_id"] = int(group_id)
+        self._send_raw(self.ws.send(wse.TextMessage(json.dumps(ev, ensure_ascii=ascii_json))))
+        return mid
+
+    def reply(self, timeout=15):
+        """The next send_msg the bot made: its params (message is a segment list)."""
+        return self.sent.get(timeout=timeout)
+
+    def reply_text(self, timeout=15):
+        return text_of(self.reply(timeout))
+
+    def ask(self, user_id, text, **kw):
+        self.event(user_id, text, **kw)
+        return self.reply_text()
+
+    def barrier(self, user_id, text=None, *, answer=None, **kw):
+        """Sends a marker message and returns what the bot sent before the marker's answer: [] means the
+        messages before it got no reply, known without waiting a fixed time. text/answer: a marker of your
+        own and a part of its reply (default: a fresh word the fake LLM echoes back)."""
+        marker = text or f"屏障{next(self._ids)}"
+        self.event(user_id, marker, **kw)
+        before = []
+        while True:
+            params = self.reply()
+            if (answer or marker) in text_of(params):
+                return before
+            before.append(params)
+
+    def wait_replies(self, n, timeout):
+        """Up to n (user or group id, time) arrivals, waiting at most timeout seconds in all."""
+        got, deadline = [], time.monotonic() + timeout
+        while len(got) < n:
+            try:
+                got.append(self.arrivals.get(timeout=max(0.0, deadline - time.monotonic())))
+            except queue.Empty:
+                break
+        return got
+
+    def close(self):
+        with contextlib.suppress(OSError):
+            self._send_raw(self.ws.send(wse.CloseConnection(code=1000)))
+            self.sock.close()
+        self.closed = True
+
+
+def text_of(params):
+    """The text segments of a send_msg, joined."""
+    return "".join(s["data"]["text"] for s in params["message"] if s["type"] == "text")
+
+
+# `python bot.py` as a user runs it ###########################################
+
+def _process_env(env):
+    """This environment less every Mnemo setting, then env's: a test sets exactly what it means to."""
+    full = {k: v for k, v in os.environ.items() if not k.startswith(bot.CONFIG_PREFIXES)}
+    full.update({"PYTHONIOENCODING": "utf-8", "PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1"})
+    full.update({k: str(v) for k, v in env.items()})
+    return full
+
+
+def _cwd(env, script):
+    cwd = Path(script).parent if script else Path(env.get("BOT_DB", ROOT / "x")).parent
+    return cwd if cwd.is_dir() else ROOT
+
+
+def run_bot(*args, env, stdin=None, timeout=60, script=None):
+    """Runs `python bot.py ARGS` to the end; returns the CompletedProcess (stdout and stderr as text).
+    script: another copy of bot.py (one with a .env beside it)."""
+    return subprocess.run([sys.executable, str(script or ROOT / "bot.py"), *map(str, args)], env=_process_env(env),
+                          cwd=_cwd(env, script), input=stdin, capture_output=True, text=True, encoding="utf-8",
+                          timeout=timeout)
+
+
+class BotProcess:
+    """`python bot.py ARGS` left running, its stdout and stderr collected line by line."""
+
+    def __init__(self, env, *args):
+        self.port = int(env.get("ONEBOT_PORT", 8080))
+        self.proc = subprocess.Popen([sys.executable, str(ROOT / "bot.py"), *map(str, args)], env=_process_env(env),
+                                     cwd=_cwd(env, None), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.out, self.err = [], []
+        self.threads = [threading.Thread(target=self._read, args=(s, b), daemon=True)
+                        for s, b in ((self.proc.stdout, self.out), (self.proc.stderr, self.err))]
+        for t in self.threads:
+            t.start()
+
+    @staticmethod
+    def _read(stream, buf):
+        for line in iter(stream.readline, b""):
+            buf.append(line.decode("utf-8", "replace"))
+
+    def wait_ready(self, timeout=60):
+        """Returns once the bot printed its ready line; raises if it exited instead."""
+        wait_for(lambda: any(line.startswith("Mnemo ready: ") for line in self.out) or self.proc.poll() is not None,
+                 timeout)
+        if self.proc.poll() is not None or not any(line.startswith("Mnemo ready: ") for line in self.out):
+            raise RuntimeError(f"bot did not start:\n{self.stdout}\n{self.stderr}")
+        return self
+
+    def finish(self, sig=None, timeout=30):
+        """Sends sig (if given and still running), waits for the exit; returns the exit code."""
+        if sig is not None and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        rc = self.proc.wait(timeout)
+        for t in self.threads:
+            t.join(5)
+        return rc
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+        return self.finish()
+
+    @property
+    def stdout(self):
+        return "".join(self.out)
+
+    @property
+    def stderr(self):
+        return "".join(self.err)
