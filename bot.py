@@ -446,7 +446,9 @@ EMBED_CACHE_VERSION = 1
 EMBED_CACHE_DIR = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mnemo" / "embed"
 #: Bytes of a float table converted at a time: keeps the one-off conversion's peak low.
 EMBED_BLOCK_BYTES = 16 << 20
-#: safetensors dtype names and the numpy dtypes the lean loader can map.
+#: Short pre-tokens whose segmentation is kept (tokenizers keeps 10,000 too): words and phrases repeat.
+EMBED_SEGMENT_CACHE = 10000
+#: safetensors dtype names and the numpy dtypes the lean loader can read.
 _SAFETENSORS_DTYPES = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "I64": "<i8", "I32": "<i4", "I8": "i1"}
 #: Powers of ten exactly as serde_json's table has them (the f64 nearest to each).
 _POW10 = [float(f"1e{i}") for i in range(309)]
@@ -671,6 +673,10 @@ def embed_prepare(folder):
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    for old in EMBED_CACHE_DIR.iterdir():  # an older copy of the same folder (the model changed) is dead weight
+        with contextlib.suppress(OSError, ValueError, KeyError):
+            if old != cache and json.loads((old / "meta.json").read_text())["source"] == str(folder):
+                shutil.rmtree(old)
     log.info("embedding model %s: prepared in %.1fs", folder, time.monotonic() - t0)
     return cache
 
@@ -683,10 +689,12 @@ def _unigram_ids(text, vocab, scores, unk_id, unk_score, reach):
     start_of = [-1] * (n + 1)
     id_of = [0] * (n + 1)
     get = vocab.get
+    reach_of = reach.get
     for i in range(n):
         base = best[i]
         single = False
-        for j in range(i + 1, min(n, i + reach.get(text[i], 0)) + 1):
+        stop = i + reach_of(text[i], 0)
+        for j in range(i + 1, (stop if stop < n else n) + 1):
             t = get(text[i:j])
             if t is not None:
                 s = base + scores[t]
@@ -762,6 +770,7 @@ class LeanModel:
         self.unk_id, self.unk_score, self.reach = meta["unk_id"], meta["unk_score"], meta["reach"]
         self.max_length, self.normalize = meta["max_length"], meta["normalize"]
         self.median_token_length = meta["median_token_length"]
+        self._segments = {}  # pre-token -> its pieces, like tokenizers' own cache
         self.path_kind = (f"lean loader ({meta['pieces']:,} pieces in a dict; int8 table of "
                           f"{self.rows * self.dim / 1e6:.0f} MB read by row from {path})")
 
@@ -783,11 +792,14 @@ class LeanModel:
             text = text[:self.max_length * self.median_token_length]
         enc = self.stub.encode(text, add_special_tokens=False)
         ids = []
+        cache = self._segments
         for stub_id, token in zip(enc.ids, enc.tokens):
-            if stub_id:
-                ids.append(self.added[stub_id])
-            else:
-                ids.extend(_unigram_ids(token, self.vocab, self.scores, self.unk_id, self.unk_score, self.reach))
+            segment = (self.added[stub_id],) if stub_id else cache.get(token)
+            if segment is None:
+                segment = _unigram_ids(token, self.vocab, self.scores, self.unk_id, self.unk_score, self.reach)
+                if len(token) <= 32 and len(cache) < EMBED_SEGMENT_CACHE:
+                    cache[token] = segment
+            ids.extend(segment)
             if self.max_length is not None and len(ids) >= self.max_length:
                 del ids[self.max_length:]
                 break

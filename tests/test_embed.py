@@ -195,6 +195,7 @@ def test_cache_is_prepared_once_and_again_when_the_model_changes(tmp_path, cache
     assert json.loads((first / "meta.json").read_text())["version"] == bot.EMBED_CACHE_VERSION
     synthetic_model(tmp_path / "model", seed=9)  # a new tokenizer.json and table
     assert bot.embed_prepare(folder) != first
+    assert not first.exists()  # the copy of the old model is removed
     assert [p for p in cache_dir.iterdir() if ".tmp" in p.name] == []
 
 
