@@ -658,7 +658,7 @@ def embed_prepare(folder):
         else:
             _embed_quantize(st, dtype, shape, offset, tmp / "table.i8")
             table = ["table.i8", "i1", shape, 0]
-        meta = {"version": EMBED_CACHE_VERSION, "source": str(folder), "table": table,
+        meta = {"version": EMBED_CACHE_VERSION, "source": str(folder.resolve()), "table": table,
                 "mapping": [st, *arrays["mapping"]] if mapping else None,
                 "weights": [st, *arrays["weights"]] if "weights" in arrays else None,
                 "pieces": len(pieces), "unk_id": model["unk_id"], "unk_score": float(scores.min()) - 10.0,
@@ -675,7 +675,7 @@ def embed_prepare(folder):
         raise
     for old in EMBED_CACHE_DIR.iterdir():  # an older copy of the same folder (the model changed) is dead weight
         with contextlib.suppress(OSError, ValueError, KeyError):
-            if old != cache and json.loads((old / "meta.json").read_text())["source"] == str(folder):
+            if old != cache and json.loads((old / "meta.json").read_text())["source"] == str(folder.resolve()):
                 shutil.rmtree(old)
     log.info("embedding model %s: prepared in %.1fs", folder, time.monotonic() - t0)
     return cache
@@ -683,7 +683,8 @@ def embed_prepare(folder):
 
 def _unigram_ids(text, vocab, scores, unk_id, unk_score, reach):
     """The best Unigram segmentation of one pre-token, as HF tokenizers finds it: the same float sums, ties to
-    the earlier start, runs of unknown (unk id) pieces fused and looked up again. Example: '▁ab' -> [7, 9]"""
+    the earlier start, runs of unknown (unk id) pieces fused and looked up again.
+    Example: '▁ab' with pieces {'▁': 1, 'a': 2, 'b': 3, '▁a': 4} -> [4, 3] when '▁a' outscores '▁' + 'a'"""
     n = len(text)
     best = [0.0] * (n + 1)
     start_of = [-1] * (n + 1)

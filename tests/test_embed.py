@@ -199,6 +199,19 @@ def test_cache_is_prepared_once_and_again_when_the_model_changes(tmp_path, cache
     assert [p for p in cache_dir.iterdir() if ".tmp" in p.name] == []
 
 
+def test_hub_id_is_found_in_the_hugging_face_cache_without_huggingface_hub(tmp_path, monkeypatch):
+    snapshot = tmp_path / "hub" / "models--someone--tiny" / "snapshots" / "abc123"
+    synthetic_model(snapshot)
+    (tmp_path / "hub" / "models--someone--tiny" / "refs").mkdir()
+    (tmp_path / "hub" / "models--someone--tiny" / "refs" / "main").write_text("abc123")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setitem(sys.modules, "huggingface_hub", None)  # importing it would fail
+    assert bot.embed_resolve("someone/tiny") == snapshot
+    assert bot.Embedder("someone/tiny").model.path_kind.startswith("lean loader")
+    with pytest.raises(FileNotFoundError):
+        bot.embed_resolve("./no/such/folder")
+
+
 def test_unreadable_tokenizer_falls_back_to_model2vec_and_says_so(tmp_path, caplog):
     from safetensors.numpy import save_file
     folder = tmp_path / "wordlevel"
