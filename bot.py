@@ -29,11 +29,13 @@ import fcntl
 import hashlib
 import json
 import logging
+import math
 import os
 import random
 import re
 import signal
 import sys
+import threading
 import time
 import zlib
 from concurrent.futures import ThreadPoolExecutor
@@ -600,25 +602,59 @@ def text_normalise(text):
 
 
 _MODEL_CACHE = {}
+#: Bumped when the files embed_prepare writes change: a cache of another version is rebuilt.
+EMBED_CACHE_VERSION = 1
+#: Where embed_prepare keeps its one-off conversion of a model (int8 table, compact vocabulary).
+EMBED_CACHE_DIR = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mnemo" / "embed"
+#: Bytes of a float table converted at a time: keeps the one-off conversion's peak low.
+EMBED_BLOCK_BYTES = 16 << 20
+#: Short pre-tokens whose segmentation is kept (tokenizers keeps 10,000 too): words and phrases repeat.
+EMBED_SEGMENT_CACHE = 10000
+#: safetensors dtype names and the numpy dtypes the lean loader can read.
+_SAFETENSORS_DTYPES = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "I64": "<i8", "I32": "<i4", "I8": "i1"}
+#: Powers of ten exactly as serde_json's table has them (the f64 nearest to each).
+_POW10 = [float(f"1e{i}") for i in range(309)]
+
+
+def embed_resolve(name):
+    """The local folder of a model: a folder as given, else the Hugging Face cache, else a download.
+
+    Only a missing model imports huggingface_hub (24 MB): it honours HF_ENDPOINT (e.g. https://hf-mirror.com)."""
+    path = Path(name).expanduser()
+    if path.exists():
+        return path
+    if name.startswith((".", "/", "~")):
+        raise FileNotFoundError(f"no model folder at {path}")
+    hub = Path(os.environ.get("HF_HUB_CACHE") or Path(os.environ.get("HF_HOME") or Path.home() / ".cache/huggingface") / "hub")
+    repo = hub / ("models--" + name.replace("/", "--"))
+    with contextlib.suppress(OSError):
+        snapshot = repo / "snapshots" / (repo / "refs" / "main").read_text().strip()
+        if all((snapshot / f).exists() for f in ("config.json", "tokenizer.json", "model.safetensors")):
+            return snapshot
+    from huggingface_hub import snapshot_download
+    try:
+        return Path(snapshot_download(name, local_files_only=True))
+    except Exception:
+        return Path(snapshot_download(name))
 
 
 def embed_load(name):
-    """Loads a model2vec model from a local folder or a Hugging Face id (downloaded once)."""
+    """Loads a model2vec model: the lean loader when it can, model2vec's own loader when it can't (and says why)."""
     if name in _MODEL_CACHE:
         return _MODEL_CACHE[name]
-    from model2vec import StaticModel
-    path = Path(name).expanduser()
-    if not path.exists():
-        if name.startswith((".", "/", "~")):
-            raise FileNotFoundError(f"no model folder at {path}")
-        from huggingface_hub import snapshot_download
-        try:  # model2vec would download again on every start; use the local copy when there is one
-            path = snapshot_download(name, local_files_only=True)
-        except Exception:
-            path = snapshot_download(name)  # honours HF_ENDPOINT (e.g. https://hf-mirror.com)
-    model = StaticModel.from_pretrained(str(path), force_download=False, quantize_to="int8")
+    path = embed_resolve(name)
+    before = _embed_rss_mb()
+    try:
+        model = LeanModel(embed_prepare(path))
+    except Exception as e:  # an unusual tokenizer, a read-only cache: model2vec's path still gives the same vectors
+        log.warning("embedding model %s: the lean loader can't use it (%s); loading it with model2vec instead, "
+                    "which needs several times the memory", name, " ".join(str(e).split())[:200])
+        from model2vec import StaticModel
+        model = StaticModel.from_pretrained(str(path), force_download=False, quantize_to="int8")
+        model.path_kind = "model2vec (tokenizers + a float table quantised in memory)"
+    _release_memory()  # loading parses JSON and builds dicts: hand the transient peak back to the OS
+    model.memory_mb = max(0.0, _embed_rss_mb() - before)
     _MODEL_CACHE[name] = model
-    _release_memory()  # loading parses a large tokenizer.json: hand the transient peak back to the OS
     return model
 
 
@@ -628,6 +664,332 @@ def _release_memory():
     with contextlib.suppress(OSError, AttributeError):
         import ctypes
         ctypes.CDLL("libc.so.6").malloc_trim(0)
+
+
+def _embed_rss_mb():
+    """This process's resident memory in MB (0 where /proc is missing)."""
+    with contextlib.suppress(OSError):
+        for line in open("/proc/self/status"):
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def _serde_float(text):
+    """A JSON number parsed as serde_json parses it (HF tokenizers' scores), which is not always the nearest
+    float: up to 19 digits kept, then one multiply or divide by a power of ten.
+    Example: _serde_float('-1.5e-3') -> -0.0015"""
+    positive = not text.startswith("-")
+    digits, _, exp_text = text.lstrip("-").replace("E", "e").partition("e")
+    whole, _, fraction = digits.partition(".")
+    significand, exponent, full = 0, 0, False
+    for c in whole:  # past u64, further digits of the whole part only scale it
+        if full or significand * 10 + int(c) > 0xFFFFFFFFFFFFFFFF:
+            full, exponent = True, exponent + 1
+        else:
+            significand = significand * 10 + int(c)
+    for c in fraction:  # past u64, further decimals are dropped
+        if significand * 10 + int(c) > 0xFFFFFFFFFFFFFFFF:
+            break
+        significand, exponent = significand * 10 + int(c), exponent - 1
+    if exp_text:
+        e = int(exp_text)
+        if abs(e) > 0x7FFFFFFF:  # serde: 0.0 for a huge negative exponent, an error for a huge positive one
+            if e > 0 and significand:
+                raise ValueError(f"number out of range: {text}")
+            return 0.0 if positive else -0.0
+        exponent = max(-(1 << 31), min((1 << 31) - 1, exponent + e))
+    f = float(significand)
+    while True:
+        if abs(exponent) < len(_POW10):
+            f = f * _POW10[exponent] if exponent >= 0 else f / _POW10[-exponent]
+            break
+        if f == 0.0:
+            break
+        if exponent >= 0:
+            raise ValueError(f"number out of range: {text}")
+        f, exponent = f / 1e308, exponent + 308
+    if math.isinf(f):
+        raise ValueError(f"number out of range: {text}")
+    return f if positive else -f
+
+
+def _safetensors_arrays(path):
+    """Where each array of a .safetensors file lies.
+    Example (the default model): {'embeddings': ('<f4', (500353, 256), 136)}"""
+    with open(path, "rb") as f:
+        size = int.from_bytes(f.read(8), "little")
+        header = json.loads(f.read(size))
+    out = {}
+    for key, spec in header.items():
+        if key != "__metadata__":
+            if spec["dtype"] not in _SAFETENSORS_DTYPES:
+                raise ValueError(f"{key} is {spec['dtype']}, which the lean loader does not read")
+            out[key] = (_SAFETENSORS_DTYPES[spec["dtype"]], tuple(spec["shape"]), 8 + size + spec["data_offsets"][0])
+    return out
+
+
+def _embed_quantize(src, dtype, shape, offset, dest):
+    """Writes model2vec's quantize_embeddings(table, 'int8') to dest, reading the float table in blocks:
+    the same scale (the largest |value| / 127) and the same float16 steps, so the same int8 values."""
+    dtype = np.dtype(dtype)
+    rows, dim = shape
+    step = max(1, EMBED_BLOCK_BYTES // (dim * dtype.itemsize))
+
+    def blocks():
+        with open(src, "rb") as f:
+            f.seek(offset)
+            for start in range(0, rows, step):
+                n = min(step, rows - start)
+                yield np.frombuffer(f.read(n * dim * dtype.itemsize), dtype).reshape(n, dim)
+    scale = np.max(np.array([np.max(np.abs(b)) for b in blocks()])) / 127.0
+    with open(dest, "wb") as out:
+        for block in blocks():
+            buf = block.astype(np.float16, copy=True)
+            np.divide(buf, scale, out=buf)
+            np.rint(buf, out=buf)
+            np.clip(buf, -127, 127, out=buf)
+            out.write(buf.astype(np.int8).tobytes())
+
+
+def embed_prepare(folder):
+    """Converts a model2vec folder, once, into what LeanModel maps; returns the cache folder.
+
+    Writes under EMBED_CACHE_DIR: the int8 table (when the model's is float), the vocabulary as one
+    NUL-separated text, the scores, and meta.json with a stub tokenizer.json (normalizer, pre-tokenizer
+    and added tokens of the model's, with a one-piece vocabulary). Raises ValueError for what it can't do."""
+    folder = Path(folder)
+    files = {n: folder / n for n in ("config.json", "tokenizer.json", "model.safetensors")}
+    if not all(p.exists() for p in files.values()):
+        raise ValueError(f"{folder} is not a model2vec folder (config.json, tokenizer.json, model.safetensors)")
+    stats = [[str(p.resolve()), p.stat().st_size, p.stat().st_mtime_ns] for p in files.values()]
+    key = hashlib.sha1(json.dumps([EMBED_CACHE_VERSION, stats]).encode()).hexdigest()[:16]
+    cache = EMBED_CACHE_DIR / key
+    with contextlib.suppress(OSError, ValueError):
+        if json.loads((cache / "meta.json").read_text())["version"] == EMBED_CACHE_VERSION:
+            return cache
+    t0 = time.monotonic()
+    log.info("embedding model %s: preparing a compact copy once (int8 table, vocabulary) in %s", folder, cache)
+    config = json.loads(files["config.json"].read_text(encoding="utf-8"))
+    tok = json.loads(files["tokenizer.json"].read_text(encoding="utf-8"), parse_float=_serde_float)
+    model = tok.get("model") or {}
+    if model.get("type") != "Unigram" or model.get("byte_fallback") or model.get("unk_id") is None:
+        raise ValueError(f"its tokenizer is {model.get('type')} (byte_fallback {model.get('byte_fallback')}, "
+                         f"unk_id {model.get('unk_id')}); the lean loader reads Unigram without byte fallback, with an unk")
+    pieces = [p for p, _ in model["vocab"]]
+    scores = np.array([float(s) for _, s in model["vocab"]], dtype=np.float64)
+    model["vocab"] = None
+    if any("\x00" in p for p in pieces):
+        raise ValueError("a vocabulary piece contains NUL")
+    ids = dict(zip(pieces, range(len(pieces))))  # a repeated piece keeps its last id, as in tokenizers
+    arrays = _safetensors_arrays(files["model.safetensors"])
+    if "embeddings" not in arrays:
+        raise ValueError("model.safetensors has no 'embeddings' (a sentence-transformers layout?)")
+    added, stub_tokens = {}, []
+    for t in tok.get("added_tokens") or []:
+        if ids.get(t["content"]) != t["id"]:
+            raise ValueError(f"added token {t['content']!r} is not piece {t['id']} of the vocabulary")
+        stub_tokens.append(t["content"])
+    mapping = arrays.get("mapping")
+    if mapping is None and arrays["embeddings"][1][0] != len(ids):
+        raise ValueError(f"{len(ids)} pieces but {arrays['embeddings'][1][0]} vectors")
+    # the stub: the model's own normalizer, pre-tokenizer and added tokens, and a vocabulary of one unknown
+    # piece, so each pre-token comes back whole (unknown characters are fused) for the Viterbi below
+    stub = dict(tok, model={"type": "Unigram", "unk_id": 0, "vocab": [["\uffff", 0.0]], "byte_fallback": False},
+                truncation=None, padding=None, post_processor=None, decoder=None)
+    from tokenizers import Tokenizer
+    stub_tok = Tokenizer.from_str(json.dumps(stub))
+    for content in stub_tokens:
+        if not stub_tok.token_to_id(content):
+            raise ValueError(f"added token {content!r} did not get its own id in the stub tokenizer")
+        added[stub_tok.token_to_id(content)] = ids[content]
+    reach = {}
+    for p in ids:  # the longest piece starting with each character bounds the Viterbi's look-ahead
+        if p and len(p) > reach.get(p[0], 0):
+            reach[p[0]] = len(p)
+    lengths = np.array([len(p) for p in ids] + [len(t) for t in stub_tokens if t not in ids])
+    import shutil
+    tmp = cache.with_name(f"{key}.tmp{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
+        (tmp / "vocab.txt").write_bytes("\x00".join(pieces).encode("utf-8"))
+        (tmp / "scores.f64").write_bytes(scores.astype("<f8").tobytes())
+        st = str(files["model.safetensors"].resolve())
+        dtype, shape, offset = arrays["embeddings"]
+        if dtype == "i1":
+            table = [st, "i1", shape, offset]
+        else:
+            _embed_quantize(st, dtype, shape, offset, tmp / "table.i8")
+            table = ["table.i8", "i1", shape, 0]
+        meta = {"version": EMBED_CACHE_VERSION, "source": str(folder.resolve()), "table": table,
+                "mapping": [st, *arrays["mapping"]] if mapping else None,
+                "weights": [st, *arrays["weights"]] if "weights" in arrays else None,
+                "pieces": len(pieces), "unk_id": model["unk_id"], "unk_score": float(scores.min()) - 10.0,
+                "max_length": config.get("max_length", 512), "median_token_length": int(np.median(lengths)),
+                "normalize": bool(config.get("normalize", False)), "added": {str(k): v for k, v in added.items()},
+                "reach": reach, "stub": json.dumps(stub)}
+        (tmp / "meta.json").write_text(json.dumps(meta, ensure_ascii=False))
+        try:
+            tmp.rename(cache)
+        except OSError:  # another process prepared it at the same time: use theirs
+            shutil.rmtree(tmp, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    for old in EMBED_CACHE_DIR.iterdir():  # an older copy of the same folder (the model changed) is dead weight
+        with contextlib.suppress(OSError, ValueError, KeyError):
+            if old != cache and json.loads((old / "meta.json").read_text())["source"] == str(folder.resolve()):
+                shutil.rmtree(old)
+    log.info("embedding model %s: prepared in %.1fs", folder, time.monotonic() - t0)
+    return cache
+
+
+def _unigram_ids(text, vocab, scores, unk_id, unk_score, reach):
+    """The best Unigram segmentation of one pre-token, as HF tokenizers finds it: the same float sums, ties to
+    the earlier start, runs of unknown (unk id) pieces fused and looked up again.
+    Example (pieces ▁ a b ▁a, where ▁a outscores ▁ + a): '▁ab' -> the ids of ▁a and b"""
+    n = len(text)
+    best = [0.0] * (n + 1)
+    start_of = [-1] * (n + 1)
+    id_of = [0] * (n + 1)
+    get = vocab.get
+    reach_of = reach.get
+    for i in range(n):
+        base = best[i]
+        single = False
+        stop = i + reach_of(text[i], 0)
+        for j in range(i + 1, (stop if stop < n else n) + 1):
+            t = get(text[i:j])
+            if t is not None:
+                s = base + scores[t]
+                if start_of[j] < 0 or s > best[j]:
+                    best[j], start_of[j], id_of[j] = s, i, t
+                if j == i + 1:
+                    single = True
+        if not single:
+            s = base + unk_score
+            if start_of[i + 1] < 0 or s > best[i + 1]:
+                best[i + 1], start_of[i + 1], id_of[i + 1] = s, i, unk_id
+    out, fused, j = [], [], n
+    while j > 0:
+        i, t = start_of[j], id_of[j]
+        if t == unk_id:
+            fused.append(text[i:j])
+        else:
+            if fused:
+                out.append(get("".join(reversed(fused)), unk_id))
+                fused = []
+            out.append(t)
+        j = i
+    if fused:
+        out.append(get("".join(reversed(fused)), unk_id))
+    out.reverse()
+    return out
+
+
+def _embed_file(cache, spec):
+    """The file and byte offset of one array: [file (absolute, or in cache), dtype, shape, byte offset]."""
+    path, dtype, shape, offset = spec
+    path = Path(cache) / path
+    if path.stat().st_size < offset + np.dtype(dtype).itemsize * math.prod(shape):
+        raise ValueError(f"{path} is shorter than its array: delete {Path(cache)} to prepare it again")
+    return path, np.dtype(dtype), tuple(shape), offset
+
+
+def _embed_read(cache, spec):
+    """One small array read into memory (a per-piece mapping or weights: a few MB)."""
+    path, dtype, shape, offset = _embed_file(cache, spec)
+    return np.fromfile(path, dtype=dtype, count=math.prod(shape), offset=offset).reshape(shape)
+
+
+class LeanModel:
+    """model2vec's encode(quantize_to='int8'), the same vectors, from an int8 table read row by row from disk and
+    a Unigram vocabulary held as one dict (tokenizers keeps ~635 MB for the default model's 500k pieces; this ~75 MB).
+
+    Rows are read with pread, not memory-mapped: a mapped row drags up to hundreds of KB of the file into
+    the process (fault-around, large page-cache folios), so a mapped table creeps up to its full size."""
+
+    def __init__(self, cache):
+        import array
+        from tokenizers import Tokenizer
+        self.cache = Path(cache)
+        meta = json.loads((self.cache / "meta.json").read_text(encoding="utf-8"))
+        self.stub = Tokenizer.from_str(meta["stub"])
+        pieces = (self.cache / "vocab.txt").read_bytes().decode("utf-8").split("\x00")
+        self.vocab = dict(zip(pieces, range(len(pieces))))
+        del pieces
+        self.scores = array.array("d")
+        self.scores.frombytes((self.cache / "scores.f64").read_bytes())
+        path, dtype, (self.rows, self.dim), self._offset = _embed_file(self.cache, meta["table"])
+        if dtype != np.int8:
+            raise ValueError(f"{path} is {dtype}, not int8")
+        self._fd = os.open(path, os.O_RDONLY)
+        with contextlib.suppress(AttributeError, OSError):  # rows are read one by one: no readahead
+            os.posix_fadvise(self._fd, 0, 0, os.POSIX_FADV_RANDOM)
+        self.token_mapping = None
+        if meta["mapping"]:  # an array.array: indexing it from Python is fast, and it is 8 bytes a piece
+            self.token_mapping = array.array("q", _embed_read(self.cache, meta["mapping"]).astype(np.int64).tobytes())
+        self.weights = _embed_read(self.cache, meta["weights"]) if meta["weights"] else None
+        self.added = {int(k): v for k, v in meta["added"].items()}
+        self.unk_id, self.unk_score, self.reach = meta["unk_id"], meta["unk_score"], meta["reach"]
+        self.max_length, self.normalize = meta["max_length"], meta["normalize"]
+        self.median_token_length = meta["median_token_length"]
+        self._segments = {}  # pre-token -> its pieces, like tokenizers' own cache
+        self.path_kind = (f"lean loader ({meta['pieces']:,} pieces in a dict; int8 table of "
+                          f"{self.rows * self.dim / 1e6:.0f} MB read by row from {path})")
+
+    def __del__(self):
+        with contextlib.suppress(Exception):
+            os.close(self._fd)
+
+    def _rows(self, ids):
+        """The int8 rows of the table for ids, read from the page cache (or disk), as an array."""
+        size, base, fd = self.dim, self._offset, self._fd
+        data = b"".join([os.pread(fd, size, base + int(i) * size) for i in ids])
+        if len(data) != len(ids) * size:
+            raise OSError(f"short read from the embedding table at {self.cache}")
+        return np.frombuffer(data, dtype=np.int8).reshape(len(ids), size)
+
+    def tokenize(self, text):
+        """model2vec's token ids for one text: cut, tokenised, truncated, unknowns dropped."""
+        if self.max_length is not None:
+            text = text[:self.max_length * self.median_token_length]
+        enc = self.stub.encode(text, add_special_tokens=False)
+        ids = []
+        cache = self._segments
+        for stub_id, token in zip(enc.ids, enc.tokens):
+            segment = (self.added[stub_id],) if stub_id else cache.get(token)
+            if segment is None:
+                segment = _unigram_ids(token, self.vocab, self.scores, self.unk_id, self.unk_score, self.reach)
+                if len(token) <= 32 and len(cache) < EMBED_SEGMENT_CACHE:
+                    cache[token] = segment
+            ids.extend(segment)
+            if self.max_length is not None and len(ids) >= self.max_length:
+                del ids[self.max_length:]
+                break
+        return [i for i in ids if i != self.unk_id]
+
+    def encode(self, sentences, **_):
+        """Like StaticModel.encode for a list of texts: model2vec's mean, weights and normalisation, in its order."""
+        out = np.zeros((len(sentences), self.dim), dtype=np.float32)
+        for i, s in enumerate(sentences):
+            ids = self.tokenize(s)
+            if not ids:
+                continue
+            if self.token_mapping is None and self.weights is None:
+                # int8 summed in float64 is exact in any order, so this equals model2vec's batched mean
+                out[i] = np.add.reduce(self._rows(ids), axis=0, dtype=np.float64) / len(ids)
+                continue
+            emb = self._rows(ids if self.token_mapping is None else [self.token_mapping[t] for t in ids])
+            if self.weights is not None:
+                emb = emb * self.weights[ids][:, None]
+            # ndarray.mean(axis=0) without its Python wrapper: the same reduce, then the same divide
+            total = np.add.reduce(emb, axis=0, dtype=np.float64 if emb.dtype == np.int8 else None)
+            out[i] = np.true_divide(total, np.intp(len(ids)), out=total, casting="unsafe")
+        if self.normalize:
+            out = out / (np.linalg.norm(out, axis=1, keepdims=True) + 1e-32)
+        return out
 
 
 #: Unrelated sentences: how similar the model finds them sets the relevance floor.
@@ -3272,7 +3634,8 @@ def cli_doctor(cfg):
         if e.model is None:
             raise ConfigError(f"{e.error}. Fix: set EMBED_MODEL to a model2vec id or folder; HF_ENDPOINT=https://hf-mirror.com "
                               f"for a mirror (the bot still runs, keyword search only)")
-        return f"{cfg.EMBED_MODEL}, {e.dim} dimensions"
+        return (f"{cfg.EMBED_MODEL}, {e.dim} dimensions, {e.model.path_kind}; "
+                f"{e.model.memory_mb:.0f} MB of this process's memory once loaded")
     check("embedding model", model)
     check("characters", lambda: ", ".join(Characters(cfg.BOT_CHARACTERS).get()["order"]))
 
