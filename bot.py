@@ -1121,11 +1121,11 @@ def _vec_ready(conn):
 #: Who a fact can be about besides the user: relatives, partners, friends, pets. Longest first
 #: when matching, so 前男友 is never read as 男友 and 我妈妈 not as 我妈 + 妈.
 RELATIONS = ("前男友 前女友 男朋友 女朋友 男友 女友 老婆 老公 媳妇 对象 未婚妻 未婚夫 爱人 妈妈 老妈 母亲 爸爸 老爸 父亲 "
-             "女儿 儿子 闺女 孩子 宝宝 哥哥 姐姐 弟弟 妹妹 爷爷 奶奶 外公 外婆 姥姥 姥爷 舅舅 阿姨 叔叔 姑姑 婶婶 "
+             "爸妈 父母 女儿 儿子 闺女 孩子 宝宝 哥哥 姐姐 弟弟 妹妹 爷爷 奶奶 外公 外婆 姥姥 姥爷 舅舅 阿姨 叔叔 姑姑 婶婶 "
              "表哥 表姐 表弟 表妹 堂哥 堂姐 堂弟 堂妹 室友 舍友 同事 领导 老板 上司 闺蜜 好朋友 好兄弟 朋友 同学 发小 "
              "班主任 老师 师父 猫咪 小猫 猫 狗狗 小狗 狗 兔子 仓鼠 鹦鹉 乌龟 金鱼 宠物 妈 爸 哥 姐 弟 妹").split()
 #: Other ways to say the same relation.
-RELATION_ALIASES = {"老妈": "妈妈", "母亲": "妈妈", "妈": "妈妈", "老爸": "爸爸", "父亲": "爸爸", "爸": "爸爸",
+RELATION_ALIASES = {"爸妈": "父母", "老妈": "妈妈", "母亲": "妈妈", "妈": "妈妈", "老爸": "爸爸", "父亲": "爸爸", "爸": "爸爸",
                     "男友": "男朋友", "女友": "女朋友", "媳妇": "老婆", "闺女": "女儿", "哥": "哥哥", "姐": "姐姐",
                     "弟": "弟弟", "妹": "妹妹", "舍友": "室友", "猫咪": "猫", "小猫": "猫", "狗狗": "狗", "小狗": "狗"}
 #: Which pronoun can stand for which subject (她 / 他 / 它).
@@ -1137,6 +1137,9 @@ _REL_RE = "|".join(sorted(RELATIONS, key=len, reverse=True))
 _NAMED = set("朋友 好朋友 好兄弟 同事 同学 室友 闺蜜 发小 老师 领导 老板 上司 猫 狗 兔子 仓鼠 鹦鹉 乌龟".split())
 #: What follows a name in a fact: 阿强喜欢… / 小丽是… / 年糕三岁了.
 _AFTER_NAME = "(?=喜欢|爱|是|在|住|叫|对|有|养|今年|的|不|最|很|特别|也|还|现在|已经|刚|每|一|两|三|四|五|六|七|八|九|十|\\d)"
+#: Words after a relation that are what the fact is about, not a name (我妈妈生日是…).
+_NOT_A_NAME_RE = re.compile(r"^(?:生日|名字|老家|家乡|工作|职业|身高|体重|血型|星座|专业|学校|公司|单位|年龄|今年|明年|去年|小时候|以前|之前|"
+                            r"平时|每天|每周|特别|非常|一直|刚刚|最近|现在|已经|总是|经常|从小|也是|还是|就是)")
 _NAME_RE = re.compile(f"^([\u4e00-\u9fff]{{2,3}}?){_AFTER_NAME}")
 #: A fact's subject at its start: 我的妈妈 / 我妈 / 我家猫 / 妈妈 (the value is the relation).
 _SUBJECT_RE = re.compile(rf"^(?:我(?:的|家的?|们家的?)?(?:最好的|好|亲|最亲的)?)?({_REL_RE})(?![们圈友子])(?:的)?")
@@ -1150,17 +1153,18 @@ ATTRIBUTE_RULES = [
              r"([^，,]{1,20})", True),
     ("老家", r"(?:的)?(?:老家|家乡|籍贯)(?:是|在)?([^，,]{1,20})|是([^，,]{1,6}?)人", True),
     ("生日", r"(?:的)?生日(?:是|在|：|:)?\s*((?:农历|阴历|公历|阳历)?[\d一二三四五六七八九十正腊冬]+\s*[月/.\-号日].*)", True),
-    ("年龄", r"(?:今年|现在)?(\d{1,3}|[一二三四五六七八九十]{1,3})(?:周)?岁(?:了)?", True),
+    ("年龄", r"(?:今年|现在|已经|满)?(\d{1,3}|[一二三四五六七八九十]{1,3})(?:周)?岁(?:了)?|(?:今年|现在|已经|满)(\d{1,3})|(\d{1,2})了", True),
     ("昵称", r"(?:的)?(?:昵称|外号|小名|网名)(?:是|叫)(.+)", True),
     ("名字", r"(?:的)?(?:名字|全名|本名|大名)(?:是|叫)(.+)|叫(?!了|过|外卖|车|醒|起来|什么|啥)([^，,]{1,12})", True),
     ("最喜欢", r"最(?:喜欢|爱)的(.{1,8}?)(?:是|就是|：|:)(.+)", True),
-    ("职业", r"(?:现在|目前|已经)?(?:转行|改行)?(?:是|当了?|做了?)(?:一名|一个|个|名|位)?([^，,]{0,10}?(?:师|员|生|工|经理|老板|"
+    ("职业", r"(?:现在|目前|已经)?(退休)|(?:现在|目前|已经)?(?:转行|改行)?(?:是|当了?|做了?)(?:一名|一个|个|名|位)?([^，,]{0,10}?(?:师|员|生|工|经理|老板|"
              r"总监|总|医生|护士|老师|学生|主播|作家|律师|会计|审计|财务|编辑|记者|翻译|保安|客服|销售|司机|厨师|设计|运营|"
              r"产品|开发|程序员|工程师|公务员|自由职业者?|主管|店长|博士|硕士|UP主|up主|博主|画师|警察|军人|农民|宝妈|"
              r"全职妈妈|退休|创业者|模特|演员|歌手|顾问|教练|导游|秘书|助理|前台|HR|hr|外卖骑手|骑手|快递小哥))"
-             r"|(?:的)?(?:职业|工作)是(.+)|(?:做|干)([^，,]{1,10}?)(?:的|工作|这行)", True),
+             r"|(?:的)?(?:职业|工作)是(.+)|(?:是)?(?:做|干)([^，,]{1,10}?)(?:的|工作|这行)", True),
     ("工作单位", r"(?:现在|目前|已经)?(?:在([^，,]{1,20}?)(?:工作|上班|实习|任职|打工)|(?:跳槽到|跳槽去|跳到|换到|调到|入职(?:了)?|进了)"
              r"([^，,]{1,20}?)(?:工作|上班|实习|任职|打工)?)(?:了)?", True),
+    ("工作城市", r"(?:现在|目前)?在([^，,]{1,8}?(?:市|省|县))(?:工作|上班|打工)", True),
     ("年级", r"(?:现在|今年|已经)?(?:在)?(?:读|上)?(高[一二三]|初[一二三]|大[一二三四]|研[一二三]|博[一二三四五]|"
            r"[一二三四五六]年级)(?:了|的学生)?", True),
     ("学校", r"(?:现在|目前)?在([^，,]{1,20}?)(?:读书|上学|念书|读大学|读研|读博|上大学|读高中|读初中|上高中|上初中)", True),
@@ -1169,6 +1173,7 @@ ATTRIBUTE_RULES = [
     ("体重", r"(?:的)?体重(?:是|有)?(.+)", True),
     ("星座", r"是([^，,]{1,3}座)", True),
     ("血型", r"(?:的)?血型是(.+)|是([ABO]{1,2}型血)", True),
+    ("不再过敏", r"(?:已经|现在)?不(?:再)?对([^，,]+?)过敏(?:了)?|(?:已经|现在)?对([^，,]+?)不过敏(?:了)?", False),
     ("过敏", r"对([^，,]+?)过敏|([^，,]{1,10}?)过敏", False),
     ("健康", r"(?:有|得了|得过|患有|患了|确诊了?)([^，,]{0,10}?(?:病|症|炎|癌|高血压|高血脂|糖尿病|哮喘|抑郁|焦虑|痛风|贫血))"
              r"|([^，,]{1,8}?不耐受)", False),
@@ -1181,12 +1186,16 @@ ATTRIBUTE_RULES = [
 ]
 _ATTRIBUTE_RES = [(a, re.compile(f"(?:{p})(?:了|啦)?$", re.I), single) for a, p, single in ATTRIBUTE_RULES]
 #: The same rules for facts said in English (the value is what follows).
-ENGLISH_RULES = [("现居地", r"i (?:now )?live in (.+)|i moved to (.+)", True), ("生日", r"my birthday is (.+)", True),
-                 ("名字", r"my name is (.+)|call me (.+)", True), ("年龄", r"i'?m (\d+)(?: years old)?|i am (\d+)(?: years old)?", True),
+ENGLISH_RULES = [("现居地", r"i (?:now )?live in (.+)|i moved to (.+)|(?:lives|live) in (.+)", True),
+                 ("生日", r"(?:my )?birthday is (.+)", True), ("名字", r"(?:my )?name is (.+)|call me (.+)", True), ("年龄", r"i'?m (\d+)(?: years old)?|i am (\d+)(?: years old)?", True),
                  ("工作单位", r"i work (?:at|for) (.+)", True), ("职业", r"i(?:'m| am) an? (.+)", True),
                  ("过敏", r"i(?:'m| am) allergic to (.+)", False), ("讨厌", r"i (?:hate|don'?t like|don'?t eat) (.+)", False),
                  ("喜欢", r"i (?:really )?(?:like|love|enjoy) (.+)", False), ("宠物", r"i have an? (.+)", False)]
 _ENGLISH_RES = [(a, re.compile(f"(?:{p})$", re.I), single) for a, p, single in ENGLISH_RULES]
+#: Cities a 在X工作 may name (then it is where the user works, not the employer).
+_CITIES = set("北京 上海 广州 深圳 成都 杭州 重庆 武汉 南京 西安 天津 苏州 长沙 郑州 青岛 厦门 福州 济南 沈阳 大连 哈尔滨 昆明 合肥 "
+              "南昌 南宁 贵阳 太原 石家庄 兰州 乌鲁木齐 呼和浩特 海口 三亚 无锡 宁波 东莞 佛山 珠海 香港 澳门 台北 "
+              "东京 大阪 首尔 纽约 伦敦 巴黎 新加坡 美国 日本 英国 法国 德国 加拿大 澳洲 国外 老家 本地 外地".split())
 #: Attributes that contradict each other on the same value (我喜欢猫 → 我讨厌猫).
 OPPOSITES = {"喜欢": "讨厌", "讨厌": "喜欢"}
 #: Words a user names an attribute by, in 忘记我的住址 / 你记得我住哪.
@@ -1236,6 +1245,7 @@ COMMANDS = [
     ("undo", r"(?:撤销|撤回|undo|/undo)(?:刚才的|上一步|上一条|刚才那个|刚才那条)?(?:操作)?"),
     ("confirm_wipe", r"确认删除"),
     ("forget_all", rf"(?:/forget_all|(?:忘记|忘掉|删除|删掉|清空|清除)(?:关于我的|我的)?(?:一切|所有|全部)(?:记忆|的事|事情|东西)?|"
+                   rf"把?我的(?:所有)?记忆(?:全|都|全部)(?:删|删了|删掉|删除|清空)|"
                    rf"清空(?:我的)?记忆|forget everything(?: about me)?)"),
     ("forget_last", r"(?:忘记|忘掉|删掉|删除|去掉|不用记)(?:我)?(?:刚才|刚刚|上一条|刚才那条|刚刚那条)(?:说的|记的|那条|那个|那句)?(?:话|东西)?|"
                     r"(?:刚才|刚刚)(?:那条|说的|记的)(?:删掉|删了|忘了吧|忘掉|不用记了|别记了)"),
@@ -1244,16 +1254,21 @@ COMMANDS = [
     ("private", rf"(?:私密|设为私密)第?\s*({_NUM})\s*[条个]?"),
     ("forget", rf"(?:/forget\b|forget(?:\s+that|\s+(?=my\b|i\b))|忘记|忘掉|忘了|删除记忆|删掉记忆|删掉|删除|不要记得?|别记(?:得|住)?了?|不用记(?:得|住)?了?)"
                rf"([{_PUNCT}]*)(.+)"),
-    ("update", rf"(?:/update\b|更新一下|更正一下|纠正一下|修改一下|改一下|更新|更正|纠正|修改|改成|update)[{_PUNCT}]*(.+)"),
-    ("actually", r"其实(?:呢)?[，,]?((?:我|我的)?(?:现在|已经|目前).+|我.+了)"),
+    ("update", rf"(?:/update\b|更新一下|更正一下|纠正一下|修改一下|改一下|更新|更正|纠正|修改|改成|update|(?:我)?说错了|(?:我)?搞错了|"
+               rf"(?:我)?记错了)[{_PUNCT}]*(.+)"),
+    ("actually", r"(?:其实(?:呢)?[，,]?|不对(?:不对)?[，,]?|错了[，,]?|actually[, ]+)((?:我|i\b|my\b).+)"),
     ("remember", rf"(?:/remember\b|remember(?:\s*[:：,，]|\s+that\b|(?=\s+(?:i|my|i'm)\b))|请记住|帮我记住|帮我记一下|帮我记下|给我记住|记住|记一下|记下来|记下|记好了?|"
                  rf"好好记住|牢记)(?:哦|啊|呀|哈|啦|噢|喔)?[{_PUNCT}]*(.+)"),
     ("remember_weak", rf"(?:别忘了|不要忘了|你要记得|要记得|记得|记着|你记住)(?:哦|啊|呀|哈|啦)?[{_PUNCT}]*(.+)"),
 ]
 _COMMAND_RES = [(kind, re.compile(p + "$", re.I | re.S)) for kind, p in COMMANDS]
+#: Traditional characters of the command words, read as simplified (記住 = 记住).
+_TRADITIONAL = str.maketrans(dict(zip("記憶刪銷說錯歡請幫關於麼們", "记忆删销说错欢请帮关于么们")))
 #: What follows a command word in chat rather than a command ("记住了吗", "忘了带伞").
 _NOT_AN_OBJECT_RE = re.compile(r"^(?:了|吗|没|呢|啊|吧|嘛|不|得|住|过|带|拿|关|交|吃饭|喝水|睡觉|休息|提醒|告诉|叫我|帮我|给我|明天|今天|晚上|早上)")
 _TIME_RE = re.compile(r"^(?:明天|今天|晚上|早上)")
+#: What is forgotten in chat (忘记带伞, 忘了吃药), never a memory.
+_CHAT_FORGET_RE = re.compile(r"^(?:所有|一切|全部|带|拿|关|交|吃|喝|买|说|做|写|打|锁|给|回|发|看|问|去|来|充|存|签|还|密码|时间|烦恼|过去|自己|吧|啦)")
 #: A fact the bot can't file under a subject starts like this: asked about, never stored blind.
 _BANTER_RE = re.compile(r"(?:吧|哈哈+|啊|嘛|呀|233+|hhh+|2333)$|^(?:这个|那个|这|那|这些|那些)(?:教训|道理|事|话)|^(?:系统|软件|版本|驱动|app|APP|你的发音|你的)")
 #: Seconds a which-one question or a 要我记住吗 waits for its answer.
@@ -1299,7 +1314,7 @@ class Fact:
     def key(self):
         """What a many-valued attribute is keyed by. Example: Fact('我喜欢吃辣', '我', '喜欢', '吃辣').key -> '辣'"""
         v = re.sub(r"^(?:吃|喝|看|玩|听|养)", "", (self.value or "").lower())
-        return re.sub(rf"(?:也|都|还|又)?[{_PUNCT}的了]*$", "", v)
+        return re.sub(rf"(?:也|还|又)?[{_PUNCT}的了]*$", "", v)
 
 
 def memory_parse(text, names=()):
@@ -1312,7 +1327,8 @@ def memory_parse(text, names=()):
             t = t[len(name):].lstrip(" ，,:：~～!！")
             break
     t = re.sub(r"^@\S+\s+", "", t)
-    t = t.replace("（", "(").replace("）", ")")
+    t = t.replace("（", "(").replace("）", ")").translate(_TRADITIONAL)
+    t = re.sub(rf"^(?:哈{{2,}}|嘿嘿|嗯+|呃+|诶|欸|对了)[{_PUNCT}]*(?=记|忘|删|撤销|更正|更新|请记|帮我记|别忘)", "", t)
     bare = _strip_tail(t)
     for kind, pattern in _COMMAND_RES:
         m = pattern.match(bare) if kind not in ("remember", "remember_weak", "update", "forget", "actually") else pattern.match(t)
@@ -1326,21 +1342,33 @@ def memory_parse(text, names=()):
         if kind in ("public", "private"):
             return kind, str(_cn_number(arg))
         arg = _strip_tail(arg) if kind == "forget" else re.sub(rf"[{_PUNCT}]+$", "", arg)
-        if not arg or _NOT_AN_OBJECT_RE.match(arg) and not (kind == "remember" and _TIME_RE.match(arg)):
+        if not arg or _NOT_AN_OBJECT_RE.match(arg) and not (kind == "remember" and _TIME_RE.match(arg)) \
+                and not (kind == "forget" and re.match(r"^(?:关于|过敏)", arg)):
             return None, ""
         if kind == "forget":
             # "忘记带伞了" is chat: a forget names a memory (我…, 第N条, 关于…, 那条, an attribute)
             arg = re.sub(r"(?:这件事|这事|这个|这一条|这条)$", "", arg) or arg
+            arg = re.sub(r"^(?:那个|这个|那条|这条|那件)(?=.)", "", arg)
+            arg = re.sub(r"(?<=..)的$", "", arg)
             pointed = re.match(r"^(.+?)的?(?:那条|那个|这条|那句|记忆)$", arg)
             separated = bool(m.group(1)) and not re.match(r"^(?:带|拿|关|交|吃|喝|买|说|做|写|打)", arg)  # 忘记：花生 / 忘记 羽毛球
-            if pointed or separated or re.match(rf"^(?:我|关于|有关|第|my\b|i\b|that\b|{_REL_RE})", arg, re.I) or arg in _ATTRIBUTE_BY_WORD:
-                return "forget", re.sub(r"^(?:关于|有关)", "", pointed.group(1) if pointed else arg)
-            return None, ""
+            if pointed or separated or re.match(rf"^(?:我|关于|有关|第|所有关于|全部关于|她|他|它|my\b|i\b|that\b|{_REL_RE})", arg, re.I) \
+                    or arg in _ATTRIBUTE_BY_WORD:
+                arg = pointed.group(1) if pointed else arg
+                return "forget", arg if arg.startswith(("所有", "全部")) else re.sub(r"^(?:关于|有关)", "", arg)
+            # 忘记榴莲: a command when a memory mentions it (the caller checks), chat otherwise
+            question = re.search(r"怎么|如何|吗|什么|为什么|咋|[?？]", arg)
+            return ("forget_maybe", arg) if len(arg) <= 8 and not _CHAT_FORGET_RE.match(arg) and not question else (None, "")
         arg = re.sub(r"(?m)^\s*(?:\d{1,2}|[一二三四五六七八九十])[.、)）]\s*", "", arg).strip()
         about = memory_has_subject(arg)
         if kind == "actually":
             return ("update", arg) if about and memory_fact(arg).attribute else (None, "")
         if kind == "update":  # 更正一下，阿强喜欢的是打篮球: whether 阿强 is someone the user named is for the database
+            m = re.match(r"^(?:应该|其实)?是([^，,。;；我你他她它]{1,12})$", arg)
+            if m and not about:  # 更正：是南京 — the value of what was just said
+                return "update_last", m.group(1)
+            if re.match(rf"^是(.+?)[{_PUNCT}]+不是(?:我|你)$", arg):  # 更正：是我妈妈对花生过敏，不是我
+                return "update", arg
             return ("update", arg) if about else ("update_named", arg) if _NAME_RE.match(arg) else (None, "")
         if about:
             return "remember", arg
@@ -1365,6 +1393,12 @@ def memory_has_subject(text):
     return False
 
 
+#: Relations said in English (my mom's birthday …).
+ENGLISH_RELATIONS = {"mom": "妈妈", "mum": "妈妈", "mother": "妈妈", "dad": "爸爸", "father": "爸爸", "wife": "老婆",
+                     "husband": "老公", "girlfriend": "女朋友", "boyfriend": "男朋友", "son": "儿子", "daughter": "女儿",
+                     "sister": "姐妹", "brother": "兄弟", "friend": "朋友", "roommate": "室友", "cat": "猫", "dog": "狗"}
+
+
 def _subject_of(text, known=()):
     """The subject a fact starts with and the rest. Example: _subject_of('我妈妈的生日是5月3日') -> ('妈妈', '生日是5月3日')"""
     m = re.match(rf"^(\S{{1,6}}?)是我的?({_REL_RE})$", text)
@@ -1373,14 +1407,20 @@ def _subject_of(text, known=()):
     m = _SUBJECT_RE.match(text)
     if m and m.group(1):
         subject, rest = RELATION_ALIASES.get(m.group(1), m.group(1)), text[m.end():]
-        n = _NAME_RE.match(rest) if subject in _NAMED else None
-        if n and not re.match(r"^(?:喜欢|是|在|住|叫|对|有|养|今年)", rest):
-            return subject + n.group(1), rest[n.end():]
+        n = _NAME_RE.match(rest)
+        if n and (subject not in _NAMED and not rest[n.end():].startswith("的")
+                  or _NOT_A_NAME_RE.match(n.group(1))):
+            n = None
+        if n and not re.match(r"^(?:喜欢|是|在|住|叫|对|有|养|今年|最|不|也|还|很|特别|现在|已经)", rest):
+            # 我朋友阿强…: two friends stay apart; 我女朋友小美的生日: the name says nothing new
+            return (subject + n.group(1) if subject in _NAMED else subject), rest[n.end():]
         return subject, rest
-    for known in sorted(known, key=len, reverse=True):  # 阿强喜欢…, after 我朋友阿强…
-        name = re.sub(f"^(?:{_REL_RE})", "", known)
-        if name and name != known and text.startswith(name):
-            return known, text[len(name):].lstrip("的")
+    for name in sorted(known, key=len, reverse=True):  # 阿强喜欢… / 旺财三岁了, after the user named them
+        if text.startswith(name) and len(text) > len(name):
+            return known[name], text[len(name):].lstrip("的")
+    m = re.match(rf"^my ({'|'.join(sorted(ENGLISH_RELATIONS, key=len, reverse=True))})(?:'s)?\b\s*", text, re.I)
+    if m:  # my mom's birthday is …
+        return ENGLISH_RELATIONS[m.group(1).lower()], text[m.end():]
     if re.match(r"^(?:你|您)", text):
         return "你", text[1:]
     m = re.match(r"^(?:我|咱|本人)(?:自己)?(?:的)?", text)
@@ -1393,8 +1433,15 @@ def memory_fact(text, last_subject=None, known=()):
     """Takes one fact apart. Example: memory_fact('我现在住在上海了').attribute -> '现居地'"""
     text = re.sub(r"(?:[。.!！~～]|(?<=.{3})[啊呀哦喔噢吖啦嘛呢哈])+$", "", text.strip())
     replaces = None
-    m = re.match(rf"^(.+?)[{_PUNCT}]+(?:而)?不是(.+)$", text) or re.match(r"^(.+是.+?)不是(.{1,12})$", text)
-    if m:  # 我对芒果过敏，不是花生
+    m = re.match(rf"^(我|我的)?不是(.+?)[{_PUNCT}]+(?:而|其实)?是(.+)$", text)
+    if m:  # 我不是住在北京，是住在天津
+        text, replaces = (m.group(1) or "我") + m.group(3), m.group(2)
+    m = re.match(rf"^是(.+?)[{_PUNCT}]+不是(我|你)$", text)
+    if m:  # 是我妈妈对花生过敏，不是我: the same fact, about someone else
+        text, replaces = m.group(1), "subject:" + m.group(2)
+    m = None if replaces else (re.match(rf"^(.+?)[{_PUNCT}]+(?:而)?不(?:是|叫)(.+)$", text)
+         or re.match(r"^(.+(?:是|叫).+?)不(?:是|叫)(.{1,12})$", text))
+    if m:  # 我对芒果过敏，不是花生 / 我叫李华不叫李明
         text, replaces = m.group(1), re.sub(rf"[{_PUNCT}]+$", "", m.group(2))
     m = re.match(r"^(她|他|它)(?!们)(?:的)?", text)
     if m and last_subject:  # 她喜欢草莓蛋糕, after 我女朋友叫小美
@@ -1409,10 +1456,10 @@ def memory_fact(text, last_subject=None, known=()):
         if m:
             return Fact(text, "你", "称呼用户", m.group(1), True, replaces)
     # the first clause says what the fact is; the rest is detail (我养了一只猫，叫年糕)
-    rest = re.split(r"[，,；;]", re.sub(r"^(?:也|还|一直|真的|其实)", "", rest.strip()))[0]
+    rest = re.split(r"[，,；;]", re.sub(r"^(?:也|还|一直|真的)", "", rest.strip().replace("其实", "")))[0]
     english = bool(re.match(r"^[a-z]", text, re.I))
     for attribute, pattern, single in (_ENGLISH_RES if english else _ATTRIBUTE_RES):
-        m = pattern.match(re.split(r"[，,；;]", text.strip())[0] if english else rest)
+        m = pattern.match((re.split(r"[，,；;]", text.strip())[0] if subject == "我" else rest.strip()) if english else rest)
         if not m:
             continue
         groups = [g for g in m.groups() if g]
@@ -1420,9 +1467,14 @@ def memory_fact(text, last_subject=None, known=()):
             attribute, value = "最喜欢的" + groups[0], groups[1]
         else:
             value = groups[0] if groups else ""
-        value = re.sub(rf"(?:也|都|还|又)?(?:了|啦|呢|哦|的)?[{_PUNCT}]*$", "", value.strip())
+        value = re.sub(rf"(?:也|还|又)?(?:了|啦|呢|哦|的)?[{_PUNCT}]*$", "", value.strip())
+        value = re.sub(r"\s+(?:now|too|also|as well)$", "", value, flags=re.I) if english else value
+        if re.fullmatch(r"(?:哪|哪里|哪儿|什么|啥|几|多少|谁)[了呢啊]?", value):
+            return Fact(text, subject, attribute, None, single, replaces)  # 我住哪: the attribute, no value
         if not value or _VAGUE_VALUE_RE.match(value):
             return Fact(text, subject, None, None, False, replaces)
+        if attribute == "工作单位" and (value in _CITIES or value.endswith(("市", "省"))):
+            attribute = "工作城市"  # 我在北京工作 is where, not for whom
         return Fact(text, subject, attribute, value, single, replaces)
     return Fact(text, subject, None, None, False, replaces)
 
@@ -1431,7 +1483,7 @@ def memory_split(text):
     """One fact per piece: clauses without their own subject inherit it; a clause that adds only
     detail stays with its fact, as it was written.
     Example: memory_split('我住在成都，对花生过敏') -> ['我住在成都', '我对花生过敏']"""
-    parts = re.split(r"([，,；;。\n]+|、(?=[我对生住在是有喜讨养]))", text.strip())
+    parts = re.split(r"([，,；;。\n～~]+|、(?=[我对生住在是有喜讨养]))", text.strip())
     clauses = [(parts[i], parts[i - 1] if i else "") for i in range(0, len(parts), 2)]
     clauses = [(c.strip(), sep + c[:len(c) - len(c.lstrip())]) for c, sep in clauses if c.strip()]
     if len(clauses) < 2:
@@ -1449,8 +1501,9 @@ def memory_split(text):
             candidate = clause
         else:
             candidate = ("我" if subject == "我" else _subject_lead(pieces[-1])) + clause
-        glued = (re.match(r"^(?:叫|因为|所以|但|但是|不过|而且|然后|而|不是|是因为|虽然|就|也就|特别|尤其)", clause)
-                 or not memory_fact(candidate).attribute or not memory_fact(pieces[-1]).attribute)
+        standalone = memory_fact(candidate).attribute or (len(clause) >= 6 and re.match(r"^(?:现在|目前|平时|每)", clause))
+        glued = (re.match(r"^(?:叫|因为|所以|但|但是|不过|而且|然后|而|不是|是因为|虽然|就|也就|特别|尤其|之前|以前)", clause)
+                 or not standalone)
         if glued:
             pieces[-1] += sep + clause
         else:
@@ -1572,21 +1625,50 @@ def _find_duplicate(conn, rows, fact, vec):
 
 
 def _known_subjects(conn, ctx):
-    """The people and pets the user has named (朋友阿强, 猫年糕 ...)."""
-    return [r[0] for r in conn.execute("SELECT DISTINCT subject FROM memories WHERE user_id = ? AND subject NOT IN ('我', '你')",
-                                       (ctx.user_id,))]
+    """The names of the people and pets the user has told of: {name: subject}.
+    From 我朋友阿强… (朋友阿强), 我家狗叫旺财 (狗) and 我养了一只猫叫橘子 (猫)."""
+    names = {}
+    for r in conn.execute("SELECT subject, attribute, value FROM memories WHERE user_id = ? AND (subject NOT IN ('我', '你') "
+                          "OR attribute = '宠物')", (ctx.user_id,)):
+        m = re.match(f"^(?:{_REL_RE})(.+)$", r["subject"])
+        if m and r["subject"] not in RELATIONS:
+            names[m.group(1)] = r["subject"]
+        if r["attribute"] == "名字" and r["subject"] not in ("我", "你") and r["value"]:
+            names[r["value"]] = r["subject"]
+        pet = _pet_of(r["value"]) if r["attribute"] == "宠物" else None
+        if pet and pet[1]:
+            names[pet[1]] = pet[0]
+    return names
+
+
+def _pet_of(value):
+    """The animal and its name in a 宠物 value. Example: _pet_of('一只猫叫橘子') -> ('猫', '橘子')"""
+    m = re.search(r"(猫|狗|兔子|仓鼠|鹦鹉|乌龟|金鱼|柯基|金毛|泰迪|哈士奇|柴犬|布偶|英短|橘猫)(?:[，,]?\s*(?:名字)?叫(.{1,6}))?", value or "")
+    if not m:
+        return None
+    animal = {"柯基": "狗", "金毛": "狗", "泰迪": "狗", "哈士奇": "狗", "柴犬": "狗", "布偶": "猫", "英短": "猫", "橘猫": "猫"}
+    return animal.get(m.group(1), m.group(1)), m.group(2)
 
 
 def memory_names_known(conn, ctx, text):
-    """Whether text starts with the name of someone the user has named (阿强喜欢…)."""
-    return _subject_of(text, _known_subjects(conn, ctx))[0] != "我"
+    """Whether text starts with the name of someone the user has named (阿强喜欢…, 旺财三岁了)."""
+    known = _known_subjects(conn, ctx)
+    return any(text.startswith(name) and len(text) > len(name) for name in known)
+
+
+def memory_mentions(conn, ctx, text):
+    """Whether any of the speaker's memories mentions text (忘记榴莲 is a command only then)."""
+    return any(text.lower() in r["text"].lower() for r in memory_list(conn, ctx))
 
 
 def _last_subject(conn, ctx):
     """The person or pet the user named last (for 她 / 他 / 它), or None."""
-    rows = conn.execute("SELECT subject FROM memories WHERE user_id = ? AND subject NOT IN ('我', '你') "
-                        "ORDER BY updated_at DESC, id DESC LIMIT 5", (ctx.user_id,)).fetchall()
-    return rows[0][0] if rows else None
+    rows = conn.execute("SELECT subject, attribute, value FROM memories WHERE user_id = ? AND (subject NOT IN ('我', '你') "
+                        "OR attribute = '宠物') ORDER BY updated_at DESC, id DESC LIMIT 1", (ctx.user_id,)).fetchall()
+    if not rows:
+        return None
+    pet = _pet_of(rows[0]["value"]) if rows[0]["subject"] == "我" else None
+    return pet[0] if pet else (None if rows[0]["subject"] == "我" else rows[0]["subject"])
 
 
 def _pronoun_fits(pronoun, subject):
@@ -1616,7 +1698,7 @@ def memory_remember(conn, ctx, text, embed, *, update=False, importance=1, scope
         return f"“{m.group(1)}”是指谁呀？说全一点吧，比如“记住，我女朋友喜欢吃草莓蛋糕”。", None
     known = _known_subjects(conn, ctx)
     facts = [memory_fact(p, last, known) for p in memory_split(text)]
-    added, replaced, same, notes, asked = [], [], [], [], None
+    added, replaced, same, notes, ended, asked = [], [], [], [], [], None
     with db_tx(conn, durable=True):
         batch = 0
         for fact in facts:
@@ -1633,6 +1715,12 @@ def memory_remember(conn, ctx, text, embed, *, update=False, importance=1, scope
                 same.append(dup["text"])
                 continue
             old, candidates = _update_target(conn, ctx, rows, fact, vec, update)
+            if fact.attribute == "不再过敏" and old is not None:  # 我已经不对花生过敏了: that allergy goes
+                batch = _history(conn, ctx, batch, old["id"], "delete", old)
+                conn.execute("DELETE FROM memories WHERE id = ?", (old["id"],))
+                conn.execute("DELETE FROM memories_vec WHERE memory_id = ?", (old["id"],))
+                ended.append(old["text"])
+                continue
             if old is None and len(candidates) > 1:
                 asked = {"action": "replace", "ids": [r["id"] for r in candidates], "text": fact.text,
                          "importance": importance, "scope": scope if explicit_scope else None}
@@ -1642,6 +1730,10 @@ def memory_remember(conn, ctx, text, embed, *, update=False, importance=1, scope
                 _memory_rewrite(conn, old, fact, vec, importance, scope if explicit_scope else old["scope"])
                 replaced.append((old["text"], fact.text))
                 continue
+            if update and not fact.attribute and not fact.replaces:
+                asked = {"action": "store", "text": fact.text, "importance": importance, "ids": [],
+                         "prompt": f"我没找到要更正的记忆。要我把『{fact.text}』记成新的一条吗？要的话回复“要”。"}
+                continue
             mid = memory_insert(conn, vec, user_id=ctx.user_id, text=fact.text, subject=fact.subject,
                                 attribute=fact.attribute, value=fact.value, type=mtype, character_id=char, scope=scope,
                                 importance=importance, source_message_id=ctx.message_id or None, source_session=ctx.session)
@@ -1649,17 +1741,26 @@ def memory_remember(conn, ctx, text, embed, *, update=False, importance=1, scope
             added.append(fact.text)
             if update or fact.replaces:
                 notes.append(fact.text)
-    return _remember_reply(added, replaced, same, notes, importance, scope), _which_question(conn, asked)
+    reply = _remember_reply(added, replaced, same, notes, importance, scope)
+    if ended:
+        reply = "；".join(x for x in (f"好的，已忘记：{_quote(ended)}（说“撤销”可以恢复）", reply) if x)
+    return reply, _which_question(conn, asked)
 
 
 def _update_target(conn, ctx, rows, fact, vec, update):
     """The memory fact replaces: (row, []) when clear, (None, candidates) when several fit equally,
     (None, []) when none does (then fact is a new memory)."""
     subject_rows = [r for r in rows if r["subject"] == fact.subject]
+    if (fact.replaces or "").startswith("subject:"):  # 是我妈妈对花生过敏，不是我
+        moved = [r for r in rows if r["subject"] == fact.replaces[8:] and _same_key(r, dataclasses.replace(fact, subject=r["subject"]))]
+        return (moved[0], []) if len(moved) == 1 else (None, moved)
     if fact.replaces:  # 更正一下，我对芒果过敏，不是花生
         named = [r for r in subject_rows if fact.replaces in r["text"]
                  and (not fact.attribute or r["attribute"] in (fact.attribute, OPPOSITES.get(fact.attribute)))]
         return (named[0], []) if len(named) == 1 else (None, named)
+    if fact.attribute == "不再过敏":  # 我已经不对花生过敏了: the allergy it ends
+        ended = [r for r in subject_rows if r["attribute"] == "过敏" and Fact(r["text"], value=r["value"]).key == fact.key]
+        return (ended[0], []) if len(ended) == 1 else (None, ended)
     if update and re.search(r"最(?:喜欢|爱)的是", fact.text):  # 更正一下，我最喜欢的是巧克力: which favourite?
         favourites = [r for r in subject_rows if (r["attribute"] or "").startswith("最喜欢的")]
         if favourites:
@@ -1671,7 +1772,8 @@ def _update_target(conn, ctx, rows, fact, vec, update):
         for r in subject_rows:  # 我喜欢猫 → 我讨厌猫: the same thing, the opposite feeling
             if r["attribute"] == OPPOSITES.get(fact.attribute) and Fact(r["text"], value=r["value"]).key == fact.key:
                 return r, []
-        if update:  # 更正一下，阿强喜欢的是打篮球: the one thing of that kind, or ask which
+        if update and re.search(r"(?:喜欢|爱|讨厌|怕|过敏|养)(?:吃|喝|看|玩|听)?的(?:是|其实是)", fact.text):
+            # 更正一下，阿强喜欢的是打篮球: the one thing of that kind, or ask which; 我也对芒果过敏 only adds
             return (same[0], []) if len(same) == 1 else (None, same)
         return None, []
     if not update:
@@ -1712,8 +1814,8 @@ def _remember_reply(added, replaced, same, notes, importance, scope):
 
 def _which_question(conn, asked):
     """A numbered which-one question, and what to do with the answer; or None."""
-    if not asked:
-        return None
+    if not asked or asked["action"] == "store":
+        return asked
     asked["ids"] = sorted(asked["ids"])
     rows = _rows(conn, asked["ids"])
     listing = "\n".join(f"{n}. {r['text']}" for n, r in enumerate(rows, 1))
@@ -1909,6 +2011,15 @@ def memory_forget(conn, ctx, what, embed):
             return f"没有第{bad[0]}条，你的记忆一共{len(rows)}条。说“你记得我什么”可以看列表。", None
         return _forget_rows(conn, ctx, [rows[n - 1] for n in numbers]), None
     what = re.sub(r"^(?:that\s+)", "", what.strip(), flags=re.I)
+    m = re.match(r"^(?:所有|全部|一切)(?:关于|有关)?(.+?)的?(?:记忆|事情|事|东西)?$", what) or (
+        re.match(r"^((?:我的?|我家)?\S{1,4})$", what) if _subject_of(what, _known_subjects(conn, ctx))[1].strip("的") == ""
+        and _subject_of(what, _known_subjects(conn, ctx))[0] not in ("我", "你") else None)
+    if m and m.group(1) not in ("我", "关于我"):  # 忘记所有关于我妈妈的 / 忘记我的猫: all of it, one undo
+        subject, _ = _subject_of(m.group(1), _known_subjects(conn, ctx))
+        targets = [r for r in rows if r["subject"] == subject or r["subject"].startswith(subject) and subject != "我"
+                   or subject in _ANIMALS and r["attribute"] == "宠物" and (_pet_of(r["value"]) or ("",))[0] == subject]
+        if len({r["subject"] for r in targets if r["subject"] != "我"}) <= 1 or what.startswith(("所有", "全部", "一切")):
+            return (_forget_rows(conn, ctx, targets) if targets else f"我没有记着{_who(subject)}的事，什么也没删。"), None
     targets = _forget_targets(conn, ctx, rows, what, embed)
     if isinstance(targets, str):
         return targets, None
@@ -1921,28 +2032,40 @@ def memory_forget(conn, ctx, what, embed):
 def _forget_targets(conn, ctx, rows, what, embed):
     """The memories a forget points at: a list (several = ask), or a reply when none fits."""
     what = re.sub(r"^(?:my\s+)", "我的", what, flags=re.I)
+    last = _last_subject(conn, ctx)
+    m = re.match(r"^(她|他|它)(?!们)", what)
+    if m and last and _pronoun_fits(m.group(1), last):  # 忘记他对猫过敏, after 我男朋友…
+        what = _mine(last) + what[1:]
     known = _known_subjects(conn, ctx)
     subject, rest = _subject_of(what, known)
     rest = re.sub(r"^的", "", rest)
     named = memory_has_subject(what) or subject != "我"  # "在上海工作的那条": anyone's
-    mine = [r for r in rows if r["subject"] == subject or r["subject"].startswith(subject) and subject != "我"] if named \
+    mine = [r for r in rows if r["subject"] == subject or r["subject"].startswith(subject) and subject != "我"
+            or subject in _ANIMALS and r["attribute"] == "宠物" and (_pet_of(r["value"]) or ("",))[0] == subject] if named \
         else list(rows)
+    if named and subject != "我" and not rest.strip():  # 忘记我的猫: everything about it
+        return mine or f"我没有记着{_who(subject)}的事，什么也没删。"
     attribute = _ATTRIBUTE_BY_WORD.get(rest.strip())
     if attribute:  # 忘记我的住址 / 忘记我妈妈的生日
         related = {"职业": ("职业", "工作单位")}.get(attribute, (attribute,))
         hits = [r for r in mine if r["attribute"] in related]
         return hits or f"我没有记着{_who(subject)}的{rest.strip()}，什么也没删。"
-    m = re.match(r"^(最)?(?:喜欢|爱)的(.{1,8})$", rest.strip())
-    if m:  # 忘记我喜欢的歌手: the likes (and the favourite of that kind)
-        hits = [r for r in mine if r["attribute"] in ("喜欢", "最喜欢的" + m.group(2))]
-        return hits or f"我没有记着{_who(subject)}喜欢的{m.group(2)}，什么也没删。"
-    fact = memory_fact(what, known=known)
+    m = re.match(r"^(最)?(?:喜欢|爱)(?:吃|喝|看|玩|听)?(?:的|什么|啥)(.{0,8})$", rest.strip())
+    if m:  # 忘记我喜欢的歌手 / 忘记我女朋友喜欢什么花: the likes (and the favourite of that kind)
+        kind = re.sub(r"^(?:东西|事)$", "", m.group(2))
+        hits = [r for r in mine if r["attribute"] in ("喜欢", "最喜欢的" + kind) or (r["attribute"] or "").startswith("最喜欢的")
+                and not kind]
+        narrowed = [r for r in hits if kind and kind[-1] in r["text"]]
+        return narrowed or hits or f"我没有记着{_who(subject)}喜欢的{kind or '东西'}，什么也没删。"
+    fact = memory_fact(what, _last_subject(conn, ctx), known=known)
+    if fact.attribute and fact.value is None:  # 不要记我住哪了
+        return [r for r in mine if r["attribute"] == fact.attribute] or f"我没有记着{_who(subject)}的这件事，什么也没删。"
     if fact.attribute:
         hits = [r for r in mine if _same_key(r, dataclasses.replace(fact, subject=r["subject"] if not named else fact.subject))]
         if fact.single:
             exact = [r for r in hits if text_normalise(r["value"] or "") == text_normalise(fact.value)]
             if hits and not exact:
-                return f"我记着的是“{hits[0]['text']}”，不是“{what}”，所以没有删。要删它的话说“忘记{_who(subject)}的" \
+                return f"我记着的是“{hits[0]['text']}”，不是“{what}”，所以没有删。要删它的话说“忘记{_mine(subject)}的" \
                        f"{next((w for w, a in _ATTRIBUTE_BY_WORD.items() if a == fact.attribute), fact.attribute)}”。"
             hits = exact
         return hits or f"我没有找到“{what[:30]}”这条记忆，什么也没删。说“你记得我什么”可以看看我记得哪些。"
@@ -1955,6 +2078,11 @@ def _forget_targets(conn, ctx, rows, what, embed):
         return f"我没有找到“{what[:30]}”这条记忆，什么也没删。说“你记得我什么”可以看看我记得哪些。"
     close = [pool[i] for i, s in hits if s >= hits[0][1] * 0.9]
     return close if len(close) > 1 else [pool[hits[0][0]]]
+
+
+def _mine(subject):
+    """How the user names a subject. Example: _mine('妈妈') -> '我妈妈'"""
+    return "我" if subject == "我" else ("你" if subject == "你" else "我" + subject)
 
 
 def _who(subject):
@@ -1985,6 +2113,21 @@ def memory_forget_last(conn, ctx):
     if not rows:
         return "刚才记下的已经不在了，什么也没删。"
     return _forget_rows(conn, ctx, rows)
+
+
+def memory_update_last(conn, ctx, value, embed):
+    """更正：是南京 — puts value in the place of the value of what was just stored or changed."""
+    h = conn.execute("SELECT * FROM memory_history WHERE user_id = ? AND undone = 0 AND action IN ('insert', 'update') "
+                     "ORDER BY id DESC LIMIT 1", (ctx.user_id,)).fetchone()
+    rows = [r for r in _rows(conn, [h["memory_id"]]) if _visible(ctx, r)] if h else []
+    if not rows or not rows[0]["value"] or rows[0]["value"] not in rows[0]["text"]:
+        return f"要更正哪一条呢？说完整一点吧，比如“更正一下，我住在{value}”。"
+    old = rows[0]
+    fact = memory_fact(old["text"].replace(old["value"], value, 1))
+    with db_tx(conn, durable=True):
+        _history(conn, ctx, 0, old["id"], "update", old)
+        _memory_rewrite(conn, old, fact, embed(fact.text), 1, old["scope"])
+    return f"已把“{old['text']}”改成“{fact.text}”。（说“撤销”可以改回去）"
 
 
 def memory_wipe(conn, user_id):
@@ -2985,8 +3128,13 @@ async def reply_memory(app, ctx, text, card):
         asked = None
     names = [c["name"] for c in app.characters.get()["cards"].values()] + app.cfg.nicknames
     kind, arg = memory_parse(text, names)
-    if kind == "update_named":  # 更正一下，阿强…: a command only when the user has told the bot of 阿强
-        kind = "update" if await app.db.run(memory_names_known, ctx, arg) else None
+    if kind in ("update_named", "ask"):  # 更正一下，阿强… / 记住旺财三岁了: someone the user has told the bot of?
+        if await app.db.run(memory_names_known, ctx, arg):
+            kind = "update" if kind == "update_named" else "remember"
+        elif kind == "update_named":
+            kind = None
+    if kind == "forget_maybe":  # 忘记榴莲: a command when a memory mentions 榴莲
+        kind = "forget" if await app.db.run(memory_mentions, ctx, arg) else None
     if kind is None and asked is not None:
         reply = await app.db.run(lambda c: memory_answer(c, ctx, asked, text, app.vec), write=True)
         if reply is not None:
@@ -3021,6 +3169,8 @@ async def reply_memory(app, ctx, text, card):
         return await app.db.run(memory_set_scope, ctx, int(arg), kind == "public", write=True)
     if kind == "forget_last":
         return await app.db.run(memory_forget_last, ctx, write=True)
+    if kind == "update_last":
+        return await app.db.run(lambda c: memory_update_last(c, ctx, arg, app.vec), write=True)
     if kind == "forget":
         reply, question = await app.db.run(lambda c: memory_forget(c, ctx, arg, app.vec), write=True)
         _remember_question(app, key, question)
@@ -3039,7 +3189,7 @@ async def reply_memory(app, ctx, text, card):
     reply, question = await app.db.run(lambda c: memory_remember(c, ctx, fact, app.vec, update=kind == "update",
                                                                  importance=importance, scope=scope), write=True)
     _remember_question(app, key, question)
-    return question["prompt"] if reply is None and question else (reply or "嗯，我知道了。")
+    return "\n".join(x for x in (reply, question and question["prompt"]) if x) or "嗯，我知道了。"
 
 
 def _remember_question(app, key, question):
