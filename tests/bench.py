@@ -97,29 +97,36 @@ def bench_search(embedder, tmpdir, quick=False):
 
 
 def bench_recall(embedder, path, k=5):
-    """recall@k of BM25 alone, vectors alone and the hybrid on the Chinese evaluation set."""
+    """recall@k by query kind on a Chinese recall set: BM25 alone, vectors alone, the hybrid search
+    (memory_search, with life areas and aliases) and the pipeline (what a prompt gets: the search,
+    then the profile filling what is left of k). Also how many memories a prompt gets on average
+    and how many another user's memories the same message admits (they have nothing to do with it)."""
     data = json.loads(Path(path).read_text(encoding="utf-8"))
     conn = bot.db_connect(":memory:")
     if embedder.model is not None:
         bot.db_vec_prepare(conn, embedder.name, embedder.dim)
+    floor = embedder.floor if embedder.model is not None else 1.0
     ids = {}
     with bot.db_tx(conn):
         for u in data["users"]:
             vecs = embedder.encode(u["memories"]) if embedder.model is not None else [None] * len(u["memories"])
             for i, (text, vec) in enumerate(zip(u["memories"], vecs)):
-                ids[(u["user_id"], i)] = bot.memory_insert(conn, vec, user_id=u["user_id"], text=text)
+                f = bot.memory_fact(text)  # stored as 记住 stores it: subject, attribute, areas
+                ids[(u["user_id"], i)] = bot.memory_insert(conn, vec, user_id=u["user_id"], text=text, subject=f.subject,
+                                                           attribute=f.attribute, value=f.value)
     hits = collections.defaultdict(lambda: collections.Counter())
-    admitted = []  # memories the floor lets through for a message that needs none of them
+    admitted, sizes = [], []
     users = [u["user_id"] for u in data["users"]]
     for n, q in enumerate(data["queries"]):
         gold = ids[(q["user_id"], q["answer"])]
         vec = embedder.encode([q["query"]])[0] if embedder.model is not None else None
         ctx = bot.Ctx(user_id=q["user_id"], session=f"p:{q['user_id']}", character_id="assistant")
+        search = [r["id"] for r in bot.memory_search(conn, ctx, q["query"], vec, limit=k, min_similarity=floor, touch=False)]
+        profile = [r["id"] for r in bot.memory_profile(conn, ctx) if r["id"] not in search]
         found = {"bm25": [i for i, _ in bot.search_keyword(conn, "memories_fts", q["user_id"], q["query"], k)],
                  "vector": [i for i, _ in bot.search_vector(conn, "memories_vec", q["user_id"], vec, k)] if vec is not None else [],
-                 "hybrid": [r["id"] for r in bot.memory_search(conn, ctx, q["query"], vec, limit=k, min_similarity=-1.0, touch=False)],
-                 "hybrid+floor": [r["id"] for r in bot.memory_search(conn, ctx, q["query"], vec, limit=k,
-                                                                 min_similarity=embedder.floor, touch=False)]}
+                 "hybrid": search, "pipeline": search + profile[:max(0, k - len(search))]}
+        sizes.append(len(found["pipeline"]))
         for method, got in found.items():
             for kind in (q["kind"], "all"):
                 hits[(method, kind)]["n"] += 1
@@ -127,12 +134,24 @@ def bench_recall(embedder, path, k=5):
         # the same message asked of another user, whose memories it has nothing to do with
         other = users[(users.index(q["user_id"]) + 1 + n % (len(users) - 1)) % len(users)]
         octx = bot.Ctx(user_id=other, session=f"p:{other}", character_id="assistant")
-        admitted.append(len(bot.memory_search(conn, octx, q["query"], vec, limit=k, min_similarity=embedder.floor, touch=False)))
+        admitted.append(len(bot.memory_search(conn, octx, q["query"], vec, limit=k, min_similarity=floor, touch=False)))
     kinds = sorted({q["kind"] for q in data["queries"]}) + ["all"]
-    return {m: {kind: round(hits[(m, kind)]["hit"] / max(1, hits[(m, kind)]["n"]), 3) for kind in kinds}
-            for m in ("bm25", "vector", "hybrid", "hybrid+floor")} | {
-        "queries": {kind: hits[("bm25", kind)]["n"] for kind in kinds}, "floor": embedder.floor,
+    methods = ("bm25", "vector", "hybrid", "pipeline") if embedder.model is not None else ("bm25", "hybrid", "pipeline")
+    return {m: {kind: round(hits[(m, kind)]["hit"] / max(1, hits[(m, kind)]["n"]), 3) for kind in kinds} for m in methods} | {
+        "queries": {kind: hits[("bm25", kind)]["n"] for kind in kinds}, "floor": floor,
+        "memories_per_prompt": round(statistics.mean(sizes), 2),
         "unrelated_admitted_per_message": round(statistics.mean(admitted), 2)}
+
+
+def bench_recall_sets(embedder, k=5):
+    """bench_recall on the tuned set and the held-out one, with the model and keyword-only."""
+    out = {}
+    for name in ("recall_zh.json", "recall_zh_heldout.json"):
+        path = HERE / "data" / name
+        out[name] = {"keyword_only": bench_recall(bot.Embedder("off"), path, k)}
+        if embedder.model is not None:
+            out[name]["with_model"] = bench_recall(embedder, path, k)
+    return out
 
 
 def bench_ooc(path, characters):
@@ -403,7 +422,7 @@ def main(argv=None):
             results["rss_model_loaded_mb"] = round(_rss_mb(), 1)
             results["search"] = bench_search(embedder, tmpdir, quick=args.quick)
             results["rss_after_search_mb"] = round(_rss_mb(), 1)
-            results["recall@5"] = bench_recall(embedder, HERE / "data" / "recall_zh.json")
+            results["recall@5"] = bench_recall_sets(embedder)
             results["ooc_check"] = bench_ooc(HERE / "data" / "ooc_replies.jsonl", ROOT / "characters.json")
             data = args.data
             if data and (data / "memorybank" / "memory_bank_cn.json").exists():

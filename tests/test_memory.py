@@ -330,14 +330,47 @@ def test_keyword_search_handles_two_char_words_mixed_and_operators(kconn, query,
     ("明天天气怎么样", "我住在成都"),
     ("附近有什么好吃的", "我住在成都"),
     ("今天又加班到十点", "我是护士"),
+    ("我家狗狗最近不爱吃饭", "我养了一只柯基"),
+    ("蓉城最近有什么好玩的", "我住在成都"),
+    ("今晚吃什么好", "我吃素"),
     ("我家那只最近不爱吃饭", None),
 ])
 def test_everyday_words_bring_the_attribute_they_need(kconn, query, expected):
     c = ctx()
-    for f in ("我住在成都", "我是护士", "我喜欢周杰伦"):
+    for f in ("我住在成都", "我是护士", "我喜欢周杰伦", "我养了一只柯基", "我吃素"):
         say(kconn, c, f)
     hits = [h["text"] for h in bot.memory_search(kconn, c, query, None, limit=5, min_similarity=1.0)]
     assert (expected in hits) if expected else "我喜欢周杰伦" not in hits
+
+
+def test_areas_never_cross_users(kconn):
+    say(kconn, ctx("1"), "我养了一只柯基")
+    say(kconn, ctx("2"), "我住在杭州")
+    assert bot.memory_search(kconn, ctx("2"), "我家狗狗不爱吃饭", None, limit=5, min_similarity=1.0) == []
+    assert [h["text"] for h in bot.memory_search(kconn, ctx("1"), "我家狗狗不爱吃饭", None, limit=5, min_similarity=1.0)] == \
+        ["我养了一只柯基"]
+
+
+def test_profile_follows_updates_and_stays_within_its_budget(kconn):
+    c = ctx()
+    for f in ("我叫阿杰", "我住在北京", "我对花生过敏", "我对青霉素过敏", "我有高血压", "我喜欢爬山"):
+        say(kconn, c, f)
+    say(kconn, c, "我每天要吃降压药", importance=2)
+    profile = [r["text"] for r in bot.memory_profile(kconn, c)]
+    assert len(profile) == 4 and profile[0] == "我每天要吃降压药" and "我喜欢爬山" not in profile
+    say(kconn, c, "我搬到了上海")
+    bot.memory_forget(kconn, c, "我的名字", nothing)
+    profile = [r["text"] for r in bot.memory_profile(kconn, c)]
+    assert "我搬到了上海" in profile and "我叫阿杰" not in profile and "我住在北京" not in profile
+
+
+def test_prompt_gets_at_most_top_k_memories(runner, napcat, llm):
+    for f in ("我叫阿杰", "我住在北京", "我对花生过敏", "我有高血压", "我喜欢吃火锅", "我不吃香菜", "我吃素", "我喜欢喝奶茶"):
+        napcat.ask(809, "记住，" + f)
+    napcat.ask(809, "今晚吃什么好")
+    part = [m["content"] for m in llm.chat_requests()[-1]["json"]["messages"] if m["content"].startswith("参考资料")][0]
+    assert part.count("用户说过") == 5  # MEMORY_TOP_K: the food ones first, then the profile
+    assert "我吃素" in part and "我对花生过敏" in part
 
 
 def test_search_is_isolated_by_user_and_by_chat(kconn):
