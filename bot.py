@@ -1162,7 +1162,7 @@ ATTRIBUTE_RULES = [
     ("昵称", r"(?:的)?(?:昵称|外号|小名|网名)(?:是|叫)(.+)", True),
     ("名字", r"(?:的)?(?:名字|全名|本名|大名)(?:是|叫)(.+)|叫(?!了|过|外卖|车|醒|起来|什么|啥)([^，,]{1,12})", True),
     ("最喜欢", r"最(?:喜欢|爱)的(.{1,8}?)(?:是|就是|：|:)(.+)", True),
-    ("职业", r"(?:现在|目前|已经)?(退休)|(?:现在|目前|已经)?(?:转行|改行)?(?:是|当了?|做了?)(?:一名|一个|个|名|位)?([^，,]{0,10}?(?:师|员|生|工|经理|老板|"
+    ("职业", r"(?:现在|目前|已经)?(退休)|(?:现在|目前|已经)?(?:在[^，,]{1,8}?)?(?:转行|改行)?(?:是|当了?|做了?)(?:一名|一个|个|名|位)?([^，,]{0,10}?(?:师|员|生|工|经理|老板|"
              r"总监|总|医生|护士|老师|学生|主播|作家|律师|会计|审计|财务|编辑|记者|翻译|保安|客服|销售|司机|厨师|设计|运营|"
              r"产品|开发|程序员|工程师|公务员|自由职业者?|主管|店长|博士|硕士|UP主|up主|博主|画师|警察|军人|农民|宝妈|"
              r"全职妈妈|退休|创业者|模特|演员|歌手|顾问|教练|导游|秘书|助理|前台|HR|hr|外卖骑手|骑手|快递小哥))"
@@ -1253,8 +1253,9 @@ COMMANDS = [
                    rf"把?我的(?:所有)?记忆(?:全|都|全部)(?:删|删了|删掉|删除|清空)|"
                    rf"清空(?:我的)?记忆|forget everything(?: about me)?)"),
     ("forget_last", r"(?:忘记|忘掉|删掉|删除|去掉|不用记)(?:我)?(?:刚才|刚刚|上一条|刚才那条|刚刚那条)(?:说的|记的|那条|那个|那句)?(?:话|东西)?|"
-                    r"(?:刚才|刚刚)(?:那条|说的|记的)(?:删掉|删了|忘了吧|忘掉|不用记了|别记了)"),
-    ("forget_nth", rf"(?:忘记|忘掉|删掉|删除|去掉|删|forget)[{_PUNCT}]*(?:记忆)?[{_PUNCT}]*((?:第?\s*{_NUM}\s*[条个项]?[{_PUNCT}和跟及与]*)+)"),
+                    r"(?:刚才|刚刚)(?:那条|说的|记的)(?:删掉|删了|忘了吧|忘了|忘掉|不用记了|别记了|不要了)"),
+    ("forget_nth", rf"(?:忘记|忘掉|删掉|删除|去掉|删了|删|forget)[{_PUNCT}]*(?:记忆)?[{_PUNCT}]*((?:第?\s*{_NUM}\s*[条个项]?[{_PUNCT}和跟及与]*)+)"
+                   rf"|把?((?:第\s*{_NUM}\s*[条个项]?[{_PUNCT}和跟及与]*)+)(?:删了|删掉|删除|去掉|忘了|忘掉|不要了)"),
     ("public", rf"(?:公开|设为公开)第?\s*({_NUM})\s*[条个]?"),
     ("private", rf"(?:私密|设为私密)第?\s*({_NUM})\s*[条个]?"),
     ("forget", rf"(?:/forget\b|forget(?:\s+that|\s+(?=my\b|i\b))|忘记|忘掉|忘了|删除记忆|删掉记忆|删掉|删除|不要记得?|别记(?:得|住)?了?|不用记(?:得|住)?了?)"
@@ -1262,7 +1263,8 @@ COMMANDS = [
     ("update", rf"(?:/update\b|更新一下|更正一下|纠正一下|修改一下|改一下|更新|更正|纠正|修改|改成|update|(?:我)?说错了|(?:我)?搞错了|"
                rf"(?:我)?记错了)[{_PUNCT}]*(.+)"),
     ("actually", r"(?:其实(?:呢)?[，,]?|不对(?:不对)?[，,]?|错了[，,]?|actually[, ]+)((?:我|i\b|my\b).+)"),
-    ("remember", rf"(?:/remember\b|remember(?:\s*[:：,，]|\s+that\b|(?=\s+(?:i|my|i'm)\b))|请记住|帮我记住|帮我记一下|帮我记下|给我记住|记住|记一下|记下来|记下|记好了?|"
+    ("correct_value", rf"(?:不对|错了|说错了|记错了)(?:不对)?[{_PUNCT}]*(?:应该)?是([^，,。;；我你他她它]{{1,12}})"),
+    ("remember", rf"(?:/remember\b|remember(?:\s*[:：,，]|\s+that\b|(?=\s+(?:i|my|i'm)\b)|\s+(?=[我\u4e00-\u9fff]))|请记住|帮我记住|帮我记一下|帮我记下|给我记住|记住|记一下|记下来|记下|记好了?|"
                  rf"好好记住|牢记)(?:哦|啊|呀|哈|啦|噢|喔)?[{_PUNCT}]*(.+)"),
     ("remember_weak", rf"(?:别忘了|不要忘了|你要记得|要记得|记得|记着|你记住)(?:哦|啊|呀|哈|啦)?[{_PUNCT}]*(.+)"),
 ]
@@ -1334,6 +1336,13 @@ def memory_parse(text, names=()):
     t = re.sub(r"^@\S+\s+", "", t)
     t = t.replace("（", "(").replace("）", ")").translate(_TRADITIONAL)
     t = re.sub(rf"^(?:哈{{2,}}|嘿嘿|嗯+|呃+|诶|欸|对了)[{_PUNCT}]*(?=记|忘|删|撤销|更正|更新|请记|帮我记|别忘)", "", t)
+    # 哈喽 记住… / 家人们谁懂啊 记住… / I changed jobs, remember…: a short lead-in before a strong keyword
+    lead = re.match(rf"^([^，,。!！?？\n]{{0,20}}?)[{_PUNCT}]+(?=记住|请记住|帮我记|记一下|remember\b)|^[a-z]{{2,8}}(?=记住)", t, re.I)
+    if lead:
+        t = t[lead.end():]
+        who = re.search(f"(?:我的?)?({_REL_RE})", lead.group(1) or "")
+        if who:  # 我妈生日快到了 记住她生日是8月8号
+            t = re.sub(r"^((?:记住|请记住|帮我记一下|帮我记|记一下)[，,：:\s]*)(她|他|它)", lambda m: m.group(1) + "我" + who.group(1), t)
     bare = _strip_tail(t)
     for kind, pattern in _COMMAND_RES:
         m = pattern.match(bare) if kind not in ("remember", "remember_weak", "update", "forget", "actually") else pattern.match(t)
@@ -1343,19 +1352,23 @@ def memory_parse(text, names=()):
         if kind in ("list", "undo", "confirm_wipe", "forget_all", "forget_last"):
             return kind, ""
         if kind == "forget_nth":
+            arg = m.group(1) or m.group(2)
             return "forget", ",".join(str(_cn_number(n)) for n in re.findall(_NUM, arg))
+        if kind == "correct_value":
+            return "update_last", arg
         if kind in ("public", "private"):
             return kind, str(_cn_number(arg))
         arg = _strip_tail(arg) if kind == "forget" else re.sub(rf"[{_PUNCT}]+$", "", arg)
         if not arg or _NOT_AN_OBJECT_RE.match(arg) and not (kind == "remember" and _TIME_RE.match(arg)) \
-                and not (kind == "forget" and re.match(r"^(?:关于|过敏)", arg)):
+                and not (kind == "forget" and re.match(r"^(?:关于|过敏)", arg)) and not (kind == "update" and arg.startswith("不是")):
             return None, ""
         if kind == "forget":
             # "忘记带伞了" is chat: a forget names a memory (我…, 第N条, 关于…, 那条, an attribute)
             arg = re.sub(r"(?:这件事|这事|这个|这一条|这条)$", "", arg) or arg
+            pointer = re.match(r"^(?:那个|那条|这条|那件)(?=.)", arg) and not re.search(r"怎么|如何|吗|什么|[?？]", arg)
             arg = re.sub(r"^(?:那个|这个|那条|这条|那件)(?=.)", "", arg)
-            arg = re.sub(r"(?<=..)的$", "", arg)
-            pointed = re.match(r"^(.+?)的?(?:那条|那个|这条|那句|记忆)$", arg)
+            arg = re.sub(r"(?<=.)的(?:事|事情|东西|记忆)?$", "", arg)
+            pointed = re.match(r"^(.+?)的?(?:那条|那个|这条|那句|记忆)$", arg) or (pointer and re.match(r"^(.+)$", arg))
             separated = bool(m.group(1)) and not re.match(r"^(?:带|拿|关|交|吃|喝|买|说|做|写|打)", arg)  # 忘记：花生 / 忘记 羽毛球
             if pointed or separated or re.match(rf"^(?:我|关于|有关|第|所有关于|全部关于|她|他|它|my\b|i\b|that\b|{_REL_RE})", arg, re.I) \
                     or arg in _ATTRIBUTE_BY_WORD:
@@ -1374,6 +1387,15 @@ def memory_parse(text, names=()):
                 return "update_last", m.group(1)
             if re.match(rf"^是(.+?)[{_PUNCT}]+不是(?:我|你)$", arg):  # 更正：是我妈妈对花生过敏，不是我
                 return "update", arg
+            m = re.match(rf"^不是([^，,]+?)[{_PUNCT}]+(?:而)?是(.+)$", arg) or re.match(rf"^是([^，,]+?)[{_PUNCT}]+不是(.+)$", arg)
+            if m and not about:  # 更正：不是芹菜，是韭菜 — the memory that says the old one
+                old, new = (m.group(1), m.group(2)) if arg.startswith("不是") else (m.group(2), m.group(1))
+                return "replace_value", f"{old}\n{new}"
+            if re.match(rf"^(?:{'|'.join(_ATTRIBUTE_BY_WORD)}|最喜欢的|最爱的)", arg) and not about:
+                return "update", "我的" + arg  # 更正：老家是湖北 — the user's own
+            m = re.match(r"^([\u4e00-\u9fffA-Za-z]{1,6})是(.+)$", arg)
+            if m and not about and not _NAME_RE.match(arg):  # 更正 微信号是abc456: a command when a memory talks of 微信号
+                return "update_mine", m.group(1) + "\n我的" + arg
             return ("update", arg) if about else ("update_named", arg) if _NAME_RE.match(arg) else (None, "")
         if about:
             return "remember", arg
@@ -1421,7 +1443,7 @@ def _subject_of(text, known=()):
             return (subject + n.group(1) if subject in _NAMED else subject), rest[n.end():]
         return subject, rest
     for name in sorted(known, key=len, reverse=True):  # 阿强喜欢… / 旺财三岁了, after the user named them
-        if text.startswith(name) and len(text) > len(name):
+        if text.startswith(name):
             return known[name], text[len(name):].lstrip("的")
     m = re.match(rf"^my ({'|'.join(sorted(ENGLISH_RELATIONS, key=len, reverse=True))})(?:'s)?\b\s*", text, re.I)
     if m:  # my mom's birthday is …
@@ -1452,6 +1474,9 @@ def memory_fact(text, last_subject=None, known=()):
     if m and last_subject:  # 她喜欢草莓蛋糕, after 我女朋友叫小美
         who = ("我家" if last_subject in _ANIMALS else "我") + last_subject
         text = who + ("的" if text[m.end():].startswith(("生日", "名字")) else "") + text[m.end():]
+    m = re.match(rf"^我?有(?:一)?(?:个|只|条)({_REL_RE})(?:，|,)?(?:叫|名叫|名字叫)([^，,]{{1,8}})$", re.split(r"[，,；;](?!叫)", text)[0])
+    if m:  # 我有个朋友叫阿杰: someone the user can name later
+        return Fact(text, RELATION_ALIASES.get(m.group(1), m.group(1)), "名字", m.group(2), True, replaces)
     subject, rest = _subject_of(text, known)
     m = re.match(rf"^叫(?:我的?)?({_REL_RE})(.+)$", rest)
     if subject == "我" and m:  # 我叫我女朋友小猪: what the user calls her, not the user's name
@@ -1488,7 +1513,7 @@ def memory_split(text):
     """One fact per piece: clauses without their own subject inherit it; a clause that adds only
     detail stays with its fact, as it was written.
     Example: memory_split('我住在成都，对花生过敏') -> ['我住在成都', '我对花生过敏']"""
-    parts = re.split(r"([，,；;。\n～~]+|、(?=[我对生住在是有喜讨养]))", text.strip())
+    parts = re.split(r"([，,；;。\n～~]+|、(?=[我对生住在是有喜讨养])|(?<=[\u4e00-\u9fff])\s+(?=[\u4e00-\u9fff]{2}))", text.strip())
     clauses = [(parts[i], parts[i - 1] if i else "") for i in range(0, len(parts), 2)]
     clauses = [(c.strip(), sep + c[:len(c) - len(c.lstrip())]) for c, sep in clauses if c.strip()]
     if len(clauses) < 2:
@@ -1825,7 +1850,10 @@ def _which_question(conn, asked):
     rows = _rows(conn, asked["ids"])
     listing = "\n".join(f"{n}. {r['text']}" for n, r in enumerate(rows, 1))
     verb = "改成“" + asked["text"] + "”" if asked["action"] == "replace" else "忘记"
-    asked["prompt"] = f"有几条都像，你想{verb}的是哪一条？\n{listing}\n回复序号就行（比如“1”），说“算了”就不改。"
+    if len(rows) == 1:  # one memory that says more than what was named: all of it would go
+        asked["prompt"] = f"这条记忆里还有别的内容，要整条{verb.replace('忘记', '删掉')}吗？\n{listing}\n回复“1”确认，说“算了”就不改。"
+    else:
+        asked["prompt"] = f"有几条都像，你想{verb}的是哪一条？\n{listing}\n回复序号就行（比如“1”），说“算了”就不改。"
     return asked
 
 
@@ -2017,7 +2045,7 @@ def memory_forget(conn, ctx, what, embed):
         return _forget_rows(conn, ctx, [rows[n - 1] for n in numbers]), None
     what = re.sub(r"^(?:that\s+)", "", what.strip(), flags=re.I)
     m = re.match(r"^(?:所有|全部|一切)(?:关于|有关)?(.+?)的?(?:记忆|事情|事|东西)?$", what) or (
-        re.match(r"^((?:我的?|我家)?\S{1,4})$", what) if _subject_of(what, _known_subjects(conn, ctx))[1].strip("的") == ""
+        re.match(r"^((?:我的?|我家)?\S{1,10})$", what) if _subject_of(what, _known_subjects(conn, ctx))[1].strip("的") == ""
         and _subject_of(what, _known_subjects(conn, ctx))[0] not in ("我", "你") else None)
     if m and m.group(1) not in ("我", "关于我"):  # 忘记所有关于我妈妈的 / 忘记我的猫: all of it, one undo
         subject, _ = _subject_of(m.group(1), _known_subjects(conn, ctx))
@@ -2028,6 +2056,11 @@ def memory_forget(conn, ctx, what, embed):
     targets = _forget_targets(conn, ctx, rows, what, embed)
     if isinstance(targets, str):
         return targets, None
+    if len(targets) == 1 and re.search("[，,；;、]", targets[0]["text"]) and what not in targets[0]["text"][:len(what) + 2] \
+            and not memory_has_subject(what):
+        # 忘记小黑, and 小黑 is one part of 我养了两只猫，一只叫大橘一只叫小黑: the whole of it goes, so ask
+        asked = _which_question(conn, {"action": "forget", "ids": [targets[0]["id"]], "text": what})
+        return asked["prompt"], asked
     if len(targets) > 1:
         asked = _which_question(conn, {"action": "forget", "ids": [r["id"] for r in targets], "text": what})
         return asked["prompt"], asked
@@ -2053,9 +2086,11 @@ def _forget_targets(conn, ctx, rows, what, embed):
     attribute = _ATTRIBUTE_BY_WORD.get(rest.strip())
     if attribute:  # 忘记我的住址 / 忘记我妈妈的生日
         related = {"职业": ("职业", "工作单位")}.get(attribute, (attribute,))
-        hits = [r for r in mine if r["attribute"] in related]
+        hits = [r for r in mine if r["attribute"] in related or attribute == "宠物" and r["subject"] in _ANIMALS]
+        if attribute == "宠物" and subject == "我":
+            hits = [r for r in rows if r["attribute"] == "宠物" or r["subject"] in _ANIMALS]
         return hits or f"我没有记着{_who(subject)}的{rest.strip()}，什么也没删。"
-    m = re.match(r"^(最)?(?:喜欢|爱)(?:吃|喝|看|玩|听)?(?:的|什么|啥)(.{0,8})$", rest.strip())
+    m = re.match(r"^(最)?(?:喜欢|爱)(?:吃|喝|看|玩|听)?(?:的|什么|啥|$)(.{0,8})$", rest.strip())
     if m:  # 忘记我喜欢的歌手 / 忘记我女朋友喜欢什么花: the likes (and the favourite of that kind)
         kind = re.sub(r"^(?:东西|事)$", "", m.group(2))
         hits = [r for r in mine if r["attribute"] in ("喜欢", "最喜欢的" + kind) or (r["attribute"] or "").startswith("最喜欢的")
@@ -2125,14 +2160,46 @@ def memory_update_last(conn, ctx, value, embed):
     h = conn.execute("SELECT * FROM memory_history WHERE user_id = ? AND undone = 0 AND action IN ('insert', 'update') "
                      "ORDER BY id DESC LIMIT 1", (ctx.user_id,)).fetchone()
     rows = [r for r in _rows(conn, [h["memory_id"]]) if _visible(ctx, r)] if h else []
-    if not rows or not rows[0]["value"] or rows[0]["value"] not in rows[0]["text"]:
-        return f"要更正哪一条呢？说完整一点吧，比如“更正一下，我住在{value}”。"
-    old = rows[0]
-    fact = memory_fact(old["text"].replace(old["value"], value, 1))
+    old = rows[0] if rows else None
+    value = re.sub(r"^(?:在|住在|对)|(?:工作|上班|过敏|的)$", "", value.strip())
+    places = ("现居地", "老家", "工作城市")
+    if old and (value in _CITIES or value.endswith(("市", "省"))) and old["attribute"] not in places:
+        # 不对，是苏州 after 我住在杭州 and 我喜欢西湖: the place, and only when there is one
+        recent = [r for r in memory_list(conn, ctx) if r["attribute"] in places]
+        if len(recent) != 1:
+            return "要更正哪一条、改成什么呢？说完整一点吧，比如“更正一下，我住在苏州”。"
+        old = recent[0]
+    fact = memory_fact(old["text"].replace(old["value"], value, 1)) if old and old["value"] else None
+    quantity = r"^[\d一二两三四五六七八九十几]+[只个条位岁]?$"
+    if (fact is None or old["text"].count(old["value"]) != 1 or re.search("[，,；;]", old["text"])
+            or (fact.attribute, fact.value) != (old["attribute"], value)
+            or re.match(quantity, value) and not re.match(quantity, old["value"])):
+        return "要更正哪一条、改成什么呢？说完整一点吧，比如“更正一下，我最喜欢的颜色是绿色”。"
     with db_tx(conn, durable=True):
         _history(conn, ctx, 0, old["id"], "update", old)
         _memory_rewrite(conn, old, fact, embed(fact.text), 1, old["scope"])
     return f"已把“{old['text']}”改成“{fact.text}”。（说“撤销”可以改回去）"
+
+
+def memory_replace_value(conn, ctx, old_value, new_value, embed):
+    """更正：不是芹菜，是韭菜 — the one memory that says old_value now says new_value."""
+    rows = [r for r in memory_list(conn, ctx) if old_value in r["text"]]
+    if not rows:
+        return f"我没有记着“{old_value}”，什么也没改。", None
+    if len(rows) > 1:
+        asked = _which_question(conn, {"action": "replace", "ids": [r["id"] for r in rows],
+                                       "text": rows[0]["text"].replace(old_value, new_value, 1)})
+        return asked["prompt"], asked
+    old = rows[0]
+    said = memory_fact(("" if new_value.startswith("我") else _mine(old["subject"])) + new_value)
+    if said.attribute and said.attribute == old["attribute"]:
+        fact = said  # 是对蟹过敏，不是虾: said whole
+    else:
+        fact = memory_fact(old["text"].replace(old_value, re.sub(r"^(?:是|在|对)", "", new_value), 1))
+    with db_tx(conn, durable=True):
+        _history(conn, ctx, 0, old["id"], "update", old)
+        _memory_rewrite(conn, old, fact, embed(fact.text), 1, old["scope"])
+    return f"已把“{old['text']}”改成“{fact.text}”。（说“撤销”可以改回去）", None
 
 
 def memory_wipe(conn, user_id):
@@ -3139,7 +3206,11 @@ async def reply_memory(app, ctx, text, card):
         if await app.db.run(memory_names_known, ctx, arg):
             kind = "update" if kind == "update_named" else "remember"
         elif kind == "update_named":
-            kind = None
+            m = re.match(r"^(.{1,6}?)是.", arg)  # 更正 微信号是abc456: the user's own, when a memory says 微信号
+            kind, arg = ("update", "我的" + arg) if m and await app.db.run(memory_mentions, ctx, m.group(1)) else (None, "")
+    if kind == "update_mine":  # 更正 微信号是abc456
+        word, fact = arg.split("\n", 1)
+        kind, arg = ("update", fact) if await app.db.run(memory_mentions, ctx, word) else (None, "")
     if kind == "forget_maybe":  # 忘记榴莲: a command when a memory mentions 榴莲
         kind = "forget" if await app.db.run(memory_mentions, ctx, arg) else None
     if kind is None and asked is not None:
@@ -3178,6 +3249,11 @@ async def reply_memory(app, ctx, text, card):
         return await app.db.run(memory_forget_last, ctx, write=True)
     if kind == "update_last":
         return await app.db.run(lambda c: memory_update_last(c, ctx, arg, app.vec), write=True)
+    if kind == "replace_value":
+        old_value, new_value = arg.split("\n", 1)
+        reply, question = await app.db.run(lambda c: memory_replace_value(c, ctx, old_value, new_value, app.vec), write=True)
+        _remember_question(app, key, question)
+        return reply
     if kind == "forget":
         reply, question = await app.db.run(lambda c: memory_forget(c, ctx, arg, app.vec), write=True)
         _remember_question(app, key, question)
