@@ -512,6 +512,86 @@ class Database:
             os.close(self._lock_fd)
 
 
+def session_key(user_id="", group_id=""):
+    """The session a message belongs to: its group's, else the private chat's.
+
+    Example: session_key('10001', '123') -> 'g:123'
+    Example: session_key('10001') -> 'p:10001'"""
+    return f"g:{group_id}" if group_id else f"p:{user_id}"
+
+
+def session_store_message(conn, session, *, user_id, speaker, role, character_id, text, onebot_id=None, kind="chat"):
+    """Stores one turn of a chat (and touches the chat), in one transaction; returns its id."""
+    with db_tx(conn):
+        conn.execute("INSERT INTO sessions (session, updated_at) VALUES (?, ?) ON CONFLICT (session) DO UPDATE SET "
+                     "updated_at = excluded.updated_at", (session, time.time()))
+        return conn.execute("INSERT INTO messages (session, user_id, speaker, role, character_id, text, onebot_id, kind,"
+                            " created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                            (session, user_id, speaker, role, character_id, text,
+                             str(onebot_id) if onebot_id is not None else None, kind, time.time())).lastrowid
+
+
+def session_refile_message(conn, message_id, character_id):
+    """Files a stored message under another character."""
+    conn.execute("UPDATE messages SET character_id = ? WHERE id = ?", (character_id, message_id))
+
+
+def session_characters(conn, session):
+    """The chat's chosen character and its default (a group's): (character_id, default_character), None if unset."""
+    row = conn.execute("SELECT character_id, default_character FROM sessions WHERE session = ?", (session,)).fetchone()
+    return (row["character_id"], row["default_character"]) if row else (None, None)
+
+
+def session_set_character(conn, session, character_id):
+    """The character this chat talks to from now on."""
+    conn.execute("UPDATE sessions SET character_id = ? WHERE session = ?", (character_id, session))
+
+
+def session_set_default_character(conn, session, character_id):
+    """The character a chat (a group) talks to until someone there switches."""
+    conn.execute("INSERT INTO sessions (session, default_character, updated_at) VALUES (?, ?, ?) ON CONFLICT (session) "
+                 "DO UPDATE SET default_character = excluded.default_character", (session, character_id, time.time()))
+
+
+def session_paused(conn, session):
+    """True when an admin has paused the bot in this chat."""
+    return bool((conn.execute("SELECT paused FROM sessions WHERE session = ?", (session,)).fetchone() or [0])[0])
+
+
+def session_set_paused(conn, session, paused):
+    """Pauses the bot in a chat (a group), or lets it talk again."""
+    conn.execute("UPDATE sessions SET paused = ? WHERE session = ?", (int(paused), session))
+
+
+def session_summarised_upto(conn, session):
+    """The id of the last message of the chat that a summary covers (0: none yet)."""
+    return (conn.execute("SELECT summarised_upto FROM sessions WHERE session = ?", (session,)).fetchone() or [0])[0]
+
+
+def usage_add(conn, user_id, tokens):
+    """Counts one LLM call and its tokens against the user's day."""
+    conn.execute("INSERT INTO usage (day, user_id, calls, tokens) VALUES (?, ?, 1, ?) ON CONFLICT (day, user_id) "
+                 "DO UPDATE SET calls = calls + 1, tokens = tokens + excluded.tokens",
+                 (time.strftime("%Y-%m-%d"), user_id, tokens))
+
+
+def usage_today(conn, user_id):
+    """The LLM tokens the user has used today."""
+    return (conn.execute("SELECT tokens FROM usage WHERE day = ? AND user_id = ?",
+                         (time.strftime("%Y-%m-%d"), user_id)).fetchone() or [0])[0]
+
+
+def usage_totals(conn):
+    """What /status shows: users, memories, summaries, messages, and today's LLM calls and tokens."""
+    one = lambda sql, *a: conn.execute(sql, a).fetchone()[0]
+    day = time.strftime("%Y-%m-%d")
+    return {"users": one("SELECT count(DISTINCT user_id) FROM messages WHERE role = 'user'"),
+            "memories": one("SELECT count(*) FROM memories"),
+            "summaries": one("SELECT count(*) FROM summaries"), "messages": one("SELECT count(*) FROM messages"),
+            "calls": one("SELECT coalesce(sum(calls), 0) FROM usage WHERE day = ?", day),
+            "tokens": one("SELECT coalesce(sum(tokens), 0) FROM usage WHERE day = ?", day)}
+
+
 #####################################################################
 # Text & embeddings (tokenising, model2vec) #########################
 #####################################################################
@@ -1030,6 +1110,103 @@ class Embedder:
 
 
 #####################################################################
+# LLM client (httpx) ################################################
+#####################################################################
+
+#: Retries after the first try, on connection errors, 429 and 5xx.
+LLM_RETRIES = 2
+
+
+def _retry_after(response, attempt):
+    """Seconds to wait before the next try: Retry-After when the server gives it, else backoff."""
+    value = response.headers.get("Retry-After", "") if response is not None else ""
+    if value.strip().replace(".", "", 1).isdigit():
+        return float(value)
+    return 0.5 * 2 ** attempt + random.random() * 0.25
+
+
+class LLMClient:
+    """An OpenAI-compatible chat endpoint: one httpx client, at most LLM_CONCURRENCY calls at a time, retries."""
+
+    def __init__(self, cfg):
+        self.cfg = cfg
+        self.calls = 0  # requests sent, retries included
+        self.http = None  # made by open() (or the first call), inside the event loop
+        self.slots = None
+
+    async def chat(self, messages, *, max_tokens=None, timeout=None):
+        """One chat completion: (text, tokens used). Raises LLMError after the retries."""
+        cfg = self.cfg
+        if self.http is None:
+            self.open()
+        timeout = timeout or cfg.LLM_TIMEOUT
+        deadline = time.monotonic() + timeout
+        url = cfg.LLM_BASE_URL.rstrip("/") + "/chat/completions"
+        headers = {"Authorization": f"Bearer {cfg.LLM_API_KEY}"} if cfg.LLM_API_KEY else {}
+        body = {"model": cfg.LLM_MODEL, "messages": messages, "max_tokens": max_tokens or cfg.LLM_MAX_TOKENS}
+        log.debug("LLM request: %s", json.dumps(messages, ensure_ascii=False)[:4000])
+        for attempt in range(LLM_RETRIES + 1):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise LLMError(f"no reply within LLM_TIMEOUT={timeout:g}s")
+            response = None
+            try:
+                async with self.slots:
+                    self.calls += 1
+                    response = await self.http.post(url, json=body, headers=headers, timeout=remaining)
+            except httpx.TimeoutException:
+                raise LLMError(f"no reply within LLM_TIMEOUT={timeout:g}s")
+            except httpx.TransportError as e:
+                error = f"can't reach {cfg.LLM_BASE_URL} ({type(e).__name__})"
+            else:
+                if response.status_code == 429 or response.status_code >= 500:
+                    error = f"HTTP {response.status_code} from {cfg.LLM_BASE_URL}"
+                elif response.status_code in (401, 403):
+                    raise LLMError(f"HTTP {response.status_code}: the API key was refused. Fix: check LLM_API_KEY")
+                elif response.status_code >= 400:
+                    raise LLMError(f"HTTP {response.status_code}: {self.redact(response.text[:200])}. "
+                                   f"Fix: check LLM_BASE_URL and LLM_MODEL")
+                else:
+                    return _llm_parse(response, messages)
+            wait = _retry_after(response, attempt)
+            if attempt == LLM_RETRIES or time.monotonic() + wait >= deadline:
+                raise LLMError(error)
+            log.warning("LLM %s; retrying in %.1fs", error, wait)
+            await asyncio.sleep(wait)
+
+    def open(self):
+        """Makes the connection pool (building its TLS context takes a moment: done at start, not mid-reply)."""
+        self.http = httpx.AsyncClient(limits=httpx.Limits(max_connections=self.cfg.LLM_CONCURRENCY + 4))
+        self.slots = asyncio.Semaphore(max(1, self.cfg.LLM_CONCURRENCY))
+
+    def redact(self, text):
+        """The text with the API key masked, for logs."""
+        return text.replace(self.cfg.LLM_API_KEY, "***") if self.cfg.LLM_API_KEY else text
+
+    async def close(self):
+        """Closes the connections (a later chat() opens new ones)."""
+        if self.http is not None:
+            await self.http.aclose()
+            self.http = None
+
+
+def _llm_parse(response, messages):
+    """(text, tokens) from a chat completion; the thinking of reasoning models is dropped."""
+    try:
+        data = response.json()
+        text = data["choices"][0]["message"]["content"]
+        # reasoning models: drop the thinking, also when max_tokens cut it off unclosed
+        text = re.sub(r"<think>.*?(?:</think>|$)", "", text, flags=re.S).strip() if isinstance(text, str) else None
+        if not text:
+            raise ValueError("empty content")
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError) as e:
+        raise LLMError(f"malformed reply from the LLM ({type(e).__name__}: {str(e)[:80]})")
+    usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
+    tokens = usage.get("total_tokens") or sum(text_count_tokens(m["content"]) for m in messages) + text_count_tokens(text)
+    return text, int(tokens)
+
+
+#####################################################################
 # Search (FTS5 + vec0 + fusion) #####################################
 #####################################################################
 
@@ -1112,6 +1289,24 @@ def search_hybrid(conn, kind, owner, query, vec, *, allowed, min_similarity, lim
 
 def _vec_ready(conn):
     return db_meta_get(conn, "embed_dim") is not None
+
+
+def search_vec_backfill(conn, embedder):
+    """Embeds memories and summaries stored while no model was loaded (or under another model); returns how many."""
+    db_vec_prepare(conn, embedder.name, embedder.dim)
+    n = 0
+    for table, src in (("memories_vec", "SELECT id, text, user_id FROM memories"),
+                       ("summaries_vec", "SELECT id, text, session || '/' || character_id FROM summaries")):
+        have = {r[0] for r in conn.execute(f"SELECT {VEC_TABLES[table]} FROM {table}")}
+        todo = [r for r in conn.execute(src) if r[0] not in have]
+        for i in range(0, len(todo), 512):
+            batch = todo[i:i + 512]
+            vecs = embedder.encode([r[1] for r in batch])
+            with db_tx(conn):
+                for r, v in zip(batch, vecs):
+                    search_vec_put(conn, table, r[0], r[2], v)
+            n += len(batch)
+    return n
 
 
 #####################################################################
@@ -2389,10 +2584,9 @@ def summary_prompt(card, turns, level=0):
 
 def summary_window(conn, session, every, shift_at=None):
     """The next run of messages to summarise, or None: (character_id, rows, reason)."""
-    pointer = conn.execute("SELECT summarised_upto FROM sessions WHERE session = ?", (session,)).fetchone()
-    pointer = pointer[0] if pointer else 0
     rows = conn.execute("SELECT id, role, speaker, character_id, text FROM messages WHERE session = ? AND id > ? "
-                        "AND kind = 'chat' ORDER BY id LIMIT ?", (session, pointer, every * 4 + 40)).fetchall()
+                        "AND kind = 'chat' ORDER BY id LIMIT ?",
+                        (session, session_summarised_upto(conn, session), every * 4 + 40)).fetchall()
     if not rows:
         return None
     char = rows[0]["character_id"]
@@ -2501,6 +2695,93 @@ def summary_is_small_talk(texts):
     for t in texts:
         words |= text_content_words(t)
     return len(words) < SMALL_TALK_WORDS
+
+
+
+class SummaryWorker:
+    """Writes each chat's summaries in the background (one task per chat), by the LLM or, when it
+    fails, extractively; and marks where a chat's topic changed, so a summary can close there."""
+
+    def __init__(self, cfg, db, llm, vec, card_of, stats):
+        self.cfg, self.db, self.llm, self.stats = cfg, db, llm, stats
+        self.vec = vec  # text -> its embedding, or None in keyword-only mode
+        self.card_of = card_of  # character id -> its card
+        self.tasks = {}  # session -> the summary task running for it
+        self.shift_at = {}  # session -> message id that changed the topic
+
+    def kick(self, session):
+        """Starts the chat's summary in the background when one is due (one at a time per chat)."""
+        task = self.tasks.get(session)
+        if not self.cfg.SUMMARY_EVERY or (task is not None and not task.done()):
+            return
+        self.tasks[session] = asyncio.get_running_loop().create_task(self.run(session))
+
+    async def run(self, session):
+        """Summarises every window that is due, oldest first; the pointer makes restarts safe."""
+        try:
+            while True:
+                shift = self.shift_at.get(session)
+                found = await self.db.run(summary_window, session, self.cfg.SUMMARY_EVERY, shift)
+                if found is None:
+                    if shift is not None and self.shift_at.get(session) == shift:
+                        del self.shift_at[session]
+                    return
+                char, rows, reason = found
+                if reason == "topic":
+                    self.shift_at.pop(session, None)
+                card = self.card_of(char)
+                turns = [(r["speaker"] if r["role"] == "user" else card["name"], r["text"]) for r in rows]
+                text, method = "", "skipped"
+                if not summary_is_small_talk([t for _, t in turns]):
+                    text, method = await self.write(card, turns)
+                await self.db.run(lambda c: summary_store(c, session, char, rows, text, method,
+                                                          self.vec(text) if text else None), write=True)
+                self.stats["summaries"] += bool(text)
+                log.info("summary of %s (%d turns, %s, %s)", session, len(rows), reason, method)
+                olds = await self.db.run(summary_rollup_candidates, session, char, self.cfg.SUMMARY_ROLLUP)
+                if olds:
+                    text, method = await self.write(card, [(card["name"], r["text"]) for r in olds], level=1)
+                    await self.db.run(lambda c: summary_rollup_store(c, session, char, olds, text, method, self.vec(text)),
+                                      write=True)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("summary of %s failed; it will be tried again after the next message", session)
+
+    async def write(self, card, turns, level=0):
+        """The LLM's summary, or the extractive one when the LLM fails: (text, method)."""
+        try:
+            text, tokens = await self.llm.chat(summary_prompt(card, turns, level), max_tokens=300,
+                                               timeout=min(self.cfg.LLM_TIMEOUT, 60))
+            if not text.startswith("此前"):
+                text = "此前，" + text
+            return text[:600], "llm"
+        except LLMError as e:
+            log.warning("summary by LLM failed (%s); using the extractive one", e)
+            return (await asyncio.to_thread(summary_extractive, turns))[0], "extractive"
+
+    def topic_check(self, conn, ctx, text, vec):
+        """Marks a topic shift: the new message shares no content word with the unsummarised window
+        and (with a model) is far from it. The summary then closes the window before this message."""
+        rows = conn.execute("SELECT text FROM messages WHERE session = ? AND id > ? AND id < ? AND role = 'user' "
+                            "AND kind = 'chat' AND character_id = ? ORDER BY id DESC LIMIT 12",
+                            (ctx.session, session_summarised_upto(conn, ctx.session), ctx.message_id,
+                             ctx.character_id)).fetchall()
+        words = text_content_words(text)
+        if len(rows) < TOPIC_MIN_TURNS or len(words) < 2:
+            return
+        window = " ".join(r[0] for r in rows)
+        if words & text_content_words(window):
+            return
+        if vec is not None and float(np.dot(vec, self.vec(window))) >= self.cfg.SUMMARY_TOPIC_SHIFT:
+            return
+        self.shift_at[ctx.session] = ctx.message_id
+
+    async def stop(self):
+        """Cancels the summaries under way (their windows are summarised after the next start)."""
+        for task in self.tasks.values():
+            task.cancel()
+        await asyncio.gather(*self.tasks.values(), return_exceptions=True)
 
 
 #####################################################################
@@ -2719,6 +3000,94 @@ def character_system_prompt(card):
     return "\n".join(parts)
 
 
+
+#: The first bytes of every PNG file.
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+#: The text chunks a card may be in, newest spec first.
+CARD_CHUNKS = ("ccv3", "chara")
+
+
+def _png_card_chunks(data, filename):
+    """The card text chunks of a PNG: {keyword: text bytes}. A cut-short file or a damaged card
+    chunk (bad CRC, bad zlib, wrong iTXt layout) is a CharacterError."""
+    chunks, pos = {}, len(PNG_SIGNATURE)
+    while True:
+        if pos + 12 > len(data):
+            raise CharacterError(f"{filename} is cut short (it ends at byte {len(data)}, inside a PNG chunk). "
+                                 f"Fix: download or export the card again")
+        length, kind = int.from_bytes(data[pos:pos + 4], "big"), data[pos + 4:pos + 8]
+        body, crc = data[pos + 8:pos + 8 + length], data[pos + 8 + length:pos + 12 + length]
+        if len(crc) < 4:
+            raise CharacterError(f"{filename} is cut short (its {kind.decode('latin-1')!r} chunk needs {length} bytes). "
+                                 f"Fix: download or export the card again")
+        pos += 12 + length
+        if kind == b"IEND":
+            return chunks
+        key, _, rest = body.partition(b"\0")
+        key = key.decode("latin-1").lower()
+        if kind not in (b"tEXt", b"zTXt", b"iTXt") or key not in CARD_CHUNKS:
+            continue
+        try:
+            if zlib.crc32(kind + body) != int.from_bytes(crc, "big"):
+                raise ValueError("CRC mismatch")
+            if kind == b"zTXt":  # compression method byte, then zlib data
+                rest = zlib.decompress(rest[1:])
+            elif kind == b"iTXt":  # flag, method, language\0, translated keyword\0, text
+                flag, parts = rest[:1], rest[2:].split(b"\0", 2)
+                if flag not in (b"\0", b"\1") or len(parts) != 3:
+                    raise ValueError("wrong iTXt layout")
+                rest = zlib.decompress(parts[2]) if flag == b"\1" else parts[2]
+        except (ValueError, zlib.error) as e:
+            raise CharacterError(f"{filename}: its {key!r} {kind.decode()} chunk is damaged ({e}). "
+                                 f"Fix: export the card again from SillyTavern")
+        chunks[key] = rest
+
+
+def _as_list(value):
+    """Example: _as_list('龙') -> ['龙']"""
+    return value if isinstance(value, list) else [] if value is None else [value]
+
+
+def character_card_read(data, filename="card"):
+    """A Character Card V1/V2/V3 from JSON or PNG bytes (PNG: the ccv3 or chara text chunk)."""
+    if data[:len(PNG_SIGNATURE)] == PNG_SIGNATURE:
+        chunks = _png_card_chunks(data, filename)
+        raw = next((chunks[k] for k in CARD_CHUNKS if k in chunks), None)
+        if raw is None:
+            raise CharacterError(f"{filename} has no character card in it (no 'chara' or 'ccv3' text chunk). "
+                                 f"Fix: export the card from SillyTavern as PNG or JSON")
+        try:
+            data = base64.b64decode(re.sub(rb"\s+", b"", raw), validate=True)
+        except ValueError:
+            raise CharacterError(f"{filename}: the card chunk is not base64. Fix: export the card again")
+    try:
+        obj = json.loads(data.decode("utf-8-sig"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise CharacterError(f"{filename} is not a card: {e}. Fix: give a Character Card V2/V3 .json or .png")
+    if not isinstance(obj, dict):
+        raise CharacterError(f"{filename} is not a card: it holds JSON {type(obj).__name__}, not an object. "
+                             f"Fix: give a Character Card V2/V3 .json or .png")
+    card = dict(obj.get("data") or {}) if isinstance(obj.get("data"), dict) else dict(obj)
+    if not isinstance(card.get("name"), str) or not card["name"].strip():
+        raise CharacterError(f"{filename}: the card has no name. Fix: give a Character Card V2/V3 .json or .png")
+    for key in ("description", "personality", "scenario", "first_mes", "mes_example", "system_prompt"):
+        card[key] = str(card.get(key) or "")
+    if not card["description"]:
+        card["description"] = card["personality"] or card["name"]
+    book = card.get("character_book")
+    if isinstance(book, dict):
+        entries = book.get("entries") if isinstance(book.get("entries"), list) else []
+        book["entries"] = [dict(e, keys=[str(k) for k in _as_list(e.get("keys"))], content=str(e.get("content", "")))
+                           for e in entries if isinstance(e, dict)]
+    elif "character_book" in card:
+        del card["character_book"]
+    card.pop("id", None)
+    if isinstance(obj.get("spec"), str):
+        card.setdefault("extensions", {}) if isinstance(card.get("extensions"), dict) else card.update(extensions={})
+        card["extensions"]["mnemo_imported_from"] = f"{obj['spec']} {obj.get('spec_version', '')}".strip()
+    return card
+
+
 #####################################################################
 # Prompt assembly ###################################################
 #####################################################################
@@ -2801,94 +3170,17 @@ def prompt_assemble(card, ctx, text, parts, budget, min_turns=2):
 
 
 #####################################################################
-# LLM client (httpx) ################################################
-#####################################################################
-
-#: Retries after the first try, on connection errors, 429 and 5xx.
-LLM_RETRIES = 2
-
-
-def _retry_after(response, attempt):
-    """Seconds to wait before the next try: Retry-After when the server gives it, else backoff."""
-    value = response.headers.get("Retry-After", "") if response is not None else ""
-    if value.strip().replace(".", "", 1).isdigit():
-        return float(value)
-    return 0.5 * 2 ** attempt + random.random() * 0.25
-
-
-async def llm_chat(app, messages, *, max_tokens=None, timeout=None):
-    """One chat completion: (text, tokens used). Raises LLMError after the retries."""
-    cfg = app.cfg
-    timeout = timeout or cfg.LLM_TIMEOUT
-    deadline = time.monotonic() + timeout
-    url = cfg.LLM_BASE_URL.rstrip("/") + "/chat/completions"
-    headers = {"Authorization": f"Bearer {cfg.LLM_API_KEY}"} if cfg.LLM_API_KEY else {}
-    body = {"model": cfg.LLM_MODEL, "messages": messages, "max_tokens": max_tokens or cfg.LLM_MAX_TOKENS}
-    log.debug("LLM request: %s", json.dumps(messages, ensure_ascii=False)[:4000])
-    for attempt in range(LLM_RETRIES + 1):
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise LLMError(f"no reply within LLM_TIMEOUT={timeout:g}s")
-        response = None
-        try:
-            async with app.llm_slots:
-                app.stats["llm_calls"] += 1
-                response = await app.http.post(url, json=body, headers=headers, timeout=remaining)
-        except httpx.TimeoutException:
-            raise LLMError(f"no reply within LLM_TIMEOUT={timeout:g}s")
-        except httpx.TransportError as e:
-            error = f"can't reach {cfg.LLM_BASE_URL} ({type(e).__name__})"
-        else:
-            if response.status_code == 429 or response.status_code >= 500:
-                error = f"HTTP {response.status_code} from {cfg.LLM_BASE_URL}"
-            elif response.status_code in (401, 403):
-                raise LLMError(f"HTTP {response.status_code}: the API key was refused. Fix: check LLM_API_KEY")
-            elif response.status_code >= 400:
-                raise LLMError(f"HTTP {response.status_code}: {_redact(response.text[:200], cfg)}. Fix: check LLM_BASE_URL and LLM_MODEL")
-            else:
-                return _llm_parse(response, messages)
-        wait = _retry_after(response, attempt)
-        if attempt == LLM_RETRIES or time.monotonic() + wait >= deadline:
-            raise LLMError(error)
-        log.warning("LLM %s; retrying in %.1fs", error, wait)
-        await asyncio.sleep(wait)
-
-
-def _llm_parse(response, messages):
-    try:
-        data = response.json()
-        text = data["choices"][0]["message"]["content"]
-        # reasoning models: drop the thinking, also when max_tokens cut it off unclosed
-        text = re.sub(r"<think>.*?(?:</think>|$)", "", text, flags=re.S).strip() if isinstance(text, str) else None
-        if not text:
-            raise ValueError("empty content")
-    except (ValueError, KeyError, IndexError, TypeError, AttributeError) as e:
-        raise LLMError(f"malformed reply from the LLM ({type(e).__name__}: {str(e)[:80]})")
-    usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
-    tokens = usage.get("total_tokens") or sum(text_count_tokens(m["content"]) for m in messages) + text_count_tokens(text)
-    return text, int(tokens)
-
-
-def _redact(text, cfg):
-    return text.replace(cfg.LLM_API_KEY, "***") if cfg.LLM_API_KEY else text
-
-
-#####################################################################
 # Replies (the path every message takes, from QQ or the terminal) ###
 #####################################################################
-
-# The background summary task lives here, not under Summaries: it calls the LLM client above.
 
 #: Said when the LLM can't be reached (the log says why); worded so that any character can say it.
 LLM_DOWN_REPLY = "抱歉，我刚才走神了，没听清……等一下再和我说好吗？"
 #: Seconds between checkpoints of the WAL into bot.db (so a plain copy of bot.db is current).
 CHECKPOINT_SECONDS = 0.5
-_SWITCH_RE = re.compile(r"^(?:切换角色|换角色|/character|/switch)\s*[:：]?\s*(.+)$", re.I)
-_ADMIN_RE = re.compile(r"^/(status|backup|forget_user|pause|resume|group_character|状态|备份|暂停|恢复)\b\s*(.*)$", re.I)
 
 
 class App:
-    """The running bot: settings, database, cards, model, LLM client and per-chat state."""
+    """The running bot: settings, database, cards, model, LLM client, summaries and per-chat state."""
 
     def __init__(self, cfg, lock=False):
         self.cfg = cfg
@@ -2907,10 +3199,8 @@ class App:
         self.wipe_asked = {}  # user -> time they asked to forget everything
         self.memory_asked = {}  # (user, session) -> the which-one question waiting for its answer
         self.memory_rate = collections.defaultdict(collections.deque)  # user -> times of recent memory changes
-        self.summary_tasks = {}  # session -> the summary task running for it
-        self.shift_at = {}  # session -> message id that changed the topic
-        self.http = None
-        self.llm_slots = None
+        self.llm = LLMClient(cfg)
+        self.summaries = SummaryWorker(cfg, self.db, self.llm, self.vec, self.card_by_id, self.stats)
         self.tasks = set()
 
     def vec(self, text):
@@ -2918,11 +3208,11 @@ class App:
         return self.embedder.encode([text])[0] if self.embedder.model is not None else None
 
     async def start(self):
-        """Connects what needs the event loop; fills in missing vectors when a model is loaded."""
-        self.http = httpx.AsyncClient(limits=httpx.Limits(max_connections=self.cfg.LLM_CONCURRENCY + 4))
-        self.llm_slots = asyncio.Semaphore(max(1, self.cfg.LLM_CONCURRENCY))
+        """Opens the LLM client, syncs the lore, fills in missing vectors when a model is loaded, starts the checkpoints."""
+        self.llm.open()
+        await self.lore_check()
         if self.embedder.model is not None:
-            n = await self.db.run(_vec_backfill, self, write=True)
+            n = await self.db.run(search_vec_backfill, self.embedder, write=True)
             if n:
                 log.info("vector search: added %d missing vectors", n)
         self._spawn(self._checkpoint_loop())
@@ -2942,64 +3232,48 @@ class App:
                     await self.db.run(self.db.checkpoint)
 
     async def stop(self):
-        for task in list(self.tasks) + list(self.summary_tasks.values()):
+        for task in list(self.tasks):
             task.cancel()
-        await asyncio.gather(*self.tasks, *self.summary_tasks.values(), return_exceptions=True)
-        if self.http:
-            await self.http.aclose()
+        await asyncio.gather(*self.tasks, self.summaries.stop(), return_exceptions=True)
+        await self.llm.close()
         self.db.close()
 
     def card_for(self, conn, session):
         """The card a chat talks to (its choice, else its group's default, else the file's default)."""
         data = self.characters.get()
-        row = conn.execute("SELECT character_id, default_character FROM sessions WHERE session = ?", (session,)).fetchone()
-        for cid in (row["character_id"], row["default_character"]) if row else ():
+        for cid in session_characters(conn, session):
             if cid in data["cards"]:
                 return data["cards"][cid]
         return data["cards"][data["default"]]
 
+    def card_by_id(self, character_id):
+        """A card by id; a bare stand-in for a character since removed from characters.json."""
+        return self.characters.get()["cards"].get(character_id) or {"id": character_id, "name": character_id}
 
-def _vec_backfill(conn, app):
-    """Embeds memories and summaries stored while no model was loaded (or under another model)."""
-    db_vec_prepare(conn, app.embedder.name, app.embedder.dim)
-    n = 0
-    for table, src in (("memories_vec", "SELECT id, text, user_id FROM memories"),
-                       ("summaries_vec", "SELECT id, text, session || '/' || character_id FROM summaries")):
-        have = {r[0] for r in conn.execute(f"SELECT {VEC_TABLES[table]} FROM {table}")}
-        todo = [r for r in conn.execute(src) if r[0] not in have]
-        for i in range(0, len(todo), 512):
-            batch = todo[i:i + 512]
-            vecs = app.embedder.encode([r[1] for r in batch])
-            with db_tx(conn):
-                for r, v in zip(batch, vecs):
-                    search_vec_put(conn, table, r[0], r[2], v)
-            n += len(batch)
-    return n
+    async def lore_check(self):
+        """Brings the lore table in step with the cards when characters.json has changed."""
+        self.characters.get()
+        version = self.characters.version
+        if self.lore_version != version:
+            await self.db.run(character_lore_sync, self.characters.get()["cards"], write=True)
+            self.lore_version = version
 
 
 def _store_message(conn, app, ctx, role, text, onebot_id=None):
     """Stores one turn (a reply under the user it answers); returns its id."""
     card = app.card_for(conn, ctx.session)
-    if app.lore_version != app.characters.version:  # the cards changed: their books too, maybe
-        character_lore_sync(conn, app.characters.get()["cards"])
-        app.lore_version = app.characters.version
     if role == "user":
         ctx.character_id = card["id"]
-    with db_tx(conn):
-        conn.execute("INSERT INTO sessions (session, updated_at) VALUES (?, ?) ON CONFLICT (session) DO UPDATE SET "
-                     "updated_at = excluded.updated_at", (ctx.session, time.time()))
-        mid = conn.execute("INSERT INTO messages (session, user_id, speaker, role, character_id, text, onebot_id, kind,"
-                           " created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                           (ctx.session, ctx.user_id, ctx.speaker if role == "user" else card["name"], role,
-                            ctx.character_id, text, str(onebot_id) if onebot_id is not None else None,
-                            "command" if ctx.command else "chat", time.time())).lastrowid
-    return mid
+    return session_store_message(conn, ctx.session, user_id=ctx.user_id, role=role, text=text, onebot_id=onebot_id,
+                                 speaker=ctx.speaker if role == "user" else card["name"], character_id=ctx.character_id,
+                                 kind="command" if ctx.command else "chat")
 
 
 async def reply_handle(app, ctx, text, onebot_id=None):
     """Stores a message, then answers it in its chat's order; returns the reply (already stored)."""
     raw_len = len(text or "")
     text = text_clean(text, app.cfg.BOT_MAX_MESSAGE)
+    await app.lore_check()
     ctx.message_id = await app.db.run(_store_message, app, ctx, "user", text, onebot_id, write=True)
     app.stats["messages"] += 1
     app.pending[ctx.session] += 1
@@ -3025,7 +3299,7 @@ async def reply_handle(app, ctx, text, onebot_id=None):
             del app.pending[ctx.session]
             app.locks.pop(ctx.session, None)
     if reply is not None:
-        summary_kick(app, ctx.session)
+        app.summaries.kick(ctx.session)
     return reply
 
 
@@ -3034,16 +3308,16 @@ def _card_now(conn, app, ctx):
     card = app.card_for(conn, ctx.session)
     if card["id"] != ctx.character_id:
         ctx.character_id = card["id"]
-        conn.execute("UPDATE messages SET character_id = ? WHERE id = ?", (card["id"], ctx.message_id))
+        session_refile_message(conn, ctx.message_id, card["id"])
     return card
 
 
 async def _respond(app, ctx, text, card, truncated=False):
     """The reply to one message: a command's answer, or the LLM's in-character reply."""
-    if ctx.group_id and await app.db.run(lambda c: (c.execute("SELECT paused FROM sessions WHERE session = ?", (ctx.session,)).fetchone() or [0])[0]):
-        if not (ctx.superuser and _ADMIN_RE.match(text)):
+    if ctx.group_id and await app.db.run(session_paused, ctx.session):
+        if not (ctx.superuser and _command_find(ADMIN_COMMANDS, text)):
             return None
-    for handler in (reply_admin, reply_character, reply_memory):
+    for handler in (reply_command, reply_memory):
         reply = await handler(app, ctx, text, card)
         if reply is not None:
             return reply
@@ -3059,6 +3333,7 @@ async def _respond(app, ctx, text, card, truncated=False):
 
 
 async def _rate_limited(app, ctx):
+    """A reply when the user sends faster than BOT_RATE_LIMIT a minute or is past BOT_DAILY_TOKENS; else None."""
     now = time.monotonic()
     times = app.rate[ctx.user_id]
     while times and now - times[0] > 60:
@@ -3066,12 +3341,9 @@ async def _rate_limited(app, ctx):
     if app.cfg.BOT_RATE_LIMIT and len(times) >= app.cfg.BOT_RATE_LIMIT:
         app.stats["rate_limited"] += 1
         return "你说得太快啦，我有点跟不上，歇一分钟再聊吧。（这条我记下了）"
-    if app.cfg.BOT_DAILY_TOKENS:
-        used = await app.db.run(lambda c: (c.execute("SELECT tokens FROM usage WHERE day = ? AND user_id = ?",
-                                                     (time.strftime("%Y-%m-%d"), ctx.user_id)).fetchone() or [0])[0])
-        if used >= app.cfg.BOT_DAILY_TOKENS:
-            app.stats["budget_hit"] += 1
-            return "今天我们聊得太多啦，我得休息了，明天再来找我吧。（这条我记下了）"
+    if app.cfg.BOT_DAILY_TOKENS and await app.db.run(usage_today, ctx.user_id) >= app.cfg.BOT_DAILY_TOKENS:
+        app.stats["budget_hit"] += 1
+        return "今天我们聊得太多啦，我得休息了，明天再来找我吧。（这条我记下了）"
     times.append(now)
     return None
 
@@ -3082,13 +3354,13 @@ async def reply_llm(app, ctx, text, card):
 
     def gather(conn):
         vec = app.vec(text)
-        _topic_check(app, conn, ctx, text, vec)
+        app.summaries.topic_check(conn, ctx, text, vec)
         return prompt_context(conn, ctx, card, text, vec, app.cfg), memory_worth_offering(conn, ctx, text)
     parts, offer = await app.db.run(gather, write=True)
     messages, _ = prompt_assemble(card, ctx, text, parts, app.cfg.PROMPT_BUDGET)
     tokens = 0
     try:
-        reply, tokens = await llm_chat(app, messages)
+        reply, tokens = await app.llm.chat(messages)
         why = character_ooc(card, reply, cards)
         if why:
             app.stats["ooc_hits"] += 1
@@ -3097,7 +3369,7 @@ async def reply_llm(app, ctx, text, card):
                        f"注意：你上一次的回复出戏了（{why}）。这次必须完全以{card['name']}的身份回答，"
                        f"不要自称AI或程序，不要提到其他角色，不要提{card['name']}不可能知道的东西。"}] + messages[-1:]
             try:
-                reply, more = await llm_chat(app, stricter)
+                reply, more = await app.llm.chat(stricter)
                 tokens += more
             except LLMError:
                 reply = None  # the first reply broke character: better the fallback than an apology
@@ -3108,88 +3380,12 @@ async def reply_llm(app, ctx, text, card):
             reply += f"\n（你好几次提到这件事了，要我帮你记住吗？说“记住，{offer}”就行）"
     except LLMError as e:
         app.stats["llm_errors"] += 1
-        log.warning("LLM failed for %s: %s", ctx.session, _redact(str(e), app.cfg))
+        log.warning("LLM failed for %s: %s", ctx.session, app.llm.redact(str(e)))
         return LLM_DOWN_REPLY
     finally:
         if tokens:
-            await app.db.run(lambda c: c.execute(
-                "INSERT INTO usage (day, user_id, calls, tokens) VALUES (?, ?, 1, ?) ON CONFLICT (day, user_id) "
-                "DO UPDATE SET calls = calls + 1, tokens = tokens + excluded.tokens",
-                (time.strftime("%Y-%m-%d"), ctx.user_id, tokens)), write=True)
+            await app.db.run(usage_add, ctx.user_id, tokens, write=True)
     return reply
-
-
-def _topic_check(app, conn, ctx, text, vec):
-    """Marks a topic shift: the new message shares no content word with the unsummarised window
-    and (with a model) is far from it. The summary then closes the window before this message."""
-    pointer = (conn.execute("SELECT summarised_upto FROM sessions WHERE session = ?", (ctx.session,)).fetchone() or [0])[0]
-    rows = conn.execute("SELECT text FROM messages WHERE session = ? AND id > ? AND id < ? AND role = 'user' "
-                        "AND kind = 'chat' AND character_id = ? ORDER BY id DESC LIMIT 12",
-                        (ctx.session, pointer, ctx.message_id, ctx.character_id)).fetchall()
-    words = text_content_words(text)
-    if len(rows) < TOPIC_MIN_TURNS or len(words) < 2:
-        return
-    window = " ".join(r[0] for r in rows)
-    if words & text_content_words(window):
-        return
-    if vec is not None:
-        centre = app.embedder.encode([window])[0]
-        if float(np.dot(vec, centre)) >= app.cfg.SUMMARY_TOPIC_SHIFT:
-            return
-    app.shift_at[ctx.session] = ctx.message_id
-
-
-def summary_kick(app, session):
-    """Starts the chat's summary in the background when one is due (one at a time per chat)."""
-    task = app.summary_tasks.get(session)
-    if not app.cfg.SUMMARY_EVERY or (task is not None and not task.done()):
-        return
-    app.summary_tasks[session] = asyncio.get_running_loop().create_task(summary_run(app, session))
-
-
-async def summary_run(app, session):
-    """Summarises every window that is due, oldest first; the pointer makes restarts safe."""
-    try:
-        while True:
-            shift = app.shift_at.get(session)
-            found = await app.db.run(summary_window, session, app.cfg.SUMMARY_EVERY, shift)
-            if found is None:
-                if shift is not None and app.shift_at.get(session) == shift:
-                    del app.shift_at[session]
-                return
-            char, rows, reason = found
-            if reason == "topic":
-                app.shift_at.pop(session, None)
-            card = app.characters.get()["cards"].get(char) or {"id": char, "name": char}
-            turns = [(r["speaker"] if r["role"] == "user" else card["name"], r["text"]) for r in rows]
-            text, method = "", "skipped"
-            if not summary_is_small_talk([t for _, t in turns]):
-                text, method = await summary_write(app, card, turns)
-            await app.db.run(lambda c: summary_store(c, session, char, rows, text, method, app.vec(text) if text else None),
-                             write=True)
-            app.stats["summaries"] += bool(text)
-            log.info("summary of %s (%d turns, %s, %s)", session, len(rows), reason, method)
-            olds = await app.db.run(summary_rollup_candidates, session, char, app.cfg.SUMMARY_ROLLUP)
-            if olds:
-                text, method = await summary_write(app, card, [(card["name"], r["text"]) for r in olds], level=1)
-                await app.db.run(lambda c: summary_rollup_store(c, session, char, olds, text, method, app.vec(text)), write=True)
-    except asyncio.CancelledError:
-        raise
-    except Exception:
-        log.exception("summary of %s failed; it will be tried again after the next message", session)
-
-
-async def summary_write(app, card, turns, level=0):
-    """The LLM's summary, or the extractive one when the LLM fails: (text, method)."""
-    try:
-        text, tokens = await llm_chat(app, summary_prompt(card, turns, level), max_tokens=300,
-                                      timeout=min(app.cfg.LLM_TIMEOUT, 60))
-        if not text.startswith("此前"):
-            text = "此前，" + text
-        return text[:600], "llm"
-    except LLMError as e:
-        log.warning("summary by LLM failed (%s); using the extractive one", e)
-        return (await asyncio.to_thread(summary_extractive, turns))[0], "extractive"
 
 
 async def reply_memory(app, ctx, text, card):
@@ -3303,84 +3499,136 @@ def _memory_limited(app, ctx):
     return None
 
 
-async def reply_character(app, ctx, text, card):
-    """切换角色 / 角色列表 / 当前角色, per chat; or None."""
-    t = text.strip()
+async def _character_list(app, ctx, arg, card):
+    """角色列表: the characters this chat can switch to."""
     data = app.characters.get()
-    if t in ("角色列表", "/characters"):
-        lines = [f"{n}. {data['cards'][cid]['name']}（{cid}）" + ("  ← 当前" if cid == card["id"] else "")
-                 for n, cid in enumerate(data["order"], 1)]
-        return "可以切换的角色：\n" + "\n".join(lines) + "\n说“切换角色 名字”来切换。"
-    if t in ("当前角色", "/whoami"):
-        return f"现在是{card['name']}（{card['id']}）在和你聊天。"
-    m = _SWITCH_RE.match(t)
-    if not m:
-        return None
-    target = app.characters.find(m.group(1))
+    lines = [f"{n}. {data['cards'][cid]['name']}（{cid}）" + ("  ← 当前" if cid == card["id"] else "")
+             for n, cid in enumerate(data["order"], 1)]
+    return "可以切换的角色：\n" + "\n".join(lines) + "\n说“切换角色 名字”来切换。"
+
+
+async def _character_current(app, ctx, arg, card):
+    """当前角色: who is talking in this chat."""
+    return f"现在是{card['name']}（{card['id']}）在和你聊天。"
+
+
+async def _character_switch(app, ctx, arg, card):
+    """切换角色 NAME: this chat talks to another character from now on."""
+    target = app.characters.find(arg)
     if target is None:
-        return f"没有叫“{m.group(1)[:20]}”的角色。说“角色列表”看看有哪些。"
-    await app.db.run(lambda c: c.execute("UPDATE sessions SET character_id = ? WHERE session = ?",
-                                         (target["id"], ctx.session)), write=True)
-    summary_kick(app, ctx.session)  # what the old character lived becomes its experience now
+        return f"没有叫“{arg[:20]}”的角色。说“角色列表”看看有哪些。"
+    await app.db.run(session_set_character, ctx.session, target["id"], write=True)
+    app.summaries.kick(ctx.session)  # what the old character lived becomes its experience now
     ctx.character_id = target["id"]  # the greeting is the new character's first turn
     greeting = target.get("first_mes", "").replace("{{char}}", target["name"]).replace("{{user}}", ctx.speaker or "你")
     return greeting or f"你好，我是{target['name']}。"
 
 
-async def reply_admin(app, ctx, text, card):
-    """Superusers' commands: /status, /backup, /forget_user QQ, /pause, /resume, /group_character GROUP ID."""
-    m = _ADMIN_RE.match(text.strip())
-    if not m:
-        return None
-    if not ctx.superuser:
-        return "这个命令只有管理员能用。"
-    cmd = {"状态": "status", "备份": "backup", "暂停": "pause", "恢复": "resume"}.get(m.group(1), m.group(1).lower())
-    arg = m.group(2).strip()
-    if cmd == "status":
-        s = await app.db.run(_status)
-        s["db_size"] = sum(os.path.getsize(p) for p in (app.db.path, app.db.path + "-wal") if os.path.exists(p))
-        return ("状态：用户 {users}，记忆 {memories}，摘要 {summaries}，消息 {messages}，数据库 {mb:.1f} MB；"
-                "记忆最多的用户 {biggest}；今天 LLM 调用 {calls} 次，{tokens} tokens；向量搜索{vec}；本次运行出戏重写 {ooc} 次（其中 {fb} 次用了备用回复）。").format(
-            mb=s["db_size"] / 1e6, vec="开启" if app.embedder.model is not None else "关闭（只用关键词）",
-            ooc=app.stats["ooc_hits"], fb=app.stats["ooc_fallbacks"], **s) + (
-            f"\n注意：characters.json 改坏了，正在用上一个能用的版本（{app.characters.error}）" if app.characters.error else "")
-    if cmd == "backup":
-        target = Path(app.db.path).with_name(f"backup-{time.strftime('%Y%m%d-%H%M%S')}.db")
-        size = await app.db.run(db_backup, target)
-        return f"已备份到 {target.name}（{size / 1e6:.1f} MB）。"
-    if cmd == "forget_user":
-        if not arg.isdigit():
-            return "用法：/forget_user QQ号"
-        n = await app.db.run(memory_wipe, arg, write=True)
-        return f"已删除 {arg} 的 {n} 条记忆。"
-    if cmd in ("pause", "resume"):
-        if not ctx.group_id:
-            return "这个命令要在群里用。"
-        await app.db.run(lambda c: c.execute("UPDATE sessions SET paused = ? WHERE session = ?",
-                                             (int(cmd == "pause"), ctx.session)), write=True)
-        return "好的，我在这个群先不说话了。（管理员说 /resume 恢复）" if cmd == "pause" else "我回来啦。"
-    if cmd == "group_character":
-        parts = arg.split()
-        target = app.characters.find(parts[1]) if len(parts) == 2 and parts[0].isdigit() else None
-        if target is None:
-            return "用法：/group_character 群号 角色id"
-        await app.db.run(lambda c: c.execute(
-            "INSERT INTO sessions (session, default_character, updated_at) VALUES (?, ?, ?) ON CONFLICT (session) "
-            "DO UPDATE SET default_character = excluded.default_character", (f"g:{parts[0]}", target["id"], time.time())),
-            write=True)
-        return f"群 {parts[0]} 的默认角色设为 {target['name']}。"
+async def _admin_status(app, ctx, arg, card):
+    """/status: what is stored, today's LLM use, the biggest memory users, what is off."""
+    s, biggest = await app.db.run(lambda c: (usage_totals(c), usage_biggest_memory_users(c)))
+    size = sum(os.path.getsize(p) for p in (app.db.path, app.db.path + "-wal") if os.path.exists(p))
+    return ("状态：用户 {users}，记忆 {memories}，摘要 {summaries}，消息 {messages}，数据库 {mb:.1f} MB；"
+            "记忆最多的用户 {biggest}；今天 LLM 调用 {calls} 次，{tokens} tokens；向量搜索{vec}；本次运行出戏重写 {ooc} 次（其中 {fb} 次用了备用回复）。").format(
+        mb=size / 1e6, vec="开启" if app.embedder.model is not None else "关闭（只用关键词）",
+        biggest="、".join(f"{u}（{n}条）" for u, n in biggest) or "无",
+        ooc=app.stats["ooc_hits"], fb=app.stats["ooc_fallbacks"], **s) + (
+        f"\n注意：characters.json 改坏了，正在用上一个能用的版本（{app.characters.error}）" if app.characters.error else "")
+
+
+async def _admin_backup(app, ctx, arg, card):
+    """/backup: a copy of the database beside it, named by the time."""
+    target = Path(app.db.path).with_name(f"backup-{time.strftime('%Y%m%d-%H%M%S')}.db")
+    size = await app.db.run(db_backup, target)
+    return f"已备份到 {target.name}（{size / 1e6:.1f} MB）。"
+
+
+async def _admin_forget_user(app, ctx, arg, card):
+    """/forget_user QQ: deletes every memory of that user."""
+    if not arg.isdigit():
+        return "用法：/forget_user QQ号"
+    n = await app.db.run(memory_wipe, arg, write=True)
+    return f"已删除 {arg} 的 {n} 条记忆。"
+
+
+async def _admin_pause(app, ctx, arg, card):
+    """/pause: the bot says nothing in this group until /resume."""
+    await app.db.run(session_set_paused, ctx.session, True, write=True)
+    return "好的，我在这个群先不说话了。（管理员说 /resume 恢复）"
+
+
+async def _admin_resume(app, ctx, arg, card):
+    """/resume: the bot talks in this group again."""
+    await app.db.run(session_set_paused, ctx.session, False, write=True)
+    return "我回来啦。"
+
+
+async def _admin_group_character(app, ctx, arg, card):
+    """/group_character GROUP ID: the character a group talks to until someone there switches."""
+    parts = arg.split()
+    target = app.characters.find(parts[1]) if len(parts) == 2 and parts[0].isdigit() else None
+    if target is None:
+        return "用法：/group_character 群号 角色id"
+    await app.db.run(session_set_default_character, session_key(group_id=parts[0]), target["id"], write=True)
+    return f"群 {parts[0]} 的默认角色设为 {target['name']}。"
+
+
+@dataclasses.dataclass(frozen=True)
+class Command:
+    """One command a user can type: its name and aliases, what answers it, and who may use it."""
+    names: tuple  # the name, then its aliases; matched without regard to case, except for arg=""
+    handler: object  # async handler(app, ctx, arg, card) -> the reply
+    who: tuple = ()  # what the user must be, checked in this order: keys of COMMAND_WHO
+    arg: str = ""  # "": the name alone; "any": the name, then anything; "one": the name, a colon maybe, something
+
+
+#: What a Command's who may require, and the reply to a user who isn't that.
+COMMAND_WHO = {"superuser": (lambda ctx: ctx.superuser, "这个命令只有管理员能用。"),
+               "group": (lambda ctx: bool(ctx.group_id), "这个命令要在群里用。")}
+#: How each kind of Command.arg follows the name: a regex whose group 1 is the argument.
+_COMMAND_ARG = {"any": r"\b\s*(.*)$", "one": r"\s*[:：]?\s*(.+)$"}
+#: Superusers' commands; they work in a paused group too.
+ADMIN_COMMANDS = [
+    Command(("/status", "/状态"), _admin_status, ("superuser",), "any"),
+    Command(("/backup", "/备份"), _admin_backup, ("superuser",), "any"),
+    Command(("/forget_user",), _admin_forget_user, ("superuser",), "any"),
+    Command(("/pause", "/暂停"), _admin_pause, ("superuser", "group"), "any"),
+    Command(("/resume", "/恢复"), _admin_resume, ("superuser", "group"), "any"),
+    Command(("/group_character",), _admin_group_character, ("superuser",), "any"),
+]
+#: Everyone's character commands, per chat (the list before the switch: /characters is no switch to "s").
+CHARACTER_COMMANDS = [
+    Command(("角色列表", "/characters"), _character_list),
+    Command(("当前角色", "/whoami"), _character_current),
+    Command(("切换角色", "换角色", "/character", "/switch"), _character_switch, arg="one"),
+]
+
+
+def _command_find(table, text):
+    """(command, its argument) for the first row of table that text is, else None."""
+    text = text.strip()
+    for command in table:
+        if not command.arg:
+            if text in command.names:
+                return command, ""
+            continue
+        m = re.match("^(?:" + "|".join(map(re.escape, command.names)) + ")" + _COMMAND_ARG[command.arg], text, re.I)
+        if m:
+            return command, m.group(1).strip()
     return None
 
 
-def _status(conn):
-    one = lambda sql, *a: conn.execute(sql, a).fetchone()[0]
-    day = time.strftime("%Y-%m-%d")
-    return {"users": one("SELECT count(DISTINCT user_id) FROM messages WHERE role = 'user'"),
-            "memories": one("SELECT count(*) FROM memories"),
-            "summaries": one("SELECT count(*) FROM summaries"), "messages": one("SELECT count(*) FROM messages"),
-            "biggest": "、".join(f"{u}（{n}条）" for u, n in usage_biggest_memory_users(conn)) or "无",
-            "calls": one("SELECT coalesce(sum(calls), 0) FROM usage WHERE day = ?", day),
-            "tokens": one("SELECT coalesce(sum(tokens), 0) FROM usage WHERE day = ?", day)}
+async def reply_command(app, ctx, text, card):
+    """An admin or character command's reply (or why this user may not use it); None for anything else."""
+    found = _command_find(ADMIN_COMMANDS + CHARACTER_COMMANDS, text)
+    if found is None:
+        return None
+    command, arg = found
+    for need in command.who:
+        allowed, refusal = COMMAND_WHO[need]
+        if not allowed(ctx):
+            return refusal
+    return await command.handler(app, ctx, arg, card)
 
 
 #####################################################################
@@ -3485,11 +3733,12 @@ async def onebot_on_message(app, bot, event):
             if rest is None:
                 return
             text = rest
-        session, speaker = f"g:{group_id}", sender.get("card") or sender.get("nickname") or user_id
+        speaker = sender.get("card") or sender.get("nickname") or user_id
     elif event.message_type == "private":
-        session, speaker = f"p:{user_id}", sender.get("nickname") or user_id
+        speaker = sender.get("nickname") or user_id
     else:
         return
+    session = session_key(user_id, group_id)
     ctx = Ctx(user_id=user_id, session=session, character_id="", speaker=text_clean(str(speaker))[:40], group_id=group_id,
               superuser=user_id in app.cfg.superusers)
     reply = await reply_handle(app, ctx, text, onebot_id=event.message_id)
@@ -3591,11 +3840,11 @@ async def cli_chat(cfg, user_id, lines=None):
                 break
             if not line.strip():
                 break
-            ctx = Ctx(user_id=user_id, session=f"p:{user_id}", character_id="", speaker="你", superuser=True)
+            ctx = Ctx(user_id=user_id, session=session_key(user_id), character_id="", speaker="你", superuser=True)
             reply = await reply_handle(app, ctx, line)
             name = (await app.db.run(app.card_for, ctx.session))["name"]
             print(f"{name}: {reply}\n", flush=True)
-        for task in list(app.summary_tasks.values()):
+        for task in list(app.summaries.tasks.values()):
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(task, app.cfg.LLM_TIMEOUT)
     finally:
@@ -3713,93 +3962,6 @@ def cli_memory_import(cfg, path):
     print(f"imported {n} memories in {dt:.2f}s ({n / max(dt, 1e-9):.0f}/s)")
 
 
-#: The first bytes of every PNG file.
-PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-#: The text chunks a card may be in, newest spec first.
-CARD_CHUNKS = ("ccv3", "chara")
-
-
-def _png_card_chunks(data, filename):
-    """The card text chunks of a PNG: {keyword: text bytes}. A cut-short file or a damaged card
-    chunk (bad CRC, bad zlib, wrong iTXt layout) is a CharacterError."""
-    chunks, pos = {}, len(PNG_SIGNATURE)
-    while True:
-        if pos + 12 > len(data):
-            raise CharacterError(f"{filename} is cut short (it ends at byte {len(data)}, inside a PNG chunk). "
-                                 f"Fix: download or export the card again")
-        length, kind = int.from_bytes(data[pos:pos + 4], "big"), data[pos + 4:pos + 8]
-        body, crc = data[pos + 8:pos + 8 + length], data[pos + 8 + length:pos + 12 + length]
-        if len(crc) < 4:
-            raise CharacterError(f"{filename} is cut short (its {kind.decode('latin-1')!r} chunk needs {length} bytes). "
-                                 f"Fix: download or export the card again")
-        pos += 12 + length
-        if kind == b"IEND":
-            return chunks
-        key, _, rest = body.partition(b"\0")
-        key = key.decode("latin-1").lower()
-        if kind not in (b"tEXt", b"zTXt", b"iTXt") or key not in CARD_CHUNKS:
-            continue
-        try:
-            if zlib.crc32(kind + body) != int.from_bytes(crc, "big"):
-                raise ValueError("CRC mismatch")
-            if kind == b"zTXt":  # compression method byte, then zlib data
-                rest = zlib.decompress(rest[1:])
-            elif kind == b"iTXt":  # flag, method, language\0, translated keyword\0, text
-                flag, parts = rest[:1], rest[2:].split(b"\0", 2)
-                if flag not in (b"\0", b"\1") or len(parts) != 3:
-                    raise ValueError("wrong iTXt layout")
-                rest = zlib.decompress(parts[2]) if flag == b"\1" else parts[2]
-        except (ValueError, zlib.error) as e:
-            raise CharacterError(f"{filename}: its {key!r} {kind.decode()} chunk is damaged ({e}). "
-                                 f"Fix: export the card again from SillyTavern")
-        chunks[key] = rest
-
-
-def _as_list(value):
-    """Example: _as_list('龙') -> ['龙']"""
-    return value if isinstance(value, list) else [] if value is None else [value]
-
-
-def character_card_read(data, filename="card"):
-    """A Character Card V1/V2/V3 from JSON or PNG bytes (PNG: the ccv3 or chara text chunk)."""
-    if data[:len(PNG_SIGNATURE)] == PNG_SIGNATURE:
-        chunks = _png_card_chunks(data, filename)
-        raw = next((chunks[k] for k in CARD_CHUNKS if k in chunks), None)
-        if raw is None:
-            raise CharacterError(f"{filename} has no character card in it (no 'chara' or 'ccv3' text chunk). "
-                                 f"Fix: export the card from SillyTavern as PNG or JSON")
-        try:
-            data = base64.b64decode(re.sub(rb"\s+", b"", raw), validate=True)
-        except ValueError:
-            raise CharacterError(f"{filename}: the card chunk is not base64. Fix: export the card again")
-    try:
-        obj = json.loads(data.decode("utf-8-sig"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise CharacterError(f"{filename} is not a card: {e}. Fix: give a Character Card V2/V3 .json or .png")
-    if not isinstance(obj, dict):
-        raise CharacterError(f"{filename} is not a card: it holds JSON {type(obj).__name__}, not an object. "
-                             f"Fix: give a Character Card V2/V3 .json or .png")
-    card = dict(obj.get("data") or {}) if isinstance(obj.get("data"), dict) else dict(obj)
-    if not isinstance(card.get("name"), str) or not card["name"].strip():
-        raise CharacterError(f"{filename}: the card has no name. Fix: give a Character Card V2/V3 .json or .png")
-    for key in ("description", "personality", "scenario", "first_mes", "mes_example", "system_prompt"):
-        card[key] = str(card.get(key) or "")
-    if not card["description"]:
-        card["description"] = card["personality"] or card["name"]
-    book = card.get("character_book")
-    if isinstance(book, dict):
-        entries = book.get("entries") if isinstance(book.get("entries"), list) else []
-        book["entries"] = [dict(e, keys=[str(k) for k in _as_list(e.get("keys"))], content=str(e.get("content", "")))
-                           for e in entries if isinstance(e, dict)]
-    elif "character_book" in card:
-        del card["character_book"]
-    card.pop("id", None)
-    if isinstance(obj.get("spec"), str):
-        card.setdefault("extensions", {}) if isinstance(card.get("extensions"), dict) else card.update(extensions={})
-        card["extensions"]["mnemo_imported_from"] = f"{obj['spec']} {obj.get('spec_version', '')}".strip()
-    return card
-
-
 def cli_character_import(cfg, path):
     """python bot.py character import FILE: adds the card to characters.json (written whole, or not at all)."""
     path = Path(path)
@@ -3873,13 +4035,13 @@ def cli_doctor(cfg):
     check("characters", lambda: ", ".join(Characters(cfg.BOT_CHARACTERS).get()["order"]))
 
     def llm():
-        app = argparse.Namespace(cfg=cfg, stats=collections.Counter())
-
         async def go():
-            app.llm_slots = asyncio.Semaphore(1)
-            async with httpx.AsyncClient() as app.http:
-                return await llm_chat(app, [{"role": "user", "content": "你好，回复“在”即可。"}], max_tokens=10,
-                                      timeout=min(cfg.LLM_TIMEOUT, 20))
+            client = LLMClient(cfg)
+            try:
+                return await client.chat([{"role": "user", "content": "你好，回复“在”即可。"}], max_tokens=10,
+                                         timeout=min(cfg.LLM_TIMEOUT, 20))
+            finally:
+                await client.close()
         text, tokens = asyncio.run(go())
         return f"{cfg.LLM_BASE_URL} ({cfg.LLM_MODEL}) answered: {text[:30]!r}"
     check("LLM endpoint", llm)

@@ -3,15 +3,18 @@
 
     .venv/bin/python tests/bench.py [--json] [--quick] [--data DIR]    # search, import, recall, OOC, prompt size
     .venv/bin/python tests/bench.py --load [--json]                  # the bot as a process: load, soak, kill -9
+    .venv/bin/python tests/bench.py --footprint [--quick]            # also tests/footprint.py: start time, RSS, encode speed
 
 The vector model is tokenlearn-static-model's small test model when it is installed (--model to choose
 another; without either, the bot's EMBED_MODEL). --data is a folder with the public evaluation sets
 (memorybank/memory_bank_cn.json, locomo10.json and locomo_recall.py); the parts that need them are
-skipped, with a note, when it is not given. The LLM and the QQ side are the test fakes (tests/fakes.py)."""
+skipped, with a note, when it is not given. The LLM and the QQ side are the test fakes (tests/fakes.py).
+--footprint builds a 500 MB model folder the first time (in ~/.cache/mnemo-footprint), so it is off by default."""
 
 import argparse
 import collections
 import contextlib
+import itertools
 import json
 import os
 import random
@@ -24,6 +27,7 @@ from pathlib import Path
 
 from fakes import ROOT, BotProcess, FakeLLM, NapCat, free_port, model_folder
 import bot
+import footprint
 
 HERE = Path(__file__).resolve().parent
 
@@ -268,6 +272,65 @@ def bench_prompt_growth(embedder, characters, path):
     return out
 
 
+def _filesystem(path):
+    """The type of the filesystem path is on (tmpfs makes every sync free, so the figures would say nothing)."""
+    best, kind = "", "?"
+    with contextlib.suppress(OSError):
+        for line in open("/proc/mounts"):
+            mount, fs = line.split()[1:3]
+            if str(Path(path).resolve()).startswith(mount) and len(mount) > len(best):
+                best, kind = mount, fs
+    return kind
+
+
+def bench_durable_write(embedder, tmpdir, runs=200):
+    """What a memory write the user is told is saved costs: median ms of a 记住 through memory_remember, whose
+    transaction commits with synchronous=FULL, against the same with NORMAL; and of one bare insert in
+    db_tx(durable=True) against durable=False. On a file database in tmpdir."""
+    conn = bot.db_connect(Path(tmpdir) / "durable.db")
+    if embedder.model is not None:
+        bot.db_vec_prepare(conn, embedder.name, embedder.dim)
+    vec = lambda text: embedder.encode([text])[0] if embedder.model is not None else None
+    serial = itertools.count()
+
+    def remember():
+        n = next(serial)
+        ctx = bot.Ctx(user_id=str(20_000 + n % 10), session=f"p:{20_000 + n % 10}", character_id="assistant")
+        bot.memory_remember(conn, ctx, f"我的第{n}个暗号是{random.Random(n).randrange(10 ** 8)}", vec)
+
+    def insert(durable):
+        with bot.db_tx(conn, durable=durable):
+            bot.memory_insert(conn, None, user_id="30000", text=f"事务测试第{next(serial)}条")
+
+    def median_ms(fn):
+        times = []
+        for _ in range(runs):
+            t0 = time.perf_counter()
+            fn()
+            times.append((time.perf_counter() - t0) * 1000)
+        return round(statistics.median(times), 3)
+
+    out = {"filesystem": _filesystem(tmpdir), "runs": runs, "remember_full_ms": median_ms(remember)}
+    durable_tx = bot.db_tx
+    bot.db_tx = lambda conn, durable=False: durable_tx(conn, durable=False)  # memory_remember, but NORMAL
+    try:
+        out["remember_normal_ms"] = median_ms(remember)
+    finally:
+        bot.db_tx = durable_tx
+    out["insert_full_ms"] = median_ms(lambda: insert(True))
+    out["insert_normal_ms"] = median_ms(lambda: insert(False))
+    out["remembered"] = conn.execute("SELECT count(*) FROM memories WHERE user_id != '30000'").fetchone()[0]
+    conn.close()
+    return out
+
+
+def bench_footprint(runs=3, shape=True):
+    """tests/footprint.py's figures for EMBED_MODEL off, the test model and a default-shaped model:
+    seconds to the ready line, idle and peak RSS, single sentences a second through Embedder.encode."""
+    measured = footprint.measure(runs, shape)
+    keep = ("ready_s", "first_answer_s", "idle_rss_mb", "peak_rss_mb", "encode_sentences_per_s", "loading_path")
+    return {"runs": runs} | {label: {k: row[k] for k in keep if k in row}
+                             for label, row in measured.items() if isinstance(row, dict)}
 
 
 # The bot as a process: load, soak, crashes ###################################
@@ -408,12 +471,15 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true", help="smaller sizes, no LoCoMo: a quick look")
     parser.add_argument("--data", type=Path, help="folder of the public evaluation sets (memorybank/, locomo10.json)")
     parser.add_argument("--model", help="model2vec model id or folder (default: the test model, else EMBED_MODEL)")
+    parser.add_argument("--footprint", action="store_true",
+                        help="also run tests/footprint.py (builds a 500 MB model folder the first time; --quick: 1 run)")
+    parser.add_argument("--tmp", type=Path, help="folder for the benchmark's databases (default: the system's temp folder)")
     args = parser.parse_args(argv)
     model = args.model or model_folder() or bot.config_load().EMBED_MODEL
     results = {"machine": f"{os.cpu_count()} cores, Python {sys.version.split()[0]}, "
                           f"SQLite {bot._sqlite_module().sqlite_version}"}
     notes = []
-    with tempfile.TemporaryDirectory() as tmpdir:
+    with tempfile.TemporaryDirectory(dir=args.tmp) as tmpdir:
         if args.load:
             results["load"] = bench_load(tmpdir, model)
         else:
@@ -422,6 +488,7 @@ def main(argv=None):
             results["rss_model_loaded_mb"] = round(_rss_mb(), 1)
             results["search"] = bench_search(embedder, tmpdir, quick=args.quick)
             results["rss_after_search_mb"] = round(_rss_mb(), 1)
+            results["durable_write"] = bench_durable_write(embedder, tmpdir)
             results["recall@5"] = bench_recall_sets(embedder)
             results["ooc_check"] = bench_ooc(HERE / "data" / "ooc_replies.jsonl", ROOT / "characters.json")
             data = args.data
@@ -436,6 +503,8 @@ def main(argv=None):
                 results["locomo"] = bench_locomo(embedder, data / "locomo10.json")
             else:
                 notes.append("locomo skipped: give --data DIR with locomo10.json and locomo_recall.py")
+        if args.footprint:
+            results["footprint"] = bench_footprint(runs=1 if args.quick else 3)
     if notes:
         results["notes"] = notes
     if args.json:

@@ -36,7 +36,7 @@ def third_party_imports(path):
             mods |= {a.name.split(".")[0] for a in node.names}
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             mods.add(node.module.split(".")[0])
-    own = {"bot", "conftest", "fakes", "locomo_recall"}
+    own = {"bot", "conftest", "fakes", "footprint", "locomo_recall"}
     return {m for m in mods if m not in sys.stdlib_module_names and m not in own}
 
 

@@ -169,7 +169,7 @@ def test_experience_from_turn_2_comes_back_at_turn_60(runner, napcat, llm):
               "宇宙有多大", "怎么养多肉植物"]
     for i in range(57):
         napcat.ask(17, filler[i % len(filler)] + f"（{i}）")
-    wait_for(lambda: not runner.app.summary_tasks.get("p:17") or runner.app.summary_tasks["p:17"].done())
+    wait_for(lambda: not runner.app.summaries.tasks.get("p:17") or runner.app.summaries.tasks["p:17"].done())
     napcat.ask(17, "我之前说下周三要去参加谁的婚礼来着？")
     prompt = "\n".join(m["content"] for m in llm.chat_requests()[-1]["json"]["messages"])
     assert "杭州" in prompt and "表哥" in prompt
