@@ -316,8 +316,10 @@ DROP TABLE memory_history;
 ALTER TABLE memory_history_v2 RENAME TO memory_history;
 CREATE INDEX memory_history_user ON memory_history (user_id, id);
 DELETE FROM memories_vec WHERE memory_id NOT IN (SELECT id FROM memories);
-""", "memory_reparse_all"),
+""", "v2 memory subjects"),
 }
+#: Python steps of migrations, by name; the sections that own them fill this in.
+MIGRATION_STEPS = {}
 #: SQL functions the FTS triggers in schema.sql call; the Text section fills this in.
 SQL_FUNCTIONS = {}
 #: The vec0 tables and the id column of each.
@@ -370,7 +372,7 @@ def db_connect(path, create=True):
         _db_script(conn, (HERE / "schema.sql").read_text(encoding="utf-8"), path)
     while version and version < SCHEMA_VERSION:
         sql, step = MIGRATIONS[version]
-        _db_script(conn, sql + f"\nPRAGMA user_version = {version + 1};", path, step and globals()[step])
+        _db_script(conn, sql + f"\nPRAGMA user_version = {version + 1};", path, step and MIGRATION_STEPS[step])
         version += 1
     return conn
 
@@ -1817,6 +1819,9 @@ def memory_reparse_all(conn):
                      (subject, f.attribute, f.value, memory_area_tokens(memory_areas(r["text"], f.attribute, subject)), r["id"]))
 
 
+MIGRATION_STEPS["v2 memory subjects"] = memory_reparse_all
+
+
 def _specifics(text):
     """The parts a near-duplicate may not change. Example: _specifics('我周三8点到') -> {'三', '8'}"""
     return set(re.findall(r"[0-9]+|[a-z]+|[一二三四五六七八九十百千万零两]", text.lower()))
@@ -2512,6 +2517,71 @@ def memory_options(fact):
         if mark in fact:
             fact, scope = fact.replace(mark, "").strip(), "public"
     return fact.strip(" ，,。"), importance, scope
+
+
+def memory_export_rows(conn, user_id=None):
+    """Every memory (or one user's) as the dicts `memory export` writes, oldest first."""
+    sql = "SELECT * FROM memories" + (" WHERE user_id = ?" if user_id else "") + " ORDER BY id"
+    for r in conn.execute(sql, (user_id,) if user_id else ()):
+        yield {"user_id": r["user_id"], "text": r["text"], "type": r["type"], "subject": r["subject"],
+               "character_id": r["character_id"], "scope": r["scope"], "importance": r["importance"],
+               "attribute": r["attribute"], "value": r["value"], "created_at": r["created_at"]}
+
+
+def _import_problem(obj):
+    """What is wrong with one imported memory, or None."""
+    if not isinstance(obj, dict):
+        return "not a JSON object"
+    if not isinstance(obj.get("user_id"), (str, int)) or not str(obj["user_id"]).strip():
+        return "user_id is required (a QQ number)"
+    if not isinstance(obj.get("text"), str) or not obj["text"].strip():
+        return "text is required (a string)"
+    if obj.get("type", "user_fact") not in ("user_fact", "experience"):
+        return "type must be user_fact or experience"
+    if obj.get("type") == "experience" and not isinstance(obj.get("character_id"), str):
+        return "an experience needs the character_id of the character that had it"
+    if obj.get("importance") is not None and obj["importance"] not in (1, 2):
+        return "importance must be 1 or 2"
+    if obj.get("created_at") is not None and not isinstance(obj["created_at"], (int, float)):
+        return "created_at must be a Unix time (a number)"
+    if obj.get("scope") is not None and not (obj["scope"] in ("private", "public") or str(obj["scope"]).startswith("g:")):
+        return "scope must be private, public or g:<group>"
+    return None
+
+
+def memory_import_rows(conn, embedder, lines, batch=1000):
+    """Imports JSON lines ({user_id, text, ...}) in one transaction, embedding in batches.
+    Returns (imported, errors) where errors are 'line N: why' strings; nothing is written on error."""
+    rows, errors = [], []
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as e:
+            errors.append(f"line {n}: not JSON ({e.msg})")
+            continue
+        why = _import_problem(obj)
+        if why:
+            errors.append(f"line {n}: {why}")
+            continue
+        rows.append(obj)
+    if errors:
+        return 0, errors
+    with db_tx(conn):
+        for i in range(0, len(rows), batch):
+            part = rows[i:i + batch]
+            texts = [text_clean(o["text"], 2000) for o in part]
+            vecs = embedder.encode(texts) if embedder.model is not None else [None] * len(part)
+            for o, text, vec in zip(part, texts, vecs):
+                f = memory_fact(text)
+                subject = o.get("subject") or ("你" if o.get("type") == "experience" and f.subject == "我" else f.subject)
+                memory_insert(conn, vec, user_id=str(o["user_id"]), text=text, subject=subject,
+                              type=o.get("type") or "user_fact", character_id=o.get("character_id"),
+                              scope=o.get("scope") or "private", importance=int(o.get("importance") or 1),
+                              attribute=o.get("attribute", f.attribute), value=o.get("value", f.value),
+                              created_at=o.get("created_at"))
+    return len(rows), []
 
 
 #####################################################################
@@ -3873,72 +3943,12 @@ def cli_backup(cfg, target):
 def cli_memory_export(cfg, user_id, out):
     """python bot.py memory export: every memory (or one user's) as JSON lines on out."""
     conn = db_connect(cfg.BOT_DB, create=False)
-    sql = "SELECT * FROM memories" + (" WHERE user_id = ?" if user_id else "") + " ORDER BY id"
     n = 0
-    for r in conn.execute(sql, (user_id,) if user_id else ()):
-        out.write(json.dumps({"user_id": r["user_id"], "text": r["text"], "type": r["type"], "subject": r["subject"],
-                              "character_id": r["character_id"], "scope": r["scope"], "importance": r["importance"],
-                              "attribute": r["attribute"], "value": r["value"], "created_at": r["created_at"]},
-                             ensure_ascii=False) + "\n")
+    for row in memory_export_rows(conn, user_id):
+        out.write(json.dumps(row, ensure_ascii=False) + "\n")
         n += 1
     conn.close()
     return n
-
-
-def _import_problem(obj):
-    """What is wrong with one imported memory, or None."""
-    if not isinstance(obj, dict):
-        return "not a JSON object"
-    if not isinstance(obj.get("user_id"), (str, int)) or not str(obj["user_id"]).strip():
-        return "user_id is required (a QQ number)"
-    if not isinstance(obj.get("text"), str) or not obj["text"].strip():
-        return "text is required (a string)"
-    if obj.get("type", "user_fact") not in ("user_fact", "experience"):
-        return "type must be user_fact or experience"
-    if obj.get("type") == "experience" and not isinstance(obj.get("character_id"), str):
-        return "an experience needs the character_id of the character that had it"
-    if obj.get("importance") is not None and obj["importance"] not in (1, 2):
-        return "importance must be 1 or 2"
-    if obj.get("created_at") is not None and not isinstance(obj["created_at"], (int, float)):
-        return "created_at must be a Unix time (a number)"
-    if obj.get("scope") is not None and not (obj["scope"] in ("private", "public") or str(obj["scope"]).startswith("g:")):
-        return "scope must be private, public or g:<group>"
-    return None
-
-
-def memory_import_rows(conn, embedder, lines, batch=1000):
-    """Imports JSON lines ({user_id, text, ...}) in one transaction, embedding in batches.
-    Returns (imported, errors) where errors are 'line N: why' strings; nothing is written on error."""
-    rows, errors = [], []
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            errors.append(f"line {n}: not JSON ({e.msg})")
-            continue
-        why = _import_problem(obj)
-        if why:
-            errors.append(f"line {n}: {why}")
-            continue
-        rows.append(obj)
-    if errors:
-        return 0, errors
-    with db_tx(conn):
-        for i in range(0, len(rows), batch):
-            part = rows[i:i + batch]
-            texts = [text_clean(o["text"], 2000) for o in part]
-            vecs = embedder.encode(texts) if embedder.model is not None else [None] * len(part)
-            for o, text, vec in zip(part, texts, vecs):
-                f = memory_fact(text)
-                subject = o.get("subject") or ("你" if o.get("type") == "experience" and f.subject == "我" else f.subject)
-                memory_insert(conn, vec, user_id=str(o["user_id"]), text=text, subject=subject,
-                              type=o.get("type") or "user_fact", character_id=o.get("character_id"),
-                              scope=o.get("scope") or "private", importance=int(o.get("importance") or 1),
-                              attribute=o.get("attribute", f.attribute), value=o.get("value", f.value),
-                              created_at=o.get("created_at"))
-    return len(rows), []
 
 
 def cli_memory_import(cfg, path):

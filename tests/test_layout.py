@@ -15,11 +15,7 @@ ORDER = ["Config", "Storage", "Text & embeddings", "LLM client", "Search", "Memo
          "Prompt assembly", "Replies", "OneBot", "CLI"]
 
 #: Uses of a lower section that can't be avoided: (user, what it uses) -> why.
-EXCEPTIONS = {
-    ("MIGRATIONS", "memory_reparse_all"):
-        "the v1 -> v2 migration re-parses stored memories with the Memory section's parser; db_connect looks "
-        "the step up by name when the migration runs, never at import time",
-}
+EXCEPTIONS = {}  # (name, what it uses from below): why; none are needed today
 
 _BANNER_RE = re.compile(r"^#{10,}\n# (.+?) #+\n#{10,}$", re.M)
 
