@@ -1,0 +1,155 @@
+"""Group chats and QQ habits (issue 12), through the real WebSocket and the fake LLM: what the group
+just said, bursts answered together, replies split like a person types, pokes and 新话题."""
+
+import time
+
+import pytest
+
+from conftest import Runner
+from fakes import ROOT, NapCat, is_summary_request, text_of, wait_for
+import bot
+
+GROUP = 900
+
+
+def chat_messages(llm, n=-1):
+    """The messages of the n-th reply request (not summaries)."""
+    return llm.chat_requests()[n]["json"]["messages"]
+
+
+def group_block(messages):
+    """The 群里刚才的聊天 lines of a prompt, or None."""
+    found = [m["content"] for m in messages if m["role"] == "system" and m["content"].startswith("【群里刚才的聊天】")]
+    return found[0].splitlines()[1:] if found else None
+
+
+def start(env, **settings):
+    r = Runner(dict(env, **{k: str(v) for k, v in settings.items()}))
+    return r, NapCat(r.cfg.ONEBOT_PORT)
+
+
+# 1. Group context ############################################################
+
+def test_unaddressed_group_lines_go_into_the_next_addressed_prompt(runner, napcat, llm):
+    napcat.event(1230222, "今晚谁开黑", group_id=GROUP, card="阿强", nickname="qiang")
+    napcat.event(1230333, "我来，九点", group_id=GROUP, nickname="小红")  # no card: the nickname
+    napcat.event(1230444, "我也来\n带上我", group_id=GROUP, card="老王(0222)")  # can't pass as 阿强
+    assert napcat.barrier(1230222, group_id=GROUP, at_bot=True, card="阿强") == []
+    lines = group_block(chat_messages(llm))
+    assert lines == ["阿强(0222)：今晚谁开黑", "小红(0333)：我来，九点", "老王(0444)：我也来 带上我"]
+    napcat.event(1230222, " 你来吗", group_id=GROUP, at_bot=True, card="阿强")
+    napcat.reply()
+    msgs = chat_messages(llm)
+    assert msgs[-1] == {"role": "user", "content": "阿强：你来吗"}  # the addressed message stays last
+    assert msgs[-2]["role"] == "system" and group_block(msgs) == lines  # the barrier was addressed: not a line
+    rows = runner.rows("SELECT kind, count(*) AS n FROM messages WHERE session = ? GROUP BY kind ORDER BY kind", f"g:{GROUP}")
+    assert rows == [{"kind": "ambient", "n": 3}, {"kind": "chat", "n": 4}]
+
+
+def test_group_lines_stay_in_their_group_and_out_of_private_chats(runner, napcat, llm):
+    napcat.event(1230222, "秘密口令是蓝鲸", group_id=GROUP, card="阿强")
+    assert napcat.barrier(1230555, group_id=901, at_bot=True) == []
+    assert group_block(chat_messages(llm)) is None  # another group
+    assert napcat.barrier(1230222) == []
+    assert group_block(chat_messages(llm)) is None  # a private chat, even the same speaker's
+    assert all("蓝鲸" not in m["content"] for r in llm.requests for m in r["json"]["messages"])
+    # never searched: not in the messages' full-text index, so no recall and no summary finds it
+    assert runner.rows("SELECT count(*) AS n FROM messages_fts WHERE messages_fts MATCH ?",
+                       " ".join(bot.text_tokens("蓝鲸"))) == [{"n": 0}]
+    assert napcat.barrier(1230222, group_id=GROUP, at_bot=True) == []
+    assert group_block(chat_messages(llm)) == ["阿强(0222)：秘密口令是蓝鲸"]
+
+
+def test_group_lines_never_reach_summaries(env, llm):
+    r, c = start(env, SUMMARY_EVERY=2)
+    try:
+        c.event(1230222, "我的银行卡密码是七七七", group_id=GROUP, card="阿强")
+        for text in ("今天天气不错适合爬山", "周末去香山看红叶", "红叶什么时候最好看"):
+            c.event(1230222, text, group_id=GROUP, at_bot=True, card="阿强")
+            c.reply()
+        summaries = wait_for(lambda: [q for q in llm.requests if is_summary_request(q["json"])])
+        assert summaries
+        transcript = summaries[0]["json"]["messages"][-1]["content"]
+        assert "爬山" in transcript and "七七七" not in transcript
+    finally:
+        c.close()
+        r.stop()
+
+
+def test_only_the_last_group_context_lines_and_keep_per_group(env, llm):
+    r, c = start(env, GROUP_CONTEXT=3, GROUP_CONTEXT_KEEP=5)
+    try:
+        for i in range(8):
+            c.event(1230222, f"第{i}句", group_id=GROUP, card="阿强")
+        c.event(1230222, "隔壁群", group_id=901, card="阿强")
+        assert c.barrier(1230222, group_id=GROUP, at_bot=True) == []
+        assert group_block(chat_messages(llm)) == ["阿强(0222)：第5句", "阿强(0222)：第6句", "阿强(0222)：第7句"]
+        kept = r.rows("SELECT text FROM messages WHERE session = ? AND kind = 'ambient' ORDER BY id", f"g:{GROUP}")
+        assert [x["text"] for x in kept] == [f"第{i}句" for i in range(3, 8)]  # the oldest were deleted
+        assert r.rows("SELECT count(*) AS n FROM messages WHERE session = 'g:901'") == [{"n": 1}]
+    finally:
+        c.close()
+        r.stop()
+
+
+def test_group_context_off_stores_nothing(env, llm):
+    r, c = start(env, GROUP_CONTEXT=0)
+    try:
+        c.event(1230222, "大家好", group_id=GROUP, card="阿强")
+        assert c.barrier(1230222, group_id=GROUP, at_bot=True) == []
+        assert group_block(chat_messages(llm)) is None
+        assert r.rows("SELECT count(*) AS n FROM messages WHERE kind = 'ambient'") == [{"n": 0}]
+    finally:
+        c.close()
+        r.stop()
+
+
+def test_group_lines_do_not_count_as_the_user_repeating_a_fact(runner, napcat, llm):
+    """The offer to remember (said three times) counts what was said to the bot, not to the group."""
+    for _ in range(3):
+        napcat.event(1230222, "我对花生过敏", group_id=GROUP, card="阿强")
+    napcat.event(1230222, " 我对花生过敏", group_id=GROUP, at_bot=True, card="阿强")
+    assert "要我帮你记住吗" not in napcat.reply_text()
+
+
+def test_twenty_group_lines_cost_a_few_hundred_prompt_tokens():
+    """The figure in the README: 20 typical group lines (8-20 characters each) and the head."""
+    texts = ["今晚谁开黑", "我来，九点上线", "上次那个副本太难了吧", "哈哈哈哈", "明天还要上班呢", "周末去不去爬山",
+             "我看天气预报说周六下雨", "那就周日", "有人看了昨天的比赛吗", "看了，最后一分钟绝杀", "太刺激了",
+             "晚饭吃什么好", "楼下新开了一家火锅店", "人均多少钱", "大概一百左右吧", "可以，下班一起去",
+             "[图片]", "这猫也太胖了", "是我家的，十二斤", "羡慕"]
+    lines = [bot.prompt_group_line(str(1230000 + i * 37), name, t)
+             for i, (name, t) in enumerate(zip(["阿强", "小红", "老王", "Mike"] * 5, texts))]
+    message, used = bot._group_message(lines, 0, 2000)
+    assert message["content"].count("\n") == 20
+    assert 220 <= used <= 300, used  # measured: 260 (bot.text_count_tokens: CJK characters count one each)
+
+
+def test_v1_messages_are_rebuilt_for_ambient_lines(tmp_path):
+    """The v1 -> v2 migration rebuilds messages (the kind CHECK changed): rows, index, FTS triggers."""
+    path = tmp_path / "v1.db"
+    old = bot._sqlite_module().connect(str(path))
+    old.create_function("mnemo_tokens", 1, lambda s: " ".join(bot.text_tokens(s or "")))
+    old.create_function("mnemo_owner", 1, bot.text_owner_token)
+    import sqlite_vec
+    old.enable_load_extension(True)
+    sqlite_vec.load(old)
+    old.executescript((ROOT / "tests" / "data" / "schema_v1.sql").read_text(encoding="utf-8"))
+    old.execute("INSERT INTO messages (session, user_id, speaker, role, character_id, text, created_at) "
+                "VALUES ('g:1', '5', '阿强', 'user', 'xiaoman', '我们去爬山吧', 0)")
+    old.commit()
+    old.close()
+    conn = bot.db_connect(path)
+    owner = bot.text_owner_token("g:1")
+    assert [r[0] for r in conn.execute("SELECT text FROM messages")] == ["我们去爬山吧"]
+    assert conn.execute("SELECT count(*) FROM messages_fts WHERE messages_fts MATCH ?",
+                        (f"爬山 AND owner:{owner}",)).fetchone()[0] == 1
+    bot.session_store_ambient(conn, "g:1", "6", "小红", "好呀", None, 500)
+    assert conn.execute("SELECT count(*) FROM messages_fts").fetchone()[0] == 1  # ambient lines stay unindexed
+    conn.execute("DELETE FROM messages WHERE text = '我们去爬山吧'")
+    assert conn.execute("SELECT count(*) FROM messages_fts").fetchone()[0] == 0
+    blank = bot.db_connect(tmp_path / "blank.db")
+    sql = lambda db: {r[0]: " ".join(r[1].split()) for r in db.execute(
+        "SELECT name, sql FROM sqlite_master WHERE tbl_name IN ('messages', 'sessions') AND sql IS NOT NULL")}
+    assert sql(conn).keys() == sql(blank).keys()
+    assert "'ambient'" in sql(conn)["messages"] and "topic_from" in sql(conn)["sessions"]
