@@ -489,6 +489,12 @@ def session_mark_command(conn, message_id):
     conn.execute("UPDATE messages SET kind = 'command' WHERE id = ?", (message_id,))
 
 
+def session_refile(conn, message_ids, character_id):
+    """Files messages under the character that answers them (a burst answered after a 切换角色)."""
+    conn.execute(f"UPDATE messages SET character_id = ? WHERE id IN ({','.join('?' * len(message_ids))})",
+                 [character_id] + list(message_ids))
+
+
 def session_store_ambient(conn, session, user_id, speaker, text, onebot_id, keep):
     """Stores a group message not addressed to the bot; the group's oldest beyond keep are deleted."""
     with db_tx(conn):
@@ -2924,6 +2930,7 @@ class App:
         self.stats = collections.Counter()
         self.locks = collections.defaultdict(asyncio.Lock)  # one reply at a time per chat
         self.pending = collections.Counter()  # messages waiting per chat
+        self.waiting = collections.defaultdict(list)  # chat -> messages waiting for its lock, in order (bursts)
         self.rate = collections.defaultdict(collections.deque)  # user -> times of recent LLM messages
         self.wipe_asked = {}  # user -> time they asked to forget everything
         self.memory_asked = {}  # (user, session) -> the which-one question waiting for its answer
@@ -3030,7 +3037,10 @@ async def reply_handle(app, ctx, text, onebot_id=None):
             reply = "消息有点多，我先回前面的，你稍等一下再说哦。"
             await app.db.run(_store_message, app, ctx, "assistant", reply, write=True)
         else:
+            entry = _burst_enter(app, ctx, text)
             async with app.locks[ctx.session]:
+                if _burst_taken(app, ctx, entry):
+                    return None  # it went to the LLM with an earlier message of its burst: that reply answers it
                 # the card is the one in use now: a 切换角色 queued before this message counts
                 card = await app.db.run(_card_now, app, ctx, write=True)
                 try:
@@ -3045,6 +3055,7 @@ async def reply_handle(app, ctx, text, onebot_id=None):
         if not app.pending[ctx.session]:
             del app.pending[ctx.session]
             app.locks.pop(ctx.session, None)
+            app.waiting.pop(ctx.session, None)
     if reply is not None:
         summary_kick(app, ctx.session)
     return reply
@@ -3073,6 +3084,7 @@ async def _respond(app, ctx, text, card, truncated=False):
     limited = await _rate_limited(app, ctx)
     if limited:
         return limited
+    text = await reply_burst(app, ctx, text, card)
     reply = await reply_llm(app, ctx, text, card)
     if truncated:
         reply = f"（你的消息太长了，我只看了前 {app.cfg.BOT_MAX_MESSAGE} 字）\n" + reply
@@ -3393,6 +3405,55 @@ def _status(conn):
             "biggest": "、".join(f"{u}（{n}条）" for u, n in usage_biggest_memory_users(conn)) or "无",
             "calls": one("SELECT coalesce(sum(calls), 0) FROM usage WHERE day = ?", day),
             "tokens": one("SELECT coalesce(sum(tokens), 0) FROM usage WHERE day = ?", day)}
+
+
+#: What reply_character answers (besides 切换角色 …): a command, never part of a burst.
+_CHARACTER_WORDS = {"角色列表", "/characters", "当前角色", "/whoami"}
+
+
+def _burst_enter(app, ctx, text):
+    """Puts a message in its chat's line for the lock; returns its place in the line."""
+    entry = {"ctx": ctx, "text": text, "taken": False}
+    app.waiting[ctx.session].append(entry)
+    return entry
+
+
+def _burst_taken(app, ctx, entry):
+    """Takes the message out of the line once it holds the lock: True when a burst already answered it."""
+    line = app.waiting.get(ctx.session, [])
+    if entry in line:
+        line.remove(entry)
+    return entry["taken"]
+
+
+def _burst_command(app, ctx, text):
+    """Whether a waiting message is (or may be) a command, which is answered on its own, in turn."""
+    t = text.strip()
+    names = [c["name"] for c in app.characters.get()["cards"].values()] + app.cfg.nicknames
+    return bool(_ADMIN_RE.match(t) or _SWITCH_RE.match(t) or t in _CHARACTER_WORDS or memory_parse(t, names)[0]
+                or (ctx.user_id, ctx.session) in app.memory_asked or ctx.user_id in app.wipe_asked)
+
+
+async def reply_burst(app, ctx, text, card):
+    """The text of a message and of the same speaker's chat messages that came while the chat's last
+    reply was being written: answered with one LLM call. Each stays stored on its own; the messages
+    taken return no reply of their own. The burst ends at the first command; other speakers wait their turn."""
+    taken = []
+    for entry in list(app.waiting.get(ctx.session, [])):
+        other = entry["ctx"]
+        if other.user_id != ctx.user_id:
+            continue
+        if _burst_command(app, other, entry["text"]):
+            break
+        entry["taken"] = True
+        app.waiting[ctx.session].remove(entry)
+        taken.append(entry)
+    if not taken:
+        return text
+    ids = [e["ctx"].message_id for e in taken]
+    await app.db.run(session_refile, ids, card["id"], write=True)
+    app.stats["burst_messages"] += len(taken)
+    return "\n".join(t for t in [text] + [e["text"] for e in taken] if t.strip())
 
 
 async def reply_ambient(app, session, user_id, speaker, text, onebot_id=None):

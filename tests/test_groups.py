@@ -153,3 +153,68 @@ def test_v1_messages_are_rebuilt_for_ambient_lines(tmp_path):
         "SELECT name, sql FROM sqlite_master WHERE tbl_name IN ('messages', 'sessions') AND sql IS NOT NULL")}
     assert sql(conn).keys() == sql(blank).keys()
     assert "'ambient'" in sql(conn)["messages"] and "topic_from" in sql(conn)["sessions"]
+
+
+# 2. Bursts ###################################################################
+
+def test_messages_sent_while_the_bot_answers_are_answered_together(runner, napcat, llm):
+    llm.delay = 0.5
+    napcat.event(321, "在吗")
+    assert wait_for(lambda: llm.chat_requests())  # the first reply is being written
+    for text in ("我今天好累", "加班到十点", "还没吃饭"):
+        napcat.event(321, text)
+    assert napcat.reply_text() == "echo:在吗"
+    assert napcat.reply_text() == "echo:我今天好累\n加班到十点\n还没吃饭"
+    llm.delay = 0.0
+    assert napcat.barrier(321) == []  # one reply for the three
+    assert len(llm.chat_requests()) == 3
+    burst = chat_messages(llm, 1)
+    assert burst[-1] == {"role": "user", "content": "我今天好累\n加班到十点\n还没吃饭"}
+    assert [m["content"] for m in burst if m["role"] != "system"] == ["在吗", "echo:在吗", burst[-1]["content"]]
+    rows = runner.rows("SELECT role, text FROM messages WHERE session = 'p:321' ORDER BY id")[:6]
+    assert [r["text"] for r in rows if r["role"] == "user"] == ["在吗", "我今天好累", "加班到十点", "还没吃饭"]  # each on its own
+    assert [r["text"] for r in rows if r["role"] == "assistant"] == ["echo:在吗", "echo:我今天好累\n加班到十点\n还没吃饭"]
+
+
+def test_a_single_message_does_not_wait(runner, napcat, llm):
+    start_at = time.monotonic()
+    assert napcat.ask(322, "你好") == "echo:你好"
+    assert llm.chat_requests()[-1]["time"] - start_at < 0.5  # no waiting window before the LLM call
+
+
+def test_commands_in_a_burst_are_answered_one_by_one(runner, napcat, llm):
+    llm.delay = 0.5
+    napcat.event(323, "在吗")
+    assert wait_for(lambda: llm.chat_requests())
+    for text in ("记住，我住在北京", "你记得我什么", "今天好冷", "要下雪了"):
+        napcat.event(323, text)
+    replies = [napcat.reply_text() for _ in range(4)]
+    assert replies[0] == "echo:在吗"
+    assert "记住了" in replies[1] and "我住在北京" in replies[2]
+    assert replies[3] == "echo:今天好冷\n要下雪了"
+    llm.delay = 0.0
+    assert napcat.barrier(323) == []
+
+
+def test_a_burst_ends_at_a_command(runner, napcat, llm):
+    llm.delay = 0.5
+    napcat.event(324, "在吗")
+    assert wait_for(lambda: llm.chat_requests())
+    for text in ("今天好冷", "记住，我住在北京", "要下雪了"):
+        napcat.event(324, text)
+    replies = [napcat.reply_text() for _ in range(4)]
+    assert replies[:2] == ["echo:在吗", "echo:今天好冷"] and "记住了" in replies[2] and replies[3] == "echo:要下雪了"
+
+
+def test_in_a_group_only_the_same_speakers_messages_join_a_burst(runner, napcat, llm):
+    llm.delay = 0.5
+    napcat.event(325, " 在吗", group_id=GROUP, at_bot=True, card="阿强")
+    assert wait_for(lambda: llm.chat_requests())
+    napcat.event(325, " 问个事", group_id=GROUP, at_bot=True, card="阿强")
+    napcat.event(326, " 我也在", group_id=GROUP, at_bot=True, card="小红")
+    napcat.event(325, " 明天放假吗", group_id=GROUP, at_bot=True, card="阿强")
+    got = [napcat.reply() for _ in range(3)]
+    assert [text_of(p).strip() for p in got] == ["echo:阿强：在吗", "echo:阿强：问个事\n明天放假吗", "echo:小红：我也在"]
+    assert got[2]["message"][1] == {"type": "at", "data": {"qq": "326"}}
+    llm.delay = 0.0
+    assert napcat.barrier(325, group_id=GROUP, at_bot=True) == []
