@@ -2931,6 +2931,7 @@ class App:
         self.locks = collections.defaultdict(asyncio.Lock)  # one reply at a time per chat
         self.pending = collections.Counter()  # messages waiting per chat
         self.waiting = collections.defaultdict(list)  # chat -> messages waiting for its lock, in order (bursts)
+        self.sending = {}  # chat -> a future done when its last reply is all sent (parts never interleave)
         self.rate = collections.defaultdict(collections.deque)  # user -> times of recent LLM messages
         self.wipe_asked = {}  # user -> time they asked to forget everything
         self.memory_asked = {}  # (user, session) -> the which-one question waiting for its answer
@@ -3472,6 +3473,17 @@ async def reply_ambient(app, session, user_id, speaker, text, onebot_id=None):
 
 #: Longest text sent in one QQ message; longer replies go out in parts.
 SEND_CHUNK = 3000
+#: Longest reply that may go out as several messages, like a person types (REPLY_SPLIT); longer go whole.
+SPLIT_MAX_CHARS = 150
+#: Most messages one reply becomes.
+SPLIT_MAX_PARTS = 3
+#: The pause before each further part: seconds per character of it, kept within SPLIT_PAUSE_RANGE.
+SPLIT_PAUSE_PER_CHAR = 0.05
+SPLIT_PAUSE_RANGE = (0.5, 1.5)
+#: A sentence with what ends it (。！？!?…~ and closing quotes or brackets), or the rest of the text.
+_SENTENCE_END_RE = re.compile(r".+?(?:[。！？!?…～~]+[”’」』）)\"']*|$)", re.S)
+#: What goes out whole: line structure, code, links, lists.
+_NO_SPLIT_RE = re.compile(r"\n|`|https?://|^\s*(?:[-*•]|\d+[.、)])")
 #: How non-text segments are stored and shown to the LLM.
 SEGMENT_NAMES = {"image": "[图片]", "face": "[表情]", "record": "[语音]", "video": "[视频]", "file": "[文件]",
                  "forward": "[聊天记录]", "json": "[卡片]", "xml": "[卡片]", "mface": "[表情]", "dice": "[骰子]",
@@ -3509,18 +3521,54 @@ def onebot_addressed(text, names):
     return None
 
 
-async def onebot_send(bot, event, text):
+async def onebot_send(bot, event, text, quote=True):
     """Sends a reply as text segments only, so nothing in it is read as a CQ code."""
     chunks = [text[i:i + SEND_CHUNK] for i in range(0, len(text), SEND_CHUNK)] or [""]
     for n, chunk in enumerate(chunks):
         segments = [{"type": "text", "data": {"text": chunk}}]
-        if event.message_type == "group" and n == 0:
+        if event.message_type == "group" and n == 0 and quote:
             segments = [{"type": "reply", "data": {"id": str(event.message_id)}},
                         {"type": "at", "data": {"qq": str(event.user_id)}},
                         {"type": "text", "data": {"text": " "}}] + segments
         target = {"group_id": event.group_id} if event.message_type == "group" else {"user_id": event.user_id}
         await bot.call_action("send_msg", self_id=event.self_id, message_type=event.message_type,
                               message=segments, **target)
+
+
+def onebot_split(text):
+    """A short reply as the messages a person would type: cut at sentence ends into at most
+    SPLIT_MAX_PARTS; a long one, or one with lines, code or links, stays whole.
+
+    Example: onebot_split('好呀！今天去哪玩？我请客。') -> ['好呀！', '今天去哪玩？', '我请客。']
+    Example: onebot_split('嗯。好。行。对。') -> ['嗯。好。', '行。', '对。']
+    Example: onebot_split('步骤：\\n1. 打开设置。') -> ['步骤：\\n1. 打开设置。']"""
+    if len(text) > SPLIT_MAX_CHARS or _NO_SPLIT_RE.search(text):
+        return [text]
+    parts = [p.strip() for p in _SENTENCE_END_RE.findall(text) if p.strip()]
+    while len(parts) > SPLIT_MAX_PARTS:  # join the shortest neighbours until few enough
+        i = min(range(len(parts) - 1), key=lambda i: len(parts[i]) + len(parts[i + 1]))
+        parts[i:i + 2] = [parts[i] + parts[i + 1]]
+    return parts or [text]
+
+
+async def onebot_reply(app, bot, event, session, text):
+    """Sends a reply after the chat's previous one: a short one in parts with a typing pause before
+    each further part (REPLY_SPLIT), only the first quoting and @-ing in groups."""
+    parts = onebot_split(text) if app.cfg.REPLY_SPLIT else [text]
+    done, before = asyncio.get_running_loop().create_future(), app.sending.get(session)
+    app.sending[session] = done
+    try:
+        if before is not None:
+            await before
+        for n, part in enumerate(parts):
+            if n:
+                low, high = SPLIT_PAUSE_RANGE
+                await asyncio.sleep(min(max(len(part) * SPLIT_PAUSE_PER_CHAR, low), high))
+            await onebot_send(bot, event, part, quote=n == 0)
+    finally:
+        done.set_result(None)
+        if app.sending.get(session) is done:
+            del app.sending[session]
 
 
 def onebot_create(app):
@@ -3581,7 +3629,7 @@ async def onebot_on_message(app, bot, event):
     if reply is None:
         return
     try:
-        await onebot_send(bot, event, reply)
+        await onebot_reply(app, bot, event, session, reply)
         app.stats["replies_sent"] += 1
     except Exception as e:
         app.stats["send_failures"] += 1

@@ -218,3 +218,70 @@ def test_in_a_group_only_the_same_speakers_messages_join_a_burst(runner, napcat,
     assert got[2]["message"][1] == {"type": "at", "data": {"qq": "326"}}
     llm.delay = 0.0
     assert napcat.barrier(325, group_id=GROUP, at_bot=True) == []
+
+
+# 3. Replies like a person types ##############################################
+
+@pytest.fixture
+def split_env(env, monkeypatch):
+    """REPLY_SPLIT on, with short pauses (the real ones are 0.5-1.5 s)."""
+    monkeypatch.setattr(bot, "SPLIT_PAUSE_RANGE", (0.02, 0.05))
+    return dict(env, REPLY_SPLIT="1")
+
+
+def test_a_short_reply_goes_out_as_a_few_messages_in_order(split_env, llm):
+    r, c = start(split_env)
+    try:
+        llm.script.append("好呀！今天去哪玩？我请客。")
+        c.event(331, "周末有空吗")
+        assert [c.reply_text() for _ in range(3)] == ["好呀！", "今天去哪玩？", "我请客。"]
+        assert c.barrier(331) == []
+        assert r.rows("SELECT text FROM messages WHERE session = 'p:331' AND role = 'assistant'")[0] == {
+            "text": "好呀！今天去哪玩？我请客。"}  # stored once, whole
+        llm.script.append("行啊。你定时间吧。")
+        mid = c.event(332, " 周末有空吗", group_id=GROUP, at_bot=True, card="阿强")
+        first, second = c.reply(), c.reply()
+        assert first["message"][:2] == [{"type": "reply", "data": {"id": str(mid)}}, {"type": "at", "data": {"qq": "332"}}]
+        assert text_of(first).strip() == "行啊。"
+        assert second["message"] == [{"type": "text", "data": {"text": "你定时间吧。"}}]  # no second quote or @
+    finally:
+        c.close()
+        r.stop()
+
+
+@pytest.mark.parametrize("reply", [
+    "我想了想，" + "这件事情其实没有那么简单，需要从好几个方面来考虑。" * 7,  # longer than 150 characters
+    "可以这样做：\n先打开设置。\n再点关于。",  # lines
+    "用 `git log` 看看。然后再说。",  # code
+    "1. 先睡觉。2. 再起床。",  # a list
+])
+def test_long_code_and_laid_out_replies_go_whole(split_env, llm, reply):
+    r, c = start(split_env)
+    try:
+        llm.script.append(reply)
+        assert c.ask(333, "怎么办") == reply
+        assert c.barrier(333) == []
+    finally:
+        c.close()
+        r.stop()
+
+
+def test_split_parts_come_with_a_typing_pause_and_the_first_without_delay(env, llm):
+    """The real pauses: 0.5-1.5 s scaled to the part's length; the first part is not delayed."""
+    whole = "好呀！今天天气真好，我们一起去公园散步吧？"
+    timings = {}
+    for split in ("0", "1"):
+        r, c = start(env, REPLY_SPLIT=split)
+        try:
+            llm.script.append(whole)
+            t0 = time.perf_counter()
+            c.event(334, "出去玩吗")
+            got = c.wait_replies(2 if split == "1" else 1, 10)
+            timings[split] = [t - t0 for _, t in got]
+        finally:
+            c.close()
+            r.stop()
+    first_whole, (first_part, second_part) = timings["0"][0], timings["1"]
+    assert first_part - first_whole < 0.2  # the first part goes out as fast as the whole reply did
+    pause = second_part - first_part
+    assert 0.5 * 0.95 <= pause <= 1.5 + 0.3, pause  # '今天天气真好，我们一起去公园散步吧？' (18 characters): 0.9 s
