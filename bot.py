@@ -495,6 +495,13 @@ def session_refile(conn, message_ids, character_id):
                  [character_id] + list(message_ids))
 
 
+def session_speaker(conn, session, user_id):
+    """The name a user last spoke under in a chat, or None (a poke carries no name)."""
+    row = conn.execute("SELECT speaker FROM messages WHERE session = ? AND user_id = ? AND role = 'user' "
+                       "ORDER BY id DESC LIMIT 1", (session, user_id)).fetchone()
+    return row[0] if row else None
+
+
 def session_store_ambient(conn, session, user_id, speaker, text, onebot_id, keep):
     """Stores a group message not addressed to the bot; the group's oldest beyond keep are deleted."""
     with db_tx(conn):
@@ -2381,8 +2388,8 @@ def summary_prompt(card, turns, level=0):
 
 def summary_window(conn, session, every, shift_at=None):
     """The next run of messages to summarise, or None: (character_id, rows, reason)."""
-    pointer = conn.execute("SELECT summarised_upto FROM sessions WHERE session = ?", (session,)).fetchone()
-    pointer = pointer[0] if pointer else 0
+    row = conn.execute("SELECT summarised_upto, topic_from FROM sessions WHERE session = ?", (session,)).fetchone()
+    pointer, topic_from = (row[0], row[1]) if row else (0, 0)
     rows = conn.execute("SELECT id, role, speaker, character_id, text FROM messages WHERE session = ? AND id > ? "
                         "AND kind = 'chat' ORDER BY id LIMIT ?", (session, pointer, every * 4 + 40)).fetchall()
     if not rows:
@@ -2397,6 +2404,8 @@ def summary_window(conn, session, every, shift_at=None):
     user_idx = [i for i, r in enumerate(segment) if r["role"] == "user"]
     if len(user_idx) > every:
         return char, segment[:user_idx[every]], "count"
+    if any(r["id"] < topic_from for r in segment):  # 新话题 closed the window, however short
+        return char, [r for r in segment if r["id"] < topic_from], "new"
     if shift_at is not None:
         window = [r for r in segment if r["id"] < shift_at]
         if sum(r["role"] == "user" for r in window) >= TOPIC_MIN_TURNS:
@@ -3076,7 +3085,7 @@ async def _respond(app, ctx, text, card, truncated=False):
     if ctx.group_id and await app.db.run(lambda c: (c.execute("SELECT paused FROM sessions WHERE session = ?", (ctx.session,)).fetchone() or [0])[0]):
         if not (ctx.superuser and _ADMIN_RE.match(text)):
             return None
-    for handler in (reply_admin, reply_character, reply_memory):
+    for handler in (reply_admin, reply_character, reply_memory, reply_new_topic):
         reply = await handler(app, ctx, text, card)
         if reply is not None:
             return reply
@@ -3410,6 +3419,10 @@ def _status(conn):
 
 #: What reply_character answers (besides 切换角色 …): a command, never part of a burst.
 _CHARACTER_WORDS = {"角色列表", "/characters", "当前角色", "/whoami"}
+#: 新话题: the chat starts afresh (its window is summarised; summaries and memories stay).
+_NEW_TOPIC_RE = re.compile(r"^(?:新话题|换个话题|开启新话题|/new)[。.!！~～]*$", re.I)
+#: What a poke at the bot is stored as, and the cue the LLM answers.
+POKE_TEXT = "[对方戳了戳你]"
 
 
 def _burst_enter(app, ctx, text):
@@ -3431,7 +3444,8 @@ def _burst_command(app, ctx, text):
     """Whether a waiting message is (or may be) a command, which is answered on its own, in turn."""
     t = text.strip()
     names = [c["name"] for c in app.characters.get()["cards"].values()] + app.cfg.nicknames
-    return bool(_ADMIN_RE.match(t) or _SWITCH_RE.match(t) or t in _CHARACTER_WORDS or memory_parse(t, names)[0]
+    return bool(_ADMIN_RE.match(t) or _SWITCH_RE.match(t) or t in _CHARACTER_WORDS or _NEW_TOPIC_RE.match(t)
+                or memory_parse(t, names)[0]
                 or (ctx.user_id, ctx.session) in app.memory_asked or ctx.user_id in app.wipe_asked)
 
 
@@ -3455,6 +3469,17 @@ async def reply_burst(app, ctx, text, card):
     await app.db.run(session_refile, ids, card["id"], write=True)
     app.stats["burst_messages"] += len(taken)
     return "\n".join(t for t in [text] + [e["text"] for e in taken] if t.strip())
+
+
+async def reply_new_topic(app, ctx, text, card):
+    """新话题 / /new: closes the chat's window (its summary is written in the background) and the next
+    reply starts without the raw turns before it; summaries and memories stay. None for anything else."""
+    if not _NEW_TOPIC_RE.match(text.strip()):
+        return None
+    await _mark_command(app, ctx)
+    await app.db.run(session_new_topic, ctx.session, ctx.message_id, write=True)
+    app.stats["new_topics"] += 1
+    return "好，换个话题吧。想聊点什么？"
 
 
 async def reply_ambient(app, session, user_id, speaker, text, onebot_id=None):
@@ -3551,9 +3576,9 @@ def onebot_split(text):
     return parts or [text]
 
 
-async def onebot_reply(app, bot, event, session, text):
+async def onebot_reply(app, bot, event, session, text, quote=True):
     """Sends a reply after the chat's previous one: a short one in parts with a typing pause before
-    each further part (REPLY_SPLIT), only the first quoting and @-ing in groups."""
+    each further part (REPLY_SPLIT), only the first quoting and @-ing in groups (quote=False: none)."""
     parts = onebot_split(text) if app.cfg.REPLY_SPLIT else [text]
     done, before = asyncio.get_running_loop().create_future(), app.sending.get(session)
     app.sending[session] = done
@@ -3564,7 +3589,7 @@ async def onebot_reply(app, bot, event, session, text):
             if n:
                 low, high = SPLIT_PAUSE_RANGE
                 await asyncio.sleep(min(max(len(part) * SPLIT_PAUSE_PER_CHAR, low), high))
-            await onebot_send(bot, event, part, quote=n == 0)
+            await onebot_send(bot, event, part, quote=quote and n == 0)
     finally:
         done.set_result(None)
         if app.sending.get(session) is done:
@@ -3593,6 +3618,14 @@ def onebot_create(app):
             await onebot_on_message(app, bot, event)
         except Exception:
             log.exception("message from %s not handled", event.get("user_id"))
+
+    @bot.on_notice("notify.poke")
+    async def _on_poke(event):
+        """Answers a poke at the bot."""
+        try:
+            await onebot_on_poke(app, bot, event)
+        except Exception:
+            log.exception("poke from %s not handled", event.get("user_id"))
 
     @bot.on_meta_event("lifecycle.connect")
     async def _on_connect(event):
@@ -3630,6 +3663,29 @@ async def onebot_on_message(app, bot, event):
         return
     try:
         await onebot_reply(app, bot, event, session, reply)
+        app.stats["replies_sent"] += 1
+    except Exception as e:
+        app.stats["send_failures"] += 1
+        log.warning("reply to %s could not be sent (%s: %s); it is stored", session, type(e).__name__, e)
+
+
+async def onebot_on_poke(app, bot, event):
+    """A poke at the bot (notify / poke, target_id = the bot) is answered like a message saying POKE_TEXT:
+    stored, rate-limited, a short in-character LLM reply; in a group it neither quotes nor @s."""
+    self_id, user_id = str(event.self_id), str(event.user_id)
+    if str(event.get("target_id")) != self_id or user_id == self_id:
+        return
+    group_id = str(event.group_id) if event.get("group_id") else ""
+    session = f"g:{group_id}" if group_id else f"p:{user_id}"
+    speaker = await app.db.run(session_speaker, session, user_id) or user_id
+    ctx = Ctx(user_id=user_id, session=session, character_id="", speaker=speaker, group_id=group_id,
+              superuser=user_id in app.cfg.superusers)
+    reply = await reply_handle(app, ctx, POKE_TEXT)
+    if reply is None:
+        return
+    event.message_type = "group" if group_id else "private"  # where onebot_send sends it
+    try:
+        await onebot_reply(app, bot, event, session, reply, quote=False)
         app.stats["replies_sent"] += 1
     except Exception as e:
         app.stats["send_failures"] += 1

@@ -285,3 +285,61 @@ def test_split_parts_come_with_a_typing_pause_and_the_first_without_delay(env, l
     assert first_part - first_whole < 0.2  # the first part goes out as fast as the whole reply did
     pause = second_part - first_part
     assert 0.5 * 0.95 <= pause <= 1.5 + 0.3, pause  # '今天天气真好，我们一起去公园散步吧？' (18 characters): 0.9 s
+
+
+# 4. Poke and 新话题 ##########################################################
+
+def test_a_poke_at_the_bot_gets_a_short_in_character_reply(runner, napcat, llm):
+    napcat.poke(341)
+    assert napcat.reply_text() == "echo:" + bot.POKE_TEXT
+    assert chat_messages(llm)[-1] == {"role": "user", "content": "[对方戳了戳你]"}
+    assert "小满" in chat_messages(llm)[0]["content"]  # the character answers
+    napcat.event(342, "大家好", group_id=GROUP, card="阿强")
+    assert napcat.barrier(342, group_id=GROUP, at_bot=True, card="阿强") == []
+    napcat.poke(342, group_id=GROUP)
+    sent = napcat.reply()
+    assert sent["group_id"] == GROUP and sent["message"] == [{"type": "text", "data": {"text": "echo:阿强：[对方戳了戳你]"}}]
+    assert group_block(chat_messages(llm)) == ["阿强(342)：大家好"]
+    napcat.poke(343, group_id=GROUP, target_id=99999)  # one member poking another
+    assert napcat.barrier(343, group_id=GROUP, at_bot=True) == []
+    rows = runner.rows("SELECT role, text FROM messages WHERE session = 'p:341' ORDER BY id")
+    assert [(r["role"], r["text"]) for r in rows] == [("user", "[对方戳了戳你]"), ("assistant", "echo:[对方戳了戳你]")]
+
+
+def test_pokes_count_toward_the_rate_limit(env, llm):
+    r, c = start(env, BOT_RATE_LIMIT=1)
+    try:
+        assert c.ask(344, "你好") == "echo:你好"
+        c.poke(344)
+        assert "太快" in c.reply_text()
+        assert len(llm.chat_requests()) == 1
+    finally:
+        c.close()
+        r.stop()
+
+
+@pytest.mark.parametrize("command", ["新话题", "/new", "换个话题！"])
+def test_new_topic_starts_without_the_old_turns_and_keeps_summaries_and_memories(env, llm, command):
+    r, c = start(env, SUMMARY_EVERY=10)
+    try:
+        assert "记住了" in c.ask(351, "记住，我养了一只猫叫团子")
+        c.ask(351, "我最近在学做蛋糕，第一次烤的戚风塌了")
+        c.ask(351, "明天想试试巧克力口味的")
+        assert c.ask(351, command) == "好，换个话题吧。想聊点什么？"
+        # the window is closed at once, though shorter than SUMMARY_EVERY, and summarised in the background
+        summary = wait_for(lambda: r.rows("SELECT text, last_msg FROM summaries WHERE session = 'p:351'"))
+        assert summary and "戚风" in summary[0]["text"]
+        c.ask(351, "团子今天又调皮了")
+        msgs = chat_messages(llm)
+        assert [m["content"] for m in msgs if m["role"] != "system"] == ["团子今天又调皮了"]  # no old raw turns
+        reference = "\n".join(m["content"] for m in msgs[1:] if m["role"] == "system")
+        assert "戚风" in reference  # the summary stays
+        assert "我养了一只猫叫团子" in reference  # and the memory
+        c.ask(351, "它还咬我拖鞋")  # the new topic's own turns come back as usual
+        assert [m["content"] for m in chat_messages(llm) if m["role"] != "system"] == [
+            "团子今天又调皮了", "echo:团子今天又调皮了", "它还咬我拖鞋"]
+        kinds = r.rows("SELECT kind FROM messages WHERE text = ?", command)
+        assert kinds == [{"kind": "command"}]  # out of recall and summaries
+    finally:
+        c.close()
+        r.stop()
