@@ -3576,22 +3576,24 @@ def onebot_split(text):
     return parts or [text]
 
 
-async def onebot_reply(app, bot, event, session, text, quote=True):
+async def onebot_reply(app, bot, event, session, text, quote=True, split=True):
     """Sends a reply after the chat's previous one: a short one in parts with a typing pause before
-    each further part (REPLY_SPLIT), only the first quoting and @-ing in groups (quote=False: none)."""
-    parts = onebot_split(text) if app.cfg.REPLY_SPLIT else [text]
+    each further part (REPLY_SPLIT; split=False for a command's answer), only the first quoting and
+    @-ing in groups (quote=False: none)."""
+    parts = onebot_split(text) if app.cfg.REPLY_SPLIT and split else [text]
     done, before = asyncio.get_running_loop().create_future(), app.sending.get(session)
     app.sending[session] = done
     try:
         if before is not None:
-            await before
+            await asyncio.wait([before])  # not `await before`: a cancelled wait would cancel the other's future
         for n, part in enumerate(parts):
             if n:
                 low, high = SPLIT_PAUSE_RANGE
                 await asyncio.sleep(min(max(len(part) * SPLIT_PAUSE_PER_CHAR, low), high))
             await onebot_send(bot, event, part, quote=quote and n == 0)
     finally:
-        done.set_result(None)
+        if not done.done():
+            done.set_result(None)
         if app.sending.get(session) is done:
             del app.sending[session]
 
@@ -3662,7 +3664,7 @@ async def onebot_on_message(app, bot, event):
     if reply is None:
         return
     try:
-        await onebot_reply(app, bot, event, session, reply)
+        await onebot_reply(app, bot, event, session, reply, split=not ctx.command)
         app.stats["replies_sent"] += 1
     except Exception as e:
         app.stats["send_failures"] += 1

@@ -343,3 +343,15 @@ def test_new_topic_starts_without_the_old_turns_and_keeps_summaries_and_memories
     finally:
         c.close()
         r.stop()
+
+
+def test_a_commands_answer_goes_whole(split_env, llm):
+    r, c = start(split_env)
+    try:
+        c.ask(335, "记住，我住在北京")
+        reply = c.ask(335, "更正一下，我住在天津")
+        assert "天津" in reply and len(bot.onebot_split(reply)) > 1, reply  # would split, were it chat
+        assert c.barrier(335) == []
+    finally:
+        c.close()
+        r.stop()
