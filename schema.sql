@@ -11,10 +11,13 @@ CREATE TABLE sessions (
     default_character TEXT,             -- a group's default, set by a superuser
     summarised_upto INTEGER NOT NULL DEFAULT 0,  -- messages.id of the last summarised turn
     paused INTEGER NOT NULL DEFAULT 0,  -- 1 = a superuser paused the bot in this group
-    updated_at REAL NOT NULL
+    updated_at REAL NOT NULL,
+    topic_from INTEGER NOT NULL DEFAULT 0  -- messages.id of the last 新话题: older raw turns stay out of prompts
 );
 
 -- Every message in and every reply out, stored before the next one of the session is handled.
+-- 'ambient': a group message not addressed to the bot, kept (GROUP_CONTEXT_KEEP per group) only
+-- as "what the group just said" for the next prompts; never indexed, summarised or remembered.
 CREATE TABLE messages (
     id INTEGER PRIMARY KEY,
     session TEXT NOT NULL,
@@ -24,10 +27,11 @@ CREATE TABLE messages (
     character_id TEXT NOT NULL,
     text TEXT NOT NULL,
     onebot_id TEXT,                     -- OneBot message_id, for quoting
-    kind TEXT NOT NULL DEFAULT 'chat' CHECK (kind IN ('chat', 'command')),  -- memory commands stay out of recall
+    kind TEXT NOT NULL DEFAULT 'chat' CHECK (kind IN ('chat', 'command', 'ambient')),  -- commands stay out of recall
     created_at REAL NOT NULL
 );
 CREATE INDEX messages_session ON messages (session, id);
+CREATE INDEX messages_ambient ON messages (session, id) WHERE kind = 'ambient';
 
 CREATE VIRTUAL TABLE messages_fts USING fts5(tokens, owner);
 CREATE TRIGGER messages_ai AFTER INSERT ON messages WHEN new.kind = 'chat' BEGIN

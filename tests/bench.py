@@ -373,12 +373,17 @@ def bench_load(tmpdir, model):
             got = nap.wait_replies(30, 30)
             out["30_users_1s_llm"] = {"answered": len(got),
                                       "all_answered_s": round(max(t for _, t in got) - t0, 2) if got else None}
-            llm.delay = 0.05  # a burst of 300 messages from 100 users
+            llm.delay = 0.05  # a burst of 300 messages from 100 users: what comes while one is answered is answered with it
             t0 = time.perf_counter()
             for i in range(300):
                 nap.event(1000 + i % 100, f"连发{i}")
-            got = nap.wait_replies(300, 120)
-            out["burst_300_from_100"] = {"replies": len(got), "seconds": round(time.perf_counter() - t0, 2)}
+            got = nap.wait_replies(1, 120)
+            while got and time.perf_counter() - t0 < 120:  # done when the bot is quiet for 2 s (50 ms per call)
+                more = nap.wait_replies(1, 2.0)
+                if not more:
+                    break
+                got += more
+            out["burst_300_from_100"] = {"replies": len(got), "seconds": round(max((t for _, t in got), default=t0) - t0, 2)}
             llm.delay = 0.0  # the soak: 10,000 messages from 100 users, in waves
             samples, t0 = [], time.perf_counter()
             for wave in range(100):

@@ -60,7 +60,8 @@ def env(tmp_path, llm):
     shutil.copy(ROOT / "characters.json", chars)
     return {"LLM_BASE_URL": llm.url, "LLM_API_KEY": "sk-test-secret-key-123", "LLM_TIMEOUT": "5",
             "BOT_DB": str(tmp_path / "bot.db"), "BOT_CHARACTERS": str(chars), "ONEBOT_PORT": str(free_port()),
-            "EMBED_MODEL": "off", "BOT_SUPERUSERS": "42", "SUMMARY_EVERY": "10", "BOT_RATE_LIMIT": "0"}
+            "EMBED_MODEL": "off", "BOT_SUPERUSERS": "42", "SUMMARY_EVERY": "10", "BOT_RATE_LIMIT": "0",
+            "REPLY_SPLIT": "0"}  # one reply, one QQ message: test_groups.py turns splitting on
 
 
 @pytest.fixture

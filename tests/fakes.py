@@ -209,8 +209,9 @@ class NapCat:
             {"status": "ok", "retcode": 0, "data": {"message_id": next(self._ids)}, "echo": call.get("echo")}))))
 
     def event(self, user_id, text=None, *, group_id=None, message=None, fmt="array", nickname="测试用户", card="",
-              at_bot=False, ascii_json=False):
+              at_bot=False, ascii_json=False, role="member"):
         """Sends a message event; text becomes a text segment (or a CQ-code string with fmt='string').
+        card is the group card, role the member's (owner, admin, member).
         ascii_json sends \\u escapes, so a lone surrogate travels as NapCat sends it ('\\ud800')."""
         mid = next(self._ids)
         if message is None:
@@ -226,8 +227,19 @@ class NapCat:
               "font": 0, "sender": {"user_id": int(user_id), "nickname": nickname, "card": card}}
         if group_id:
             ev["group_id"] = int(group_id)
+            ev["sender"]["role"] = role
         self._send_raw(self.ws.send(wse.TextMessage(json.dumps(ev, ensure_ascii=ascii_json))))
         return mid
+
+    def poke(self, user_id, *, group_id=None, target_id=None):
+        """Sends a poke notice as NapCat does (notify / poke); target_id defaults to the bot."""
+        ev = {"time": int(time.time()), "self_id": int(self.self_id), "post_type": "notice", "notice_type": "notify",
+              "sub_type": "poke", "user_id": int(user_id), "sender_id": int(user_id),
+              "target_id": int(target_id or self.self_id),
+              "raw_info": [{"type": "qq", "uid": "u_x"}, {"txt": "戳了戳", "type": "nor"}]}
+        if group_id:
+            ev["group_id"] = int(group_id)
+        self._send_raw(self.ws.send(wse.TextMessage(json.dumps(ev, ensure_ascii=False))))
 
     def reply(self, timeout=15):
         """The next send_msg the bot made: its params (message is a segment list)."""

@@ -38,7 +38,7 @@ def bot_mode(request, tmp_path_factory):
     chars.write_text((ROOT / "characters.json").read_text(encoding="utf-8"), encoding="utf-8")
     env = {"LLM_BASE_URL": llm.url, "LLM_API_KEY": "sk-test", "LLM_TIMEOUT": "5", "BOT_DB": str(tmp / "bot.db"),
            "BOT_CHARACTERS": str(chars), "ONEBOT_PORT": str(free_port()), "SUMMARY_EVERY": "0", "BOT_RATE_LIMIT": "0",
-           "MEMORY_RATE_LIMIT": "0", "EMBED_MODEL": model_folder() if request.param == "vectors" else "off"}
+           "MEMORY_RATE_LIMIT": "0", "REPLY_SPLIT": "0", "EMBED_MODEL": model_folder() if request.param == "vectors" else "off"}
     runner = Runner(env)
     client = NapCat(runner.cfg.ONEBOT_PORT)
     yield request.param, runner, client, llm
