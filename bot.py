@@ -1408,6 +1408,7 @@ _AFTER_NAME = "(?=喜欢|爱|是|在|住|叫|对|有|养|今年|的|不|最|很|
 #: Words after a relation that are what the fact is about, not a name (我妈妈生日是…).
 _NOT_A_NAME_RE = re.compile(r"^(?:生日|名字|老家|家乡|工作|职业|身高|体重|血型|星座|专业|学校|公司|单位|年龄|今年|明年|去年|小时候|以前|之前|"
                             r"平时|每天|每周|特别|非常|一直|刚刚|最近|现在|已经|总是|经常|从小|也是|还是|就是)")
+#: A name (2-3 characters) at the start of what is said of someone.
 _NAME_RE = re.compile(f"^([\u4e00-\u9fff]{{2,3}}?){_AFTER_NAME}")
 #: A fact's subject at its start: 我的妈妈 / 我妈 / 我家猫 / 妈妈 (the value is the relation).
 _SUBJECT_RE = re.compile(rf"^(?:我(?:的|家的?|们家的?)?(?:最好的|好|亲|最亲的)?)?({_REL_RE})(?![们圈友子])(?:的)?")
@@ -1478,6 +1479,7 @@ _ATTRIBUTE_BY_WORD = {w: a for a, words in ATTRIBUTE_WORDS.items() for w in word
 #: A value that is only a pronoun or a pointer is no fact ("其实我现在不喜欢他了" is venting).
 _VAGUE_VALUE_RE = re.compile(r"^(?:他|她|它|他们|她们|这个|那个|这样|那样|这些|那些|这|那|你|了|啊|的)[了啊呀吧呢的]*$")
 
+#: Separators and punctuation a command may have between its parts (full- and half-width).
 _PUNCT = "\\s，,。.:：!！~～、；;…"
 #: Particles a command may end with (记住哦, 撤销一下吧).
 _TAIL_RE = re.compile(rf"[{_PUNCT}?？]*(?:[哦喔噢啊呀吖啦嘛哈呢吧呗哟]|一下|谢谢|thx|thanks)*[{_PUNCT}?？\U0001F300-\U0001FAFF☀-➿]*$", re.I)
@@ -1536,6 +1538,7 @@ _COMMAND_RES = [(kind, re.compile(p + "$", re.I | re.S)) for kind, p in COMMANDS
 _TRADITIONAL = str.maketrans(dict(zip("記憶刪銷說錯歡請幫關於麼們", "记忆删销说错欢请帮关于么们")))
 #: What follows a command word in chat rather than a command ("记住了吗", "忘了带伞").
 _NOT_AN_OBJECT_RE = re.compile(r"^(?:了|吗|没|呢|啊|吧|嘛|不|得|住|过|带|拿|关|交|吃饭|喝水|睡觉|休息|提醒|告诉|叫我|帮我|给我|明天|今天|晚上|早上)")
+#: A 记住 that starts with a time (记住明天三点开会) is asked about, not taken as chat.
 _TIME_RE = re.compile(r"^(?:明天|今天|晚上|早上)")
 #: What is forgotten in chat (忘记带伞, 忘了吃药), never a memory.
 _CHAT_FORGET_RE = re.compile(r"^(?:所有|一切|全部|带|拿|关|交|吃|喝|买|说|做|写|打|锁|给|回|发|看|问|去|来|充|存|签|还|密码|时间|烦恼|过去|自己|吧|啦)")
@@ -1545,6 +1548,7 @@ _BANTER_RE = re.compile(r"(?:吧|哈哈+|啊|嘛|呀|233+|hhh+|2333)$|^(?:这个
 PENDING_SECONDS = 300
 #: Seconds a "forget everything" waits for its confirmation.
 WIPE_CONFIRM_SECONDS = 120
+#: What confirms 忘记关于我的一切.
 _CONFIRM_WIPE = "确认删除"
 #: Cosine at or above which a new memory (same subject and attribute) is the same as an old one.
 DUPLICATE_COSINE = 0.95
@@ -2262,7 +2266,7 @@ ALIASES = {
     "nvidia": "显卡 linux", "ubuntu": "linux", "vegan": "吃素", "vegetarian": "吃素", "旱鸭子": "不会游泳",
     "夜猫子": "熬夜", "老丈人": "岳父", "丈人": "岳父", "媳妇": "老婆", "娃": "孩子", "崽": "孩子",
 }
-#: Words too short to look for alone in a long text; they count only as whole short words.
+#: The lexicon as (area, attributes, words longest first); English words count only as whole words.
 _AREA_LEXICON = [(area, attrs, sorted(set(words.split()), key=len, reverse=True)) for area, (attrs, words) in AREAS.items()]
 
 
