@@ -285,11 +285,11 @@ INSERT INTO lore (character_id, keys, content)
 DELETE FROM memories WHERE type = 'lore';
 CREATE TABLE memories_v2 (
     id INTEGER PRIMARY KEY AUTOINCREMENT, user_id TEXT NOT NULL,
-    type TEXT NOT NULL CHECK (type IN ('user_fact', 'experience')), character_id TEXT,
+    type TEXT NOT NULL CHECK (type IN ('user_fact', 'experience', 'group_fact')), character_id TEXT,
     scope TEXT NOT NULL DEFAULT 'private', text TEXT NOT NULL, subject TEXT NOT NULL DEFAULT '我',
     attribute TEXT, value TEXT, areas TEXT NOT NULL DEFAULT '', importance INTEGER NOT NULL DEFAULT 1, created_at REAL NOT NULL,
     updated_at REAL NOT NULL, last_used_at REAL, use_count INTEGER NOT NULL DEFAULT 0,
-    source_message_id INTEGER, source_session TEXT);
+    source_message_id INTEGER, source_session TEXT, author_id TEXT);
 INSERT INTO memories_v2 (id, user_id, type, character_id, scope, text, subject, importance, created_at, updated_at,
                          last_used_at, use_count, source_message_id, source_session)
     SELECT id, user_id, type, character_id, scope, text, CASE type WHEN 'experience' THEN '你' ELSE '我' END,
@@ -1512,6 +1512,8 @@ COMMANDS = [
     ("list", rf"(?:/memories|/memory|你(?:都|还)?记(?:得|住)(?:了)?(?:关于)?我(?:的)?(?:什么|啥|些啥|些什么|哪些事|哪些)(?:事|事情)?|"
              rf"你(?:都|还)?知道我(?:的)?(?:什么|啥|些啥|哪些事)|我的记忆|记忆列表|查看记忆|看看(?:你的)?记忆|"
              rf"what do you (?:remember|know) about me)"),
+    ("group_list", r"(?:本群|我们群|这个群|群里)(?:都)?记(?:得|住)(?:了)?(?:什么|啥|些啥|哪些)(?:事)?|本群(?:的)?记忆|群记忆"),
+    ("group_forget", rf"(?:忘记|忘掉|删掉|删除|去掉)(?:本群|群里|群)(?:的)?第?\s*({_NUM})\s*[条个项]?"),
     ("undo", r"(?:撤销|撤回|undo|/undo)(?:刚才的|上一步|上一条|刚才那个|刚才那条)?(?:操作)?"),
     ("confirm_wipe", r"确认删除"),
     ("forget_all", rf"(?:/forget_all|(?:忘记|忘掉|删除|删掉|清空|清除)(?:关于我的|我的)?(?:一切|所有|全部)(?:记忆|的事|事情|东西)?|"
@@ -1567,6 +1569,7 @@ class Ctx:
     superuser: bool = False
     message_id: int = 0
     command: bool = False  # the message is a memory command: kept out of recall and summaries
+    role: str = ""  # in a group: owner, admin or member (OneBot's sender.role)
 
     @property
     def scopes(self):
@@ -1616,8 +1619,10 @@ def memory_parse(text, names=()):
         if not m:
             continue
         arg = (m.group(m.lastindex if kind == "forget" else 1) or "").strip() if m.groups() else ""
-        if kind in ("list", "undo", "confirm_wipe", "forget_all", "forget_last"):
+        if kind in ("list", "undo", "confirm_wipe", "forget_all", "forget_last", "group_list"):
             return kind, ""
+        if kind == "group_forget":
+            return kind, str(_cn_number(arg))
         if kind == "forget_nth":
             arg = m.group(1) or m.group(2)
             return "forget", ",".join(str(_cn_number(n)) for n in re.findall(_NUM, arg))
@@ -1645,6 +1650,8 @@ def memory_parse(text, names=()):
             question = re.search(r"怎么|如何|吗|什么|为什么|咋|[?？]", arg)
             return ("forget_maybe", arg) if len(arg) <= 8 and not _CHAT_FORGET_RE.match(arg) and not question else (None, "")
         arg = re.sub(r"(?m)^\s*(?:\d{1,2}|[一二三四五六七八九十])[.、)）]\s*", "", arg).strip()
+        if kind in ("remember", "update") and re.match(r"^(?:本群|我们群|这个群|咱们群|群里)", arg):
+            return "group_" + kind, arg  # 记住，本群每周五晚上开黑: the group's, for everyone in it
         about = memory_has_subject(arg)
         if kind == "actually":
             return ("update", arg) if about and memory_fact(arg).attribute else (None, "")
@@ -1816,7 +1823,7 @@ def _subject_lead(piece):
 
 def _visible_sql(ctx):
     """WHERE clause (and args) for the memories this speaker may see here."""
-    sql = "user_id = ? AND (type = 'user_fact' OR (type = 'experience' AND character_id = ?))"
+    sql = "user_id = ? AND (type IN ('user_fact', 'group_fact') OR (type = 'experience' AND character_id = ?))"
     args = [ctx.user_id, ctx.character_id]
     if ctx.scopes:
         sql += " AND scope IN (?, ?)"
@@ -1826,7 +1833,7 @@ def _visible_sql(ctx):
 
 def _visible(ctx, row):
     """The same rule as _visible_sql, for one row (a dict or a Row)."""
-    return (row["user_id"] == ctx.user_id and (row["type"] == "user_fact" or (
+    return (row["user_id"] == ctx.user_id and (row["type"] in ("user_fact", "group_fact") or (
         row["type"] == "experience" and row["character_id"] == ctx.character_id))
         and (not ctx.scopes or row["scope"] in ctx.scopes))
 
@@ -1855,15 +1862,15 @@ def _history(conn, ctx, batch, memory_id, action, old_row):
 
 def memory_insert(conn, vec, *, user_id, text, subject="我", attribute=None, value=None, type="user_fact",
                   character_id=None, scope="private", importance=1, created_at=None, source_message_id=None,
-                  source_session=None):
+                  source_session=None, author_id=None):
     """Adds one memory (and its vector when there is one); returns its id. Runs inside a transaction."""
     now = time.time()
     cur = conn.execute(
         "INSERT INTO memories (user_id, type, character_id, scope, text, subject, attribute, value, areas, importance,"
-        " created_at, updated_at, source_message_id, source_session) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        " created_at, updated_at, source_message_id, source_session, author_id) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
         (user_id, type, character_id, scope, text, subject, attribute, value,
          memory_area_tokens(memory_areas(text, attribute, subject)), importance,
-         created_at or now, now, source_message_id, source_session))
+         created_at or now, now, source_message_id, source_session, author_id))
     if vec is not None:
         search_vec_put(conn, "memories_vec", cur.lastrowid, user_id, vec)
     return cur.lastrowid
@@ -2472,6 +2479,75 @@ def memory_replace_value(conn, ctx, old_value, new_value, embed):
     return f"已把“{old['text']}”改成“{fact.text}”。（说“撤销”可以改回去）", None
 
 
+def _group_ctx(ctx):
+    """The Ctx a group's own facts are kept under (the group's key, seen only in that group)."""
+    return dataclasses.replace(ctx, user_id=ctx.session, character_id="")
+
+
+#: A group's facts that every prompt in it carries when it has no more than this many.
+GROUP_FACTS_ALWAYS = 5
+
+
+def memory_group_facts(conn, ctx, query, vec, min_similarity):
+    """The group's facts a message in it gets: all of them when few, else the ones that matter to it."""
+    gctx = _group_ctx(ctx)
+    rows = memory_list(conn, gctx)
+    if len(rows) <= GROUP_FACTS_ALWAYS:
+        return rows
+    return memory_search(conn, gctx, query, vec, limit=3, min_similarity=min_similarity, touch=False)
+
+
+def memory_group_list(conn, ctx):
+    """本群记得什么: the group's facts, numbered."""
+    rows = memory_list(conn, _group_ctx(ctx))
+    if not rows:
+        return "本群还没有让我记住的事。说“记住，本群……”就行。"
+    return f"本群让我记住的{len(rows)}件事：\n" + "\n".join(f"{n}. {r['text']}" for n, r in enumerate(rows[:LIST_LIMIT], 1)) + \
+        "\n（记下它的人、群主、管理员可以说“忘记本群第N条”）"
+
+
+def _group_may_change(ctx, row):
+    return ctx.superuser or ctx.role in ("owner", "admin") or row["author_id"] == ctx.user_id
+
+
+def memory_group_remember(conn, ctx, text, embed, *, update=False):
+    """记住，本群… / 更正：本群…: a fact about the group, for everyone in it."""
+    gctx = _group_ctx(ctx)
+    rows = memory_list(conn, gctx)
+    if any(text_normalise(r["text"]) == text_normalise(text) for r in rows):
+        return f"“{text}”本群的记忆里已经有了。"
+    vec = embed(text)
+    old = None
+    if update and rows:
+        hits = search_hybrid(conn, "memories", gctx.user_id, text, vec, allowed=lambda ids: {r["id"] for r in rows} & ids,
+                             min_similarity=0.8, limit=2, text_of=lambda ids: _texts(conn, ids))
+        words = text_content_words(text)
+        hits = [(i, sc) for i, sc in hits if words & text_content_words(_texts(conn, [i])[i])]
+        old = next((r for r in rows if hits and r["id"] == hits[0][0]), None)
+        if old is not None and not _group_may_change(ctx, old):
+            return "这条是别人记下的，只有记下它的人、群主或管理员能改。"
+    with db_tx(conn, durable=True):
+        if old is not None:
+            _history(conn, ctx, 0, old["id"], "update", old)
+            _memory_rewrite(conn, old, Fact(text, "本群"), vec, 1, old["scope"])
+            return f"已把本群的“{old['text']}”改成“{text}”。（说“撤销”可以改回去）"
+        mid = memory_insert(conn, vec, user_id=gctx.user_id, text=text, subject="本群", type="group_fact",
+                            scope=f"g:{ctx.group_id}", source_message_id=ctx.message_id or None,
+                            source_session=ctx.session, author_id=ctx.user_id)
+        _history(conn, ctx, 0, mid, "insert", None)
+    return f"好的，本群记住了：“{text}”（群里的人和我聊天时都会用到）。"
+
+
+def memory_group_forget(conn, ctx, n):
+    """忘记本群第N条, by its author, the group's owner or admins, or a superuser."""
+    rows = memory_list(conn, _group_ctx(ctx))
+    if not 1 <= n <= len(rows):
+        return f"本群没有第{n}条，一共{len(rows)}条。说“本群记得什么”可以看列表。"
+    if not _group_may_change(ctx, rows[n - 1]):
+        return "这条是别人记下的，只有记下它的人、群主或管理员能删。"
+    return _forget_rows(conn, ctx, [rows[n - 1]])
+
+
 def memory_wipe(conn, user_id):
     """Deletes every memory of one user, with its history and the memory commands in the chat log."""
     with db_tx(conn, durable=True):
@@ -2502,7 +2578,8 @@ def memory_undo(conn, ctx, embed):
             return "刚才那条没有改动任何记忆（我本来就记着），没有可以撤销的。"
         done = []
         for x in batch:
-            cur = conn.execute("SELECT * FROM memories WHERE id = ? AND user_id = ?", (x["memory_id"], ctx.user_id)).fetchone()
+            cur = conn.execute("SELECT * FROM memories WHERE id = ? AND user_id IN (?, ?)",
+                           (x["memory_id"], ctx.user_id, ctx.session)).fetchone()
             if x["action"] == "insert":
                 if cur is not None:
                     conn.execute("DELETE FROM memories WHERE id = ?", (cur["id"],))
@@ -3266,10 +3343,12 @@ def prompt_context(conn, ctx, card, text, vec, cfg):
     profile = [r for r in memory_profile(conn, ctx) if r["id"] not in {f["id"] for f in found}]
     profile = profile[:max(0, cfg.MEMORY_TOP_K - len(found))]
     lore = character_lore(conn, char, " ".join(r["text"] for r in recent[-4:]) + " " + text)
+    group_facts = memory_group_facts(conn, ctx, text, vec, cfg.MEMORY_MIN_SIMILARITY) if ctx.group_id else []
     group = session_ambient(conn, ctx.session, after=topic_from, before=ctx.message_id or 1 << 62,
                             since=time.time() - GROUP_CONTEXT_SECONDS, limit=cfg.GROUP_CONTEXT) if ctx.group_id else []
     return {"recent": recent, "latest": [r["text"] for r in latest], "history": [h[2] for h in history],
             "memories": [prompt_memory_line(r) for r in found + profile], "lore": lore,
+            "group_facts": [r["text"] for r in group_facts],
             "group": [prompt_group_line(r["user_id"], r["speaker"], r["text"]) for r in group]}
 
 
@@ -3327,8 +3406,8 @@ def prompt_assemble(card, ctx, text, parts, budget, min_turns=2):
     while turns and turns[0]["role"] == "assistant":
         turns.pop(0)  # the turns start with the user, as chat APIs expect
     group, used = _group_message(parts.get("group", []), used, budget)
-    sections = [("此前", parts["latest"]), ("设定", parts["lore"]), ("关于用户", parts["memories"]),
-                ("更早的相关经历", parts["history"])]
+    sections = [("此前", parts["latest"]), ("设定", parts["lore"]), ("本群的约定和事实", parts.get("group_facts", [])),
+                ("关于用户", parts["memories"]), ("更早的相关经历", parts["history"])]
     context = []
     for title, items in sections:
         kept = []
@@ -3607,6 +3686,10 @@ async def reply_memory(app, ctx, text, card):
     await _mark_command(app, ctx)
     if kind == "list":
         return memory_format_list(await app.db.run(memory_list, ctx))
+    if kind.startswith("group_") and not ctx.group_id:
+        return "这个要在群里说：本群的记忆只属于那个群。"
+    if kind == "group_list":
+        return await app.db.run(memory_group_list, ctx)
     if kind == "confirm_wipe":
         asked_at = app.wipe_asked.pop(ctx.user_id, None)
         if asked_at is None or time.monotonic() - asked_at > WIPE_CONFIRM_SECONDS:
@@ -3630,6 +3713,12 @@ async def reply_memory(app, ctx, text, card):
         return await app.db.run(memory_forget_last, ctx, write=True)
     if kind == "update_last":
         return await app.db.run(lambda c: memory_update_last(c, ctx, arg, app.vec), write=True)
+    if kind == "group_forget":
+        return await app.db.run(memory_group_forget, ctx, int(arg), write=True)
+    if kind in ("group_remember", "group_update"):
+        fact = memory_options(arg)[0]
+        return await app.db.run(lambda c: memory_group_remember(c, ctx, fact, app.vec, update=kind == "group_update"),
+                                write=True)
     if kind == "replace_value":
         old_value, new_value = arg.split("\n", 1)
         reply, question = await app.db.run(lambda c: memory_replace_value(c, ctx, old_value, new_value, app.vec), write=True)
@@ -4057,7 +4146,7 @@ async def onebot_on_message(app, bot, event):
         return
     session = session_key(user_id, group_id)
     ctx = Ctx(user_id=user_id, session=session, character_id="", speaker=text_clean(str(speaker))[:40], group_id=group_id,
-              superuser=user_id in app.cfg.superusers)
+              superuser=user_id in app.cfg.superusers, role=str(sender.get("role") or ""))
     reply = await reply_handle(app, ctx, text, onebot_id=event.message_id)
     if reply is None:
         return

@@ -45,11 +45,12 @@ CREATE TRIGGER messages_au AFTER UPDATE OF kind ON messages WHEN new.kind = 'com
 END;
 
 -- Long-term memory: one fact about one subject, in the user's own words. type: user_fact (seen
--- by every character) or experience (only by character_id). scope: private, g:<group> or public.
+-- by every character), experience (only by character_id) or group_fact (user_id is the group's
+-- 'g:<group>': seen by everyone in that group only). scope: private, g:<group> or public.
 CREATE TABLE memories (
     id INTEGER PRIMARY KEY AUTOINCREMENT,  -- never reused: the history points at these ids
     user_id TEXT NOT NULL,              -- owner
-    type TEXT NOT NULL CHECK (type IN ('user_fact', 'experience')),
+    type TEXT NOT NULL CHECK (type IN ('user_fact', 'experience', 'group_fact')),
     character_id TEXT,                  -- NULL for user facts
     scope TEXT NOT NULL DEFAULT 'private',
     text TEXT NOT NULL,                 -- the user's words (one fact; a pronoun replaced by whom it means)
@@ -63,7 +64,8 @@ CREATE TABLE memories (
     last_used_at REAL,
     use_count INTEGER NOT NULL DEFAULT 0,
     source_message_id INTEGER,
-    source_session TEXT
+    source_session TEXT,
+    author_id TEXT                      -- who said it (a group fact may be changed by its author)
 );
 CREATE INDEX memories_user ON memories (user_id, type, id);
 CREATE INDEX memories_key ON memories (user_id, subject, attribute);

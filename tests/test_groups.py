@@ -1,6 +1,7 @@
 """Group chats and QQ habits (issue 12), through the real WebSocket and the fake LLM: what the group
 just said, bursts answered together, replies split like a person types, pokes and 新话题."""
 
+import json
 import time
 
 import pytest
@@ -355,3 +356,31 @@ def test_a_commands_answer_goes_whole(split_env, llm):
     finally:
         c.close()
         r.stop()
+
+
+# Group memory ##################################################################
+
+def test_group_memory_reaches_that_group_only_and_its_owners_may_change_it(runner, llm):
+    """记住，本群… is the group's: in its prompts for everyone, not in private or another group; its
+    author, the group's owner or admins and superusers may change it, nobody else."""
+    nc = NapCat(runner.cfg.ONEBOT_PORT)
+    try:
+        def ask(user, text, group=901, role="member"):
+            nc.event(user, text, group_id=group, at_bot=True, role=role) if group else nc.event(user, text)
+            return nc.reply_text().strip()
+        assert "本群记住了：“本群每周五晚上九点开黑”" in ask(71, "记住，本群每周五晚上九点开黑")
+        assert "1. 本群每周五晚上九点开黑" in ask(72, "本群记得什么")
+        ask(72, "周五有活动吗")
+        assert "本群每周五晚上九点开黑" in "".join(m["content"] for m in llm.chat_requests()[-1]["json"]["messages"]
+                                             if m["role"] == "system")
+        ask(72, "周五有活动吗", group=902)
+        assert "开黑" not in json.dumps(llm.chat_requests()[-1]["json"], ensure_ascii=False)
+        ask(72, "周五有活动吗", group=None)
+        assert "开黑" not in json.dumps(llm.chat_requests()[-1]["json"], ensure_ascii=False)
+        assert "只有记下它的人、群主或管理员能删" in ask(73, "忘记本群第1条")
+        assert "已忘记" in ask(74, "忘记本群第1条", role="admin")
+        assert "本群还没有" in ask(72, "本群记得什么")
+        assert "要在群里说" in ask(71, "本群记得什么", group=None)
+        assert runner.rows("SELECT count(*) AS n FROM memories WHERE user_id = '71'") == [{"n": 0}]  # not a private fact
+    finally:
+        nc.close()
