@@ -338,7 +338,7 @@ def bench_footprint(runs=3, shape=True):
 def _start_bot(llm, tmpdir, db, model, **settings):
     """`python bot.py` with the fake LLM; returns (process, connected NapCat) once it is ready."""
     env = {"LLM_BASE_URL": llm.url, "BOT_DB": str(Path(tmpdir) / db), "EMBED_MODEL": model or "off",
-           "ONEBOT_PORT": free_port(), "BOT_LOG_LEVEL": "WARNING", "BOT_RATE_LIMIT": 0, "LLM_TIMEOUT": 20,
+           "ONEBOT_PORT": free_port(), "BOT_LOG_LEVEL": "WARNING", "BOT_RATE_LIMIT": 0, "MEMORY_RATE_LIMIT": 0, "LLM_TIMEOUT": 20,
            "BOT_CHARACTERS": ROOT / "characters.json", **settings}
     proc = BotProcess(env).wait_ready()
     return proc, NapCat(proc.port)
@@ -434,11 +434,11 @@ def bench_crash(tmpdir, llm, rounds=5):
         mine, i = [], 0
         deadline = time.perf_counter() + random.uniform(0.5, 2.0)
         while time.perf_counter() < deadline:
-            nap.event(77, f"记住，第{r}轮第{i}件事是暗号{r * 1000 + i}")
+            nap.event(77, f"记住，我第{r}轮第{i}个暗号是暗号{r * 1000 + i}")  # a fact about the user: stored, not asked about
             if nap.wait_replies(1, 5):
                 mine.append(f"暗号{r * 1000 + i}")
             i += 1
-        nap.event(77, "记住，这条发出后进程就被杀")  # in flight at the kill
+        nap.event(77, "记住，我发出这条后进程就被杀")  # in flight at the kill
         proc.kill()
         nap.close()
         conn = bot.db_connect(Path(tmpdir) / "crash.db", create=False)
