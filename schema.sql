@@ -152,6 +152,14 @@ CREATE TABLE usage (
     PRIMARY KEY (day, user_id)
 );
 
+-- What VISION_MODEL said a picture shows, by the SHA-256 of its bytes: a picture sent again
+-- (a meme, a forwarded photo) is not fetched into the vision model twice.
+CREATE TABLE pictures (
+    hash TEXT PRIMARY KEY,
+    description TEXT NOT NULL,
+    created_at REAL NOT NULL
+);
+
 -- Small settings: embed_model, embed_dim, lore hashes.
 CREATE TABLE meta (
     key TEXT PRIMARY KEY,

@@ -1,13 +1,15 @@
 """Group chats and QQ habits (issue 12), through the real WebSocket and the fake LLM: what the group
-just said, bursts answered together, replies split like a person types, pokes and 新话题."""
+just said, bursts answered together, replies split like a person types, pokes and 新话题, pictures
+described by a vision model, following up on a plan after a while away."""
 
+import base64
 import json
 import time
 
 import pytest
 
 from conftest import Runner
-from fakes import ROOT, NapCat, is_summary_request, text_of, wait_for
+from fakes import ROOT, NapCat, PictureServer, is_summary_request, png, text_of, wait_for
 import bot
 
 GROUP = 900
@@ -384,3 +386,93 @@ def test_group_memory_reaches_that_group_only_and_its_owners_may_change_it(runne
         assert runner.rows("SELECT count(*) AS n FROM memories WHERE user_id = '71'") == [{"n": 0}]  # not a private fact
     finally:
         nc.close()
+
+
+# 5. Pictures ###################################################################
+
+CAT = "一只橘猫趴在键盘上"
+
+
+@pytest.fixture
+def pictures():
+    server = PictureServer()
+    yield server
+    server.close()
+
+
+def picture(url, text="", at_bot=False):
+    """A message with one picture (as NapCat sends it), then text."""
+    return ([{"type": "at", "data": {"qq": "10001"}}] if at_bot else []) + \
+           [{"type": "image", "data": {"file": "abc.png", "url": url, "sub_type": 0, "file_size": "100"}}] + \
+           ([{"type": "text", "data": {"text": text}}] if text else [])
+
+
+def test_a_picture_is_described_stored_searchable_and_cached(env, llm, pictures):
+    pictures.pictures["cat.png"] = (png(), 0)
+    pictures.pictures["again.png"] = (png(), 0)  # the same picture at another URL
+    r, c = start(env, VISION_MODEL="vl-test")
+    try:
+        c.event(1240001, message=picture(pictures.url("cat.png"), "看我家猫"))
+        assert c.reply_text() == f"echo:[图片：{CAT}]看我家猫"
+        [vision] = llm.vision_requests()
+        assert vision["json"]["model"] == "vl-test"
+        [ask] = vision["json"]["messages"]
+        assert ask["content"][0] == {"type": "text", "text": "用中文简要描述这张图片"}
+        head, data = ask["content"][1]["image_url"]["url"].split(",", 1)
+        assert head == "data:image/png;base64" and base64.b64decode(data) == png()
+        assert llm.chat_requests()[-1]["json"]["model"] == r.cfg.LLM_MODEL
+        assert r.rows("SELECT text FROM messages WHERE session = 'p:1240001' AND role = 'user'") == \
+            [{"text": f"[图片：{CAT}]看我家猫"}]
+        found = r.rows("SELECT m.role FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid "
+                       "WHERE messages_fts MATCH ? ORDER BY m.id", " ".join(bot.text_tokens("橘猫")))
+        assert found == [{"role": "user"}, {"role": "assistant"}]  # the echo reply repeats it
+        c.event(1240002, message=picture(pictures.url("again.png"), " 这是啥", at_bot=True), group_id=GROUP, card="阿强")
+        assert c.reply_text().strip() == f"echo:阿强：[图片：{CAT}] 这是啥"
+        assert len(llm.vision_requests()) == 1 and pictures.hits == {"cat.png": 1, "again.png": 1}
+    finally:
+        c.close()
+        r.stop()
+
+
+@pytest.mark.parametrize("name, content, delay", [
+    ("page.html", b"<html>not a picture</html>", 0),
+    ("big.png", png() + bytes(5 << 20), 0),
+    ("slow.png", png(), 3),
+    ("missing.png", None, 0),
+    ("ftp", None, 0),
+])
+def test_a_picture_that_fails_stays_a_placeholder_and_the_reply_comes(env, llm, pictures, monkeypatch, name, content, delay):
+    monkeypatch.setattr(bot, "VISION_TIMEOUT", 1.0)  # the issue's 10 s, shortened so the test is quick
+    if content is not None:
+        pictures.pictures[name] = (content, delay)
+    url = "ftp://127.0.0.1/cat.png" if name == "ftp" else pictures.url(name)
+    r, c = start(env, VISION_MODEL="vl-test")
+    try:
+        began = time.monotonic()
+        c.event(1240003, message=picture(url, "看看"))
+        assert c.reply_text() == "echo:[图片]看看"
+        assert time.monotonic() - began < 2.5
+        assert llm.vision_requests() == []
+        assert r.rows("SELECT text FROM messages WHERE role = 'user'") == [{"text": "[图片]看看"}]
+    finally:
+        c.close()
+        r.stop()
+
+
+def test_without_a_vision_model_nothing_is_fetched(runner, napcat, llm, pictures):
+    pictures.pictures["cat.png"] = (png(), 0)
+    napcat.event(1240004, message=picture(pictures.url("cat.png")))
+    assert napcat.reply_text() == "echo:[图片]"
+    assert pictures.hits == {} and llm.vision_requests() == []
+
+
+def test_an_unaddressed_group_picture_is_not_fetched(env, llm, pictures):
+    pictures.pictures["cat.png"] = (png(), 0)
+    r, c = start(env, VISION_MODEL="vl-test")
+    try:
+        c.event(1240005, message=picture(pictures.url("cat.png")), group_id=GROUP)
+        assert c.barrier(1240005, group_id=GROUP, at_bot=True) == []
+        assert pictures.hits == {} and llm.vision_requests() == []
+    finally:
+        c.close()
+        r.stop()
