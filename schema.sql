@@ -160,7 +160,7 @@ CREATE TABLE pictures (
     created_at REAL NOT NULL
 );
 
--- Small settings: embed_model, embed_dim, lore hashes.
+-- Small settings: embed_model, embed_dim, lore hashes, the summary each chat was last followed up on.
 CREATE TABLE meta (
     key TEXT PRIMARY KEY,
     value TEXT NOT NULL

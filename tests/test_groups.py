@@ -476,3 +476,72 @@ def test_an_unaddressed_group_picture_is_not_fetched(env, llm, pictures):
     finally:
         c.close()
         r.stop()
+
+
+# 7. Following up ###############################################################
+
+PLAN = "此前，用户说下周三要去面试，还没准备好自我介绍。"
+
+
+def follow_up_note(llm):
+    """The follow-up note of the last reply's prompt, or None."""
+    found = [m["content"] for m in chat_messages(llm) if m["role"] == "system" and m["content"].startswith("（距离上次聊天")]
+    return found[0] if found else None
+
+
+def away_and_back(env, llm, monkeypatch, summary, hours_away, **settings):
+    """Two turns summarised as `summary` (the third starts the summary), then a message hours_away later
+    (the bot's clock moved): its prompt's follow-up note."""
+    llm.summary_script = [summary]
+    r, c = start(env, SUMMARY_EVERY=2, **settings)
+    try:
+        c.ask(1250001, "下周三我要去面试")
+        c.ask(1250001, "自我介绍还没写")
+        c.ask(1250001, "好的")
+        assert wait_for(lambda: r.rows("SELECT text FROM summaries")) == [{"text": summary}]
+        later = time.time() + hours_away * 3600
+        monkeypatch.setattr(bot, "clock", lambda: later)
+        c.ask(1250001, "我回来啦")
+        return follow_up_note(llm), r, c
+    except BaseException:
+        c.close()
+        r.stop()
+        raise
+
+
+def test_coming_back_after_hours_the_first_reply_may_ask_about_the_plan_once(env, llm, monkeypatch):
+    note, r, c = away_and_back(env, llm, monkeypatch, PLAN, 13)
+    try:
+        assert note == "（距离上次聊天已经过了 13 小时；上次提到：用户说下周三要去面试，还没准备好自我介绍。" \
+                       "如果自然，可以顺口问一句进展，只问一次）"
+        messages = chat_messages(llm)
+        assert messages[-2]["content"] == note and messages[-1] == {"role": "user", "content": "我回来啦"}
+        monkeypatch.setattr(bot, "clock", lambda: time.time() + 40 * 3600)
+        c.ask(1250001, "又回来了")
+        assert follow_up_note(llm) is None  # away again, the same latest summary: asked about once
+        c.ask(1250001, "今天好累")
+        assert follow_up_note(llm) is None  # not away
+    finally:
+        c.close()
+        r.stop()
+
+
+@pytest.mark.parametrize("summary, hours_away, settings", [
+    (PLAN, 11, {}),  # not away long enough
+    (PLAN, 30, {"FOLLOW_UP_HOURS": 48}),
+    (PLAN, 30, {"FOLLOW_UP_HOURS": 0}),  # off
+    ("此前，用户聊了面试的经历，说面试已经结束了。", 30, {}),  # nothing open
+    ("此前，用户和我聊了今天的天气。", 30, {}),
+])
+def test_no_follow_up_note_when_not_away_off_or_nothing_open(env, llm, monkeypatch, summary, hours_away, settings):
+    note, r, c = away_and_back(env, llm, monkeypatch, summary, hours_away, **settings)
+    c.close()
+    r.stop()
+    assert note is None
+
+
+def test_the_follow_up_note_counts_days(env, llm, monkeypatch):
+    note, r, c = away_and_back(env, llm, monkeypatch, PLAN, 24 * 3 + 1)
+    c.close()
+    r.stop()
+    assert note.startswith("（距离上次聊天已经过了 3 天；")
