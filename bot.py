@@ -4156,6 +4156,8 @@ async def _picture_describe(app, ctx, url):
     if cached:
         app.stats["pictures_cached"] += 1
         return cached
+    if app.cfg.BOT_DAILY_TOKENS and await app.db.run(usage_today, ctx.user_id) >= app.cfg.BOT_DAILY_TOKENS:
+        raise LLMError("the sender is past BOT_DAILY_TOKENS")
     text, tokens = await app.llm.describe(data, mime, VISION_TIMEOUT)
     await app.db.run(usage_add, ctx.user_id, tokens, write=True)
     text = re.sub(r"\s+", " ", text).translate(str.maketrans("[]【】", "（）（）")).strip()[:VISION_MAX_CHARS]

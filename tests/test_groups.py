@@ -459,6 +459,37 @@ def test_a_picture_that_fails_stays_a_placeholder_and_the_reply_comes(env, llm, 
         r.stop()
 
 
+def test_a_picture_sent_while_the_bot_answers_joins_the_burst_described(env, llm, pictures):
+    pictures.pictures["cat.png"] = (png(), 0)
+    r, c = start(env, VISION_MODEL="vl-test")
+    try:
+        llm.delay = 0.5
+        c.event(1240006, "在吗")
+        assert wait_for(lambda: llm.chat_requests())  # the first reply is being written
+        c.event(1240006, "你看")
+        c.event(1240006, message=picture(pictures.url("cat.png"), "我家的"))
+        assert c.reply_text() == "echo:在吗"
+        assert c.reply_text() == f"echo:你看\n[图片：{CAT}]我家的"
+        assert [x["text"] for x in r.rows("SELECT text FROM messages WHERE role = 'user' ORDER BY id")] == \
+            ["在吗", "你看", f"[图片：{CAT}]我家的"]
+    finally:
+        c.close()
+        r.stop()
+
+
+def test_past_the_daily_budget_no_picture_is_described(env, llm, pictures):
+    pictures.pictures["cat.png"] = (png(), 0)
+    r, c = start(env, VISION_MODEL="vl-test", BOT_DAILY_TOKENS=10)
+    try:
+        c.ask(1240007, "你好")  # the fake LLM counts 15 tokens a reply
+        c.event(1240007, message=picture(pictures.url("cat.png")))
+        assert "明天再来" in c.reply_text()
+        assert llm.vision_requests() == []
+    finally:
+        c.close()
+        r.stop()
+
+
 def test_without_a_vision_model_nothing_is_fetched(runner, napcat, llm, pictures):
     pictures.pictures["cat.png"] = (png(), 0)
     napcat.event(1240004, message=picture(pictures.url("cat.png")))
