@@ -152,7 +152,15 @@ CREATE TABLE usage (
     PRIMARY KEY (day, user_id)
 );
 
--- Small settings: embed_model, embed_dim, lore hashes.
+-- What VISION_MODEL said a picture shows, by the SHA-256 of its bytes: a picture sent again
+-- (a meme, a forwarded photo) is not fetched into the vision model twice.
+CREATE TABLE pictures (
+    hash TEXT PRIMARY KEY,
+    description TEXT NOT NULL,
+    created_at REAL NOT NULL
+);
+
+-- Small settings: embed_model, embed_dim, lore hashes, the summary each chat was last followed up on.
 CREATE TABLE meta (
     key TEXT PRIMARY KEY,
     value TEXT NOT NULL

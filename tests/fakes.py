@@ -9,10 +9,12 @@ import json
 import os
 import queue
 import socket
+import struct
 import subprocess
 import sys
 import threading
 import time
+import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -54,13 +56,20 @@ def wait_for(fn, timeout=10.0):
 def is_summary_request(body):
     """True for the bot's summary requests (their system prompt asks for a '此前' note)."""
     first = body["messages"][0]["content"]
-    return "此前" in first and "笔记" in first
+    return isinstance(first, str) and "此前" in first and "笔记" in first
+
+
+def is_vision_request(body):
+    """True for a request with a picture in it (OpenAI content parts of type image_url)."""
+    return any(isinstance(m["content"], list) and any(p.get("type") == "image_url" for p in m["content"])
+               for m in body["messages"])
 
 
 class FakeLLM:
     """An OpenAI-compatible chat server. Replies 'echo:<last user message>' unless scripted:
     script items are str (a reply), or dict(status=, headers=, body=, delay=, reply=).
-    Summary requests take their items from summary_script and wait summary_delay."""
+    Summary requests take their items from summary_script and wait summary_delay; requests with a
+    picture are answered vision_reply."""
 
     def __init__(self):
         self.requests = []
@@ -68,6 +77,7 @@ class FakeLLM:
         self.summary_script = []
         self.delay = 0.0
         self.summary_delay = 0.0
+        self.vision_reply = "一只橘猫趴在键盘上"
         self.inflight = self.max_inflight = 0  # requests being answered at once
         self.lock = threading.Lock()
         llm = self
@@ -87,6 +97,8 @@ class FakeLLM:
                                          "time": time.monotonic()})
                     script = llm.summary_script if summary else llm.script
                     item = script.pop(0) if script else None
+                    if is_vision_request(body):
+                        item = llm.vision_reply
                     llm.inflight += 1
                     llm.max_inflight = max(llm.max_inflight, llm.inflight)
                 try:
@@ -127,8 +139,63 @@ class FakeLLM:
         self.thread.start()
 
     def chat_requests(self):
-        """Requests that were replies (not summaries)."""
-        return [r for r in self.requests if not is_summary_request(r["json"])]
+        """Requests that were replies (not summaries, not pictures)."""
+        return [r for r in self.requests if not is_summary_request(r["json"]) and not is_vision_request(r["json"])]
+
+    def vision_requests(self):
+        """Requests that asked for a picture's description."""
+        return [r for r in self.requests if is_vision_request(r["json"])]
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+# Pictures, served as NapCat serves them ######################################
+
+def png(width=2, height=2, rgb=(255, 128, 0)):
+    """A small valid PNG of one colour."""
+    def chunk(kind, data):
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+    rows = b"".join(b"\x00" + bytes(rgb) * width for _ in range(height))
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
+
+
+class PictureServer:
+    """An HTTP server on 127.0.0.1 with files at /<name>: pictures[name] = (bytes, delay in seconds).
+    hits counts the GETs of each name."""
+
+    def __init__(self):
+        self.pictures = {}
+        self.hits = {}
+        pics = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def do_GET(self):
+                name = self.path.lstrip("/")
+                pics.hits[name] = pics.hits.get(name, 0) + 1
+                data, delay = pics.pictures.get(name, (None, 0))
+                time.sleep(delay)
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                    if data is None:
+                        self.send_error(404)
+                        return
+                    self.send_response(200)
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
+        self.thread.start()
+
+    def url(self, name):
+        return f"http://127.0.0.1:{self.server.server_address[1]}/{name}"
 
     def close(self):
         self.server.shutdown()

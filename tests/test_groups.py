@@ -1,13 +1,15 @@
 """Group chats and QQ habits (issue 12), through the real WebSocket and the fake LLM: what the group
-just said, bursts answered together, replies split like a person types, pokes and 新话题."""
+just said, bursts answered together, replies split like a person types, pokes and 新话题, pictures
+described by a vision model, following up on a plan after a while away."""
 
+import base64
 import json
 import time
 
 import pytest
 
 from conftest import Runner
-from fakes import ROOT, NapCat, is_summary_request, text_of, wait_for
+from fakes import ROOT, NapCat, PictureServer, is_summary_request, png, text_of, wait_for
 import bot
 
 GROUP = 900
@@ -384,3 +386,193 @@ def test_group_memory_reaches_that_group_only_and_its_owners_may_change_it(runne
         assert runner.rows("SELECT count(*) AS n FROM memories WHERE user_id = '71'") == [{"n": 0}]  # not a private fact
     finally:
         nc.close()
+
+
+# 5. Pictures ###################################################################
+
+CAT = "一只橘猫趴在键盘上"
+
+
+@pytest.fixture
+def pictures():
+    server = PictureServer()
+    yield server
+    server.close()
+
+
+def picture(url, text="", at_bot=False):
+    """A message with one picture (as NapCat sends it), then text."""
+    return ([{"type": "at", "data": {"qq": "10001"}}] if at_bot else []) + \
+           [{"type": "image", "data": {"file": "abc.png", "url": url, "sub_type": 0, "file_size": "100"}}] + \
+           ([{"type": "text", "data": {"text": text}}] if text else [])
+
+
+def test_a_picture_is_described_stored_searchable_and_cached(env, llm, pictures):
+    pictures.pictures["cat.png"] = (png(), 0)
+    pictures.pictures["again.png"] = (png(), 0)  # the same picture at another URL
+    r, c = start(env, VISION_MODEL="vl-test")
+    try:
+        c.event(1240001, message=picture(pictures.url("cat.png"), "看我家猫"))
+        assert c.reply_text() == f"echo:[图片：{CAT}]看我家猫"
+        [vision] = llm.vision_requests()
+        assert vision["json"]["model"] == "vl-test"
+        [ask] = vision["json"]["messages"]
+        assert ask["content"][0] == {"type": "text", "text": "用中文简要描述这张图片"}
+        head, data = ask["content"][1]["image_url"]["url"].split(",", 1)
+        assert head == "data:image/png;base64" and base64.b64decode(data) == png()
+        assert llm.chat_requests()[-1]["json"]["model"] == r.cfg.LLM_MODEL
+        assert r.rows("SELECT text FROM messages WHERE session = 'p:1240001' AND role = 'user'") == \
+            [{"text": f"[图片：{CAT}]看我家猫"}]
+        found = r.rows("SELECT m.role FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid "
+                       "WHERE messages_fts MATCH ? ORDER BY m.id", " ".join(bot.text_tokens("橘猫")))
+        assert found == [{"role": "user"}, {"role": "assistant"}]  # the echo reply repeats it
+        c.event(1240002, message=picture(pictures.url("again.png"), " 这是啥", at_bot=True), group_id=GROUP, card="阿强")
+        assert c.reply_text().strip() == f"echo:阿强：[图片：{CAT}] 这是啥"
+        assert len(llm.vision_requests()) == 1 and pictures.hits == {"cat.png": 1, "again.png": 1}
+    finally:
+        c.close()
+        r.stop()
+
+
+@pytest.mark.parametrize("name, content, delay", [
+    ("page.html", b"<html>not a picture</html>", 0),
+    ("big.png", png() + bytes(5 << 20), 0),
+    ("slow.png", png(), 3),
+    ("missing.png", None, 0),
+    ("ftp", None, 0),
+])
+def test_a_picture_that_fails_stays_a_placeholder_and_the_reply_comes(env, llm, pictures, monkeypatch, name, content, delay):
+    monkeypatch.setattr(bot, "VISION_TIMEOUT", 1.0)  # the issue's 10 s, shortened so the test is quick
+    if content is not None:
+        pictures.pictures[name] = (content, delay)
+    url = "ftp://127.0.0.1/cat.png" if name == "ftp" else pictures.url(name)
+    r, c = start(env, VISION_MODEL="vl-test")
+    try:
+        began = time.monotonic()
+        c.event(1240003, message=picture(url, "看看"))
+        assert c.reply_text() == "echo:[图片]看看"
+        assert time.monotonic() - began < 2.5
+        assert llm.vision_requests() == []
+        assert r.rows("SELECT text FROM messages WHERE role = 'user'") == [{"text": "[图片]看看"}]
+    finally:
+        c.close()
+        r.stop()
+
+
+def test_a_picture_sent_while_the_bot_answers_joins_the_burst_described(env, llm, pictures):
+    pictures.pictures["cat.png"] = (png(), 0)
+    r, c = start(env, VISION_MODEL="vl-test")
+    try:
+        llm.delay = 0.5
+        c.event(1240006, "在吗")
+        assert wait_for(lambda: llm.chat_requests())  # the first reply is being written
+        c.event(1240006, "你看")
+        c.event(1240006, message=picture(pictures.url("cat.png"), "我家的"))
+        assert c.reply_text() == "echo:在吗"
+        assert c.reply_text() == f"echo:你看\n[图片：{CAT}]我家的"
+        assert [x["text"] for x in r.rows("SELECT text FROM messages WHERE role = 'user' ORDER BY id")] == \
+            ["在吗", "你看", f"[图片：{CAT}]我家的"]
+    finally:
+        c.close()
+        r.stop()
+
+
+def test_past_the_daily_budget_no_picture_is_described(env, llm, pictures):
+    pictures.pictures["cat.png"] = (png(), 0)
+    r, c = start(env, VISION_MODEL="vl-test", BOT_DAILY_TOKENS=10)
+    try:
+        c.ask(1240007, "你好")  # the fake LLM counts 15 tokens a reply
+        c.event(1240007, message=picture(pictures.url("cat.png")))
+        assert "明天再来" in c.reply_text()
+        assert llm.vision_requests() == []
+    finally:
+        c.close()
+        r.stop()
+
+
+def test_without_a_vision_model_nothing_is_fetched(runner, napcat, llm, pictures):
+    pictures.pictures["cat.png"] = (png(), 0)
+    napcat.event(1240004, message=picture(pictures.url("cat.png")))
+    assert napcat.reply_text() == "echo:[图片]"
+    assert pictures.hits == {} and llm.vision_requests() == []
+
+
+def test_an_unaddressed_group_picture_is_not_fetched(env, llm, pictures):
+    pictures.pictures["cat.png"] = (png(), 0)
+    r, c = start(env, VISION_MODEL="vl-test")
+    try:
+        c.event(1240005, message=picture(pictures.url("cat.png")), group_id=GROUP)
+        assert c.barrier(1240005, group_id=GROUP, at_bot=True) == []
+        assert pictures.hits == {} and llm.vision_requests() == []
+    finally:
+        c.close()
+        r.stop()
+
+
+# 7. Following up ###############################################################
+
+PLAN = "此前，用户说下周三要去面试，还没准备好自我介绍。"
+
+
+def follow_up_note(llm):
+    """The follow-up note of the last reply's prompt, or None."""
+    found = [m["content"] for m in chat_messages(llm) if m["role"] == "system" and m["content"].startswith("（距离上次聊天")]
+    return found[0] if found else None
+
+
+def away_and_back(env, llm, monkeypatch, summary, hours_away, **settings):
+    """Two turns summarised as `summary` (the third starts the summary), then a message hours_away later
+    (the bot's clock moved): its prompt's follow-up note."""
+    llm.summary_script = [summary]
+    r, c = start(env, SUMMARY_EVERY=2, **settings)
+    try:
+        c.ask(1250001, "下周三我要去面试")
+        c.ask(1250001, "自我介绍还没写")
+        c.ask(1250001, "好的")
+        assert wait_for(lambda: r.rows("SELECT text FROM summaries")) == [{"text": summary}]
+        later = time.time() + hours_away * 3600
+        monkeypatch.setattr(bot, "clock", lambda: later)
+        c.ask(1250001, "我回来啦")
+        return follow_up_note(llm), r, c
+    except BaseException:
+        c.close()
+        r.stop()
+        raise
+
+
+def test_coming_back_after_hours_the_first_reply_may_ask_about_the_plan_once(env, llm, monkeypatch):
+    note, r, c = away_and_back(env, llm, monkeypatch, PLAN, 13)
+    try:
+        assert note == "（距离上次聊天已经过了 13 小时；上次提到：用户说下周三要去面试，还没准备好自我介绍。" \
+                       "如果自然，可以顺口问一句进展，只问一次）"
+        messages = chat_messages(llm)
+        assert messages[-2]["content"] == note and messages[-1] == {"role": "user", "content": "我回来啦"}
+        monkeypatch.setattr(bot, "clock", lambda: time.time() + 40 * 3600)
+        c.ask(1250001, "又回来了")
+        assert follow_up_note(llm) is None  # away again, the same latest summary: asked about once
+        c.ask(1250001, "今天好累")
+        assert follow_up_note(llm) is None  # not away
+    finally:
+        c.close()
+        r.stop()
+
+
+@pytest.mark.parametrize("summary, hours_away, settings", [
+    (PLAN, 11, {}),  # not away long enough
+    (PLAN, 30, {"FOLLOW_UP_HOURS": 48}),
+    (PLAN, 30, {"FOLLOW_UP_HOURS": 0}),  # off
+    ("此前，用户聊了面试的经历，说面试已经结束了。", 30, {}),  # nothing open
+    ("此前，用户和我聊了今天的天气。", 30, {}),
+])
+def test_no_follow_up_note_when_not_away_off_or_nothing_open(env, llm, monkeypatch, summary, hours_away, settings):
+    note, r, c = away_and_back(env, llm, monkeypatch, summary, hours_away, **settings)
+    c.close()
+    r.stop()
+    assert note is None
+
+
+def test_the_follow_up_note_counts_days(env, llm, monkeypatch):
+    note, r, c = away_and_back(env, llm, monkeypatch, PLAN, 24 * 3 + 1)
+    c.close()
+    r.stop()
+    assert note.startswith("（距离上次聊天已经过了 3 天；")
