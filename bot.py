@@ -3729,7 +3729,7 @@ def _card_now(conn, app, ctx):
 async def _respond(app, ctx, text, card, truncated=False):
     """The reply to one message: a command's answer, or the LLM's in-character reply."""
     if ctx.group_id and await app.db.run(session_paused, ctx.session):
-        if not (ctx.superuser and _command_find(ADMIN_COMMANDS, text)):
+        if not ((ctx.superuser or ctx.role in ("owner", "admin")) and _command_find(ADMIN_COMMANDS, text)):
             return None
     for handler in (reply_command, reply_memory, reply_new_topic):
         reply = await handler(app, ctx, text, card)
@@ -4012,16 +4012,18 @@ class Command:
 
 #: What a Command's who may require, and the reply to a user who isn't that.
 COMMAND_WHO = {"superuser": (lambda ctx: ctx.superuser, "这个命令只有管理员能用。"),
-               "group": (lambda ctx: bool(ctx.group_id), "这个命令要在群里用。")}
+               "group": (lambda ctx: bool(ctx.group_id), "这个命令要在群里用。"),
+               "group_admin": (lambda ctx: ctx.superuser or ctx.role in ("owner", "admin"),
+                               "这个命令只有群主、群管理员或机器人的管理员能用。")}
 #: How each kind of Command.arg follows the name: a regex whose group 1 is the argument.
 _COMMAND_ARG = {"any": r"\b\s*(.*)$", "one": r"\s*[:：]?\s*(.+)$"}
-#: Superusers' commands; they work in a paused group too.
+#: Admin commands (superusers'; /pause and /resume also the group's owner and admins); they work in a paused group too.
 ADMIN_COMMANDS = [
     Command(("/status", "/状态"), _admin_status, ("superuser",), "any"),
     Command(("/backup", "/备份"), _admin_backup, ("superuser",), "any"),
     Command(("/forget_user",), _admin_forget_user, ("superuser",), "any"),
-    Command(("/pause", "/暂停"), _admin_pause, ("superuser", "group"), "any"),
-    Command(("/resume", "/恢复"), _admin_resume, ("superuser", "group"), "any"),
+    Command(("/pause", "/暂停"), _admin_pause, ("group_admin", "group"), "any"),
+    Command(("/resume", "/恢复"), _admin_resume, ("group_admin", "group"), "any"),
     Command(("/group_character",), _admin_group_character, ("superuser",), "any"),
 ]
 #: Everyone's character commands, per chat (the list before the switch: /characters is no switch to "s").
@@ -4247,10 +4249,14 @@ def onebot_addressed(text, names):
     """The message without the leading name that addresses the bot; None when not addressed.
 
     Example: onebot_addressed('小咪，你好', ['小咪']) -> '你好'
-    Example: onebot_addressed('你好', ['小咪']) -> None"""
+    Example: onebot_addressed('你好', ['小咪']) -> None
+    Example: onebot_addressed('小咪的回复好慢', ['小咪']) -> None"""
     for name in sorted(names, key=len, reverse=True):
-        if name and text.lower().startswith(name.lower()):
-            return text[len(name):].lstrip(" ，,:：~～!！")
+        rest = text[len(name):]
+        # 小满，… / 小满 … / 小满你好 address the bot; 小满节气 and 小满的回复 only mention the word
+        if name and text.lower().startswith(name.lower()) and (not rest or rest[0] in " ，,:：~～!！?？。" or re.match(
+                r"(?:你|帮|在吗|在不在|请|能不能|可以|记住|记一下|忘记|别忘|撤销|更正|切换|早|晚安|午安|嗨|我想|我要|给我|告诉我|陪我)", rest)):
+            return rest.lstrip(" ，,:：~～!！")
     return None
 
 

@@ -512,9 +512,16 @@ def test_admin_commands_refused_for_others(runner, napcat, llm, tmp_path):
     assert napcat.ask(7, "/backup") == refused
     assert napcat.ask(7, "/forget_user 8") == refused
     napcat.event(7, "/pause", group_id=910, at_bot=True)
-    assert napcat.reply_text().strip() == refused
+    assert napcat.reply_text().strip() == "这个命令只有群主、群管理员或机器人的管理员能用。"
     napcat.event(7, "还说话吗", group_id=910, at_bot=True)
     assert napcat.reply_text().strip() == "echo:测试用户：还说话吗"
+    # the group's own admin may pause and resume it (not the other admin commands)
+    napcat.event(7, "/pause", group_id=910, at_bot=True, role="admin")
+    assert "先不说话了" in napcat.reply_text()
+    napcat.event(7, "/resume", group_id=910, at_bot=True, role="owner")
+    assert napcat.reply_text().strip() == "我回来啦。"
+    napcat.event(7, "/status", group_id=910, at_bot=True, role="admin")
+    assert napcat.reply_text().strip() == refused
     assert runner.rows("SELECT user_id FROM memories WHERE type != 'lore'") == [{"user_id": "8"}]
     assert not list(tmp_path.glob("backup-*.db"))
 
