@@ -4280,10 +4280,16 @@ def onebot_split(text):
 
     Example: onebot_split('好呀！今天去哪玩？我请客。') -> ['好呀！', '今天去哪玩？', '我请客。']
     Example: onebot_split('嗯。好。行。对。') -> ['嗯。好。', '行。', '对。']
-    Example: onebot_split('步骤：\\n1. 打开设置。') -> ['步骤：\\n1. 打开设置。']"""
+    Example: onebot_split('步骤：\\n1. 打开设置。') -> ['步骤：\\n1. 打开设置。']
+    Example: onebot_split('他说“你好。再见！”然后走了。') -> ['他说“你好。再见！”', '然后走了。']"""
     if len(text) > SPLIT_MAX_CHARS or _NO_SPLIT_RE.search(text):
         return [text]
-    parts = [p.strip() for p in _SENTENCE_END_RE.findall(text) if p.strip()]
+    parts = []
+    for part in (p.strip() for p in _SENTENCE_END_RE.findall(text) if p.strip()):
+        if parts and sum(parts[-1].count(a) - parts[-1].count(b) for a, b in ("“”", "「」", "『』", "（）")) > 0:
+            parts[-1] += part  # 他说“你好。再见！”: never cut inside a quote
+        else:
+            parts.append(part)
     while len(parts) > SPLIT_MAX_PARTS:  # join the shortest neighbours until few enough
         i = min(range(len(parts) - 1), key=lambda i: len(parts[i]) + len(parts[i + 1]))
         parts[i:i + 2] = [parts[i] + parts[i + 1]]
