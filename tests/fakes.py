@@ -424,3 +424,15 @@ class BotProcess:
     @property
     def stderr(self):
         return "".join(self.err)
+
+
+def v1_database(path):
+    """A database as the first build (schema v1) wrote it, open, for migration tests."""
+    import sqlite_vec
+    old = bot._sqlite_module().connect(str(path))
+    old.create_function("mnemo_tokens", 1, lambda s: " ".join(bot.text_tokens(s or "")))
+    old.create_function("mnemo_owner", 1, bot.text_owner_token)
+    old.enable_load_extension(True)
+    sqlite_vec.load(old)
+    old.executescript((ROOT / "tests" / "data" / "schema_v1.sql").read_text(encoding="utf-8"))
+    return old

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from conftest import Runner
-from fakes import ROOT, NapCat, PictureServer, is_summary_request, png, text_of, wait_for
+from fakes import NapCat, PictureServer, is_summary_request, png, text_of, v1_database, wait_for
 import bot
 
 GROUP = 900
@@ -131,13 +131,7 @@ def test_twenty_group_lines_cost_a_few_hundred_prompt_tokens():
 def test_v1_messages_are_rebuilt_for_ambient_lines(tmp_path):
     """The v1 -> v2 migration rebuilds messages (the kind CHECK changed): rows, index, FTS triggers."""
     path = tmp_path / "v1.db"
-    old = bot._sqlite_module().connect(str(path))
-    old.create_function("mnemo_tokens", 1, lambda s: " ".join(bot.text_tokens(s or "")))
-    old.create_function("mnemo_owner", 1, bot.text_owner_token)
-    import sqlite_vec
-    old.enable_load_extension(True)
-    sqlite_vec.load(old)
-    old.executescript((ROOT / "tests" / "data" / "schema_v1.sql").read_text(encoding="utf-8"))
+    old = v1_database(path)
     old.execute("INSERT INTO messages (session, user_id, speaker, role, character_id, text, created_at) "
                 "VALUES ('g:1', '5', '阿强', 'user', 'xiaoman', '我们去爬山吧', 0)")
     old.commit()

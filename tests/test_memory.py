@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from conftest import ROOT, Runner
-from fakes import NapCat, run_bot
+from conftest import Runner
+from fakes import NapCat, run_bot, v1_database
 import bot
 
 
@@ -252,13 +252,7 @@ def test_memory_changes_are_synced_before_the_reply(kconn):
 def test_v1_database_is_migrated(tmp_path):
     """A database written by the first build: memories get their subjects, lore its own table."""
     path = tmp_path / "v1.db"
-    old = bot._sqlite_module().connect(str(path))
-    old.create_function("mnemo_tokens", 1, lambda s: " ".join(bot.text_tokens(s or "")))
-    old.create_function("mnemo_owner", 1, bot.text_owner_token)
-    import sqlite_vec
-    old.enable_load_extension(True)
-    sqlite_vec.load(old)
-    old.executescript((ROOT / "tests" / "data" / "schema_v1.sql").read_text(encoding="utf-8"))
+    old = v1_database(path)
     ins = ("INSERT INTO memories (user_id, type, character_id, scope, text, canonical, attribute, value, importance, "
            "created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, 0, 0)")
     old.execute(ins, ("1", "user_fact", None, "private", "我妈妈住在上海", "用户妈妈住在上海", "住址", "上海"))
