@@ -1,6 +1,6 @@
 """The memory commands as users type them: every conversation in data/memory_commands.jsonl runs
-through the real bot (real WebSocket, real database, the fake OpenAI server), keyword-only and,
-where the test model is installed, with vectors.
+through the real bot (real WebSocket, real database, the fake OpenAI server): keyword-only row by row,
+and, where the test model is installed, once more with vectors as one sweep.
 
 A row: {"id", "kind", "set" (tuned | held_out), "lines": [what one user sends, in order],
 "must" / "must_not": regexes on that user's stored memories afterwards, "count": how many,
@@ -29,22 +29,40 @@ RESULTS = collections.defaultdict(lambda: [0, 0])  # (mode, set, kind) -> [passe
 MODES = ["keyword"] + (["vectors"] if model_folder() else [])
 
 
-@pytest.fixture(scope="module", params=MODES)
-def bot_mode(request, tmp_path_factory):
-    """One bot per mode for the whole table; each row is a user of its own."""
-    tmp = tmp_path_factory.mktemp(request.param)
+def _start(mode, tmp_path_factory):
+    """One bot for the whole table in a mode; each row is a user of its own."""
+    tmp = tmp_path_factory.mktemp(mode)
     llm = FakeLLM()
     chars = tmp / "characters.json"
     chars.write_text((ROOT / "characters.json").read_text(encoding="utf-8"), encoding="utf-8")
     env = {"LLM_BASE_URL": llm.url, "LLM_API_KEY": "sk-test", "LLM_TIMEOUT": "5", "BOT_DB": str(tmp / "bot.db"),
            "BOT_CHARACTERS": str(chars), "ONEBOT_PORT": str(free_port()), "SUMMARY_EVERY": "0", "BOT_RATE_LIMIT": "0",
-           "MEMORY_RATE_LIMIT": "0", "REPLY_SPLIT": "0", "EMBED_MODEL": model_folder() if request.param == "vectors" else "off"}
+           "MEMORY_RATE_LIMIT": "0", "REPLY_SPLIT": "0", "EMBED_MODEL": model_folder() if mode == "vectors" else "off"}
     runner = Runner(env)
-    client = NapCat(runner.cfg.ONEBOT_PORT)
-    yield request.param, runner, client, llm
+    return mode, runner, NapCat(runner.cfg.ONEBOT_PORT), llm
+
+
+def _stop(bot):
+    _, runner, client, llm = bot
     client.close()
     runner.stop()
     llm.close()
+
+
+@pytest.fixture(scope="module")
+def bot_keyword(tmp_path_factory):
+    """The bot keyword-only, as on a machine without the model: the table row by row."""
+    bot = _start("keyword", tmp_path_factory)
+    yield bot
+    _stop(bot)
+
+
+@pytest.fixture(scope="module")
+def bot_vectors(tmp_path_factory, model_path):
+    """The bot with the test model: the whole table again, as one sweep."""
+    bot = _start("vectors", tmp_path_factory)
+    yield bot
+    _stop(bot)
 
 
 def _user(row_id):
@@ -94,14 +112,31 @@ def run_row(row, runner, client, llm):
     return problems
 
 
-@pytest.mark.parametrize("row", ROWS, ids=[r["id"] for r in ROWS])
-def test_conversation(bot_mode, row):
-    mode, runner, client, llm = bot_mode
-    problems = run_row(row, runner, client, llm)
+def _tally(mode, row, problems):
     tally = RESULTS[(mode, row["set"], row["kind"])]
     tally[0] += not problems
     tally[1] += 1
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[r["id"] for r in ROWS])
+def test_conversation(bot_keyword, row):
+    mode, runner, client, llm = bot_keyword
+    problems = run_row(row, runner, client, llm)
+    _tally(mode, row, problems)
     assert not problems, "\n".join([f"lines: {row['lines']}"] + problems)
+
+
+def test_every_conversation_with_vectors(bot_vectors):
+    """The same rows with vector search on (near-duplicates, the search behind updates and forgets):
+    one sweep, every failing row listed."""
+    mode, runner, client, llm = bot_vectors
+    failed = []
+    for row in ROWS:
+        problems = run_row(row, runner, client, llm)
+        _tally(mode, row, problems)
+        if problems:
+            failed.append("\n".join([f"{row['id']}: {row['lines']}"] + problems))
+    assert not failed, f"{len(failed)} of {len(ROWS)} rows failed with vectors:\n" + "\n\n".join(failed)
 
 
 def test_table_is_big_enough_and_well_formed():
