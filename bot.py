@@ -2411,11 +2411,13 @@ def memory_forget(conn, ctx, what, embed):
             return f"没有第{bad[0]}条，你的记忆一共{len(rows)}条。说“你记得我什么”可以看列表。", None
         return _forget_rows(conn, ctx, [rows[n - 1] for n in numbers]), None
     what = re.sub(r"^(?:that\s+)", "", what.strip(), flags=re.I)
+    known = _known_subjects(conn, ctx)
+    bare_subject, bare_rest = _subject_of(what, known)
     m = re.match(r"^(?:所有|全部|一切)(?:关于|有关)?(.+?)的?(?:记忆|事情|事|东西)?$", what) or (
-        re.match(r"^((?:我的?|我家)?\S{1,10})$", what) if _subject_of(what, _known_subjects(conn, ctx))[1].strip("的") == ""
-        and _subject_of(what, _known_subjects(conn, ctx))[0] not in ("我", "你") else None)
+        re.match(r"^((?:我的?|我家)?\S{1,10})$", what) if bare_rest.strip("的") == "" and bare_subject not in ("我", "你")
+        else None)
     if m and m.group(1) not in ("我", "关于我"):  # 忘记所有关于我妈妈的 / 忘记我的猫: all of it, one undo
-        subject, _ = _subject_of(m.group(1), _known_subjects(conn, ctx))
+        subject, _ = _subject_of(m.group(1), known)
         targets = [r for r in rows if r["subject"] == subject or r["subject"].startswith(subject) and subject != "我"
                    or subject in _ANIMALS and r["attribute"] == "宠物" and (_pet_of(r["value"]) or ("",))[0] == subject]
         if len({r["subject"] for r in targets if r["subject"] != "我"}) <= 1 or what.startswith(("所有", "全部", "一切")):
