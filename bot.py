@@ -98,6 +98,7 @@ DEFAULTS = {
     "MEMORY_TOP_K": 5,  # most memories put in one prompt
     "MEMORY_RATE_LIMIT": 30,  # memory changes (记住/忘记/撤销) a minute per user; 0 = no limit; superusers are exempt
     "MEMORY_MAX_PER_USER": 1000,  # memories one user may keep; 0 = no cap; superusers are exempt
+    "MEMORY_EXPAND": 1,  # 1 = after a memory is stored, one short background LLM call lists words a later message may use for it; 0 = off
     "MEMORY_MIN_SIMILARITY": 0.0,  # cosine below which a memory without a keyword match is left out; 0 = fit to the model at start
     "SUMMARY_EVERY": 10,  # summarise after this many user turns (and at once on a topic shift); 0 = no summaries
     "SUMMARY_TOPIC_SHIFT": 0.25,  # cosine to the recent window under which a message counts as a new topic
@@ -272,7 +273,7 @@ def config_describe(cfg):
 #####################################################################
 
 #: The schema version this code writes; schema.sql ends with the same number.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 #: Migrations from version N to N+1: SQL, then an optional Python step (fn(conn)), all in one
 #: transaction. The Python step may use only what is defined above the Memory section at import
 #: time; it is looked up when the migration runs.
@@ -346,6 +347,30 @@ CREATE TRIGGER messages_au AFTER UPDATE OF kind ON messages WHEN new.kind = 'com
 END;
 CREATE TABLE pictures (hash TEXT PRIMARY KEY, description TEXT NOT NULL, created_at REAL NOT NULL);
 """, "v2 memory subjects"),
+    # v3: what the LLM says a memory is about (memories.expansion), searched as a lower-weight FTS column
+    2: ("""
+ALTER TABLE memories ADD COLUMN expansion TEXT;
+DROP TRIGGER memories_ai;
+DROP TRIGGER memories_ad;
+DROP TRIGGER memories_au;
+DROP TABLE memories_fts;
+CREATE VIRTUAL TABLE memories_fts USING fts5(tokens, owner, extra);
+INSERT INTO memories_fts (rowid, tokens, owner, extra)
+    SELECT id, mnemo_tokens(text) || ' ' || areas, mnemo_owner(user_id), '' FROM memories;
+CREATE TRIGGER memories_ai AFTER INSERT ON memories BEGIN
+    INSERT INTO memories_fts (rowid, tokens, owner, extra) VALUES (new.id, mnemo_tokens(new.text) || ' ' || new.areas, mnemo_owner(new.user_id), mnemo_tokens(new.expansion));
+END;
+CREATE TRIGGER memories_ad AFTER DELETE ON memories BEGIN
+    DELETE FROM memories_fts WHERE rowid = old.id;
+END;
+CREATE TRIGGER memories_au AFTER UPDATE OF text, areas, user_id, expansion ON memories BEGIN
+    DELETE FROM memories_fts WHERE rowid = old.id;
+    INSERT INTO memories_fts (rowid, tokens, owner, extra) VALUES (new.id, mnemo_tokens(new.text) || ' ' || new.areas, mnemo_owner(new.user_id), mnemo_tokens(new.expansion));
+END;
+CREATE TRIGGER memories_reexpand AFTER UPDATE OF text ON memories WHEN new.text IS NOT old.text BEGIN
+    UPDATE memories SET expansion = NULL WHERE id = new.id;
+END;
+""", None),
 }
 #: Python steps of migrations, by name; the sections that own them fill this in.
 MIGRATION_STEPS = {}
@@ -1195,10 +1220,10 @@ class Embedder:
             vecs = self.encode(CALIBRATION)
             self.dim = vecs.shape[1]
             sims = (vecs @ vecs.T)[np.triu_indices(len(CALIBRATION), 1)]
-            # unrelated pairs' mean + 2 sd: models differ a lot in how close "unrelated" is, and a
-            # vector alone must be clearly closer than that (tests/bench.py measured 1 sd letting
-            # in more unrelated memories for no recall)
-            self.floor = round(float(sims.mean() + 2 * sims.std()), 3)
+            # unrelated pairs' mean + 2.5 sd: models differ a lot in how close "unrelated" is, and a
+            # vector alone must be clearly closer than that (tests/bench.py: with the topics lexicon,
+            # 2 sd let in 1.2 more unrelated memories a message than 2.5 sd for no recall; 1 sd worse still)
+            self.floor = round(float(sims.mean() + 2.5 * sims.std()), 3)
         except Exception as e:
             self.error = " ".join(f"{type(e).__name__}: {e}".split())[:300]
 
@@ -1374,6 +1399,8 @@ RRF_K = 60
 VECTOR_WEIGHT = 0.5
 #: Candidates each method hands to the fusion.
 SEARCH_CANDIDATES = 30
+#: How much a word of a memory's expansion (the LLM's guesses) counts against a word the user said.
+EXPANSION_WEIGHT = 0.5
 
 
 def search_vec_put(conn, table, row_id, owner, vec):
@@ -1385,13 +1412,15 @@ def search_vec_put(conn, table, row_id, owner, vec):
 
 
 def search_keyword(conn, table, owner, query, limit=SEARCH_CANDIDATES):
-    """BM25 over pre-tokenised text, only the owner's rows: [(rowid, score)], best first."""
+    """BM25 over pre-tokenised text, only the owner's rows: [(rowid, score)], best first.
+    memories_fts also searches its extra column (the LLM's expansion) at EXPANSION_WEIGHT."""
     q = text_fts_query(query)
     if not q:
         return []
+    weights, columns = ("1.0, 0.0, " + str(EXPANSION_WEIGHT), "{tokens extra}") if table == "memories_fts" else ("1.0, 0.0", "tokens")
     rows = conn.execute(
-        f"SELECT rowid, bm25({table}, 1.0, 0.0) FROM {table} WHERE {table} MATCH ? ORDER BY 2 LIMIT ?",
-        (f'owner : "{text_owner_token(owner)}" AND tokens : ({q})', limit)).fetchall()
+        f"SELECT rowid, bm25({table}, {weights}) FROM {table} WHERE {table} MATCH ? ORDER BY 2 LIMIT ?",
+        (f'owner : "{text_owner_token(owner)}" AND {columns} : ({q})', limit)).fetchall()
     return [(r[0], -r[1]) for r in rows]
 
 
@@ -1989,6 +2018,24 @@ def memory_reparse_all(conn):
 MIGRATION_STEPS["v2 memory subjects"] = memory_reparse_all
 
 
+def memory_retag(conn):
+    """Re-derives every memory's areas when the lexicon changed since they were tagged; returns how many."""
+    digest = hashlib.sha256(json.dumps([sorted(_TOPIC_INDEX.items(), key=lambda x: x[0]), ATTRIBUTE_TOPICS],
+                                       ensure_ascii=False, default=sorted).encode()).hexdigest()[:16]
+    if db_meta_get(conn, "areas_lexicon") == digest:
+        return 0
+    rows = conn.execute("SELECT id, text, attribute, subject, areas FROM memories").fetchall()
+    with db_tx(conn):
+        n = 0
+        for r in rows:
+            areas = memory_area_tokens(memory_areas(r["text"], r["attribute"], r["subject"]))
+            if areas != r["areas"]:
+                conn.execute("UPDATE memories SET areas = ? WHERE id = ?", (areas, r["id"]))
+                n += 1
+        db_meta_set(conn, "areas_lexicon", digest)
+    return n
+
+
 def _specifics(text):
     """The parts a near-duplicate may not change. Example: _specifics('我周三8点到') -> {'三', '8'}"""
     return set(re.findall(r"[0-9]+|[a-z]+|[一二三四五六七八九十百千万零两]", text.lower()))
@@ -2231,10 +2278,12 @@ def _rows(conn, ids):
     return [found[i] for i in ids if i in found]
 
 
-def _texts(conn, ids):
+def _texts(conn, ids, expansion=False):
+    """{id: the memory's words and areas} (and its expansion: for recall, never for choosing what to change)."""
     if not ids:
         return {}
-    rows = conn.execute(f"SELECT id, text || ' ' || areas FROM memories WHERE id IN ({','.join('?' * len(ids))})",
+    extra = " || ' ' || coalesce(expansion, '')" if expansion else ""
+    rows = conn.execute(f"SELECT id, text || ' ' || areas{extra} FROM memories WHERE id IN ({','.join('?' * len(ids))})",
                         list(ids)).fetchall()
     return {r[0]: r[1] for r in rows}
 
@@ -2279,9 +2328,9 @@ def memory_search(conn, ctx, query, vec, *, limit, min_similarity, touch=True):
         return {r[0] for r in conn.execute(q, args + list(ids))}
     # the life areas the message touches count like its keywords (天气 finds 我住在杭州)
     keywords = memory_expand(query)
-    keywords += " " + memory_area_tokens(memory_areas(keywords))
+    keywords += " " + memory_area_tokens(memory_areas(keywords, message=True))
     hits = search_hybrid(conn, "memories", ctx.user_id, keywords, vec, allowed=allowed,
-                         min_similarity=min_similarity, limit=limit * 3, text_of=lambda ids: _texts(conn, ids))
+                         min_similarity=min_similarity, limit=limit * 3, text_of=lambda ids: _texts(conn, ids, True))
     if not hits:
         return []
     rows = {r["id"]: r for r in conn.execute(
@@ -2297,59 +2346,52 @@ def memory_search(conn, ctx, query, vec, *, limit, min_similarity, touch=True):
     return [rows[i] for i, _ in ranked]
 
 
-#: Life areas and the everyday words that touch them (a compact hand-written lexicon, zh + en):
-#: area -> (attributes filed under it, words). A message and a memory that touch the same area
-#: match like a shared keyword: 明天要下雨吗 finds 我住在杭州, 今晚吃什么 finds 我吃素.
-AREAS = {
-    "home": (("现居地",), "天气 下雨 下雪 降温 升温 气温 温度 冷不冷 热不热 好冷 好热 冻死 热死 带伞 打伞 雨伞 附近 周边 周末去哪 去哪玩 出去玩 "
-             "出去逛 逛街 本地 同城 这边 我们这 当地 通勤 地铁 公交 打车 堵车 搬家 房租 租房 小区 楼下 雾霾 空气 台风 暴雨 回南天 "
-             "城市 市区 新家 装修 甲醛 家具 入住 物业 独居 一个人住 weather nearby rain"),
-    "hometown": (("老家",), "老家 家乡 回家 回去 过年 春节 返乡 方言 家乡菜 土特产 hometown"),
-    "diet": (("忌口", "讨厌", "饮食", "过敏"), "吃 喝 菜 饭 餐 早餐 早饭 午饭 午餐 晚饭 晚餐 夜宵 宵夜 零食 外卖 食谱 菜谱 做饭 下厨 餐厅 饭店 馆子 "
-             "食堂 聚餐 请客 火锅 烧烤 奶茶 饮料 饮品 牛奶 奶 咖啡 拿铁 美式 茶 甜点 蛋糕 巧克力 糖 水果 坚果 零嘴 肉 素 辣 甜 咸 "
-             "凉的 冰的 海鲜 螃蟹 大闸蟹 虾 鱼 鸡蛋 内脏 酒 干杯 喝酒 口味 忌口 减肥 节食 卡路里 热量 健身餐 点单 点菜 点餐 好吃 "
-             "美食 小吃 下午茶 软烂 嚼 咬 food eat dinner lunch breakfast meal recipe restaurant vegan vegetarian drink snack"),
-    "health": (("过敏", "健康"), "药 吃药 感冒 发烧 咳嗽 喷嚏 鼻涕 流眼泪 头疼 头痛 头晕 眼前一黑 肚子疼 拉肚子 胃疼 胃 反酸 烧心 医院 "
-               "看病 医生 挂号 复查 体检 指标 报告 身体 过敏 打针 输液 疫苗 生病 不舒服 难受 嗓子 失眠 睡不着 睡眠 翻来覆去 "
-               "打呼 呼噜 鼾 起夜 血压 血糖 尿酸 胰岛素 近视 老花 眼镜 镜片 隐形 眼睛 视力 看不清 模糊 色盲 腰 背 颈椎 膝盖 "
-               "关节 骨头 补钙 牙 假牙 熬夜 怀孕 备孕 孕 产检 预产期 待产 生了 伤 疼 痛 酸 麻 抽血 花粉 口罩 消炎 抗生素 "
-               "康复 病房 住院 手术 中风 心慌 焦虑 抑郁 咨询师 心理 戒烟 烟 尼古丁 记性 健忘 痴呆 贫血 上火 调理 "
-               "medicine sick doctor hospital allergy pain"),
-    "work": (("职业", "工作单位"), "上班 下班 加班 工作 同事 老板 领导 公司 单位 夜班 白班 值班 倒班 排班 开会 会议 项目 工资 薪水 年终奖 "
-             "辞职 离职 跳槽 面试 出差 kpi 绩效 打卡 摸鱼 打工 兼职 家长会 备课 改作业 学生 带班 小班 病人 患者 手术 病房 客户 "
-             "甲方 需求 代码 bug 上线 发版 报表 老师 护士 医生 程序员 工程师 设计 店里 job work office boss meeting"),
-    "study": (("学校", "在学", "年级", "专业"), "考试 考研 高考 大考 中考 四六级 期末 期中 上课 作业 学习 复习 预习 刷题 背单词 论文 "
-              "答辩 学校 大学 学期 开学 放假 寒假 暑假 老师 同学 课 报班 培训班 专业 学分 留学 exam study school class course"),
-    "pet": (("宠物",), "猫 狗 犬 宠物 铲屎 遛狗 猫粮 狗粮 猫砂 兽医 宠物医院 喵 汪 柯基 金毛 泰迪 哈士奇 柴犬 牧羊犬 边牧 布偶 英短 "
-            "橘猫 狸花 仓鼠 兔子 鹦鹉 乌龟 掉毛 驱虫 绝育 洗澡 pet cat dog puppy kitten"),
-    "family": ((), "妈妈 爸爸 老妈 老爸 爸妈 父母 家人 家里人 亲人 亲戚 探亲 孩子 小朋友 娃 女儿 儿子 老大 老二 宝宝 老婆 媳妇 老公 "
-               "男朋友 女朋友 对象 老伴 哥哥 姐姐 弟弟 妹妹 爷爷 奶奶 外公 外婆 姥姥 老爷子 老太太 岳父 岳母 公公 婆婆 丈人 "
-               "礼物 纪念日 母亲节 父亲节 family mom dad kid"),
-    "birthday": (("生日", "年龄"), "生日 过生日 庆祝 寿 几岁 年纪 岁数 birthday"),
-    "music": ((), "音乐 歌 唱歌 听歌 歌手 演唱会 专辑 乐队 ktv k歌 钢琴 吉他 小提琴 古筝 尤克里里 架子鼓 琴 练琴 乐器 music song concert guitar piano"),
-    "sport": ((), "运动 健身 健身房 跑步 马拉松 游泳 旱鸭子 漂流 潜水 篮球 足球 羽毛球 乒乓球 网球 排球 瑜伽 普拉提 爬山 徒步 骑行 "
-              "骑车 滑雪 滑板 攀岩 拳击 锻炼 撸铁 sport gym run swim basketball football yoga"),
-    "fun": ((), "电影 片子 老片 追剧 剧 动漫 番 漫画 游戏 打游戏 开黑 上分 手游 switch 看书 小说 书 画画 拍照 摄影 钓鱼 手工 桌游 "
-            "剧本杀 综艺 movie film game anime book"),
-    "travel": ((), "旅游 旅行 出游 玩几天 几日游 三日游 自由行 出国 机票 高铁 火车 飞机 坐飞机 酒店 民宿 签证 护照 通行证 景点 "
-               "攻略 自驾 度假 玻璃栈道 过山车 蹦极 游乐园 海边 travel trip flight hotel plan"),
-    "fear": (("害怕",), "怕 害怕 恐惧 恐 吓 胆小 不敢 腿软 高 蛇 虫 蟑螂 黑 打雷 玻璃栈道 过山车 蹦极 鬼屋 afraid scared"),
-    "language": ((), "日语 英语 法语 韩语 德语 西班牙语 俄语 外语 口语 单词 语法 变位 翻译 翻成 考级 雅思 托福 jlpt topik n1 n2 n3 "
-                 "toefl ielts japanese english french korean german spanish"),
-    "device": ((), "手机 电脑 笔记本 平板 耳机 相机 键盘 鼠标 显卡 驱动 系统 升级 耗电 黑屏 iphone ipad mac 苹果 华为 鸿蒙 小米 "
-               "一加 oppo vivo 安卓 android ios linux ubuntu windows 充电 屏幕 扫码 付款 phone laptop computer"),
-    "car": ((), "车 开车 汽车 保养 年检 加油 充电桩 停车 驾照 车险 洗车 car drive"),
-    "money": ((), "钱 存钱 攒钱 理财 工资 生活费 饭钱 房贷 按揭 公积金 车贷 贷款 首付 上车 股票 基金 买房 买车 预算 省钱 花呗 "
-              "信用卡 money save budget"),
-    "schedule": ((), "明天 后天 周末 下周 下礼拜 每周 周一 周二 周三 周四 周五 周六 周日 星期 几点 安排 计划 约 提醒 日程 "
-                 "tomorrow weekend schedule"),
-    "name": (("名字", "昵称", "称呼用户"), "叫我 我叫什么 我的名字 我是谁 称呼 昵称 name"),
-    "lonely": ((), "一个人 单身 独居 孤单 寂寞 空落落 老伴 分手 离婚 lonely"),
-}
+#: What the LLM is asked, once per memory, in the background (document expansion): the words a later
+#: message may use for it. They go into a lower-weight FTS column (EXPANSION_WEIGHT).
+EXPAND_PROMPT = ("下面是用户让你记住的一条记忆。以后用户聊天时多半不会重复这些字，而是说到相关的事。请列出以后能让人想起这条记忆的词："
+                 "同义词、别称、简称、俗称，相关的人物、作品、地名、品牌、物品、场景、症状、药名、活动，以及英文说法。"
+                 "只输出词语，用空格分开，最多 40 个，不要解释，不要编号。")
+#: At most this many words of an expansion are kept, each at most EXPAND_WORD_MAX characters.
+EXPAND_WORDS = 40
+EXPAND_WORD_MAX = 16
+#: Seconds to wait after a failed expansion call, and the calls a memory gets before it goes without.
+EXPAND_RETRY_SECONDS = 300
+EXPAND_ATTEMPTS = 3
+
+
+def memory_expansion_prompt(text):
+    """The chat messages that ask the LLM for a memory's expansion."""
+    return [{"role": "system", "content": EXPAND_PROMPT}, {"role": "user", "content": f"记忆：{text}"}]
+
+
+def memory_expansion_words(reply, text=""):
+    """The words of the LLM's reply worth indexing: split on spaces and punctuation, no numbering, no
+    word the memory already has, no duplicates. Example: memory_expansion_words('1. 狗狗、遛狗 柯基', '我养了柯基') -> '狗狗 遛狗'"""
+    out = []
+    for w in re.split(r"[\s,，、;；。.!！?？:：/|()（）\[\]【】\"“”'‘’]+", (reply or "").lower()):
+        w = re.sub(r"^(?:\d+|[-*#•])+", "", w).strip("-*_#•`")
+        if w and len(w) <= EXPAND_WORD_MAX and w not in out and w not in text.lower() and not w.isdigit():
+            out.append(w)
+    return " ".join(out[:EXPAND_WORDS])
+
+
+def memory_expansion_todo(conn, limit=20):
+    """Memories whose expansion was never asked for (new or reworded), oldest first."""
+    return conn.execute("SELECT id, text FROM memories WHERE expansion IS NULL ORDER BY id LIMIT ?", (limit,)).fetchall()
+
+
+def memory_expansion_store(conn, memory_id, text, reply):
+    """Keeps the LLM's words for a memory, only if it still has the words they were asked for (an
+    update in between asks again, a forget drops them with the memory); returns whether it stored."""
+    with db_tx(conn):
+        return conn.execute("UPDATE memories SET expansion = ? WHERE id = ? AND text = ? AND expansion IS NULL",
+                            (memory_expansion_words(reply, text), memory_id, text)).rowcount == 1
+
+
 #: Other names for places and things, looked up before the areas (蓉城 means 成都). Keys are
 #: lower case; each value is added to the message's keywords.
 ALIASES = {
-    "帝都": "北京", "京城": "北京", "魔都": "上海", "沪": "上海", "羊城": "广州", "花城": "广州", "鹏城": "深圳", "蓉城": "成都",
+    "帝都": "北京", "首都": "北京", "京城": "北京", "魔都": "上海", "沪": "上海", "羊城": "广州", "花城": "广州", "鹏城": "深圳", "蓉城": "成都",
     "山城": "重庆", "雾都": "重庆", "江城": "武汉", "星城": "长沙", "冰城": "哈尔滨", "春城": "昆明", "泉城": "济南", "榕城": "福州",
     "鹭岛": "厦门", "金陵": "南京", "长安": "西安", "杭城": "杭州", "香江": "香港", "港岛": "香港", "鹏城": "深圳", "津门": "天津",
     "beijing": "北京", "shanghai": "上海", "guangzhou": "广州", "shenzhen": "深圳", "chengdu": "成都", "hangzhou": "杭州",
@@ -2363,19 +2405,593 @@ ALIASES = {
     "nvidia": "显卡 linux", "ubuntu": "linux", "vegan": "吃素", "vegetarian": "吃素", "旱鸭子": "不会游泳",
     "夜猫子": "熬夜", "老丈人": "岳父", "丈人": "岳父", "媳妇": "老婆", "娃": "孩子", "崽": "孩子",
 }
-#: The lexicon as (area, attributes, words longest first); English words count only as whole words.
-_AREA_LEXICON = [(area, attrs, sorted(set(words.split()), key=len, reverse=True)) for area, (attrs, words) in AREAS.items()]
+#: Topics: the fine-grained kinds of fact a memory can be, each with the everyday words (zh + en) that
+#: touch it, whether a user states the fact or later talks around it (我恐高 / 玻璃栈道, 我是护士 / 夜班,
+#: 我乳糖不耐 / 拿铁). Hand-written per area from general knowledge, without reading the recall sets; a
+#: word longer than another word of the same topic that it contains is left out (the shorter one matches).
+#: A message and a memory that share a topic match like a shared keyword, and a rare topic weighs more
+#: than a common one (BM25's IDF), so 今晚吃什么 finds 我吃素 before 我喜欢周杰伦.
+TOPICS = {
+    "place.commute": ("通勤 上班路上 下班路上 地铁 号线 换乘 公交 早高峰 晚高峰 堵车 堵死 打车 打不到车 滴滴 网约车 出租车 班车 骑车上班 开车上班 走路上班 离公司 离单位 单程 上班远 迟到 "
+                      "限号 绕路 交通卡 乘车码 早八 commute subway metro bus taxi uber"),
+    "place.hometown": ("老家 家乡 春运 返乡 返程 方言 口音 特产 腊肉 腊肠 乡下 农村 村里 县城 镇上 老乡 同乡 故乡 祖籍 籍贯 乡愁 想家 离家 外地 本地人 北漂 沪漂 深漂 过年 春节 "
+                       "年货 拜年 亲戚 清明回家 上坟 扫墓 国庆回家 小时候 hometown"),
+    "place.housing_own_renovation": ("装修 工长 甲醛 除醛 通风 家具 家电 物业 小区 业主 收房 验房 精装 毛坯 硬装 软装 吊顶 瓷砖 地板 刷墙 乳胶漆 水电改造 全屋定制 橱柜 "
+                                     "衣柜 沙发 床垫 窗帘 邻居 漏水 维修 车位 电梯 入住 乔迁 暖房 新房 新家 楼盘 开发商 烂尾 宜家 房子 renovation furniture "
+                                     "交房了 交房时间"),
+    "place.housing_rent": ("租房 房租 房东 合租 整租 单间 开间 一室一厅 公寓 长租 短租 月租 租金 押一付三 押金 续租 退租 转租 租约 租客 看房 找房 搬家 搬出去 中介 自如 贝壳 链家 "
+                           "城中村 隔断 室友 水电费 燃气费 物业费 宽带 合同到期 出租屋 租的房子 rent landlord roommate lease apartment"),
+    "place.residence_weather": ("附近 周边 同城 本地 热带风暴 天气 下雨 大雨 暴雨 小雨 阵雨 带伞 雨伞 雨衣 降温 升温 气温 温度 零下 寒潮 冷空气 倒春寒 秋老虎 高温 闷热 桑拿天 热死 冻死 冷死 冷不冷 热不热 "
+                                "穿什么 穿多少 加衣服 秋裤 羽绒服 短袖 雾霾 空气质量 沙尘暴 大风 刮风 台风 下雪 暴雪 冰雹 结冰 路滑 积水 内涝 回南天 梅雨 入梅 潮湿 发霉 除湿 "
+                                "晾衣服 衣服不干 晴天 阴天 多云 大雾 防晒 紫外线 暖气 供暖 空调 冬天 夏天 weather rain raining umbrella snow "
+                                "typhoon"),
+    "work.beauty_hair": ("理发师 美发 发型师 tony 托尼老师 剪头 烫发 染发 美甲 美睫 纹绣 美容院 美容师 化妆师 跟妆 新娘妆 技师 按摩 足疗 spa 充卡 顾客 店里 门店 手艺 学徒 "
+                         "hairdresser barber salon"),
+    "work.boss_colleagues": ("老板 领导 上司 同事 组长 主管 项目经理 部门 我们组 团建 年会 背锅 甩锅 抢功 穿小鞋 办公室政治 画饼 带新人 工位 茶水间 工作群 钉钉 飞书 企业微信 开会 "
+                             "汇报 抄送 boss manager colleague colleagues coworker coworkers"),
+    "work.chef_restaurant": ("厨师 大厨 主厨 帮厨 后厨 掌勺 颠勺 炒菜 备菜 切菜 配菜 刀工 出餐 上菜 翻台 开饭店 开餐厅 饭店上班 餐厅上班 餐饮 服务员 传菜 食材 进货 菜单 新菜 "
+                             "饭点 打烊 营业额 油烟 面点 西点 烘焙 蛋糕师 咖啡师 奶茶店 咖啡店 烧烤店 小吃店 火锅店 外卖单 美团商家 食客 食品安全 卫生检查 健康证 chef cook "
+                             "kitchen restaurant barista"),
+    "work.civil_servant": ("公务员 体制内 事业单位 事业编 编制 机关 单位里 我们单位 科员 科长 处长 局长 局里 厅里 街道 乡镇 政府 社区工作者 社工 居委会 村委 驻村 下乡 基层 写材料 "
+                           "公文 红头文件 开会 迎检 上级检查 督查 考核 党建 学习强国 铁饭碗 国企 央企 值班 信访 政务大厅 办事群众 领导 上岸 选调 遴选 government"),
+    "work.construction_labor": ("工地 工头 农民工 小工 大工 木工 瓦工 泥瓦匠 电焊 焊工 架子工 钢筋 水泥 混凝土 浇筑 砌墙 搬砖头 安全帽 塔吊 吊车 挖掘机 挖机 项目部 施工 安全员 "
+                                "资料员 监理 土建 造价 图纸 工程款 工钱 日结 包吃住 高空作业 工棚 脚手架 盖房子 装修工人 项目上 construction 工程队 工程项目"),
+    "work.customer_service": ("客服 接电话 投诉 客诉 工单 话术 售后 呼叫中心 话务员 坐席 接线 外呼 回访 满意度 顾客骂 解释半天 排班 kpi 响应时间 客户 callcenter "
+                              "support 工号 质检 通话时长 bpo"),
+    "work.designer": ("设计师 做设计 设计稿 改稿 改图 出图 画图 作图 甲方 定稿 初稿 终稿 ps photoshop illustrator figma sketch 排版 字体 配色 logo ui "
+                      "ux 海报 插画 画师 原画 渲染 效果图 施工图 cad 3dmax c4d blender 草图 建模 平面设计 室内设计 交互 视觉设计 ued 素材 切图 五彩斑斓的黑 再大一点 "
+                      "作品集 样稿 品牌设计 vi 包装设计 美工 designer design"),
+    "work.driver_delivery": ("司机 开车的 外卖员 外卖小哥 骑手 送外卖 跑外卖 跑单 接单 派单 抢单 爆单 单量 超时 专送 众包 饿了么 蜂鸟 快递员 送快递 派件 揽件 分拣 快递站 驿站 "
+                             "网点 跑网约车 开网约车 开滴滴 跑滴滴 跑货拉拉 开出租 的哥 代驾 货车 卡车 跑长途 拉货 物流 车队 配送 送货 顺丰 中通 圆通 韵达 京东快递 油钱 平台抽成 "
+                             "电动车没电 rider driver delivery courier"),
+    "work.ecommerce_operation": ("电商 运营 店铺 上新 带货 刷单 大促 抖店 天猫 淘宝店 京东店 拼多多商家 选品 gmv 转化率 投流 千川 直通车 爆款 仓库 亚马逊 shopee "
+                                 "tiktok 客单价 主图 详情页 ecommerce amazon"),
+    "work.factory_worker": ("工厂 厂里 进厂 厂子 电子厂 富士康 流水线 打螺丝 拧螺丝 车间 普工 操作工 技工 厂妹 厂弟 计件 产线 机台 质检 品检 品管 工装 防静电 组长 线长 班长 焊工 "
+                            "电工 钳工 车床 模具 注塑 仓库 叉车 厂服 厂车 加班费 上白班 上夜班 倒班 两班倒 三班倒 工牌 打卡机 招工 劳务 返费 factory 工人们 当工人 一线工人 "
+                            "工时 良品率"),
+    "work.farmer": ("种地 农活 庄稼 割麦 麦子 插秧 水稻 稻谷 玉米 种菜 大棚 果园 果树 摘果 养猪 养鸡 养鸭 养殖 鱼塘 化肥 打药 浇地 施肥 收成 收割 丰收 拖拉机 农民 务农 承包 一亩 "
+                    "亩地 秧苗 卖菜 菜价 猪价 饲料 干旱 旱了 雨水 农忙 秋收 春耕 村里 farmer farm"),
+    "work.finance_accounting": ("会计 财务 出纳 做账 报表 审计 报税 税务 发票 对账 月结 年结 结账 关账 季报 年报 账目 凭证 报销单 汇算清缴 银行 柜员 柜台 网点 揽储 存款任务 "
+                                "信贷 放款 风控 投行 券商 基金经理 理财经理 德勤 普华 毕马威 安永 excel 金蝶 用友 底稿 成本核算 预算表 账务 资产负债表 利润表 cpa "
+                                "accountant accounting audit finance bank"),
+    "work.freelance_selfemployed": ("自由职业 接单 接活 私活 甲方 乙方 开店 个体户 创业 当老板 工作室 小店 网店 淘宝店 摆摊 地摊 夜市 微商 代购 接稿 约稿 稿费 工期 尾款 "
+                                    "定金 结款 拖款 回款 没单 单子 进货 库存 营业执照 店租 生意 合伙人 投资人 融资 数字游民 远程办公 在家办公 远程工作 不用上班 客户 "
+                                    "freelance freelancer upwork fiverr remote business"),
+    "work.homemaker": ("全职妈妈 全职太太 主妇 宝妈 带娃 家务 接送孩子 老公上班 没工作 在家待着 家庭煮夫 housewife homemaker 不上班 带孩子 哄睡 辅食 接孩子 家里的事 "
+                       "一日三餐 老公养 主内 全职在家"),
+    "work.hr_admin": ("hr 人事 招聘 招人 招不到人 面试官 候选人 行政 前台 社保 考勤 入职办理 离职手续 员工 薪酬 绩效考核 培训 团建 年会 劳动合同 人力资源 猎头 采购 报销 订会议室 "
+                      "发offer 背调 recruiter recruiting admin"),
+    "work.job_change": ("辞职 离职 裸辞 跳槽 换工作 新工作 新公司 找工作 求职 面试 一面 二面 三面 终面 群面 笔试 裁员 被裁 被优化 offer 收到offer 谈薪 薪资 涨薪 简历 hr "
+                        "猎头 内推 背调 入职 试用期 转正 失业 待业 gap 交接 boss直聘 智联 前程无忧 拉勾 猎聘 毁约 转行 工作不好找 layoff interview resume cv "
+                        "hiring"),
+    "work.lawyer": ("律师 律所 法务 案子 案件 开庭 庭审 出庭 法院 诉讼 起诉 仲裁 审合同 合同审查 判决 当事人 委托人 证据 卷宗 阅卷 法条 法律 法官 检察院 检察官 书记员 打官司 立案 调解 "
+                    "辩护 上诉 一审 二审 法考 执业证 lawyer legal attorney court"),
+    "work.job": ("上班 下班 加班 工作 打工 同事 老板 领导 上司 公司 单位 夜班 白班 值班 倒班 排班 开会 项目 工资 薪水 奖金 年终奖 辞职 离职 "
+                 "跳槽 裁员 出差 绩效 打卡 摸鱼 职场 工位 work job office boss coworker colleague"),
+    "work.medical": ("护士 医生 大夫 医师 医护 白大褂 科室 我们科 科主任 病房 病区 住院部 门诊 急诊 icu 重症 手术室 手术台 台手术 跟台 麻醉 查房 交班 交接班 医嘱 病历 病人 患者 "
+                     "床位 床号 打针 输液 扎针 抽血 换药 护理 护工 医闹 规培 轮转 值夜班 大夜班 三甲 救护车 急救 药房 药剂师 心电图 核磁 b超 ct 化验 考核操作 护资 医院 nurse "
+                     "doctor hospital patient patients surgery ward clinic"),
+    "work.overtime_stress": ("加班 996 007 内卷 卷死 摸鱼 带薪拉屎 kpi 绩效 okr 周报 日报 月报 汇报 deadline ddl 赶工 赶项目 赶进度 上班好累 不想上班 上班累 "
+                             "上班如上坟 班味 下不了班 没下班 下班晚 打工人 社畜 牛马 搬砖 压力大 压力好大 考核 上班打卡 忘打卡 迟到 扣钱 工作量 没双休 大小周 单休 被pua pua "
+                             "述职 复盘 周会 晨会 躺平 累死 burnout overtime"),
+    "work.photographer_media": ("摄影师 约拍 客片 修图 精修 样片 写真 婚纱照 跟拍 影棚 拍摄 片场 剧组 跟组 剪辑 剪片 剪视频 拍视频 做视频 更视频 视频号 up主 博主 自媒体 主播 "
+                                "开直播 直播间 下播 涨粉 掉粉 粉丝量 播放量 小红书 抖音 b站 记者 采访 编辑部 责编 小编 稿子 写稿 交稿 公众号 推文 新媒体 选题 商单 恰饭 带货 "
+                                "甲方 pr lr premiere 达芬奇 photographer videographer youtuber vlog blogger"),
+    "work.police_military": ("警察 民警 辅警 交警 派出所 公安 出警 巡逻 执勤 办案 案子 嫌疑人 值班 备勤 警服 刑警 特警 消防员 消防队 出火警 当兵 部队 军人 军队 服役 退伍 新兵 "
+                             "老兵 连队 班长 站岗 拉练 军训 探亲假 营区 战友 军嫂 police army soldier"),
+    "work.programmer_it": ("程序员 程序猿 码农 代码 bug debug 修bug 改bug 上线 发版 回滚 hotfix 提需求 改需求 需求评审 需求变更 产品经理 产品狗 服务器 宕机 报错 "
+                           "线上事故 线上问题 排查 部署 运维 前端 后端 全栈 测试环境 提测 联调 接口 数据库 sql 重构 迭代 研发 技术栈 算法 架构 git github gitlab "
+                           "commit merge docker k8s linux api java python golang javascript 互联网 大厂 字节 阿里 工程师 ide "
+                           "vscode 需求文档 prd 996 oncall qa programmer developer engineer coding deploy server"),
+    "work.retired": ("退休 养老 返聘 老年大学 广场舞 带孙子 带孙女 接孙子 带外孙 晨练 太极 养生 社保 医保 老年卡 老伴 遛弯 下棋 打麻将 老同事 退下来 老干部 retired "
+                     "retirement pension"),
+    "work.sales_business": ("销售 跑业务 业务员 客户 业绩 提成 指标 任务量 出差 应酬 酒局 陪酒 签单 开单 出单 丢单 跟单 谈单 成单 成交 回款 报价 签合同 电销 地推 卖保险 卖房 "
+                            "房产中介 卖车 门店 导购 店长 渠道 代理商 经销商 展会 销冠 续约 月底冲量 crm sales client clients customer deal"),
+    "work.shift_night": ("夜班 大夜 倒班 两班倒 三班倒 四班三倒 白班 值班 排班 轮班 换班 替班 调班 连班 早班 晚班 补觉 白天睡觉 黑白颠倒 作息颠倒 通宵班 交班 接班 休班 轮休 倒休 "
+                         "shift shifts"),
+    "work.student_job_intern": ("实习 转正 留用 兼职 暑假工 寒假工 家教 日结 小时工 发传单 勤工俭学 助教 三方协议 秋招 春招 校招 奶茶店打工 mentor intern "
+                                "internship parttime 暑假打工 寒假打工 打零工 去打工 课余"),
+    "work.teacher": ("老师 教书 教师 班主任 备课 教案 课件 上课 讲课 公开课 听课 评课 教研 改作业 批作业 改卷 阅卷 批卷 监考 出卷 出题 家长会 学生们 我的学生 班里学生 带班 带学生 早读 "
+                     "晚自习 教室 讲台 期中考试 期末考试 开学 职称 学校领导 校长 年级组 教务 高三 毕业班 家访 家长打电话 熊孩子 teacher teaching students "
+                     "classroom lesson 初三学生 带初三 学生家长 批改 月考 成绩分析"),
+    "work.translator": ("翻译 口译 笔译 同传 交传 译员 译稿 译文 原文 术语 本地化 字幕组 机翻 校对 审校 千字 catti 二笔 三笔 稿件 translator translation "
+                        "interpreter trados 翻稿 译者 外语 deepl 稿酬 交稿 赶稿 陪同"),
+    "work.writer_content": ("写手 网文 码字 日更 断更 签约 读者 书评 晋江 番茄小说 稿费 字数 大纲 卡文 文案 写稿 交稿 赶稿 截稿 连载 完结 投稿 约稿 撰稿 编剧 剧本 编辑 改稿 "
+                            "催更 新书 上架 文笔 writer author novel copywriter 作者大大 当作者 写书 写小说 写文 稿子"),
+    "study.exam_cert": ("考证 证书 考公 国考 省考 公考 行测 申论 事业编 选调 教资 教师资格证 普通话证 cpa 注会 初级会计 中级会计 法考 司考 驾考 一建 二建 建造师 消防证 健康管理师 "
+                        "人力资源管理师 计算机二级 计算机等级 软考 pmp acca cfa frm 执业医师 护士资格证 规培 心理咨询师 导游证 华图 中公 结构化面试 上岸 考试报名 报名费 "
+                        "成绩出来 备考 刷题 真题 exam certificate"),
+    "study.exam_gaokao_kaoyan": ("高考 考研 高三 初三党 复读 填志愿 报志愿 志愿填报 分数线 二模 三模 模考 985 211 双一流 上岸 初试 复试 调剂 408 肖秀荣 张宇 汤家凤 "
+                                 "真题 刷题 背书 出分 查分 估分 择校 院校 研招网 考场 准考证 自习室 二战 三战 研究生考试 录取 艺考 省排名 gaokao 中考成绩 中考志愿 中考体育 "
+                                 "备战中考 今年中考 要中考 中考生 考高中"),
+    "study.kids_school": ("上学 幼儿园 托班 小班 大班 小学 初中 一年级 二年级 三年级 四年级 五年级 六年级 接孩子 送孩子 放学 写作业 辅导作业 检查作业 家庭作业 家长群 家长会 班主任 "
+                          "老师布置 兴趣班 报班 补习班 培训班 课外班 学钢琴 钢琴课 舞蹈班 画画班 少儿编程 奥数 口算 拼音 识字 听写 默写 背课文 练字 学区房 小升初 幼升小 双减 鸡娃 "
+                          "托管 午托 校服 春游 秋游 亲子活动 手工作业 暑假班 寒假班 网课 开学 期中考试 成绩单 小朋友 homework"),
+    "study.lang_cantonese": ("粤语 广东话 港剧 tvb 粤剧 粤拼 九声六调 唔该 唔系 唔好 唔知 系咪 点解 乜嘢 咩嘢 得闲 靓仔 靓女 鬼佬 嘅 佢 冇 咗 啲 cantonese "
+                             "jyutping"),
+    "study.lang_english": ("英语 英文 雅思 托福 四级 六级 单词 词汇 口语 听力 语法 生词 ielts toefl gre gmat cet pte toeic 托业 百词斩 扇贝 墨墨 美剧 "
+                           "英剧 外教 新东方 新概念 英孚 剑桥 ket 发音 音标 老友记 english vocabulary grammar speaking listening accent"),
+    "study.lang_french": ("法语 法国 巴黎 delf dalf tcf tef 阴阳性 变位 小舌音 留法 魁北克 bonjour merci oui je suis french français a1 "
+                          "a2 b1 b2 背单词 语法 口语 听力 发音 多邻国 duolingo"),
+    "study.lang_german": ("德语 德国 柏林 慕尼黑 留德 歌德 goethe testdaf dsh aps 变格 der das ich danke hallo guten german deutsch "
+                          "a1 a2 b1 b2 c1 背单词 语法 口语 听力 发音 多邻国 duolingo"),
+    "study.lang_japanese": ("日语 日文歌 日文版 jlpt n1 n2 n3 n4 n5 五十音 假名 罗马音 标日 沪江 moji 敬语 助词 动词变形 jtest 日本 动漫 番剧 新番 看生肉 "
+                            "啃生肉 生肉番 日剧 日综 日漫 声优 です ます ありがとう すみません おはよう こんにちは かわいい すごい japanese anime manga 背单词 语法 "
+                            "口语 听力 发音 多邻国 duolingo"),
+    "study.lang_korean": ("韩语 韩文 topik 四十音 收音 韩剧 韩综 欧巴 韩国 首尔 kpop 韩流 안녕 감사 사랑 아이고 korean 背单词 语法 口语 听力 发音 多邻国 "
+                          "duolingo"),
+    "study.lang_russian": "俄语 俄文 俄罗斯语 学俄语 俄罗斯 西里尔字母 russian",
+    "study.lang_spanish": ("西语 西班牙 dele siele 墨西哥 拉美 阿根廷 南美 马德里 巴塞罗那 留西 弹舌 大舌音 动词变位 hola gracias spanish español a1 "
+                           "a2 b1 b2 背单词 语法 口语 听力 发音 多邻国 duolingo"),
+    "study.programming_learning": ("编程 学python 代码 python rust java javascript js golang c语言 sql html css vue react "
+                                   "刷题 leetcode 力扣 算法 数据结构 报错 bug debug 跑通 配环境 环境配置 pip 装环境 黑马 尚硅谷 慕课 cs50 github 爬虫 "
+                                   "机器学习 深度学习 pytorch 面试题 八股文 转码 编译 变量 函数 vscode jupyter anaconda 项目练手 programming "
+                                   "coding"),
+    "study.study_abroad": ("留学 出国读书 留子 申请学校 申学校 网申 文书 推荐信 offer ad rej 拒信 录取 语言成绩 雅思 托福 gre gpa 学签 签证 面签 交换生 读研 申研 "
+                           "申博 套磁 全奖 奖学金 qs 澳洲 加拿大 新加坡 港硕 港校 海归 回国 时差 寄宿 开学 预科 语言班 cas i20 deposit abroad visa"),
+    "study.university_major": ("大学 大一新生 读大一 上大一 大二 大三 大四 研一 研二 研三 本科 研究生 读研 博士 读博 硕士 专业课 转专业 本专业 选课 抢课 课表 早八 水课 翘课 "
+                               "逃课 点名 绩点 gpa 挂科 补考 重修 学分 论文 毕设 开题 答辩 查重 知网 导师 课题组 组会 宿舍 室友 食堂 辅导员 期末 考试周 图书馆 社团 学生会 "
+                               "奖学金 保研 校园 毕业季 快毕业 毕业证 学位 sci 大创 实验 college university campus thesis semester major "
+                               "phd"),
+    "diet.alcohol": ("关公 喝两口 不胜酒力 滴酒不沾 戒酒 酒量 一杯倒 喝酒 喝多了 喝醉 宿醉 断片 解酒 醒酒 干杯 敬酒 劝酒 灌酒 陪酒 拼酒 酒局 酒桌 饭局 团建 应酬 聚餐 年会 喝一杯 喝两杯 整两口 "
+                     "小酌 撸串 啤酒 白酒 红酒 葡萄酒 黄酒 米酒 清酒 洋酒 鸡尾酒 威士忌 伏特加 茅台 五粮液 二锅头 江小白 扎啤 精酿 酒吧 清吧 夜店 蹦迪 酒驾 代驾 婚宴 喜酒 以茶代酒 "
+                     "酒精 beer wine whisky whiskey vodka cocktail cocktails drink drinks drunk bar pub cheers alcohol "
+                     "hangover ktv"),
+    "diet.bbq_hotpot": ("火锅 海底捞 小龙坎 呷哺 巴奴 鸳鸯锅 锅底 清汤锅 牛油锅 麻辣锅 毛肚 肥牛 涮羊肉 铜锅 打边炉 串串 冒菜 烧烤 撸串 烤串 烤肉 烤羊肉串 烤鱼 大排档 夜宵 宵夜 炭火 "
+                        "烤炉 蘸料 麻酱 油碟 烤肠 烤生蚝 烤茄子 bbq hotpot barbecue"),
+    "diet.breakfast": ("早餐 早饭 早上吃什么 豆浆 油条 包子 馒头 煎饼 鸡蛋灌饼 手抓饼 烧麦 烧卖 肠粉 小米粥 白粥 喝粥 皮蛋瘦肉粥 热干面 胡辣汤 豆腐脑 豆花 牛奶 面包 吐司 三明治 麦片 "
+                       "燕麦 早茶 早八 空腹 早午饭 早午餐 breakfast brunch"),
+    "diet.coffee": ("咖啡 低因 脱因 冰美式 拿铁 卡布奇诺 摩卡 手冲 冷萃 星巴克 瑞幸 库迪 雀巢 速溶 挂耳 续命 提神 犯困 早八 心慌 心悸 下午茶 coffee latte americano "
+                    "espresso starbucks luckin caffeine cappuccino mocha decaf manner"),
+    "diet.cold_drinks_icy": ("冰饮 冷饮 冰水 冰镇 冰块 加冰 去冰 少冰 常温 热饮 喝热水 不能喝冰 不喝冰 冰可乐 冰啤酒 冰美式 冰奶茶 冰淇淋 雪糕 冰棍 冰棒 冰沙 刨冰 绵绵冰 沙冰 "
+                             "冰粉 凉茶 凉的 冰的 生冷 寒凉 宫寒 体寒 胃寒 痛经 来姨妈 冰箱 冰柜 三伏天 大热天 热死 iced ice"),
+    "diet.cooking_at_home": ("做饭 下厨 厨艺 掌勺 烧菜 炒菜 买菜 菜市场 盒马 朴朴 食谱 菜谱 做法 红烧 清蒸 炖汤 煲汤 烘焙 烤箱 空气炸锅 电饭煲 高压锅 锅铲 厨房 洗碗 刷碗 带饭 "
+                             "便当 家常菜 年夜饭 在家吃 开火 油烟 厨具 做菜 拿手菜 cook cooking recipe recipes kitchen bake baking"),
+    "diet.coriander_and_picky": ("香菜 芫荽 葱花 大葱 小葱 香葱 洋葱 不要葱 去葱 免葱 生姜 姜丝 姜片 蒜末 大蒜 蒜泥 蒜蓉 韭菜 芹菜 茄子 苦瓜 青椒 胡萝卜 香椿 折耳根 鱼腥草 "
+                                 "肥肉 挑食 偏食 忌口 嘴挑 挑嘴 口味挑 不爱吃 外卖备注 点外卖 凉拌 面馆 拉面 米粉 螺蛳粉 牛肉面 馄饨 肠粉 河粉 汤粉 饺子 蘸料 coriander "
+                                 "cilantro picky onion onions garlic ginger celery"),
+    "diet.cuisine_regional": ("川菜 湘菜 粤菜 鲁菜 苏菜 浙菜 闽菜 徽菜 东北菜 西北菜 新疆菜 云南菜 贵州菜 本帮菜 淮扬菜 潮汕菜 客家菜 老家菜 家乡 老乡 广东人 四川人 湖南人 东北人 "
+                              "北方人 南方人 早茶 茶餐厅 烧腊 点心 日料 韩料 泰餐 西餐 意大利菜 法餐 印度菜 越南粉 东南亚菜 私房菜 特色菜 当地美食 特产 美食攻略 必吃 探店 大众点评 "
+                              "吃不惯 水土不服 口味 吃什么好 馆子 cuisine restaurant"),
+    "diet.egg": ("蛋类过敏 不吃蛋 鸡蛋 蛋黄 蛋清 鸭蛋 鹌鹑蛋 皮蛋 松花蛋 茶叶蛋 煎蛋 荷包蛋 炒蛋 蒸蛋 水煮蛋 溏心蛋 卤蛋 蛋炒饭 蛋花汤 蛋饼 煎饼果子 蛋挞 蛋糕 蛋卷 沙拉酱 美乃滋 布丁 "
+                 "舒芙蕾 戚风 全蛋面 蛋包饭 滑蛋 egg eggs omelette omelet mayo mayonnaise"),
+    "diet.fruit_allergy": ("芒果 菠萝 凤梨 桃子 水蜜桃 黄桃 油桃 蟠桃 桃毛 猕猴桃 奇异果 草莓 樱桃 车厘子 榴莲 荔枝 龙眼 桂圆 山竹 火龙果 梨子 香蕉 西瓜 哈密瓜 橙子 橘子 柚子 "
+                           "葡萄 蓝莓 杨梅 李子 杏子 枇杷 木瓜 牛油果 椰子 水果 果盘 果切 杨枝甘露 果汁 鲜榨 嘴巴肿 嘴唇肿 嘴巴痒 嘴巴起疹子 fruit fruits mango "
+                           "pineapple peach kiwi strawberry"),
+    "diet.gluten_wheat": ("麸质 乳糜泻 面筋 烤麸 麦子 小麦 面粉 面食 面条 馒头 包子 饺子 面包 吐司 蛋糕 饼干 披萨 意面 拉面 烧饼 煎饼 油条 烙饼 花卷 面皮 凉皮 啤酒 燕麦 大麦 "
+                          "黑麦 全麦 麦片 酱油 挂面 手擀面 汉堡 gluten wheat celiac bread pasta noodles"),
+    "diet.halal_religious": ("清真 穆斯林 回族 回民 伊斯兰 不吃猪 忌口 宗教 信仰 做礼拜 斋月 封斋 开斋 古尔邦节 犹太 印度教 不吃牛肉 猪肉 猪蹄 红烧肉 排骨 火腿 培根 香肠 腊肉 "
+                             "叉烧 五花肉 猪油 猪骨 猪肚 回锅肉 东坡肉 肉夹馍 饺子 兰州拉面 牛肉面 羊肉 烤串 新疆菜 大盘鸡 手抓饭 馕 食堂 聚餐 请客 午餐肉 halal muslim "
+                             "islam pork ham bacon ramadan kosher"),
+    "diet.milk_lactose": ("乳糖 喝奶拉肚子 乳制品 奶制品 牛奶 酸奶 奶酪 芝士 黄油 奶油 炼乳 奶粉 奶茶 拿铁 卡布奇诺 奶昔 冰淇淋 雪糕 披萨 比萨 奶盖 厚乳 鲜奶 牛乳 羊奶 燕麦奶 豆奶 "
+                          "豆浆 椰奶 舒化奶 奶片 奶贝 双皮奶 姜撞奶 焗饭 奶黄包 奶香 奶冻 milk dairy lactose cheese latte pizza yogurt butter "
+                          "cream"),
+    "diet.mutton_beef": ("膻味 腥膻 怕膻 羊肉 羊排 羊蝎子 羊汤 烤全羊 手把肉 牛肉 肥牛 牛排 牛腩 牛杂 内蒙 新疆菜 西北菜 兰州拉面 铜锅涮肉 火锅 烧烤 撸串 beef lamb "
+                         "mutton steak"),
+    "diet.nuts_peanut": ("花生 坚果 核桃 杏仁 腰果 开心果 榛子 夏威夷果 碧根果 松子 板栗 栗子 瓜子 芝麻 麻酱 宫保鸡丁 果仁 沙爹 沙茶 士力架 巧克力 能量棒 月饼 五仁 干果 炒货 热干面 "
+                         "担担面 凉面 nuts nut peanut peanuts almond almonds walnut cashew snickers"),
+    "diet.offal": ("内脏 猪肝 鸡肝 鹅肝 肥肠 大肠 毛肚 黄喉 鸭肠 鸭血 猪血 血旺 鸭胗 鸡胗 腰子 猪腰 羊腰 牛肚 牛百叶 千层肚 脑花 猪脑 卤煮 炒肝 爆肚 肺片 卤味 卤菜 杂碎 羊杂 牛杂 "
+                   "猪杂 火锅 冒菜 串串 鸭头 鸭舌 鸡爪 凤爪 鸭脖 猪心 offal liver tripe intestines foie"),
+    "diet.raw_food": ("不吃生的 生食 生冷 刺身 生鱼片 鱼生 寿司 三文鱼 生蚝 醉蟹 醉虾 生腌 酱蟹 酱油蟹 牛排 几分熟 三分熟 五分熟 七分熟 全熟 溏心蛋 生鸡蛋 寿喜烧 半熟 日料 生菜 凉拌 "
+                      "沙拉 生牛肉 冷盘 raw sushi sashimi tartare"),
+    "diet.seafood_shellfish": ("海鲜 虾 蟹 甲壳类 贝类 贝壳 扇贝 生蚝 牡蛎 蛤蜊 花甲 蛏子 海螺 鲍鱼 海参 海胆 鱿鱼 墨鱼 章鱼 三文鱼 刺身 带鱼 黄鱼 鳕鱼 金枪鱼 鱼丸 鱼片 海鱼 "
+                               "鱼类 日料 寿司 蚝油 鱼露 海边 seafood shellfish shrimp prawn prawns crab lobster oyster oysters "
+                               "sushi sashimi clam clams"),
+    "diet.snacks_dessert": ("零食 零嘴 嘴馋 解馋 薯片 辣条 饼干 巧克力 糖果 果冻 瓜子 坚果 牛肉干 肉脯 鸭脖 卤味 海苔 虾条 锅巴 膨化 三只松鼠 良品铺子 百草味 甜品 甜点 蛋糕 "
+                            "冰淇淋 雪糕 奶茶 下午茶 夜宵 宵夜 泡面 布丁 双皮奶 糖水 蛋挞 麻薯 雪媚娘 snack snacks dessert desserts chips"),
+    "diet.spicy_avoid": ("不吃辣 不能吃辣 吃不了辣 不太能吃辣 怕辣 不辣 免辣 去辣 少辣 微辣 不要辣 别放辣 不放辣 不加辣 清淡 口味淡 辣得受不了 辣哭 太辣 上火 长痘 口腔溃疡 痔疮 胃不好 "
+                         "火锅 鸳鸯锅 清汤锅 菌汤锅 番茄锅 冒菜 川菜 湘菜 重庆 四川 成都 湖南 长沙 辣椒 小米辣 麻辣 香辣 特辣 变态辣 水煮鱼 毛血旺 辣子鸡 剁椒鱼头 酸辣粉 螺蛳粉 干锅 "
+                         "烤鱼 小龙虾 火鸡面 辣条 红油 spicy mild chili"),
+    "diet.spicy_like": ("爱吃辣 能吃辣 无辣不欢 嗜辣 重口 辣椒 辣子 小米辣 朝天椒 二荆条 红油 老干妈 辣条 麻辣 香辣 特辣 变态辣 中辣 加辣 多放辣 不够辣 好辣 够味 辣酱 泡椒 剁椒 火锅 "
+                        "冒菜 串串 钵钵鸡 水煮鱼 水煮肉片 毛血旺 酸辣粉 螺蛳粉 干锅 烤鱼 小龙虾 口水鸡 夫妻肺片 辣炒 火鸡面 辣白菜 川菜 湘菜 贵州菜 江西菜 重庆 四川 湖南 成都 长沙 "
+                        "贵阳 spicy chili chilli sichuan hunan"),
+    "diet.sweet_sugar": ("爱吃甜 甜食 甜品 甜点 嗜甜 甜党 甜牙齿 控糖 戒糖 少糖 无糖 半糖 三分糖 五分糖 七分糖 全糖 零糖 代糖 木糖醇 不吃甜 怕甜 太甜 齁甜 甜腻 好腻 蛋糕 奶油 "
+                         "巧克力 冰淇淋 雪糕 糖果 奶茶 可乐 饮料 果汁 蜂蜜 红糖 白糖 糖水 甜甜圈 马卡龙 提拉米苏 布丁 月饼 汤圆 粽子 饼干 蛋挞 下午茶 喜茶 蜜雪冰城 快乐水 血糖 蛀牙 "
+                         "dessert sweet sweets sugar cake chocolate candy"),
+    "diet.takeout_fastfood": ("外卖 美团 饿了么 骑手 满减 配送费 快餐 麦当劳 麦记 金拱门 肯德基 疯狂星期四 华莱士 德克士 塔斯汀 必胜客 达美乐 赛百味 汉堡 薯条 炸鸡 鸡块 可乐 披萨 "
+                              "麻辣烫 黄焖鸡 沙县 兰州拉面 盖浇饭 煲仔饭 便利店 罗森 速食 泡面 方便面 自热火锅 螺蛳粉 垃圾食品 懒得做饭 不想做饭 takeout takeaway "
+                              "delivery mcdonald mcdonalds kfc burger burgers fries pizza"),
+    "diet.tea": ("喝茶 茶叶 茶水 泡茶 品茶 饮茶 浓茶 绿茶 红茶 乌龙茶 普洱 铁观音 龙井 白茶 花茶 大红袍 碧螺春 单丛 岩茶 茶具 茶杯 茶馆 茶楼 茶室 奶茶 下午茶 早茶 柠檬茶 茶饮 茶歇 "
+                 "功夫茶 工夫茶 茶艺 抹茶 茶包 tea oolong matcha"),
+    "diet.vegetarian": ("带荤 荤的 吃素 素食 不吃荤 吃斋 斋饭 斋戒 持斋 信佛 纯素 蛋奶素 全素 素菜 素餐 素斋 戒荤 忌荤 荤腥 荤菜 肉菜 肉食 吃肉 大鱼大肉 今晚吃什么 吃什么好 晚饭吃什么 "
+                        "午饭吃什么 中午吃什么 推荐菜 招牌菜 点菜 菜单 牛排 红烧肉 火锅点什么 烤肉 烧烤 炸鸡 汉堡 肉夹馍 牛肉面 排骨 鸡腿 猪蹄 羊肉串 涮羊肉 肥牛 五花肉 回锅肉 宫保鸡丁 "
+                        "鱼香肉丝 东坡肉 烤鸭 叉烧 腊肉 香肠 培根 火腿 肉馅 饺子馅 骨头汤 鸡汤 猪油 荤油 素肉 人造肉 豆腐 轻食 聚餐 请客 下馆子 年夜饭 自助餐 vegan "
+                        "vegetarian veggie meat steak bbq"),
+    "diet.weight_loss": ("减肥 瘦身 减脂 减重 体重 上称 胖了 长胖 发胖 变胖 肥胖 微胖 瘦了 掉秤 涨秤 低卡 卡路里 热量 大卡 千卡 低脂 轻食 沙拉 代餐 节食 断食 生酮 碳水 不吃晚饭 "
+                         "管住嘴 迈开腿 健身 撸铁 跑步 暴食 吃撑 夜宵 宵夜 炸鸡 奶茶 蛋糕 自助餐 腰围 肚腩 小肚子 游泳圈 马甲线 双下巴 体脂 平台期 易胖 胖死 吃胖 diet "
+                         "calories calorie keto bmi"),
+    "health.anemia_low_bp": ("贫血 低血糖 低血压 血压低 头晕 头昏 眼前一黑 眼前发黑 晕倒 昏倒 晕过去 手脚冰凉 脸色苍白 嘴唇发白 没力气 乏力 补血 补铁 铁剂 红枣 阿胶 猪肝 菠菜 "
+                             "带块糖 巧克力 空腹 不吃早饭 饿晕 站久了 军训 升旗 献血 抽血 体检 月经 大姨妈 蹲久了 anemia anemic dizzy"),
+    "health.back_neck": ("腰疼 腰痛 腰酸 腰不好 腰椎 腰突 腰肌劳损 闪了腰 颈椎 脖子疼 脖子酸 落枕 肩周炎 肩膀疼 肩颈 富贵包 驼背 久坐 坐久了 低头族 伏案 弯腰 搬东西 搬家 重物 长途 "
+                         "坐车 坐飞机 硬座 床垫 枕头 按摩 推拿 理疗 针灸 正骨 腰托 护腰 工学椅 站久了 backache sciatica"),
+    "health.blood_pressure_heart": ("血压 降压药 心脏病 心脏不好 冠心病 心梗 心肌梗塞 心肌梗死 心绞痛 心律不齐 早搏 房颤 心慌 心悸 胸闷 胸口闷 支架 搭桥 速效救心丸 硝酸甘油 "
+                                    "血脂 胆固醇 低盐 少盐 太咸 口味重 咸菜 腌菜 腊肉 熬夜 剧烈运动 爬山 过山车 蹦极 桑拿 泡温泉 体检 心电图 高原 高反 heart "
+                                    "hypertension cholesterol"),
+    "health.bones_joints": ("骨质疏松 补钙 钙片 缺钙 骨头 骨折 膝盖 关节 风湿 半月板 滑膜炎 骨刺 骨质增生 腿疼 腿脚不好 腿脚不便 走不动 爬楼 上下楼 爬山 登山 下蹲 蹲不下 跑步 跳绳 "
+                            "拐杖 护膝 阴雨天 变天 下雨天 老寒腿 摔跤 摔倒 滑倒 台阶 楼梯 徒步 暴走 走路多 joint joints knee knees arthritis "
+                            "osteoporosis"),
+    "health.cold_flu_fever": ("感冒 发烧 发热 高烧 低烧 退烧 体温 流感 甲流 乙流 新冠 我阳了 又阳了 转阴 咳嗽 嗓子疼 喉咙疼 喉咙痛 嗓子哑 鼻塞 流鼻涕 打喷嚏 着凉 受凉 冻着 "
+                              "布洛芬 板蓝根 连花清瘟 病假 生病 病了 浑身酸痛 全身无力 多喝热水 降温 变天 换季 淋雨 吹空调 免疫力 体质差 fever flu cold covid "
+                              "sick"),
+    "health.cold_sensitive": ("怕冷 体寒 手脚冰凉 畏寒 冻死 好冷 冷死 降温 寒潮 冷空气 冬天 下雪 暖气 空调 羽绒服 秋裤 暖宝宝 热水袋 电热毯 北方 哈尔滨 东北 滑雪 冰雪大世界 零下 "
+                              "穿多点 加衣服 室内温度"),
+    "health.diabetes_blood_sugar": ("糖尿病 血糖 控糖 降糖药 二甲双胍 胰岛素 扎手指 糖化 糖友 糖耐量 无糖 木糖醇 代糖 甜食 甜品 蛋糕 奶茶 可乐 主食 碳水 升糖 粗粮 水果 月饼 "
+                                    "粽子 汤圆 糖水 含糖 果汁 喜糖 diabetes diabetic insulin glucose"),
+    "health.drug_allergy": ("药物过敏 青霉素 头孢 阿莫西林 磺胺 阿司匹林 布洛芬 对乙酰氨基酚 扑热息痛 链霉素 庆大霉素 红霉素 阿奇霉素 沙星 抗生素 消炎药 退烧药 感冒药 止痛药 麻药 麻醉 "
+                            "过敏史 过敏体质 皮试 打针 输液 吊针 打吊瓶 挂水 点滴 开药 拿药 开点药 吃药 处方 药房 药店 医生 医院 门诊 诊所 看病 发炎 拔牙 手术 疫苗 "
+                            "penicillin amoxicillin cephalosporin antibiotic antibiotics aspirin ibuprofen"),
+    "health.eyes_vision": ("彩片 重影 会车 色盲 色弱 辨色 分不清红绿 近视 老花 散光 远视 弱视 眼镜 美瞳 镜片 镜框 看不清 看不见 眼神不好 眼睛不好 眼花 视力 字太小 字小 小字 放大镜 字体 伸长胳膊 眯眼 眯着眼 眼睛疼 眼睛干 "
+                           "干眼 眼药水 眼科 白内障 青光眼 飞蚊症 夜盲 开夜车 夜里开车 激光手术 全飞秒 看屏幕 盯屏幕 手机看久了 说明书 黑板 看电影坐前排 glasses myopia "
+                           "contacts vision"),
+    "health.gout_uric_acid": ("痛风 尿酸 嘌呤 脚趾疼 大脚趾 关节红肿 秋水仙碱 非布司他 别嘌醇 苏打水 海鲜 啤酒 火锅 老火汤 浓汤 骨头汤 内脏 豆制品 黄豆 豆腐 豆浆 大闸蟹 生蚝 "
+                              "小龙虾 烧烤 撸串 扎啤 菌菇 gout"),
+    "health.hair_loss": ("脱发 掉头发 掉发 头发少 发际线 秃头 秃了 要秃 地中海 植发 生发 防脱 洗发水 理发 剪头发 发型 假发 头皮 斑秃 熬夜 程序员 帽子 生姜洗头 米诺地尔 "
+                         "hairloss bald balding"),
+    "health.headache_migraine": ("头疼 头痛 头晕 头胀 脑袋疼 脑壳疼 脑瓜疼 脑仁疼 太阳穴 止痛药 布洛芬 芬必得 去痛片 散利痛 强光 闪光 太亮 噪音 熬夜 缺觉 睡眠不足 红酒 巧克力 "
+                                 "味精 经期 来姨妈 天气变化 闷热 吹风 空调房 看屏幕 盯屏幕 headache migraine"),
+    "health.hearing": ("听力 耳背 耳聋 听不清 听不见 听不到 耳朵不好 重听 助听器 人工耳蜗 耳鸣 中耳炎 耳朵疼 嗡嗡 大声点 说大声 声音太小 音量 调大声 打电话 接电话 语音 电话里 视频通话 "
+                       "字幕 嘈杂 太吵 噪音 演唱会 酒吧 耳机 hearing deaf earphones ktv"),
+    "health.heat_sensitive": ("怕热 中暑 出汗 汗多 热死 好热 高温 三伏天 大热天 桑拿天 闷热 开空调 风扇 晒太阳 暴晒 太阳大 户外 军训 夏天 热射病 藿香正气 防暑 汗流浃背 热得不行 "
+                              "heat hot"),
+    "health.memory_elderly": ("健忘 记性差 记性不好 忘性大 记不住 老忘事 丢三落四 忘东忘西 忘带 又忘了 阿尔茨海默 痴呆 认知障碍 脑子不好使 记不起来 想不起来 提醒 备忘 闹钟 便利贴 "
+                              "钥匙 按时吃药 忘记密码 密码忘了 迷路 走丢 老人 上了年纪 年纪大了 糊涂 alzheimer dementia forgetful reminder"),
+    "health.mental": ("焦虑 抑郁 双相 躁郁 心情不好 心情差 压力大 压力好大 崩溃 心理咨询 心理医生 精神科 舍曲林 惊恐 恐慌 心慌 喘不过气 想哭 不想活 活着没意思 心累 内耗 破防 想不开 "
+                      "撑不住 扛不住 强迫症 创伤 失眠 睡不着 无助 绝望 烦死了 好烦 低落 anxiety anxious depression depressed therapy therapist "
+                      "stress stressed burnout emo ptsd"),
+    "health.motion_sickness": ("晕车 晕船 晕机 晕动症 坐车 大巴 长途车 山路 盘山公路 坐船 轮渡 游轮 出海 坐后排 汽油味 车上看手机 自驾 公交 网约车 打车 顺风车 颠簸 过山车 海盗船 "
+                               "春游 秋游 团建 旅游团 跟团 carsick seasick"),
+    "health.period_women": ("那几天 例假 月经 大姨妈 来姨妈 姨妈期 姨妈痛 生理期 经期 痛经 暖宝宝 暖水袋 热水袋 红糖水 红糖姜茶 卫生巾 姨妈巾 护垫 棉条 安睡裤 多囊 宫寒 布洛芬 游泳 冰的 "
+                            "生冷 冰淇淋 侧漏 肚子疼 腰酸 period menstrual cramps tampon tampons pads"),
+    "health.pet_dander_allergy": ("动物毛过敏 动物毛发过敏 狗毛 掉毛 猫 英短 养狗 狗狗 小狗 遛狗 金毛 泰迪 柯基 哈士奇 柴犬 比熊 萨摩耶 宠物 铲屎官 毛孩子 毛茸茸 兔子 仓鼠 "
+                                  "鹦鹉 骑马 马场 动物园 羊驼 pet pets cat cats dog dogs kitten puppy"),
+    "health.pollen_dust_allergy": ("花粉 尘螨 螨虫 除螨 灰尘 粉尘 柳絮 杨絮 飞絮 梧桐絮 春天 开春 花开 开花 赏花 看花 樱花 油菜花 桃花 踏青 春游 郊游 植物园 花海 花市 花店 "
+                                   "送花 鲜花 花束 喷嚏 流鼻涕 鼻塞 鼻子痒 鼻痒 眼睛痒 流眼泪 鼻炎 口罩 过敏药 氯雷他定 西替利嗪 大扫除 打扫卫生 晒被子 地毯 毛绒玩具 空气净化器 "
+                                   "雾霾 沙尘暴 pollen dust mites hayfever sneeze sneezing"),
+    "health.pregnancy_baby": ("怀孕 怀上 孕妇 孕期 备孕 产检 建档 四维 唐筛 孕吐 害喜 预产期 待产 生孩子 生娃 顺产 剖腹产 月子 宝宝 胎儿 胎动 孕肚 大肚子 孕早期 孕中期 孕晚期 "
+                              "二胎 叶酸 防辐射服 哺乳 喂奶 母乳 产假 奶粉 尿不湿 纸尿裤 婴儿 新生儿 满月 不能喝酒 螃蟹 生冷 咖啡因 拍片 过山车 桑拿 温泉 染发 安胎 保胎 产科 "
+                              "pregnant pregnancy baby"),
+    "health.respiratory_asthma_rhinitis": ("哮喘 支气管 气管炎 喘不上气 喘不过气 气喘 呼吸困难 咳嗽 鼻炎 鼻窦炎 鼻塞 流鼻涕 喷雾 吸入剂 气雾剂 沙丁胺醇 舒利迭 雾霾 "
+                                           "空气质量 空气不好 烟味 二手烟 油烟 冷空气 降温 换季 爬山 跑步 长跑 体测 八百米 一千米 高原 西藏 海拔 高反 烟花 鞭炮 灰尘 "
+                                           "粉尘 香水 猫毛 asthma inhaler rhinitis"),
+    "health.skin": ("皮肤 敏感肌 敏感皮 湿疹 荨麻疹 皮炎 痘痘 长痘 爆痘 痤疮 闭口 粉刺 痘印 红血丝 疹子 红疹 发痒 瘙痒 起红包 脱皮 干皮 油皮 晒伤 晒黑 防晒 紫外线 护肤 面膜 化妆 彩妆 "
+                    "粉底 洗面奶 药膏 激素 银屑病 牛皮癣 白癜风 脚气 香水 染发 洗衣液 羊毛 毛衣 海边 暴晒 skin eczema acne sunscreen"),
+    "health.sleep_insomnia": ("不困 天都亮了 天亮了还 失眠 睡不着 睡不好 入睡困难 难入睡 易醒 早醒 浅眠 多梦 熬夜 通宵 夜猫子 晚睡 三点才睡 凌晨 半夜 睡眠 安眠药 褪黑素 助眠 黑眼圈 困死 好困 犯困 "
+                              "没睡好 没睡醒 补觉 午睡 打盹 提神 咖啡 浓茶 白噪音 数羊 修仙 早睡 作息 时差 睡不够 夜班 sleep insomnia sleepless "
+                              "melatonin"),
+    "health.smoking": ("尼古丁 戒烟贴 抽烟 吸烟 戒烟 烟瘾 烟民 老烟枪 香烟 烟草 一包烟 烟头 烟灰缸 电子烟 悦刻 烟味 二手烟 禁烟 无烟 抽根烟 来根烟 点烟 打火机 软中华 玉溪 利群 芙蓉王 散烟 递烟 "
+                       "发烟 应酬 咳嗽 肺不好 肺结节 肺部 嗓子疼 戒断 smoke smoking smoker cigarette cigarettes vape"),
+    "health.snoring": ("打鼾 呼噜 鼾声 打呼 磨牙 梦话 呼吸暂停 止鼾 耳塞 隔音 室友 舍友 同屋 同住 合住 住一起 一个房间 标间 双人间 大床房 拼房 住宿 宿舍 露营 帐篷 卧铺 吵得睡不着 "
+                       "分床 分房睡 上下铺 snore snoring earplugs"),
+    "health.stomach_digestion": ("胃不好 胃病 胃炎 胃疼 胃痛 胃胀 胃酸 反酸 烧心 胃溃疡 肠胃 消化不良 拉肚子 腹泻 闹肚子 便秘 胀气 肚子疼 肚子痛 肚子不舒服 呕吐 幽门螺杆菌 胃镜 "
+                                 "肠镜 胃药 奥美拉唑 吗丁啉 益生菌 养胃 清淡 辛辣 生冷 油腻 不消化 吃撑 暴饮暴食 空腹 饿过头 三餐不规律 饭点 小米粥 喝粥 肠易激 吃坏肚子 "
+                                 "stomach gastritis diarrhea indigestion"),
+    "health.stroke_rehab": ("中风 脑梗 脑卒中 脑出血 脑溢血 偏瘫 半身不遂 一边身子 半边 手脚不灵 手脚不利索 腿脚不灵便 行动不便 走路不稳 说话不清 口齿不清 嘴歪 康复 复健 理疗 针灸 "
+                            "轮椅 拐杖 助行器 扶手 无障碍 台阶 楼梯 电梯 护工 单手 一只手 后遗症 stroke rehab wheelchair"),
+    "health.surgery_hospital": ("手术 开刀 住院 出院 病房 病床 医院 术后 术前 麻醉 全麻 局麻 微创 缝针 拆线 伤口 刀口 恢复期 复查 复诊 挂号 陪床 陪护 护工 主刀 主治医生 体检 "
+                                "拍片 核磁 化疗 放疗 切除 阑尾 胆囊 甲状腺 结节 肿瘤 养病 病假 卧床 surgery hospital operation icu ct"),
+    "health.teeth": ("牙齿 牙疼 牙痛 牙不好 牙口不好 假牙 义齿 种牙 种植牙 补牙 拔牙 智齿 蛀牙 龋齿 牙洞 牙龈 牙周 牙结石 洗牙 洁牙 根管 牙套 正畸 牙医 口腔科 口腔医院 牙科 嚼不动 "
+                     "咬不动 嚼不烂 太硬 软烂 好嚼 稀饭 喝粥 流食 牙签 塞牙 冰牙 敏感牙 倒牙 甘蔗 啃骨头 牛肉干 坚果 硬糖 牙刷 牙膏 dentist teeth tooth braces"),
+    "health.urinary_night": ("起夜 夜尿 尿频 尿急 尿不尽 憋不住 憋尿 厕所 洗手间 卫生间 前列腺 尿路感染 尿道炎 膀胱炎 漏尿 多喝水 长途 坐车 高铁 大巴 自驾 堵车 看电影 服务区 过道 "
+                             "半夜醒 urinary prostate toilet bathroom restroom"),
+    "fear.crowds_social": ("社恐 社牛 怕生 内向 不敢说话 不会聊天 尴尬 人多 人太多 人挤人 人山人海 排队 节假日 国庆 黄金周 景区 聚会 派对 团建 年会 饭局 酒局 见网友 面基 相亲 上台 "
+                           "演讲 发言 汇报 答辩 主持 表演 自我介绍 当众 公开场合 打电话 接电话 点餐 问路 陌生人 认识新朋友 加微信 破冰 社交 应酬 合唱 婚礼 伴娘 伴郎 开会 面试 "
+                           "introvert party presentation crowd crowds speech"),
+    "fear.dark": ("怕黑 恐黑 黑暗 黑漆漆 黑乎乎 黑灯瞎火 伸手不见五指 关灯 开灯 夜灯 停电 断电 一个人在家 独自在家 一个人睡 夜路 晚上回家 半夜 深夜 小巷 胡同 地下车库 地下室 楼道 声控灯 "
+                  "隧道 山洞 溶洞 露营 夜爬 密室 天黑 路灯 dark darkness"),
+    "fear.dogs_animals": ("怕狗 狗咬 恐犬 怕猫 怕动物 大狗 狗狗 小狗 遛狗 狂犬 狗叫 狗吠 牵绳 拴绳 流浪狗 野狗 土狗 金毛 哈士奇 藏獒 阿拉斯加 柯基 泰迪 德牧 杜宾 宠物 养狗 猫咪 "
+                          "流浪猫 大鹅 动物园 骑马 鸽子 猴子 dog dogs puppy"),
+    "fear.driving": ("开车 驾照 科目一 科目二 科目三 科目四 驾校 练车 陪练 新手司机 马路杀手 上路 倒车 停车 上高速 高速公路 走高速 自驾 堵车 变道 并线 超车 路怒 追尾 刮蹭 车祸 夜路 "
+                     "开夜车 山路 方向盘 油门 刹车 驾驶 买车 提车 租车 代驾 本本族 drive driving car license"),
+    "fear.enclosed_spaces": ("幽闭 怕封闭 密闭 狭小空间 电梯 密室 核磁 山洞 溶洞 隧道 地铁 早高峰 挤公交 太挤 车厢 地下室 防空洞 胶囊旅馆 胶囊酒店 睡袋 机舱 厕所隔间 试衣间 小房间 "
+                             "没窗户 憋得慌 透不过气 喘不过气 claustrophobia elevator lift mri"),
+    "fear.flying": ("恐飞 飞行恐惧 飞机 航班 机票 起飞 降落 颠簸 气流 晕机 空难 失事 坠机 机场 登机 值机 转机 直飞 出国 出差 长途飞行 廉航 靠窗 机长 空姐 乘务员 安全带 落地 飞过去 "
+                    "fly flying flight flights plane airplane airport"),
+    "fear.ghosts_horror": ("怕鬼 鬼屋 恐怖片 恐怖电影 鬼片 灵异 闹鬼 鬼故事 鬼魂 幽灵 僵尸 丧尸 恐怖游戏 恐怖小说 惊悚 密室逃脱 剧本杀 恐怖本 鬼节 中元节 万圣节 清明 坟地 墓地 公墓 "
+                           "殡仪馆 太平间 午夜 凌晨三点 一个人睡 不敢一个人 关灯 笔仙 碟仙 招魂 贞子 咒怨 生化危机 吓人 吓死 ghost ghosts horror haunted "
+                           "zombie zombies halloween scary"),
+    "fear.heights": ("恐高 怕高 高处 高空 往下看 腿软 脚软 玻璃桥 栈道 悬崖 悬空 缆车 索道 高楼 顶楼 天台 楼顶 观景台 观光电梯 蹦极 过山车 跳楼机 摩天轮 海盗船 大摆锤 滑翔伞 跳伞 "
+                     "热气球 攀岩 爬山 登山 华山 张家界 天门山 东方明珠 广州塔 小蛮腰 爬梯子 人字梯 吊桥 铁索桥 欢乐谷 游乐园 游乐场 迪士尼 环球影城 云梯 落地窗 几十楼 高层住宅 "
+                     "heights acrophobia rollercoaster"),
+    "fear.insects": ("怕虫 虫子 昆虫 蟑螂 小强 蜘蛛 毛毛虫 蜈蚣 蚂蚁 蚯蚓 飞蛾 蛾子 蚊子 苍蝇 蜜蜂 马蜂 黄蜂 蝴蝶 甲虫 蟋蟀 蝗虫 蚱蜢 知了 臭虫 跳蚤 虱子 潮虫 鼻涕虫 蛞蝓 蜗牛 壁虎 "
+                     "灭蟑 杀虫 驱虫 露营 野营 树林 草丛 农村 乡下 雨林 bug bugs insect insects cockroach cockroaches spider spiders"),
+    "fear.needles_blood": ("晕针 晕血 怕针 打针 扎针 抽血 验血 采血 输液 打吊瓶 挂水 打点滴 针头 针管 注射 疫苗 接种 加强针 献血 扎手指 体检 针灸 耳洞 纹身 刺青 看到血 见血 流血 "
+                           "出血 伤口 血淋淋 手术 缝针 胰岛素 牙医 拔牙 needle needles blood injection vaccine"),
+    "fear.snakes_reptiles": ("蛇 竹叶青 蜥蜴 壁虎 鳄鱼 变色龙 青蛙 蛤蟆 爬行动物 冷血动物 爬宠 爬行馆 动物园 草丛 山路 爬山 野外 丛林 露营 徒步 乌龟 鬃狮 snake snakes "
+                             "lizard lizards reptile reptiles"),
+    "fear.thunder_storm": ("打雷 雷声 雷雨 雷阵雨 雷暴 闪电 暴雨 暴风雨 台风 大风 狂风 冰雹 下雨 下大雨 天气预报 黄色预警 橙色预警 红色预警 雷电 停电 乌云 梅雨 打闪 轰隆 "
+                           "thunder lightning storm typhoon"),
+    "fear.trypophobia": ("密集恐惧 密恐 莲蓬 蜂窝 蜂巢 小洞 小孔 孔洞 毛孔 鸡皮疙瘩 头皮发麻 蛙卵 鱼籽 蟹籽 草莓籽 火龙果 珊瑚 苏里南蟾蜍 榴莲壳 洞洞 一堆小点 密密麻麻 蚂蚁窝 荔枝壳 "
+                         "百香果 trypophobia"),
+    "fear.water_swimming": ("旱鸭子 怕水 恐水 溺水 呛水 游泳 泳池 泳衣 泳裤 潜水 浮潜 深潜 深海 漂流 冲浪 皮划艇 划船 坐船 游船 游艇 出海 海边 海滩 沙滩 下海 玩水 水上乐园 戏水 "
+                            "救生衣 深水区 浅水区 湖边 河边 水库 海岛 三亚 马尔代夫 大海 桨板 swim swimming diving snorkeling rafting beach "
+                            "pool"),
+    "family.children_baby": ("孩子 娃 宝宝 儿子 女儿 闺女 小孩 小朋友 小家伙 小不点 小屁孩 婴儿 新生儿 家老大 家里老大 老二 老三 大宝 二宝 小宝 二胎 三胎 长牙 出牙 奶粉 尿不湿 "
+                             "纸尿裤 尿布 奶瓶 吐奶 夜奶 母乳 喂奶 吸奶器 断奶 辅食 哄睡 睡整觉 黄疸 湿疹 红屁屁 儿保 疫苗 满月 百天 周岁 抓周 一岁 两岁 三岁 学走路 学说话 "
+                             "会走路 会说话 叫妈妈 叫爸爸 会翻身 育儿 月嫂 早教 托班 托育 幼儿园 入园 小班 中班 大班 家长会 绘本 玩具 安全座椅 童装 亲子 儿童乐园 游乐场 儿童节 "
+                             "六一 哭闹 宝妈 宝爸 新手爸妈 当妈 当爹 baby babies toddler kid kids son daughter diaper diapers "
+                             "kindergarten nursery"),
+    "family.children_school_age": ("上学 小学 初中 高中 中学生 中考 高考 小升初 一年级 二年级 三年级 四年级 五年级 六年级 上初一 读初一 上初二 读初二 上初三 读初三 上高一 "
+                                   "读高一 高二 高三 家长会 家长群 班主任 作业 默写 听写 口算 背课文 期末考试 考试成绩 成绩单 补课 补习班 兴趣班 培训班 课外班 奥数 网课 双减 "
+                                   "开学 放学 接孩子 送孩子 接娃 送娃 校服 书包 文具 夏令营 研学 春游 秋游 运动会 择校 学区房 升学 叛逆 青春期 早恋 少先队 红领巾 志愿填报 "
+                                   "同桌 住校 校车 鸡娃 家教 学校 student students homework school pta"),
+    "family.divorce_widowed": ("离婚 离异 离了婚 冷静期 分居 单亲 抚养权 探视权 抚养费 财产分割 净身出户 前夫 前妻 二婚 再婚 复婚 重组家庭 后妈 继母 继父 后爸 丧偶 守寡 寡妇 "
+                               "鳏夫 老伴走了 亡夫 亡妻 去世 过世 忌日 周年祭 扫墓 上坟 出轨 婚外情 小三 一个人带孩子 divorce divorced widow widowed "
+                               "widower separated"),
+    "family.father": "我爸 爸爸 老爸 父亲 老爹 我爹 俺爹 俺爸 咱爸 亲爸 爹地 粑粑 爸比 父上 父皇 老汉 老豆 阿爸 家父 后爸 继父 父爱 父子 父女 dad daddy father papa",
+    "family.friends": ("好朋友 老朋友 我朋友 朋友们 个朋友 和朋友 跟朋友 朋友家 闺蜜 闺密 好姐妹 姐妹们 好兄弟 兄弟们 哥们 死党 铁子 老铁 发小 好友 挚友 基友 老友 室友 舍友 老同学 "
+                       "损友 搭子 网友 笔友 小伙伴 聚会 聚餐 约饭 友谊 友情 绝交 闹掰 bestie bff buddy buddies friend friends"),
+    "family.grandchildren": ("孙子 孙女 外孙 孙儿 孙辈 带孙 隔代 当爷爷 当奶奶 当姥姥 当外婆 当外公 升级当 含饴弄孙 重孙 曾孙 帮儿子带孩子 帮女儿带孩子 儿子家 女儿家 儿媳 女婿 "
+                             "grandson granddaughter grandkids grandchild grandchildren"),
+    "family.grandparents": ("爷爷 奶奶 外公 外婆 姥姥 姥爷 祖父 祖母 阿公 阿婆 阿嬷 阿嫲 爷奶 曾祖 祖孙 爷孙 隔代 重阳节 寿宴 祝寿 大寿 老寿星 grandpa grandma "
+                            "grandmother grandfather granny grandparents"),
+    "family.in_laws": ("婆婆 公公 公婆 岳父 岳母 丈母娘 丈人 娘家 亲家 儿媳 女婿 姑爷 小姑子 大姑子 小叔子 大伯子 大舅子 小舅子 小姨子 大姨子 连襟 妯娌 嫂子 弟媳 姐夫 妹夫 婆媳 "
+                       "见家长 婆家人 姑嫂 inlaws 回婆家 去婆家 在婆家"),
+    "family.marriage_wedding": ("结婚 婚礼 彩礼 领证 订婚 求婚 婚纱 婚戒 钻戒 婚宴 酒席 喜酒 份子钱 随份子 伴娘 伴郎 新郎 新娘 司仪 婚庆 婚房 嫁妆 三金 改口费 接亲 堵门 "
+                                "闹洞房 蜜月 新婚 民政局 备婚 婚期 办酒 摆酒 喜糖 请帖 请柬 已婚 婚后 婚姻 嫁人 娶媳妇 娶老婆 嫁给 上门女婿 裸婚 闪婚 跟拍 wedding "
+                                "married marry marriage engaged engagement bride groom honeymoon"),
+    "family.mother": ("我妈 妈妈 老妈 母亲 母上 娘亲 我娘 俺娘 俺妈 咱妈 亲妈 妈咪 麻麻 阿妈 老母 母后 额娘 后妈 继母 康乃馨 母女 母子 母爱 mom mum mother mommy "
+                      "mama mommy's"),
+    "family.parents_elderly_care": ("爸妈 父母 老爸老妈 二老 老人 老年人 养老 陪护 护工 陪床 陪诊 住院 敬老院 护理院 赡养 孝顺 尽孝 孝心 常回家看看 回老家 报平安 伺候 老两口 "
+                                    "上了年纪 年纪大了 年迈 腿脚不便 腿脚不好 轮椅 拐杖 保健品 防骗 老年痴呆 阿尔茨海默 认知症 失能 失智 退休金 独生子女 催婚 唠叨 老年大学 "
+                                    "助听器 复查 parents elderly caregiver caregiving nursing eldercare"),
+    "family.pregnancy": ("怀孕 怀上 孕期 孕妇 孕妈 准妈妈 准爸爸 孕吐 产检 建档 预产期 待产 顺产 剖腹产 剖宫产 胎动 胎心 胎教 唐筛 四维 nt 糖耐 孕早期 孕中期 孕晚期 早孕 备孕 "
+                         "试管 验孕 两道杠 叶酸 保胎 孕酮 hcg 大肚子 产假 月子 生孩子 二胎 三胎 宫缩 羊水 b超 pregnant pregnancy ivf"),
+    "family.relatives_extended": ("亲戚 七大姑八大姨 舅舅 舅妈 姑姑 姑妈 姑父 小姨 二姨 三姨 姨夫 姨父 叔叔 婶婶 婶子 伯伯 伯父 伯母 大伯 二叔 三叔 小叔 表哥 表姐 表弟 表妹 "
+                                  "堂哥 堂姐 堂弟 堂妹 表亲 堂亲 侄子 侄女 外甥 uncle aunt auntie cousin cousins nephew niece "
+                                  "relatives"),
+    "family.siblings": ("哥哥 姐姐 弟弟 妹妹 我哥 我姐 我弟 我妹 老姐 亲哥 亲姐 亲弟 亲妹 兄弟姐妹 兄妹 姐弟 兄弟俩 姐妹俩 双胞胎 龙凤胎 独生女 独生子 嫂子 姐夫 弟媳 妹夫 二哥 三哥 "
+                        "二姐 三姐 小妹 老幺 排行老 侄子 侄女 外甥 sister sisters brother brothers sibling siblings sis bro twin "
+                        "twins"),
+    "family.single_dating": ("单身 脱单 相亲 暗恋 表白 告白 分手 失恋 前任 前男友 前女友 追人 追女生 追男生 喜欢的人 搭讪 暧昧 备胎 舔狗 初恋 网恋 奔现 约会 找对象 谈对象 "
+                             "介绍对象 催婚 大龄 剩女 剩男 光棍 红娘 媒人 婚恋 交友软件 探探 陌陌 soul 桃花 姻缘 月老 复合 挽回 被拒 被绿 劈腿 出轨 见家长 心仪 crush "
+                             "恋爱 single dating tinder hinge breakup ex"),
+    "family.spouse_partner": ("老公 老婆 媳妇 对象 男朋友 女朋友 男票 女票 男友 女友 另一半 爱人 我太太 妻子 丈夫 伴侣 老伴 我家那位 那口子 两口子 小两口 孩子他爸 孩子他妈 孩他爸 "
+                              "孩他妈 夫妻 老夫老妻 婆娘 婆姨 情侣 对戒 约会 纪念日 情人节 七夕 520 恋爱 热恋 同居 秀恩爱 撒狗粮 烛光晚餐 婚后 husband wife "
+                              "boyfriend girlfriend bf gf hubby spouse partner lover couple 异地恋"),
+    "pet.bird": ("鹦鹉 玄凤 金太阳 八哥 鹩哥 画眉鸟 百灵鸟 文鸟 珍珠鸟 金丝雀 养鸽子 信鸽 赛鸽 鸽舍 遛鸟 鸟笼 鸟食 养鸟 站杆 剪羽 学舌 parrot parrots budgie "
+                 "cockatiel canary pigeon"),
+    "pet.cat": ("猫 喵星人 主子 铲屎 毛孩子 罐罐 冻干 布偶 英短 美短 狸花 三花 暹罗 银渐层 金渐层 加菲 缅因 折耳 异短 金吉拉 德文卷毛 掉毛 绝育 发腮 化毛膏 踩奶 炸毛 挠人 抓沙发 驱虫 "
+                "疫苗 cat cats kitten kittens kitty meow 吐毛球"),
+    "pet.dog": ("狗 修勾 汪星人 毛孩子 牵引绳 磨牙棒 冻干 犬证 犬舍 训犬 汪汪 捡球 柯基 金毛 泰迪 柴犬 边牧 哈士奇 二哈 拉布拉多 萨摩耶 比熊 博美 贵宾犬 法斗 斗牛犬 雪纳瑞 吉娃娃 约克夏 "
+                "阿拉斯加 德牧 马犬 杜宾 秋田犬 田园犬 西高地 巴哥 腊肠犬 喜乐蒂 比格 罗威纳 藏獒 松狮 拆家 护食 扑人 乱叫 狂叫 咬人 驱虫 疫苗 犬瘟 细小病毒 剃毛 dog dogs puppy "
+                "puppies doggy doggo corgi husky poodle shiba labrador samoyed retriever"),
+    "pet.fish_aquarium": ("鱼缸 养鱼 金鱼 养锦鲤 热带鱼 孔雀鱼 灯科鱼 斑马鱼 草缸 水草 过滤器 换水 氧气泵 打氧 水族 观赏鱼 龙鱼 罗汉鱼 鹦鹉鱼 小丑鱼 海缸 观赏虾 水晶虾 鱼食 喂鱼 "
+                          "白点病 硝化细菌 造景 加热棒 鱼死了 翻肚 aquarium goldfish koi betta guppy"),
+    "pet.reptile": ("乌龟 养龟 龟粮 巴西龟 草龟 陆龟 苏卡达 蜥蜴 守宫 玉米蛇 球蟒 蟒蛇 养蛇 爬宠 变色龙 鬃狮蜥 角蛙 蝾螈 六角恐龙 蜕皮 晒背 加热灯 饲养箱 面包虫 大麦虫 uvb "
+                    "turtle tortoise lizard gecko snake reptile reptiles chameleon"),
+    "pet.small_mammal": ("仓鼠 金丝熊 侏儒兔 兔子 兔兔 垂耳兔 养兔 兔粮 兔笼 兔窝 荷兰猪 豚鼠 龙猫 花枝鼠 刺猬 雪貂 蜜袋鼯 花栗鼠 鼠粮 鼠笼 跑轮 木屑 垫料 磨牙石 提摩西草 苜蓿草 "
+                         "牧草 hamster hamsters rabbit rabbits bunny chinchilla ferret hedgehog guinea"),
+    "pet.vet_health": ("兽医 宠物 毛孩子 打疫苗 疫苗本 绝育 驱虫 大宠爱 福来恩 海乐妙 不爱吃 不吃东西 呕吐 拉稀 软便 猫瘟 犬瘟 细小病毒 猫鼻支 耳螨 皮肤病 猫藓 真菌 猫三联 犬八联 "
+                       "狂犬疫苗 尿闭 老年猫 老年犬 没精神 蔫了 彩虹桥 vet veterinarian 安乐死 精神不好 打针"),
+    "music.band_practice": ("乐队 排练 乐手 主唱 吉他手 贝斯手 鼓手 键盘手 演出 商演 路演 卖唱 编曲 作曲 写歌 录音棚 混音 效果器 彩排 调音台 跑场 音乐节 livehouse band "
+                            "bands rehearsal gig gigs bassist setlist"),
+    "music.instrument_guitar": ("吉他 六线谱 扒谱 扫弦 和弦 指弹 拨片 变调夹 调音器 按弦 横按 琴弦 换弦 断弦 琴颈 效果器 练琴 弹唱 手指疼 手指好疼 起茧 长茧 老茧 茧子 琴包 "
+                                "琴行 雅马哈 芬达 尤克里里 卡农 guitar guitars guitarist chord chords capo fender gibson"),
+    "music.instrument_other": ("小提琴 大提琴 中提琴 古筝 二胡 尤克里里 架子鼓 打鼓 鼓手 爵士鼓 电子鼓 笛子 竹笛 长笛 萨克斯 单簧管 黑管 吹小号 圆号 长号 琵琶 扬琴 葫芦丝 口琴 "
+                               "陶笛 唢呐 手风琴 马头琴 古琴 洞箫 中阮 柳琴 卡林巴 拇指琴 竖琴 贝斯 卡洪鼓 非洲鼓 手碟 鼓棒 琴弓 松香 拉琴 练琴 考级 乐器 民乐 乐团 义甲 揉弦 "
+                               "音准 把位 琴行 violin cello viola flute saxophone sax drums drummer harmonica erhu guzheng "
+                               "ukulele harp trumpet clarinet accordion kalimba"),
+    "music.instrument_piano": ("钢琴 电钢 电子琴 练琴 琴键 黑白键 延音踏板 五线谱 乐理 哈农 车尔尼 拜厄 汤普森 考级 陪练 琴房 琴童 调律 四手联弹 独奏 演奏会 肖邦 贝多芬 莫扎特 "
+                               "巴赫 德彪西 李斯特 致爱丽丝 卡农 克罗地亚狂想曲 节拍器 雅马哈 施坦威 琴行 piano pianist yamaha steinway kawai"),
+    "music.listening_singers": ("听歌 歌单 演唱会 抢票 专辑 新歌 单曲 音乐 巡演 内场 看台 黄牛 歌手 歌迷 追星 饭圈 应援 打榜 爱豆 偶像 歌词 网易云 酷狗 五月天 周杰伦 林俊杰 "
+                                "陈奕迅 薛之谦 邓紫棋 霉霉 泰勒 毛不易 李健 张学友 王菲 孙燕姿 蔡依林 李荣浩 华晨宇 张杰 周深 许嵩 汪苏泷 刘德华 告五人 凤凰传奇 刀郎 邓丽君 "
+                                "时代少年团 易烊千玺 王源 王俊凯 蔡徐坤 防弹少年团 韩团 摇滚 民谣 说唱 古风歌 流行歌 古典乐 交响乐 concert concerts album "
+                                "playlist spotify singer kpop jpop tfboys bts blackpink taylor swiftie livehouse"),
+    "music.singing_karaoke": ("唱歌 k歌 唱k ktv 唱吧 麦霸 飙歌 练歌 声乐 气息 高音 假声 转音 跑调 五音不全 音准 合唱 翻唱 录歌 歌唱比赛 好声音 练声 开嗓 麦克风 话筒 "
+                              "卡拉ok 唱戏 票友 嗓子哑 karaoke sing singing choir vocal vocals"),
+    "sport.ball_badminton_tennis_pingpong": ("羽毛球 羽球 球拍 网球 乒乓 国乒 打球 球馆 杀球 吊球 高远球 扣杀 发球 接发 双打 混双 穿线 拉线 磅数 胶皮 匹克球 尤尼克斯 "
+                                             "马龙 樊振东 许昕 孙颖莎 王楚钦 陈梦 林丹 李宗伟 石宇奇 郑钦文 李娜 费德勒 纳达尔 德约 大满贯 温网 法网 澳网 美网 球友 "
+                                             "badminton tennis pingpong pickleball yonex wimbledon"),
+    "sport.ball_basketball": ("篮球 投篮 三分球 上篮 扣篮 运球 篮筐 篮板 球场 打球 球队 球赛 看球 球迷 球衣 球鞋 野球 街球 季后赛 总决赛 全明星 湖人 詹姆斯 科比 乔丹 姚明 "
+                              "易建联 灌篮高手 崴脚 3v3 basketball hoops nba cba lakers lebron kobe nba2k"),
+    "sport.ball_football": ("足球 踢球 球场 球赛 看球 球迷 球队 球衣 世界杯 欧洲杯 亚洲杯 欧冠 英超 西甲 意甲 德甲 国足 梅西 c罗 内马尔 姆巴佩 皇马 巴萨 曼联 曼城 利物浦 切尔西 "
+                            "阿森纳 拜仁 尤文 国米 进球 射门 点球 越位 守门员 门将 前锋 后卫 五人制 七人制 绿茵场 football soccer fifa messi ronaldo"),
+    "sport.ball_volleyball": "排球 沙排 女排 朱婷 垫球 扣球 拦网 传球 volleyball",
+    "sport.billiards_bowling_darts": ("台球 桌球 斯诺克 九球 中式八球 丁俊晖 奥沙利文 球杆 保龄球 飞镖 射箭 billiards snooker bowling darts "
+                                      "archery"),
+    "sport.cycling": ("骑行 骑车 单车 自行车 公路车 山地车 死飞 折叠车 骑友 锁鞋 码表 踏频 爬坡 头盔 爆胎 补胎 碳架 捷安特 美利达 崔克 川藏线 318 环岛 环湖骑 刷街 骑了 "
+                      "cycling bike bikes biking bicycle cyclist"),
+    "sport.dance": ("跳舞 舞蹈 舞室 舞团 舞伴 练舞 扒舞 编舞 翻跳 广场舞 街舞 尊巴 爵士舞 拉丁舞 芭蕾 民族舞 古典舞 现代舞 中国舞 韩舞 女团舞 宅舞 交谊舞 国标舞 探戈 华尔兹 恰恰舞 伦巴 "
+                    "机械舞 鬼步舞 水兵舞 肚皮舞 钢管舞 跳操 健身操 随唱谁跳 dance dancing dancer ballet salsa tango zumba hiphop kpop"),
+    "sport.fishing": ("钓鱼 垂钓 野钓 路亚 台钓 海钓 筏钓 矶钓 黑坑 钓场 鱼竿 钓竿 鱼线 鱼钩 鱼饵 饵料 打窝 窝料 浮漂 鱼漂 爆护 空军 钓友 钓点 翘嘴 渔具 钓箱 钓椅 夜钓 冬钓 冰钓 "
+                      "跑鱼 钓了 fishing angler angling lure"),
+    "sport.golf": "高尔夫 球杆 挥杆 果岭 练习场 一杆进洞 推杆 golf golfing 球童 沙坑 小白球 发球台",
+    "sport.gym_fitness": ("健身 撸铁 增肌 减脂 蛋白粉 私教 卧推 深蹲 硬拉 引体向上 俯卧撑 仰卧起坐 平板支撑 腹肌 胸肌 马甲线 人鱼线 练腿 练背 练胸 练肩 练臀 翘臀 器械 哑铃 杠铃 "
+                          "壶铃 弹力带 有氧 无氧 帕梅拉 刘畊宏 跳操 燃脂 体脂 鸡胸肉 肌酸 团课 动感单车 跳绳 塑形 肌肉 健美 练出 超级猩猩 乐刻 筋膜枪 gym workout "
+                          "fitness bench squat squats deadlift protein hiit"),
+    "sport.hiking_climbing": ("爬山 徒步 登山 冲锋衣 速干衣 户外 驴友 垭口 海拔 高反 雪山 登顶 山顶 看日出 露营 营地 帐篷 攀岩 抱石 岩馆 泰山 华山 黄山 峨眉山 武功山 四姑娘山 "
+                              "贡嘎 鳌太 两步路 六只脚 腿软 下山 hiking hike hikes trekking climbing bouldering trail"),
+    "sport.martial_boxing": ("拳击 打拳 泰拳 散打 空手道 跆拳道 柔道 柔术 咏春 武术 截拳道 剑道 击剑 双节棍 护具 拳套 沙袋 手靶 对练 黑带 道馆 考级 格斗 搏击 拳馆 拳手 武馆 "
+                             "防身术 张伟丽 邹市明 李小龙 boxing kickboxing karate taekwondo judo jiujitsu bjj muay mma ufc "
+                             "fencing"),
+    "sport.running": ("跑步 晨跑 夜跑 慢跑 配速 马拉松 半马 全马 北马 迷你马 5公里 10公里 五公里 十公里 跑鞋 跑团 跑量 间歇跑 越野跑 完赛 奖牌 破pb 髂胫束 拉伸 悦跑圈 咕咚 佳明 "
+                      "运动手表 田径场 环湖跑 体测 running runner runners jog jogging marathon 5km 10km 5k 10k pace strava "
+                      "garmin"),
+    "sport.skiing_skating": ("滑雪 单板 双板 雪板 雪场 雪服 雪镜 崇礼 万龙 北大湖 亚布力 松花湖 刻滑 平花 滑冰 溜冰 冰场 花滑 轮滑 滑板 陆冲 冲浪板 冰球 冰刀 旱冰 谷爱凌 苏翊鸣 "
+                             "羽生结弦 冬奥 雪季 skiing ski snowboard snowboarding skating skate skateboard skateboarding "
+                             "surfing"),
+    "sport.swimming": "泳 换气 浮潜 自由潜 深潜 潜水证 救生员 水上乐园 swim swimming pool snorkeling scuba",
+    "sport.taichi_elderly_exercise": ("太极 八段锦 五禽戏 易筋经 气功 站桩 打拳 晨练 公园锻炼 健步走 暴走团 门球 柔力球 空竹 毽子 遛弯 散步 倒着走 老年大学 养生操 广场舞 "
+                                      "拍打操 taichi qigong"),
+    "sport.yoga_pilates": ("瑜伽 普拉提 核心床 冥想 拉伸 体式 下犬式 倒立 开肩 开髋 劈叉 一字马 柔韧性 筋膜 艾扬格 阿斯汤加 正念 静心 呼吸法 yoga pilates lululemon "
+                           "meditation mindfulness"),
+    "hobby.anime_manga": ("动漫 动画 番剧 追番 新番 补番 二次元 漫画 日漫 国漫 韩漫 条漫 漫展 手办 谷子 吃谷 痛包 b站 哔哩哔哩 弹幕 腐女 耽美 同人 声优 纸片人 乙女 海贼王 航海王 "
+                          "火影 柯南 鬼灭 进击的巨人 咒术回战 间谍过家家 龙珠 蜡笔小新 哆啦a梦 樱桃小丸子 灌篮高手 新海诚 宫崎骏 吉卜力 银魂 排球少年 斗罗大陆 一人之下 凡人修仙传 链锯人 "
+                          "芙莉莲 chiikawa 吉伊卡哇 anime manga otaku acg bilibili jojo"),
+    "hobby.board_games_scriptkill": ("桌游 剧本杀 狼人杀 密室 三国杀 大富翁 阿瓦隆 卡坦岛 谁是卧底 跑团 克苏鲁 玩本 情感本 恐怖本 推理本 欢乐本 机制本 阵营本 硬核本 拼车本 "
+                                     "打本 uno dnd coc boardgame boardgames"),
+    "hobby.calligraphy": ("书法 练字 毛笔 硬笔 钢笔字 字帖 临帖 临摹 楷书 行书 草书 隶书 篆书 小楷 颜体 柳体 欧体 王羲之 兰亭序 宣纸 墨汁 砚台 笔墨纸砚 文房四宝 写春联 篆刻 刻章 "
+                          "字写得 抄经 calligraphy"),
+    "hobby.chess_go": "围棋 象棋 五子棋 跳棋 军棋 下棋 棋局 棋友 棋盘 棋子 残局 柯洁 棋谱 楚河汉界 棋社 chess alphago",
+    "hobby.collecting": ("收藏家 藏品 手办 盲盒 邮票 集邮 钱币 纪念币 古董 古玩 文玩 盘串 手串 翡翠 和田玉 潮玩 泡泡玛特 拉布布 隐藏款 端盒 拆盒 积木 乐高 高达 卡牌 集卡 球星卡 "
+                         "卡游 奥特曼卡 黑胶 唱片 磁带 娃圈 棉花娃娃 娃衣 明信片 冰箱贴 徽章 吧唧 立牌 谷子 吃谷 限定款 球鞋 collect collecting collection "
+                         "collector figurine figurines funko labubu bjd gk"),
+    "hobby.cooking_baking": ("做饭 下厨 厨艺 炒菜 烧菜 做菜 家常菜 私房菜 烘焙 烤箱 空气炸锅 面包 蛋糕 戚风 饼干 曲奇 蛋挞 披萨 吐司 欧包 马卡龙 面粉 黄油 淡奶油 裱花 酵母 发面 "
+                             "揉面 包饺子 菜谱 食谱 煲汤 炖汤 红烧肉 厨房 铁锅 不粘锅 电饭煲 破壁机 厨师机 刀工 火候 大厨 做甜品 cooking cook baking bake "
+                             "recipe recipes"),
+    "hobby.cosplay_hanfu": ("出cos cos服 漫展 妆娘 假毛 汉服 jk制服 lo裙 洛丽塔 lo娘 三坑 马面裙 襦裙 明制 唐制 宋制 同袍 发簪 簪子 旗袍 cp展 返图 拍正片 约拍 古风 "
+                            "cos cosplay coser cosplayer jk lolita comicup"),
+    "hobby.crafts_knitting": ("手工 织毛衣 织围巾 毛线 钩针 棒针 编织 针织 十字绣 刺绣 缝纫 布艺 手作 粘土 黏土 滴胶 串珠 木工 皮具 皮雕 陶艺 拉坯 捏陶 羊毛毡 折纸 剪纸 乐高 "
+                              "拼图 拼装 拼豆 钻石画 数字油画 手账 扎染 香薰蜡烛 微缩模型 diy handmade craft crafts knitting crochet sewing "
+                              "embroidery pottery lego origami"),
+    "hobby.drawing_painting": ("画画 绘画 素描 水彩 油画 国画 水墨 彩铅 丙烯 速写 板绘 数位板 手绘 插画 画师 约稿 接稿 线稿 上色 写生 画室 美术 画展 画笔 颜料 画板 画架 "
+                               "马克笔 临摹 涂鸦 画风 作画 画了 一幅画 画作 儿童画 drawing painting sketch sketching illustration "
+                               "watercolor artist procreate pixiv"),
+    "hobby.gardening_plants": ("养花 种花 多肉 浇水 花盆 盆栽 绿植 绿萝 发财树 龟背竹 琴叶榕 虎皮兰 月季 绣球 兰花 君子兰 茉莉 栀子 三角梅 铁线莲 仙人掌 吊兰 文竹 富贵竹 水培 "
+                               "营养土 施肥 换盆 扦插 播种 发芽 开花 黄叶 烂根 徒长 红蜘蛛 介壳虫 花园 菜园 种菜 花市 花鸟市场 植物 园艺 盆景 花草 gardening garden "
+                               "plants plant succulent succulents"),
+    "hobby.mahjong_cards": ("麻将 搓麻 麻友 胡了 自摸 杠上开花 清一色 血战到底 雀魂 斗地主 掼蛋 打牌 扑克 德扑 桥牌 争上游 牌友 牌局 棋牌 三缺一 凑一桌 打两圈 炸金花 锄大地 手气 "
+                            "mahjong poker"),
+    "hobby.motorcycle_cars": ("摩托 机车 摩旅 头盔 赛车 卡丁车 改装 赛道 车友 玩车 跑车 越野车 仿赛 踏板车 川崎 杜卡迪 哈雷 motorcycle motorbike racing "
+                              "karting f1 jeep"),
+    "hobby.movies_tv": ("追剧 看剧 刷剧 电影 影院 综艺 电视剧 剧集 美剧 韩剧 日剧 英剧 泰剧 国产剧 短剧 网剧 纪录片 首映 上映 票房 影评 豆瓣 淘票票 爱奇艺 优酷 腾讯视频 芒果tv "
+                        "网飞 剧荒 剧透 大结局 男主 女主 演员 导演 甜宠剧 古装剧 悬疑剧 宫斗剧 漫威 二刷 三刷 片单 爆米花 奥斯卡 恐怖片 喜剧片 动作片 科幻片 爱情片 港片 跑男 浪姐 "
+                        "movie movies film films series netflix hbo imax marvel"),
+    "hobby.photography": ("摄影 拍照 相机 单反 微单 镜头 定焦 长焦 广角 人像 扫街 胶片 佳能 尼康 徕卡 哈苏 大疆 无人机 航拍 修图 调色 快门 光圈 构图 出片 约拍 打鸟 拍鸟 拍立得 "
+                          "卡片机 拍星空 星轨 剪辑 拍视频 camera cameras photography photographer canon nikon leica dji lightroom "
+                          "ccd vlog"),
+    "hobby.reading_novels": ("看书 读书 小说 网文 晋江 起点中文网 阅文 电子书 纸质书 书单 书店 图书馆 借书 买书 书架 追更 催更 言情 玄幻 仙侠 东野圭吾 刘慈欣 三体 金庸 村上春树 "
+                             "余华 红楼梦 哈利波特 散文 诗集 名著 文学 读后感 霸总 一本书 这本书 读完 看完这本 book books novel novels reading kindle "
+                             "goodreads"),
+    "hobby.theater_crosstalk": ("话剧 音乐剧 舞台剧 剧场 剧院 相声 德云社 郭德纲 岳云鹏 脱口秀 单口喜剧 开放麦 戏曲 京剧 越剧 黄梅戏 昆曲 豫剧 川剧 粤剧 秦腔 评剧 票友 唱戏 "
+                                "听戏 戏迷 演出 沉浸式戏剧 musical theater theatre standup broadway"),
+    "hobby.travel_camping": ("旅游 旅行 出游 去玩 自驾 露营 帐篷 天幕 营地 房车 背包客 穷游 做攻略 机票 酒店 民宿 景点 景区 签证 护照 出国 出境 跟团 自由行 度假 海边 海岛 "
+                             "行李箱 收拾行李 导游 旅拍 游记 野餐 篝火 卡式炉 周边游 国庆 五一 假期 旅居 travel traveling travelling trip trips "
+                             "camping glamping citywalk vacation"),
+    "hobby.video_games": ("再来一局 游戏 开黑 上分 掉分 排位 段位 王者 原神 英雄联盟 撸啊撸 手游 端游 网游 单机 主机 吃鸡 和平精英 绝地求生 瓦罗兰特 无畏契约 守望先锋 刀塔 永劫无间 崩坏 "
+                          "星穹铁道 崩铁 绝区零 鸣潮 明日方舟 第五人格 蛋仔 塞尔达 马里奥 宝可梦 动森 动物森友会 艾尔登法环 老头环 黑神话 魔兽 炉石 阴阳师 恋与深空 光遇 逆水寒 剑网三 "
+                          "剑三 梦幻西游 地下城 穿越火线 金铲铲 云顶之弈 三角洲行动 抽卡 十连 大保底 氪金 648 爆肝 五杀 超神 送人头 队友 上号 组队 连跪 通关 副本 打boss 存档 "
+                          "掌机 手柄 显卡 电竞 乙游 开一把 来一把 打一把 任天堂 米哈游 steam switch ns ps5 ps4 xbox pubg apex csgo cs2 "
+                          "valorant dota dota2 minecraft mc dnf cf lpl kpl dlc gaming gamer game games playstation "
+                          "nintendo moba fps rpg mmo"),
+    "hobby.writing": ("码字 写小说 写文 写诗 日更 投稿 连载 网文作者 写手 产粮 同人文 日记 博客 文笔 卡文 断更 稿子 征文 字数 writing writer blog blogging "
+                      "poetry 写作者 搞写作 写作课 坚持写作"),
+    "date.anniversary": "纪念日 周年 银婚 金婚 相识 第一次见面 520 七夕 情人节 烛光晚餐 送花 惊喜 礼物 满一年 一百天 纪念一下 忌日 anniversary",
+    "date.birthday": "老一岁 长一岁 大一岁 生日 蛋糕 礼物 几岁 周岁 岁了 生辰 寿星 庆生 寿面 许愿 吹蜡烛 满月 大寿 寿宴 祝寿 出生 成人礼 本命年 过寿 birthday birthdays bday cake",
+    "date.lunar_festivals": ("春节 过年 年夜饭 除夕 年三十 大年初一 拜年 压岁钱 春联 鞭炮 中秋 月饼 赏月 端午 粽子 龙舟 元宵 汤圆 灯会 清明 扫墓 上坟 重阳 七夕 腊八 冬至 农历 "
+                             "阴历 正月 腊月 春运 团圆 年货 年味 守岁 庙会 舞狮 舞龙 中元节 鬼节 祭祖 祭灶 春晚 过节 迎财神 cny mooncake mooncakes"),
+    "date.zodiac_constellation": ("星座 双子座 狮子座 处女座 射手座 水瓶座 白羊 金牛 巨蟹 天秤 天蝎 摩羯 双鱼 运势 水逆 星盘 塔罗 占卜 算命 生辰八字 本命年 属相 生肖 属鼠 "
+                                  "属牛 属虎 属兔 属龙 属蛇 属马 属羊 属猴 属鸡 属狗 属猪 太岁 桃花运 黄历 风水 幸运色 幸运数字 血型 i人 e人 mbti infp infj "
+                                  "intj intp entp enfp enfj entj isfj isfp istj istp esfj esfp estj estp zodiac "
+                                  "horoscope astrology tarot aries taurus virgo libra scorpio sagittarius capricorn "
+                                  "aquarius pisces"),
+    "life.coffee_tea": ("咖啡 手冲 拿铁 磨豆机 拉花 瑞幸 星巴克 冰美式 喝茶 泡茶 茶叶 普洱 铁观音 龙井 大红袍 白茶 岩茶 茶具 功夫茶 茶道 茶艺 品茶 奶茶 coffee latte "
+                        "espresso caffeine"),
+    "life.early_riser": "早起 晨型人 早睡 五点起 六点起 五点多起 六点多起 闹钟 清晨 晨练 晨跑 晨读 看日出 早八 早班 生物钟 作息 起得早 起床 自然醒 5am",
+    "life.introvert_social": ("社恐 社牛 社交 宅家 宅女 宅男 死宅 肥宅 i人 e人 内向 外向 不爱说话 不爱出门 不想出门 独处 怕生 害羞 话痨 自来熟 电话恐惧 不敢打电话 团建 聚会 "
+                              "人太多 内耗 人际交往 饭局 introvert introverted extrovert extroverted shy mbti"),
+    "life.name": "我叫什么 我的名字 我是谁 称呼 昵称 名字 怎么叫我 name nickname",
+    "life.living_alone": ("空落落 独居 一个人住 空巢 一人食 一个人吃饭 一个人生活 独自生活 一个人在家 孤独 寂寞 没人陪 没人说话 一个人过 北漂 沪漂 深漂 单间 一居室 开间 整租 独立生活 "
+                          "alone lonely"),
+    "life.night_owl": ("夜猫子 熬夜 熬大夜 晚睡 通宵 修仙 凌晨 半夜 深夜 还没睡 没睡觉 睡不着 失眠 黑眼圈 起不来 赖床 睡懒觉 补觉 作息 生物钟 夜班 夜宵 宵夜 昼夜颠倒 日夜颠倒 爆肝 "
+                       "早点睡 几点睡 两点睡 三点睡 四点睡 一点睡 夜生活 猝死 nightowl owl insomnia allnighter"),
+    "life.religion": ("信佛 佛教 拜佛 烧香 寺庙 寺院 上香 念经 诵经 吃素 素食 吃斋 初一十五 菩萨 佛祖 阿弥陀佛 居士 皈依 禅修 打坐 佛经 心经 金刚经 抄经 佛珠 放生 功德 还愿 求签 "
+                      "基督 信主 主日 做礼拜 教会 查经 团契 圣经 祷告 祈祷 感谢主 天主教 弥撒 复活节 伊斯兰 穆斯林 清真 斋月 古尔邦 道教 道观 道士 护身符 平安符 christian "
+                      "church buddhist buddhism muslim islam bible pray prayer temple 观世音 拜观音"),
+    "life.smoking_drinking_habits": ("抽烟 吸烟 戒烟 烟瘾 香烟 电子烟 烟盒 打火机 一包烟 华子 利群 二手烟 喝酒 饮酒 酗酒 戒酒 酒量 喝醉 喝多了 宿醉 断片 酒鬼 酒友 小酌 "
+                                     "微醺 白酒 啤酒 红酒 葡萄酒 洋酒 威士忌 精酿 鸡尾酒 清吧 酒吧 蹦迪 酒局 饭局 应酬 劝酒 干杯 茅台 五粮液 二锅头 解酒 醒酒 槟榔 "
+                                     "smoke smoking cigarette cigarettes vape beer wine whisky whiskey hangover "
+                                     "drunk booze"),
+    "life.volunteering": ("志愿者 做志愿 志愿服务 志愿时长 义工 公益 支教 献血 捐款 捐赠 捐物 捐书 募捐 慈善 社区服务 助老 敬老院 福利院 孤儿院 救助 领养 环保 净滩 植树 红十字 "
+                          "志愿汇 献爱心 骨髓捐献 造血干细胞 帮扶 volunteer volunteers volunteering charity ngo donate donation"),
+    "travel.abroad_visa": ("签证 面签 拒签 签注 护照 通行证 出国 海关 入关 入境 出境 通关 转机 申根 esta 免签 落地签 电子签 境外 海外 国外 外币 换汇 汇率 换钱 电话卡 漫游 "
+                           "时差 转换插头 退税 免税店 绿卡 移民 visa passport customs immigration jetlag"),
+    "travel.flying": ("机票 航班 值机 延误 误点 托运 登机 航站楼 机场 起飞 落地 降落 安检 转机 经济舱 商务舱 头等舱 靠窗 里程 航空公司 国航 东航 南航 廉航 飞机 行李额 超重 随身行李 "
+                      "充电宝 接机 送机 航旅纵横 备降 颠簸 气流 晕机 flight airport boarding delayed checkin"),
+    "travel.plan_trip": ("旅游 旅行 出去玩 出游 攻略 自由行 跟团 报团 景点 景区 门票 酒店 民宿 青旅 住宿 退房 度假 网红打卡 五一 国庆 十一长假 黄金周 小长假 年假 假期 自驾游 露营 "
+                         "海边 古镇 行程 行李箱 特种兵 citywalk 携程 飞猪 去哪儿 马蜂窝 booking airbnb 导游 一日游 周边游 旅拍 纪念品 玩几天 trip travel "
+                         "vacation holiday hotel hostel"),
+    "travel.train": ("高铁 火车 12306 抢票 车票 卧铺 硬座 硬卧 软卧 二等座 一等座 商务座 站票 无座 候补 检票 进站 出站 改签 退票 中转 绿皮车 直达 铁路 车次 学生票 春运 抢不到票 "
+                     "train railway 坐动车 动车组 抢到票 晚点了 g字头 k字头"),
+    "money.budget_frugal": ("省钱 月光族 抠门 预算 打折 拼单 优惠券 满减 薅羊毛 羊毛党 领券 砍一刀 拼多多 百亿补贴 双十一 618 降价 性价比 平替 吃土 没钱 穷鬼 好穷 记账 开销 "
+                            "花销 花钱 生活费 省着花 节俭 节约 二手 闲鱼 特价 便宜 太贵 好贵 买不起 剁手 囤货 折扣 返现 清仓 秒杀 消费降级 精打细算 工资花完 budget "
+                            "discount coupon"),
+    "money.debt_loan": ("贷款 信用卡 花呗 借呗 白条 还款 网贷 还贷 月供 分期 逾期 账单 利息 欠钱 借钱 欠债 负债 催收 征信 额度 提额 套现 以贷养贷 上岸 车贷 房贷 消费贷 月付 微粒贷 "
+                        "卡债 债务 欠款 还钱 借款 还不上 loan debt credit"),
+    "money.insurance": "保险 医疗险 百万医疗 意外险 寿险 年金险 理赔 保费 续保 投保 保单 惠民保 车险 保额 退保 健康告知 医保 社保 报销 insurance 商保 重疾 赔付",
+    "money.investing": ("股票 炒股 股市 股民 基金 基民 理财 大盘 a股 港股 美股 牛市 熊市 涨停 跌停 绿了 一片绿 飘红 涨了 跌了 亏了 亏钱 亏损 亏麻了 加仓 减仓 补仓 割肉 抄底 套牢 "
+                        "被套 定投 比特币 加密货币 币圈 炒币 金价 买黄金 金条 国债 收益 分红 开户 券商 割韭菜 纳指 标普 上证 沪深300 创业板 科创板 持仓 仓位 满仓 空仓 止损 止盈 "
+                        "余额宝 etf btc stock stocks fund crypto bitcoin nasdaq 当韭菜 被割"),
+    "money.salary": ("工资 薪水 薪资 月薪 年薪 底薪 涨薪 加薪 年终 奖金 提成 五险一金 社保 公积金 到手 税前 税后 个税 欠薪 发薪日 时薪 日薪 十三薪 13薪 降薪 收入 salary "
+                     "paycheck payday bonus"),
+    "money.saving_buy_house": ("存钱 攒钱 买房 首付 房贷 公积金 贷款 月供 房价 看房 新房 二手房 楼盘 样板房 售楼处 开发商 学区房 认购 网签 过户 契税 不动产证 利率 lpr 降息 "
+                               "提前还贷 存款 存定期 储蓄 攒够 存够 买不起房 首套 二套 限购 摇号 等额本息 等额本金 商贷 组合贷 房产 置业 六个钱包 房子 mortgage house"),
+    "money.side_hustle": ("副业 兼职 摆摊 闲鱼 卖货 小红书 代购 开网店 自媒体 外快 接单 赚钱 搞钱 hustle 接活 私活 卖二手 跑外卖 跑滴滴 开滴滴 代写 稿费 小生意 摆地摊 接广告 "
+                          "带货 收入 微商 本职工作"),
+    "device.ai_assistant": ("chatgpt gpt ai 豆包 kimi deepseek 通义 claude gemini copilot 提示词 prompt 问ai 大模型 ai画图 千问 智谱 "
+                            "文心 chatbot 智能助手 ai助手 问chatgpt 用ai ai写 openai token llm 即梦 midjourney"),
+    "device.camera_gear": ("相机 单反 微单 镜头 索尼 佳能 尼康 徕卡 大疆 dji 无人机 gopro 云台 三脚架 稳定器 滤镜 存储卡 sd卡 快门 光圈 iso 焦段 定焦 变焦 长焦 广角 "
+                           "胶片 胶卷 拍立得 ccd 对焦 闪光灯 影石 insta360 pocket3 osmo 机身 sony canon nikon fujifilm leica lens "
+                           "camera"),
+    "device.computer": ("电脑 笔记本 台式 主机 mac macbook imac windows win11 win10 显卡 装系统 cpu gpu 内存条 硬盘 固态 ssd 键盘 鼠标 显示器 蓝屏 "
+                        "死机 卡死 开不了机 风扇 散热 拯救者 thinkpad 联想 戴尔 dell 华硕 外星人 装机 4090 4060 rtx amd intel 英伟达 nvidia linux "
+                        "pc laptop 驱动 wifi ppt"),
+    "device.games_console": ("switch ns 任天堂 ps5 ps4 xbox steam steamdeck 游戏机 掌机 主机游戏 手柄 塞尔达 马里奥 宝可梦 动森 原神 王者荣耀 吃鸡 "
+                             "英雄联盟 上分 排位 开黑 黑神话 艾尔登 卡带 实体版 数字版 psn eshop 打游戏 玩游戏 3a大作 魂系 通关 nintendo playstation "
+                             "gaming"),
+    "device.headphones_audio": ("耳机 头戴 airpods 降噪 音箱 音响 bose 森海 earphones headphones 漫步者 耳塞 hifi 耳放 播放器 音质 "
+                                "airpodspro sony 充电仓 入耳式 jbl marshall beats"),
+    "device.mobile_payment": ("扫码 收款码 收钱码 扫一扫 二维码 零钱 转账 红包 余额 付款 支付 刷卡 现金 nfc 碰一碰 云闪付 银联 绑卡 银行卡 付不了 扫不了 qr alipay "
+                              "wechat paypal"),
+    "device.phone": ("手机 换机 iphone 华为 mate pura 小米 红米 oppo vivo 一加 三星 galaxy pixel 鸿蒙 ios android 安卓 耗电 掉电 续航 充电器 "
+                     "充电线 数据线 快充 发烫 卡顿 存储空间 内存不够 钢化膜 贴膜 碎屏 换屏 没信号 信号差 流量 话费 联通 电信 5g 系统更新 折叠屏 刷机 phone smartphone"),
+    "device.smart_home": ("智能家居 小爱同学 天猫精灵 小度 扫地机 智能音箱 智能门锁 指纹锁 摄像头 米家 homekit 智能灯 智能插座 窗帘电机 空调 空气净化器 加湿器 除湿机 洗碗机 "
+                          "智能马桶 路由器 wifi 网速 断网 宽带 蓝牙 alexa 科沃斯 追觅 智能开关 网关 mesh 投影仪 远程控制"),
+    "device.tablet_ereader": ("平板 ipad matepad 手写笔 电容笔 pencil 电子书 kindle 墨水屏 阅读器 掌阅 文石 记笔记 goodnotes procreate "
+                              "tablet 读书app 微信读书 多看 ipadpro ipadair ipadmini 电纸书 notability 妙控键盘 类纸膜"),
+    "transport.bike_ebike": ("电动车 电驴 自行车 骑车 单车 哈啰 青桔 头盔 电瓶 车筐 公路车 山地车 骑行 摩托 锁车 丢车 被偷 新国标 上牌 雅迪 爱玛 九号 小牛 bike ebike "
+                             "scooter cycling"),
+    "transport.car_own": ("开车 汽车 我的车 买车 提车 新车 看车 试驾 车贷 保养车 车保养 小保养 大保养 首保 4s店 加油站 加满油 加个油 油价 油费 油耗 停车 车位 车险 年检 洗车 违章 "
+                          "罚单 扣分 贴条 限行 限号 轮胎 补胎 爆胎 刮蹭 剐蹭 追尾 交警 修车 发动机 变速箱 自驾 上高速 走高速 下高速 高速公路 高速费 服务区 导航 倒车 挪车 行车记录仪 "
+                          "车钥匙 后备箱 方向盘 车漆 丰田 本田 宝马 奔驰 奥迪 别克 车载 油箱 car parking highway etc卡"),
+    "transport.driving_license": ("驾照 驾驶证 驾考 学车 练车 驾校 科目一 科目二 科目三 科目四 科一 科二 科三 科四 倒车入库 侧方停车 侧方位 坡道起步 半坡起步 曲线行驶 直角转弯 "
+                                  "路考 模拟考 约考 压线 熄火 灯光考试 夜考 拿证 车感 c1 c2 license licence"),
+    "transport.ev_charging": ("电车 新能源 电动汽车 纯电 插混 增程 油电混 充电桩 充电站 家充 超充 快充 慢充 换电 续航 里程焦虑 电池衰减 比亚迪 特斯拉 蔚来 理想汽车 小鹏 问界 极氪 "
+                              "小米汽车 su7 零跑 埃安 绿牌 秦plus 宋plus 汉ev 智驾 自动驾驶 fsd ota 充满电 tesla byd nio ev"),
+}
+#: attribute -> the topics a memory of it touches whatever its words (我住在杭州 is about the weather there).
+ATTRIBUTE_TOPICS = {"现居地": ("place.residence_weather", "place.commute"), "老家": ("place.hometown",),
+                    "生日": ("date.birthday",), "年龄": ("date.birthday",), "名字": ("life.name",), "昵称": ("life.name",),
+                    "称呼用户": ("life.name",), "职业": ("work.job",), "工作单位": ("work.job",)}
+#: Topics whose words are how any message talks about the thing (上班, 加班 for a job), not what a
+#: memory is about: a memory touches them only through its attribute (我是护士, not 我骑车上班).
+ATTRIBUTE_ONLY = {"work.job"}
 
 
-def memory_areas(text, attribute=None, subject="我"):
-    """The life areas a message or a memory touches. Example: memory_areas('明天要下雨吗') -> {'home', 'schedule'}"""
+def _topic_index(topics):
+    """word -> the topics it touches, for memory_areas: CJK words and lower-case ASCII words or phrases."""
+    index = collections.defaultdict(set)
+    for topic, words in topics.items():
+        for w in words.split():
+            index[w.lower()].add(topic)
+    return {w: frozenset(t) for w, t in index.items()}
+
+
+#: word -> topics; the longest CJK word; the words mixing scripts (k歌), matched as substrings.
+_TOPIC_INDEX = _topic_index(TOPICS)
+_TOPIC_MAXLEN = max(len(w) for w in _TOPIC_INDEX if not w.isascii())
+_TOPIC_MIXED = [w for w in _TOPIC_INDEX if not w.isascii() and re.search("[a-z0-9]", w)]
+#: attribute -> the topics a memory of it touches whatever its words.
+
+
+def memory_areas(text, attribute=None, subject="我", message=False):
+    """The topics a memory (or, message=True, a chat message) touches; a memory gets ATTRIBUTE_ONLY
+    topics only from its attribute. Example: memory_areas('明天要下雨吗', message=True) -> {'place.residence_weather', 'fear.thunder_storm'}"""
     low = text.lower()
     out = set()
-    for area, attrs, words in _AREA_LEXICON:
-        if attribute in attrs or any(w in low for w in words if not w.isascii() or re.search(rf"\b{re.escape(w)}\b", low)):
-            out.add(area)
-    if subject not in ("我", "你"):
-        out.add("family" if subject not in _ANIMALS and not subject.startswith(tuple(_ANIMALS)) else "pet")
+    for run in re.findall(f"[{_CJK}]+", low):  # every CJK substring that is a word of the lexicon
+        for i in range(len(run)):
+            for j in range(i + 1, min(len(run), i + _TOPIC_MAXLEN) + 1):
+                out |= _TOPIC_INDEX.get(run[i:j], frozenset())
+    words = re.findall(r"[a-z0-9][a-z0-9'+#.-]*[a-z0-9+#]|[a-z0-9]", low)
+    for w in words + [" ".join(p) for p in zip(words, words[1:])]:
+        out |= _TOPIC_INDEX.get(w, frozenset())
+    for w in _TOPIC_MIXED:
+        if w in low:
+            out |= _TOPIC_INDEX[w]
+    if not message:
+        out -= ATTRIBUTE_ONLY
+        out |= set(ATTRIBUTE_TOPICS.get(attribute, ()) if subject == "我" else ())
     return out
 
 
@@ -2387,8 +3003,8 @@ def memory_expand(text):
 
 
 def memory_area_tokens(areas):
-    """The FTS tokens that stand for areas. Example: memory_area_tokens({'pet'}) -> 'zzpet'"""
-    return " ".join("zz" + a for a in sorted(areas))
+    """The FTS tokens that stand for areas and topics. Example: memory_area_tokens({'pet', 'pet.dog'}) -> 'zzpet zzpetdog'"""
+    return " ".join(sorted("zz" + re.sub("[^a-z0-9]", "", a) for a in areas))
 
 
 def memory_profile(conn, ctx, limit=4):
@@ -3612,6 +4228,8 @@ class App:
         self.memory_rate = collections.defaultdict(collections.deque)  # user -> times of recent memory changes
         self.llm = LLMClient(cfg)
         self.summaries = SummaryWorker(cfg, self.db, self.llm, self.vec, self.card_by_id, self.stats)
+        self.expand_wake = asyncio.Event()  # set when memories may be waiting for their expansion
+        self.expand_failed = collections.Counter()  # memory id -> failed expansion calls
         self.tasks = set()
 
     def vec(self, text):
@@ -3622,11 +4240,16 @@ class App:
         """Opens the LLM client, syncs the lore, fills in missing vectors when a model is loaded, starts the checkpoints."""
         self.llm.open()
         await self.lore_check()
+        n = await self.db.run(memory_retag, write=True)
+        if n:
+            log.info("life areas: re-tagged %d memories for the new lexicon", n)
         if self.embedder.model is not None:
             n = await self.db.run(search_vec_backfill, self.embedder, write=True)
             if n:
                 log.info("vector search: added %d missing vectors", n)
         self._spawn(self._checkpoint_loop())
+        if self.cfg.MEMORY_EXPAND:
+            self._spawn(self._expand_loop())
 
     def _spawn(self, coro):
         task = asyncio.get_running_loop().create_task(coro)
@@ -3641,6 +4264,33 @@ class App:
                 self.db.dirty = False  # cleared before the checkpoint is queued: later writes set it again
                 with contextlib.suppress(Exception):
                     await self.db.run(self.db.checkpoint)
+
+    async def _expand_loop(self):
+        """Asks the LLM, one memory at a time, for the words of each new or reworded memory's expansion.
+        A failed call waits EXPAND_RETRY_SECONDS; a memory that failed EXPAND_ATTEMPTS times gets none."""
+        while True:
+            self.expand_wake.clear()  # before the look: a memory stored meanwhile sets it again
+            rows = await self.db.run(memory_expansion_todo)
+            if not rows:
+                await self.expand_wake.wait()
+                continue
+            for r in rows:
+                try:
+                    reply, tokens = await self.llm.chat(memory_expansion_prompt(r["text"]), max_tokens=200,
+                                                        timeout=min(self.cfg.LLM_TIMEOUT, 60))
+                except LLMError as e:
+                    self.expand_failed[r["id"]] += 1
+                    give_up = self.expand_failed[r["id"]] >= EXPAND_ATTEMPTS
+                    log.warning("expansion of memory %d failed (%s); %s", r["id"], e,
+                                "it gets none" if give_up else f"trying again in {EXPAND_RETRY_SECONDS} s")
+                    if give_up:
+                        await self.db.run(memory_expansion_store, r["id"], r["text"], "", write=True)
+                    else:
+                        await asyncio.sleep(EXPAND_RETRY_SECONDS)
+                    break
+                await self.db.run(memory_expansion_store, r["id"], r["text"], reply, write=True)
+                self.stats["expansions"] += 1
+                self.stats["expansion_tokens"] += tokens
 
     async def stop(self):
         for task in list(self.tasks):
@@ -3736,6 +4386,7 @@ async def _respond(app, ctx, text, card, truncated=False):
     for handler in (reply_command, reply_memory, reply_new_topic):
         reply = await handler(app, ctx, text, card)
         if reply is not None:
+            app.expand_wake.set()  # a new or reworded memory gets its expansion
             return reply
     if not text.strip():
         return "嗯？叫我有什么事吗？"

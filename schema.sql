@@ -65,21 +65,26 @@ CREATE TABLE memories (
     use_count INTEGER NOT NULL DEFAULT 0,
     source_message_id INTEGER,
     source_session TEXT,
-    author_id TEXT                      -- who said it (a group fact may be changed by its author)
+    author_id TEXT,                     -- who said it (a group fact may be changed by its author)
+    expansion TEXT                      -- words the LLM gave for it (memory_expansion_store); NULL = not asked yet
 );
 CREATE INDEX memories_user ON memories (user_id, type, id);
 CREATE INDEX memories_key ON memories (user_id, subject, attribute);
 
-CREATE VIRTUAL TABLE memories_fts USING fts5(tokens, owner);
+CREATE VIRTUAL TABLE memories_fts USING fts5(tokens, owner, extra);  -- extra: the expansion, weighted lower
 CREATE TRIGGER memories_ai AFTER INSERT ON memories BEGIN
-    INSERT INTO memories_fts (rowid, tokens, owner) VALUES (new.id, mnemo_tokens(new.text) || ' ' || new.areas, mnemo_owner(new.user_id));
+    INSERT INTO memories_fts (rowid, tokens, owner, extra) VALUES (new.id, mnemo_tokens(new.text) || ' ' || new.areas, mnemo_owner(new.user_id), mnemo_tokens(new.expansion));
 END;
 CREATE TRIGGER memories_ad AFTER DELETE ON memories BEGIN
     DELETE FROM memories_fts WHERE rowid = old.id;
 END;
-CREATE TRIGGER memories_au AFTER UPDATE OF text, areas, user_id ON memories BEGIN
+CREATE TRIGGER memories_au AFTER UPDATE OF text, areas, user_id, expansion ON memories BEGIN
     DELETE FROM memories_fts WHERE rowid = old.id;
-    INSERT INTO memories_fts (rowid, tokens, owner) VALUES (new.id, mnemo_tokens(new.text) || ' ' || new.areas, mnemo_owner(new.user_id));
+    INSERT INTO memories_fts (rowid, tokens, owner, extra) VALUES (new.id, mnemo_tokens(new.text) || ' ' || new.areas, mnemo_owner(new.user_id), mnemo_tokens(new.expansion));
+END;
+-- new words, new expansion: the old one is dropped and the LLM is asked again
+CREATE TRIGGER memories_reexpand AFTER UPDATE OF text ON memories WHEN new.text IS NOT old.text BEGIN
+    UPDATE memories SET expansion = NULL WHERE id = new.id;
 END;
 
 -- What a memory was before each change, so 撤销 can bring it back. One command is one batch
@@ -166,4 +171,4 @@ CREATE TABLE meta (
     value TEXT NOT NULL
 );
 
-PRAGMA user_version = 2;
+PRAGMA user_version = 3;

@@ -100,11 +100,12 @@ def bench_search(embedder, tmpdir, quick=False):
     return out
 
 
-def bench_recall(embedder, path, k=5):
+def bench_recall(embedder, path, k=5, expansions=None):
     """recall@k by query kind on a Chinese recall set: BM25 alone, vectors alone, the hybrid search
-    (memory_search, with life areas and aliases) and the pipeline (what a prompt gets: the search,
+    (memory_search, with topics and aliases) and the pipeline (what a prompt gets: the search,
     then the profile filling what is left of k). Also how many memories a prompt gets on average
-    and how many another user's memories the same message admits (they have nothing to do with it)."""
+    and how many another user's memories the same message admits (they have nothing to do with it).
+    expansions ({memory text: the LLM's reply to bot.EXPAND_PROMPT}) are stored as the bot stores them."""
     data = json.loads(Path(path).read_text(encoding="utf-8"))
     conn = bot.db_connect(":memory:")
     if embedder.model is not None:
@@ -118,6 +119,9 @@ def bench_recall(embedder, path, k=5):
                 f = bot.memory_fact(text)  # stored as 记住 stores it: subject, attribute, areas
                 ids[(u["user_id"], i)] = bot.memory_insert(conn, vec, user_id=u["user_id"], text=text, subject=f.subject,
                                                            attribute=f.attribute, value=f.value)
+    for (user, i), memory_id in ids.items() if expansions else ():
+        text = next(u["memories"][i] for u in data["users"] if u["user_id"] == user)
+        bot.memory_expansion_store(conn, memory_id, text, expansions[text])
     hits = collections.defaultdict(lambda: collections.Counter())
     admitted, sizes = [], []
     users = [u["user_id"] for u in data["users"]]
@@ -147,14 +151,23 @@ def bench_recall(embedder, path, k=5):
         "unrelated_admitted_per_message": round(statistics.mean(admitted), 2)}
 
 
+#: The recall sets: tuned on (recall_zh, recall_zh_dev) and held out (never tuned on).
+RECALL_SETS = ("recall_zh.json", "recall_zh_dev.json", "recall_zh_heldout.json")
+
+
 def bench_recall_sets(embedder, k=5):
-    """bench_recall on the tuned set and the held-out one, with the model and keyword-only."""
+    """bench_recall on every recall set, keyword-only and with the model, each without and with the
+    recorded LLM expansions (tests/data/recall_expansions.json)."""
+    expansions = json.loads((HERE / "data" / "recall_expansions.json").read_text(encoding="utf-8"))["replies"]
+    off = bot.Embedder("off")
     out = {}
-    for name in ("recall_zh.json", "recall_zh_heldout.json"):
+    for name in RECALL_SETS:
         path = HERE / "data" / name
-        out[name] = {"keyword_only": bench_recall(bot.Embedder("off"), path, k)}
+        out[name] = {"keyword_only": bench_recall(off, path, k),
+                     "keyword_only+expansion": bench_recall(off, path, k, expansions)}
         if embedder.model is not None:
             out[name]["with_model"] = bench_recall(embedder, path, k)
+            out[name]["with_model+expansion"] = bench_recall(embedder, path, k, expansions)
     return out
 
 

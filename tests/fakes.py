@@ -65,11 +65,16 @@ def is_vision_request(body):
                for m in body["messages"])
 
 
+def is_expansion_request(body):
+    """True for the bot's request for a memory's expansion (bot.EXPAND_PROMPT)."""
+    return body["messages"][0]["content"] == bot.EXPAND_PROMPT
+
+
 class FakeLLM:
     """An OpenAI-compatible chat server. Replies 'echo:<last user message>' unless scripted:
     script items are str (a reply), or dict(status=, headers=, body=, delay=, reply=).
     Summary requests take their items from summary_script and wait summary_delay; requests with a
-    picture are answered vision_reply."""
+    picture are answered vision_reply; a memory's expansion request gets expansions[memory text], else the memory's own words."""
 
     def __init__(self):
         self.requests = []
@@ -78,6 +83,7 @@ class FakeLLM:
         self.delay = 0.0
         self.summary_delay = 0.0
         self.vision_reply = "一只橘猫趴在键盘上"
+        self.expansions = {}  # memory text -> the words the LLM lists for it
         self.inflight = self.max_inflight = 0  # requests being answered at once
         self.lock = threading.Lock()
         llm = self
@@ -96,7 +102,11 @@ class FakeLLM:
                     llm.requests.append({"path": self.path, "headers": dict(self.headers), "json": body,
                                          "time": time.monotonic()})
                     script = llm.summary_script if summary else llm.script
-                    item = script.pop(0) if script else None
+                    if is_expansion_request(body):
+                        memory = body["messages"][-1]["content"].removeprefix("记忆：")
+                        item = {"reply": llm.expansions.get(memory, memory), "delay": 0, "exact": True}
+                    else:
+                        item = script.pop(0) if script else None
                     if is_vision_request(body):
                         item = llm.vision_reply
                     llm.inflight += 1
@@ -114,7 +124,8 @@ class FakeLLM:
                     payload = item["body"].encode() if isinstance(item["body"], str) else item["body"]
                 else:
                     last = body["messages"][-1]["content"]
-                    text = item.get("reply") or (f"此前，用户聊了：{last[:80]}" if summary else f"echo:{last}")
+                    text = item.get("reply") if item.get("exact") else (
+                        item.get("reply") or (f"此前，用户聊了：{last[:80]}" if summary else f"echo:{last}"))
                     payload = json.dumps({"id": "x", "object": "chat.completion", "choices": [
                         {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
                         "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}},
@@ -140,7 +151,13 @@ class FakeLLM:
 
     def chat_requests(self):
         """Requests that were replies (not summaries, not pictures)."""
-        return [r for r in self.requests if not is_summary_request(r["json"]) and not is_vision_request(r["json"])]
+        return [r for r in self.requests if not is_summary_request(r["json"]) and not is_vision_request(r["json"])
+                and not is_expansion_request(r["json"])]
+
+    def expansion_requests(self):
+        """Requests for a memory's expansion: the memory texts, in order."""
+        return [r["json"]["messages"][-1]["content"].removeprefix("记忆：") for r in self.requests
+                if is_expansion_request(r["json"])]
 
     def vision_requests(self):
         """Requests that asked for a picture's description."""

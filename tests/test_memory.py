@@ -6,7 +6,7 @@ import json
 import pytest
 
 from conftest import Runner
-from fakes import NapCat, run_bot, v1_database
+from fakes import NapCat, run_bot, v1_database, wait_for
 import bot
 
 
@@ -345,6 +345,19 @@ def test_areas_never_cross_users(kconn):
         ["我养了一只柯基"]
 
 
+def test_memories_are_retagged_once_when_the_lexicon_changes(kconn):
+    c = ctx()
+    say(kconn, c, "我养了一只柯基")
+    assert bot.memory_retag(kconn) == 0  # a new database is tagged with the lexicon it was made with
+    # as if tagged by an older lexicon that knew nothing of dogs
+    kconn.execute("UPDATE memories SET areas = ''")
+    bot.db_meta_set(kconn, "areas_lexicon", "older")
+    assert bot.memory_search(kconn, c, "我家狗狗不爱吃饭", None, limit=5, min_similarity=1.0) == []
+    assert bot.memory_retag(kconn) == 1 and bot.memory_retag(kconn) == 0
+    assert [h["text"] for h in bot.memory_search(kconn, c, "我家狗狗不爱吃饭", None, limit=5, min_similarity=1.0)] == \
+        ["我养了一只柯基"]
+
+
 def test_profile_follows_updates_and_stays_within_its_budget(kconn):
     c = ctx()
     for f in ("我叫阿杰", "我住在北京", "我对花生过敏", "我对青霉素过敏", "我有高血压", "我喜欢爬山"):
@@ -365,6 +378,68 @@ def test_prompt_gets_at_most_top_k_memories(runner, napcat, llm):
     part = [m["content"] for m in llm.chat_requests()[-1]["json"]["messages"] if m["content"].startswith("参考资料")][0]
     assert part.count("用户说过") == 5  # MEMORY_TOP_K: the food ones first, then the profile
     assert "我吃素" in part and "我对花生过敏" in part
+
+
+def _expanded(runner, n):
+    """True once n memories have their expansion stored (the bot asks for them in the background)."""
+    conn = bot.db_connect(runner.cfg.BOT_DB)
+    try:
+        return conn.execute("SELECT count(*) FROM memories WHERE expansion IS NOT NULL").fetchone()[0] >= n
+    finally:
+        conn.close()
+
+
+def _prompt_memories(llm):
+    return [m["content"] for m in llm.chat_requests()[-1]["json"]["messages"] if m["content"].startswith("参考资料")]
+
+
+def test_expansion_words_find_a_memory_and_follow_its_changes(runner, napcat, llm):
+    llm.expansions = {"我是原神玩家，主玩胡桃": "原神 往生堂 堂主 深渊 米哈游 Genshin",
+                      "我是原神玩家，主玩雷电将军": "稻妻 雷神 深渊 米哈游"}
+    ask = lambda t, user=812: napcat.ask(user, t)
+    ask("记住，我是原神玩家，主玩胡桃")
+    ask("记住，我住在北京")
+    ask("记住我喜欢爬山", user=813)
+    assert wait_for(lambda: _expanded(runner, 3))
+    assert llm.expansion_requests() == ["我是原神玩家，主玩胡桃", "我住在北京", "我喜欢爬山"]  # each once, in order
+    ask("这期往生堂堂主打不过去了")  # no word of the memory, only words of its expansion
+    assert "主玩胡桃" in _prompt_memories(llm)[0]
+    ask("往生堂堂主好难练", user=813)  # another user's expansion never reaches them
+    assert not any("胡桃" in p for p in _prompt_memories(llm))
+    # reworded: the old expansion goes at once and the LLM is asked again
+    assert ask("更正一下，我是原神玩家，主玩雷电将军").startswith("已把")
+    assert wait_for(lambda: llm.expansion_requests()[-1] == "我是原神玩家，主玩雷电将军")
+    assert wait_for(lambda: _expanded(runner, 3))
+    ask("往生堂堂主好难练")
+    assert not any("雷电将军" in p for p in _prompt_memories(llm))
+    ask("稻妻的风景真好看")
+    assert "雷电将军" in _prompt_memories(llm)[0]
+    # forgotten: its expansion goes with it
+    assert ask("忘记我玩原神的事").startswith("已忘记")
+    conn = bot.db_connect(runner.cfg.BOT_DB)
+    assert conn.execute("SELECT count(*) FROM memories_fts WHERE memories_fts MATCH 'extra : 稻妻'").fetchone()[0] == 0
+    assert bot.search_keyword(conn, "memories_fts", "812", "稻妻 米哈游") == []
+    conn.close()
+
+
+def test_an_expansion_for_words_the_memory_no_longer_has_is_dropped(kconn):
+    c = ctx()
+    say(kconn, c, "我住在北京")
+    (memory_id, text), = [tuple(r) for r in bot.memory_expansion_todo(kconn)]
+    assert bot.memory_remember(kconn, c, "我搬到上海了", nothing, update=True)[0].startswith("已把")  # while the LLM answered
+    assert bot.memory_expansion_store(kconn, memory_id, text, "首都 故宫 长城") is False
+    assert [tuple(r) for r in bot.memory_expansion_todo(kconn)] == [(memory_id, "我搬到上海了")]
+    assert bot.memory_expansion_store(kconn, memory_id, "我搬到上海了", "1. 魔都、外滩 上海\n2. shanghai") is True
+    assert kconn.execute("SELECT expansion FROM memories").fetchone()[0] == "魔都 外滩 shanghai"
+    assert bot.memory_expansion_todo(kconn) == []
+
+
+def test_a_job_memory_comes_with_work_talk_a_commute_does_not(kconn):
+    c = ctx()
+    for f in ("我是护士", "我每天骑电动车上班", "我喜欢追剧"):
+        say(kconn, c, f)
+    hits = [h["text"] for h in bot.memory_search(kconn, c, "今天又加班到十点，心累", None, limit=5, min_similarity=1.0)]
+    assert hits == ["我是护士"]
 
 
 def test_search_is_isolated_by_user_and_by_chat(kconn):
@@ -397,7 +472,7 @@ def test_commands_through_qq(runner, napcat, llm):
     assert ask("忘记第2条").startswith("已忘记：“我对青霉素过敏”")
     assert ask("记住明天下午三点开会").startswith("要我记住『明天下午三点开会』吗")
     assert ask("要") == "好的，记住了：“我明天下午三点开会”。"
-    assert llm.requests == []  # writes need no LLM call
+    assert llm.chat_requests() == []  # writes wait for no LLM call (expansions run in the background)
     # in a group, after an @
     napcat.event(801, " 记住，我周末去爬山", group_id=321, at_bot=True)
     assert "记住了：“我周末去爬山”" in napcat.reply_text()

@@ -105,7 +105,7 @@ def test_different_users_are_served_concurrently(runner, llm, napcat):
 BLANK_TABLES = {"sessions", "messages", "memories", "memory_history", "lore", "summaries", "usage", "meta", "pictures",
                 "messages_fts", "memories_fts", "summaries_fts", "memories_vec", "summaries_vec"}
 BLANK_TRIGGERS = {"messages_ai", "messages_ad", "messages_au", "memories_ai", "memories_ad", "memories_au",
-                  "summaries_ai", "summaries_ad"}
+                  "memories_reexpand", "summaries_ai", "summaries_ad"}
 
 
 def test_blank_database_gets_exact_schema(tmp_path):
