@@ -728,7 +728,7 @@ _WORD_RE = re.compile(f"[{_CJK}]+|[a-z0-9]+")
 STOP_CHARS = set("我你他她它的了是在有吗呢吧啊么什怎这那个不也就都和与很还要会能想说给对把被让一上下来去过着没到得地")
 #: Words that carry no topic: a window made of these is small talk.
 SMALL_TALK = {"你好", "哈哈", "嗯嗯", "好的", "谢谢", "再见", "晚安", "早安", "早上", "在吗", "是的", "没事", "可以",
-              "知道", "好吧", "拜拜", "哈喽", "嘿嘿", "呵呵", "对的", "不错", "厉害", "真的", "什么", "怎么", "一下"}
+              "知道", "好吧", "拜拜", "哈喽", "嘿嘿", "呵呵", "对的", "不错", "厉害", "真的", "什么", "怎么", "一下", "时候"}
 
 
 def text_clean(text, limit=None):
@@ -2436,8 +2436,8 @@ TOPICS = {
                            "公文 红头文件 开会 迎检 上级检查 督查 考核 党建 学习强国 铁饭碗 国企 央企 值班 信访 政务大厅 办事群众 领导 上岸 选调 遴选 government"),
     "work.construction_labor": ("工地 工头 农民工 小工 大工 木工 瓦工 泥瓦匠 电焊 焊工 架子工 钢筋 水泥 混凝土 浇筑 砌墙 搬砖头 安全帽 塔吊 吊车 挖掘机 挖机 项目部 施工 安全员 "
                                 "资料员 监理 土建 造价 图纸 工程款 工钱 日结 包吃住 高空作业 工棚 脚手架 盖房子 装修工人 项目上 construction 工程队 工程项目"),
-    "work.customer_service": ("客服 接电话 投诉 客诉 工单 话术 售后 呼叫中心 话务员 坐席 接线 外呼 回访 满意度 顾客骂 解释半天 排班 kpi 响应时间 客户 callcenter "
-                              "support 工号 质检 通话时长 bpo"),
+    "work.customer_service": ("客服 接电话 投诉 客诉 工单 话术 售后 呼叫中心 话务员 坐席 接线 外呼 回访 满意度 顾客骂 解释半天 排班 响应时间 客户 callcenter "
+                              "工号 质检 通话时长 bpo"),
     "work.designer": ("设计师 做设计 设计稿 改稿 改图 出图 画图 作图 甲方 定稿 初稿 终稿 ps photoshop illustrator figma sketch 排版 字体 配色 logo ui "
                       "ux 海报 插画 画师 原画 渲染 效果图 施工图 cad 3dmax c4d blender 草图 建模 平面设计 室内设计 交互 视觉设计 ued 素材 切图 五彩斑斓的黑 再大一点 "
                       "作品集 样稿 品牌设计 vi 包装设计 美工 designer design"),
@@ -2477,7 +2477,7 @@ TOPICS = {
     "work.photographer_media": ("摄影师 约拍 客片 修图 精修 样片 写真 婚纱照 跟拍 影棚 拍摄 片场 剧组 跟组 剪辑 剪片 剪视频 拍视频 做视频 更视频 视频号 up主 博主 自媒体 主播 "
                                 "开直播 直播间 下播 涨粉 掉粉 粉丝量 播放量 小红书 抖音 b站 记者 采访 编辑部 责编 小编 稿子 写稿 交稿 公众号 推文 新媒体 选题 商单 恰饭 带货 "
                                 "甲方 pr lr premiere 达芬奇 photographer videographer youtuber vlog blogger"),
-    "work.police_military": ("警察 民警 辅警 交警 派出所 公安 出警 巡逻 执勤 办案 案子 嫌疑人 值班 备勤 警服 刑警 特警 消防员 消防队 出火警 当兵 部队 军人 军队 服役 退伍 新兵 "
+    "work.police_military": ("当过兵 警察 民警 辅警 交警 派出所 公安 出警 巡逻 执勤 办案 案子 嫌疑人 值班 备勤 警服 刑警 特警 消防员 消防队 出火警 当兵 部队 军人 军队 服役 退伍 新兵 "
                              "老兵 连队 班长 站岗 拉练 军训 探亲假 营区 战友 军嫂 police army soldier"),
     "work.programmer_it": ("程序员 程序猿 码农 代码 bug debug 修bug 改bug 上线 发版 回滚 hotfix 提需求 改需求 需求评审 需求变更 产品经理 产品狗 服务器 宕机 报错 "
                            "线上事故 线上问题 排查 部署 运维 前端 后端 全栈 测试环境 提测 联调 接口 数据库 sql 重构 迭代 研发 技术栈 算法 架构 git github gitlab "
@@ -2658,7 +2658,7 @@ TOPICS = {
     "health.sleep_insomnia": ("不困 天都亮了 天亮了还 失眠 睡不着 睡不好 入睡困难 难入睡 易醒 早醒 浅眠 多梦 熬夜 通宵 夜猫子 晚睡 三点才睡 凌晨 半夜 睡眠 安眠药 褪黑素 助眠 黑眼圈 困死 好困 犯困 "
                               "没睡好 没睡醒 补觉 午睡 打盹 提神 咖啡 浓茶 白噪音 数羊 修仙 早睡 作息 时差 睡不够 夜班 sleep insomnia sleepless "
                               "melatonin"),
-    "health.smoking": ("尼古丁 戒烟贴 抽烟 吸烟 戒烟 烟瘾 烟民 老烟枪 香烟 烟草 一包烟 烟头 烟灰缸 电子烟 悦刻 烟味 二手烟 禁烟 无烟 抽根烟 来根烟 点烟 打火机 软中华 玉溪 利群 芙蓉王 散烟 递烟 "
+    "health.smoking": ("来一根 尼古丁 戒烟贴 抽烟 吸烟 戒烟 烟瘾 烟民 老烟枪 香烟 烟草 一包烟 烟头 烟灰缸 电子烟 悦刻 烟味 二手烟 禁烟 无烟 抽根烟 来根烟 点烟 打火机 软中华 玉溪 利群 芙蓉王 散烟 递烟 "
                        "发烟 应酬 咳嗽 肺不好 肺结节 肺部 嗓子疼 戒断 smoke smoking smoker cigarette cigarettes vape"),
     "health.snoring": ("打鼾 呼噜 鼾声 打呼 磨牙 梦话 呼吸暂停 止鼾 耳塞 隔音 室友 舍友 同屋 同住 合住 住一起 一个房间 标间 双人间 大床房 拼房 住宿 宿舍 露营 帐篷 卧铺 吵得睡不着 "
                        "分床 分房睡 上下铺 snore snoring earplugs"),
@@ -2669,7 +2669,7 @@ TOPICS = {
                             "轮椅 拐杖 助行器 扶手 无障碍 台阶 楼梯 电梯 护工 单手 一只手 后遗症 stroke rehab wheelchair"),
     "health.surgery_hospital": ("手术 开刀 住院 出院 病房 病床 医院 术后 术前 麻醉 全麻 局麻 微创 缝针 拆线 伤口 刀口 恢复期 复查 复诊 挂号 陪床 陪护 护工 主刀 主治医生 体检 "
                                 "拍片 核磁 化疗 放疗 切除 阑尾 胆囊 甲状腺 结节 肿瘤 养病 病假 卧床 surgery hospital operation icu ct"),
-    "health.teeth": ("牙齿 牙疼 牙痛 牙不好 牙口不好 假牙 义齿 种牙 种植牙 补牙 拔牙 智齿 蛀牙 龋齿 牙洞 牙龈 牙周 牙结石 洗牙 洁牙 根管 牙套 正畸 牙医 口腔科 口腔医院 牙科 嚼不动 "
+    "health.teeth": ("硌牙 硌得慌 嚼东西 牙齿 牙疼 牙痛 牙不好 牙口不好 假牙 义齿 种牙 种植牙 补牙 拔牙 智齿 蛀牙 龋齿 牙洞 牙龈 牙周 牙结石 洗牙 洁牙 根管 牙套 正畸 牙医 口腔科 口腔医院 牙科 嚼不动 "
                      "咬不动 嚼不烂 太硬 软烂 好嚼 稀饭 喝粥 流食 牙签 塞牙 冰牙 敏感牙 倒牙 甘蔗 啃骨头 牛肉干 坚果 硬糖 牙刷 牙膏 dentist teeth tooth braces"),
     "health.urinary_night": ("起夜 夜尿 尿频 尿急 尿不尽 憋不住 憋尿 厕所 洗手间 卫生间 前列腺 尿路感染 尿道炎 膀胱炎 漏尿 多喝水 长途 坐车 高铁 大巴 自驾 堵车 看电影 服务区 过道 "
                              "半夜醒 urinary prostate toilet bathroom restroom"),
@@ -2742,7 +2742,7 @@ TOPICS = {
     "family.siblings": ("哥哥 姐姐 弟弟 妹妹 我哥 我姐 我弟 我妹 老姐 亲哥 亲姐 亲弟 亲妹 兄弟姐妹 兄妹 姐弟 兄弟俩 姐妹俩 双胞胎 龙凤胎 独生女 独生子 嫂子 姐夫 弟媳 妹夫 二哥 三哥 "
                         "二姐 三姐 小妹 老幺 排行老 侄子 侄女 外甥 sister sisters brother brothers sibling siblings sis bro twin "
                         "twins"),
-    "family.single_dating": ("单身 脱单 相亲 暗恋 表白 告白 分手 失恋 前任 前男友 前女友 追人 追女生 追男生 喜欢的人 搭讪 暧昧 备胎 舔狗 初恋 网恋 奔现 约会 找对象 谈对象 "
+    "family.single_dating": ("有对象 没对象 有没有对象 单身 脱单 相亲 暗恋 表白 告白 分手 失恋 前任 前男友 前女友 追人 追女生 追男生 喜欢的人 搭讪 暧昧 备胎 舔狗 初恋 网恋 奔现 约会 找对象 谈对象 "
                              "介绍对象 催婚 大龄 剩女 剩男 光棍 红娘 媒人 婚恋 交友软件 探探 陌陌 soul 桃花 姻缘 月老 复合 挽回 被拒 被绿 劈腿 出轨 见家长 心仪 crush "
                              "恋爱 single dating tinder hinge breakup ex"),
     "family.spouse_partner": ("老公 老婆 媳妇 对象 男朋友 女朋友 男票 女票 男友 女友 另一半 爱人 我太太 妻子 丈夫 伴侣 老伴 我家那位 那口子 两口子 小两口 孩子他爸 孩子他妈 孩他爸 "
@@ -2793,7 +2793,7 @@ TOPICS = {
                       "cycling bike bikes biking bicycle cyclist"),
     "sport.dance": ("跳舞 舞蹈 舞室 舞团 舞伴 练舞 扒舞 编舞 翻跳 广场舞 街舞 尊巴 爵士舞 拉丁舞 芭蕾 民族舞 古典舞 现代舞 中国舞 韩舞 女团舞 宅舞 交谊舞 国标舞 探戈 华尔兹 恰恰舞 伦巴 "
                     "机械舞 鬼步舞 水兵舞 肚皮舞 钢管舞 跳操 健身操 随唱谁跳 dance dancing dancer ballet salsa tango zumba hiphop kpop"),
-    "sport.fishing": ("钓鱼 垂钓 野钓 路亚 台钓 海钓 筏钓 矶钓 黑坑 钓场 鱼竿 钓竿 鱼线 鱼钩 鱼饵 饵料 打窝 窝料 浮漂 鱼漂 爆护 空军 钓友 钓点 翘嘴 渔具 钓箱 钓椅 夜钓 冬钓 冰钓 "
+    "sport.fishing": ("甩竿 甩两竿 钓两竿 下竿 抛竿 钓鱼 垂钓 野钓 路亚 台钓 海钓 筏钓 矶钓 黑坑 钓场 鱼竿 钓竿 鱼线 鱼钩 鱼饵 饵料 打窝 窝料 浮漂 鱼漂 爆护 空军 钓友 钓点 翘嘴 渔具 钓箱 钓椅 夜钓 冬钓 冰钓 "
                       "跑鱼 钓了 fishing angler angling lure"),
     "sport.golf": "高尔夫 球杆 挥杆 果岭 练习场 一杆进洞 推杆 golf golfing 球童 沙坑 小白球 发球台",
     "sport.gym_fitness": ("健身 撸铁 增肌 减脂 蛋白粉 私教 卧推 深蹲 硬拉 引体向上 俯卧撑 仰卧起坐 平板支撑 腹肌 胸肌 马甲线 人鱼线 练腿 练背 练胸 练肩 练臀 翘臀 器械 哑铃 杠铃 "
@@ -3380,7 +3380,7 @@ def memory_export_rows(conn, user_id=None):
     for r in conn.execute(sql, (user_id,) if user_id else ()):
         yield {"user_id": r["user_id"], "text": r["text"], "type": r["type"], "subject": r["subject"],
                "character_id": r["character_id"], "scope": r["scope"], "importance": r["importance"],
-               "attribute": r["attribute"], "value": r["value"], "created_at": r["created_at"]}
+               "attribute": r["attribute"], "value": r["value"], "created_at": r["created_at"], "expansion": r["expansion"]}
 
 
 def _import_problem(obj):
@@ -3401,6 +3401,8 @@ def _import_problem(obj):
         return "created_at must be a Unix time (a number)"
     if obj.get("scope") is not None and not (obj["scope"] in ("private", "public") or str(obj["scope"]).startswith("g:")):
         return "scope must be private, public or g:<group>"
+    if obj.get("expansion") is not None and not isinstance(obj["expansion"], str):
+        return "expansion must be a string of words (or null: the LLM is asked)"
     return None
 
 
@@ -3431,11 +3433,14 @@ def memory_import_rows(conn, embedder, lines, batch=1000):
             for o, text, vec in zip(part, texts, vecs):
                 f = memory_fact(text)
                 subject = o.get("subject") or ("你" if o.get("type") == "experience" and f.subject == "我" else f.subject)
-                memory_insert(conn, vec, user_id=str(o["user_id"]), text=text, subject=subject,
-                              type=o.get("type") or "user_fact", character_id=o.get("character_id"),
-                              scope=o.get("scope") or "private", importance=int(o.get("importance") or 1),
-                              attribute=o.get("attribute", f.attribute), value=o.get("value", f.value),
-                              created_at=o.get("created_at"))
+                memory_id = memory_insert(conn, vec, user_id=str(o["user_id"]), text=text, subject=subject,
+                                          type=o.get("type") or "user_fact", character_id=o.get("character_id"),
+                                          scope=o.get("scope") or "private", importance=int(o.get("importance") or 1),
+                                          attribute=o.get("attribute", f.attribute), value=o.get("value", f.value),
+                                          created_at=o.get("created_at"))
+                if o.get("expansion") is not None:  # an export's expansion: the LLM is not asked again
+                    conn.execute("UPDATE memories SET expansion = ? WHERE id = ?",
+                                 (memory_expansion_words(o["expansion"], text), memory_id))
     return len(rows), []
 
 

@@ -538,7 +538,7 @@ def test_offers_to_remember_nothing_without_being_asked(runner, napcat):
 
 def test_export_import_round_trip(env, tmp_path):
     src = tmp_path / "in.jsonl"
-    lines = [{"user_id": "1", "text": "我住在北京"}, {"user_id": "1", "text": "我对花生过敏", "importance": 2},
+    lines = [{"user_id": "1", "text": "我住在北京", "expansion": "首都 故宫"}, {"user_id": "1", "text": "我对花生过敏", "importance": 2},
              {"user_id": "2", "text": "我喜欢爬山", "scope": "public", "created_at": 1700000000.0}]
     src.write_text("\n".join(json.dumps(x, ensure_ascii=False) for x in lines) + "\n", encoding="utf-8")
     p = run_bot("memory", "import", src, env=env)
@@ -548,6 +548,8 @@ def test_export_import_round_trip(env, tmp_path):
     assert [(o["user_id"], o["text"], o["importance"], o["scope"]) for o in out] == [
         ("1", "我住在北京", 1, "private"), ("1", "我对花生过敏", 2, "private"), ("2", "我喜欢爬山", 1, "public")]
     assert out[2]["created_at"] == 1700000000.0 and (out[0]["subject"], out[0]["attribute"]) == ("我", "现居地")
+    # an exported expansion comes back as it was (the LLM is not asked again); the others are still to ask
+    assert [o["expansion"] for o in out] == ["首都 故宫", None, None]
     p = run_bot("memory", "export", "--user", "2", env=env)
     assert [json.loads(x)["text"] for x in p.stdout.splitlines()] == ["我喜欢爬山"]
 
