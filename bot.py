@@ -1399,6 +1399,11 @@ RRF_K = 60
 VECTOR_WEIGHT = 0.5
 #: Candidates each method hands to the fusion.
 SEARCH_CANDIDATES = 30
+#: Distinct characters (not STOP_CHARS) a memory must share with a message to fill a prompt's free
+#: places when it shares no word (measured on the two tuning sets: 2 recalls more, 3 hardly any).
+MEMORY_SHARED_CHARS = 2
+#: Characters too common to count towards MEMORY_SHARED_CHARS (times, amounts, 人/家/子 ...).
+_COMMON_CHARS = set("天年月日号点周时分今明昨每次些里外中多少大小好人家子儿个几两再又太最真自己")
 #: How much a word of a memory's expansion (the LLM's guesses) counts against a word the user said.
 EXPANSION_WEIGHT = 0.5
 
@@ -2331,6 +2336,8 @@ def memory_search(conn, ctx, query, vec, *, limit, min_similarity, touch=True):
     keywords += " " + memory_area_tokens(memory_areas(keywords, message=True))
     hits = search_hybrid(conn, "memories", ctx.user_id, keywords, vec, allowed=allowed,
                          min_similarity=min_similarity, limit=limit * 3, text_of=lambda ids: _texts(conn, ids, True))
+    if len(hits) < limit:
+        hits += _character_hits(conn, ctx.user_id, query, allowed, {i for i, _ in hits}, limit - len(hits))
     if not hits:
         return []
     rows = {r["id"]: r for r in conn.execute(
@@ -2344,6 +2351,19 @@ def memory_search(conn, ctx, query, vec, *, limit, min_similarity, touch=True):
         conn.execute(f"UPDATE memories SET last_used_at = ?, use_count = use_count + 1 WHERE id IN ({','.join('?' * len(ids))})",
                      [now] + ids)
     return [rows[i] for i, _ in ranked]
+
+
+def _character_hits(conn, owner, query, allowed, have, n):
+    """Up to n memories that share no word with query but MEMORY_SHARED_CHARS of its characters
+    (降压药 and 高血压, 心跳 and 心慌), best BM25 first, with a score below any real hit's."""
+    chars = {t for t in text_query_tokens(query) if len(t) == 1 and not t.isascii() and t not in _COMMON_CHARS}
+    if len(chars) < MEMORY_SHARED_CHARS:
+        return []
+    found = [i for i, _ in search_keyword(conn, "memories_fts", owner, query) if i not in have]
+    ok = allowed(found) if found else set()
+    texts = _texts(conn, [i for i in found if i in ok])
+    out = [i for i in found if i in texts and len(chars & set(texts[i])) >= MEMORY_SHARED_CHARS]
+    return [(i, 0.0) for i in out[:n]]
 
 
 #: What the LLM is asked, once per memory, in the background (document expansion): the words a later

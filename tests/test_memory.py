@@ -442,6 +442,19 @@ def test_a_job_memory_comes_with_work_talk_a_commute_does_not(kconn):
     assert hits == ["我是护士"]
 
 
+def test_shared_characters_fill_only_the_free_places(kconn):
+    c = ctx()
+    for f in ("我爸爸会修收音机", "我喜欢爬山", "我住在杭州"):
+        say(kconn, c, f)
+    search = lambda q: [h["text"] for h in bot.memory_search(kconn, c, q, None, limit=5, min_similarity=1.0)]
+    # no word in common, two characters (修, 机): it comes, after the real matches
+    assert search("家里那台老机器坏了，想找人修一修") == ["我爸爸会修收音机"]
+    assert search("杭州的老机器坏了，找人修") == ["我住在杭州", "我爸爸会修收音机"]
+    # one character, or only common ones (今天, 家, 人), is not enough
+    assert search("机器人大赛") == [] and search("今天家里好多人") == []
+    assert bot.memory_search(kconn, ctx("2"), "家里那台老机器坏了，想找人修一修", None, limit=5, min_similarity=1.0) == []
+
+
 def test_search_is_isolated_by_user_and_by_chat(kconn):
     a, b = ctx("1"), ctx("2")
     say(kconn, a, "我住在北京")
