@@ -2386,11 +2386,19 @@ def memory_expansion_prompt(text):
 
 def memory_expansion_words(reply, text=""):
     """The words of the LLM's reply worth indexing: split on spaces and punctuation, no numbering, no
-    word the memory already has, no duplicates. Example: memory_expansion_words('1. 狗狗、遛狗 柯基', '我养了柯基') -> '狗狗 遛狗'"""
+    word the memory already has, no duplicates; a refusal or an explanation gives none.
+    Example: memory_expansion_words('1. 狗狗、遛狗 柯基', '我养了柯基') -> '狗狗 遛狗'
+    Example: memory_expansion_words('好的，以下是相关的词：狗狗、遛狗') -> '狗狗 遛狗'
+    Example: memory_expansion_words('抱歉，我无法提供这类内容。') -> ''"""
+    if re.match(r"\s*(?:抱歉|对不起|很遗憾|作为|sorry|i'm sorry|i cannot|i can't|as an ai)", reply or "", re.I) or \
+            re.search(r"无法提供|不能提供|无法回答|不便回答", reply or ""):
+        return ""
+    reply = re.sub(r"^[^\n：:]{0,30}[：:]", "", (reply or "").strip())  # 好的，以下是相关的词：…
     out = []
     for w in re.split(r"[\s,，、;；。.!！?？:：/|()（）\[\]【】\"“”'‘’]+", (reply or "").lower()):
         w = re.sub(r"^(?:\d+|[-*#•])+", "", w).strip("-*_#•`")
-        if w and len(w) <= EXPAND_WORD_MAX and w not in out and w not in text.lower() and not w.isdigit():
+        if w and len(w) <= EXPAND_WORD_MAX and w not in out and w not in text.lower() and not w.isdigit() \
+                and not re.search("[我你]", w):  # a word with 我/你 is a sentence, not a word for the memory
             out.append(w)
     return " ".join(out[:EXPAND_WORDS])
 
