@@ -69,6 +69,10 @@ class LLMError(Exception):
     """The LLM could not give a reply, after the retries."""
 
 
+class LLMReplyError(LLMError):
+    """The LLM answered, but with nothing usable (no text, not the OpenAI shape)."""
+
+
 #####################################################################
 # Config ############################################################
 #####################################################################
@@ -365,7 +369,8 @@ CREATE TRIGGER memories_ad AFTER DELETE ON memories BEGIN
 END;
 CREATE TRIGGER memories_au AFTER UPDATE OF text, areas, user_id, expansion ON memories BEGIN
     DELETE FROM memories_fts WHERE rowid = old.id;
-    INSERT INTO memories_fts (rowid, tokens, owner, extra) VALUES (new.id, mnemo_tokens(new.text) || ' ' || new.areas, mnemo_owner(new.user_id), mnemo_tokens(new.expansion));
+    INSERT INTO memories_fts (rowid, tokens, owner, extra) VALUES (new.id, mnemo_tokens(new.text) || ' ' || new.areas, mnemo_owner(new.user_id),
+        CASE WHEN new.text IS NOT old.text THEN '' ELSE mnemo_tokens(new.expansion) END);
 END;
 CREATE TRIGGER memories_reexpand AFTER UPDATE OF text ON memories WHEN new.text IS NOT old.text BEGIN
     UPDATE memories SET expansion = NULL WHERE id = new.id;
@@ -1377,7 +1382,7 @@ def _llm_parse(response, messages):
         if not text:
             raise ValueError("empty content")
     except (ValueError, KeyError, IndexError, TypeError, AttributeError) as e:
-        raise LLMError(f"malformed reply from the LLM ({type(e).__name__}: {str(e)[:80]})")
+        raise LLMReplyError(f"malformed reply from the LLM ({type(e).__name__}: {str(e)[:80]})")
     usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
     tokens = usage.get("total_tokens") or sum(text_count_tokens(_llm_text(m["content"])) for m in messages) + text_count_tokens(text)
     return text, int(tokens)
@@ -1416,13 +1421,16 @@ def search_vec_put(conn, table, row_id, owner, vec):
                  (row_id, owner, np.asarray(vec, dtype=np.float32).tobytes()))
 
 
-def search_keyword(conn, table, owner, query, limit=SEARCH_CANDIDATES):
+def search_keyword(conn, table, owner, query, limit=SEARCH_CANDIDATES, expansion=False):
     """BM25 over pre-tokenised text, only the owner's rows: [(rowid, score)], best first.
-    memories_fts also searches its extra column (the LLM's expansion) at EXPANSION_WEIGHT."""
+    expansion: memories_fts also searches its extra column (the LLM's words) at EXPANSION_WEIGHT;
+    only for recall, never for choosing what a forget or an update changes."""
     q = text_fts_query(query)
     if not q:
         return []
-    weights, columns = ("1.0, 0.0, " + str(EXPANSION_WEIGHT), "{tokens extra}") if table == "memories_fts" else ("1.0, 0.0", "tokens")
+    weights, columns = ("1.0, 0.0, " + str(EXPANSION_WEIGHT), "{tokens extra}") if expansion else ("1.0, 0.0, 0.0", "tokens")
+    if table != "memories_fts":
+        weights = "1.0, 0.0"
     rows = conn.execute(
         f"SELECT rowid, bm25({table}, {weights}) FROM {table} WHERE {table} MATCH ? ORDER BY 2 LIMIT ?",
         (f'owner : "{text_owner_token(owner)}" AND {columns} : ({q})', limit)).fetchall()
@@ -1462,11 +1470,11 @@ def _strong_match(query_tokens, text):
     return any(t in tokens for t in query_tokens if len(t) > 1)
 
 
-def search_hybrid(conn, kind, owner, query, vec, *, allowed, min_similarity, limit, text_of):
+def search_hybrid(conn, kind, owner, query, vec, *, allowed, min_similarity, limit, text_of, expansion=False):
     """Keyword + vector search over one owner's memories or summaries (kind), fused, filtered by allowed(ids).
 
-    vec is the query's embedding or None (keyword only). text_of(ids) -> {id: text}."""
-    keyword = search_keyword(conn, f"{kind}_fts", owner, query)
+    vec is the query's embedding or None (keyword only). text_of(ids) -> {id: text}. expansion: see search_keyword."""
+    keyword = search_keyword(conn, f"{kind}_fts", owner, query, expansion=expansion)
     vector = search_vector(conn, f"{kind}_vec", owner, vec) if vec is not None and _vec_ready(conn) else []
     ids = {i for i, _ in keyword} | {i for i, _ in vector}
     ok = allowed(ids) if ids else set()
@@ -2023,20 +2031,27 @@ def memory_reparse_all(conn):
 MIGRATION_STEPS["v2 memory subjects"] = memory_reparse_all
 
 
-def memory_retag(conn):
-    """Re-derives every memory's areas when the lexicon changed since they were tagged; returns how many."""
-    digest = hashlib.sha256(json.dumps([sorted(_TOPIC_INDEX.items(), key=lambda x: x[0]), ATTRIBUTE_TOPICS],
-                                       ensure_ascii=False, default=sorted).encode()).hexdigest()[:16]
+def memory_retag(conn, batch=500):
+    """Re-derives every memory's areas when the lexicon changed since they were tagged (a few hundred
+    rows a transaction, so a big database doesn't hold the write lock for long); returns how many changed."""
+    digest = hashlib.sha256(json.dumps([TOPICS_RULES, sorted(_TOPIC_INDEX.items(), key=lambda x: x[0]), ATTRIBUTE_TOPICS,
+                                        ATTRIBUTE_ONLY], ensure_ascii=False, default=sorted).encode()).hexdigest()[:16]
     if db_meta_get(conn, "areas_lexicon") == digest:
         return 0
-    rows = conn.execute("SELECT id, text, attribute, subject, areas FROM memories").fetchall()
+    n, last = 0, 0
+    while True:
+        rows = conn.execute("SELECT id, text, attribute, subject, areas FROM memories WHERE id > ? ORDER BY id LIMIT ?",
+                            (last, batch)).fetchall()
+        if not rows:
+            break
+        with db_tx(conn):
+            for r in rows:
+                areas = memory_area_tokens(memory_areas(r["text"], r["attribute"], r["subject"]))
+                if areas != r["areas"]:
+                    conn.execute("UPDATE memories SET areas = ? WHERE id = ?", (areas, r["id"]))
+                    n += 1
+        last = rows[-1]["id"]
     with db_tx(conn):
-        n = 0
-        for r in rows:
-            areas = memory_area_tokens(memory_areas(r["text"], r["attribute"], r["subject"]))
-            if areas != r["areas"]:
-                conn.execute("UPDATE memories SET areas = ? WHERE id = ?", (areas, r["id"]))
-                n += 1
         db_meta_set(conn, "areas_lexicon", digest)
     return n
 
@@ -2335,9 +2350,8 @@ def memory_search(conn, ctx, query, vec, *, limit, min_similarity, touch=True):
     keywords = memory_expand(query)
     keywords += " " + memory_area_tokens(memory_areas(keywords, message=True))
     hits = search_hybrid(conn, "memories", ctx.user_id, keywords, vec, allowed=allowed,
-                         min_similarity=min_similarity, limit=limit * 3, text_of=lambda ids: _texts(conn, ids, True))
-    if len(hits) < limit:
-        hits += _character_hits(conn, ctx.user_id, query, allowed, {i for i, _ in hits}, limit - len(hits))
+                         min_similarity=min_similarity, limit=limit * 3, text_of=lambda ids: _texts(conn, ids, True),
+                         expansion=True)
     if not hits:
         return []
     rows = {r["id"]: r for r in conn.execute(
@@ -2353,17 +2367,26 @@ def memory_search(conn, ctx, query, vec, *, limit, min_similarity, touch=True):
     return [rows[i] for i, _ in ranked]
 
 
-def _character_hits(conn, owner, query, allowed, have, n):
-    """Up to n memories that share no word with query but MEMORY_SHARED_CHARS of its characters
-    (降压药 and 高血压, 心跳 and 心慌), best BM25 first, with a score below any real hit's."""
+def memory_for_prompt(conn, ctx, query, vec, *, limit, min_similarity, touch=True):
+    """What a prompt gets: [(row, how)], at most limit. how is 'search' (memory_search), then
+    'profile' (name, home, health, 重要 fill what the search left), then 'characters': memories
+    that share no word with the message but MEMORY_SHARED_CHARS of its characters (降压药 and
+    高血压, 心跳 and 心慌) take what is still free, best BM25 first."""
+    out = [(r, "search") for r in memory_search(conn, ctx, query, vec, limit=limit, min_similarity=min_similarity, touch=touch)]
+    have = {r["id"] for r, _ in out}
+    out += [(r, "profile") for r in memory_profile(conn, ctx) if r["id"] not in have][:max(0, limit - len(out))]
     chars = {t for t in text_query_tokens(query) if len(t) == 1 and not t.isascii() and t not in _COMMON_CHARS}
-    if len(chars) < MEMORY_SHARED_CHARS:
-        return []
-    found = [i for i, _ in search_keyword(conn, "memories_fts", owner, query) if i not in have]
-    ok = allowed(found) if found else set()
-    texts = _texts(conn, [i for i in found if i in ok])
-    out = [i for i in found if i in texts and len(chars & set(texts[i])) >= MEMORY_SHARED_CHARS]
-    return [(i, 0.0) for i in out[:n]]
+    if len(out) >= limit or len(chars) < MEMORY_SHARED_CHARS:
+        return out
+    have = {r["id"] for r, _ in out}
+    where, args = _visible_sql(ctx)
+    for i, _ in search_keyword(conn, "memories_fts", ctx.user_id, query):
+        row = None if i in have else conn.execute(f"SELECT * FROM memories WHERE id = ? AND {where}", [i] + args).fetchone()
+        if row is not None and len(chars & set(row["text"])) >= MEMORY_SHARED_CHARS:
+            out.append((row, "characters"))
+            if len(out) >= limit:
+                break
+    return out
 
 
 #: What the LLM is asked, once per memory, in the background (document expansion): the words a later
@@ -2374,7 +2397,8 @@ EXPAND_PROMPT = ("下面是用户让你记住的一条记忆。以后用户聊�
 #: At most this many words of an expansion are kept, each at most EXPAND_WORD_MAX characters.
 EXPAND_WORDS = 40
 EXPAND_WORD_MAX = 16
-#: Seconds to wait after a failed expansion call, and the calls a memory gets before it goes without.
+#: Seconds to wait when the LLM can't be reached for expansions (doubling, up to an hour), and the
+#: unusable replies in a row after which a memory goes without.
 EXPAND_RETRY_SECONDS = 300
 EXPAND_ATTEMPTS = 3
 
@@ -2404,8 +2428,9 @@ def memory_expansion_words(reply, text=""):
 
 
 def memory_expansion_todo(conn, limit=20):
-    """Memories whose expansion was never asked for (new or reworded), oldest first."""
-    return conn.execute("SELECT id, text FROM memories WHERE expansion IS NULL ORDER BY id LIMIT ?", (limit,)).fetchall()
+    """Memories whose expansion was never asked for (new or reworded), newest first (a backlog after an
+    upgrade or an import waits behind what users say now)."""
+    return conn.execute("SELECT id, text FROM memories WHERE expansion IS NULL ORDER BY id DESC LIMIT ?", (limit,)).fetchall()
 
 
 def memory_expansion_store(conn, memory_id, text, reply):
@@ -2555,8 +2580,8 @@ TOPICS = {
                                    "刷题 leetcode 力扣 算法 数据结构 报错 bug debug 跑通 配环境 环境配置 pip 装环境 黑马 尚硅谷 慕课 cs50 github 爬虫 "
                                    "机器学习 深度学习 pytorch 面试题 八股文 转码 编译 变量 函数 vscode jupyter anaconda 项目练手 programming "
                                    "coding"),
-    "study.study_abroad": ("留学 出国读书 留子 申请学校 申学校 网申 文书 推荐信 offer ad rej 拒信 录取 语言成绩 雅思 托福 gre gpa 学签 签证 面签 交换生 读研 申研 "
-                           "申博 套磁 全奖 奖学金 qs 澳洲 加拿大 新加坡 港硕 港校 海归 回国 时差 寄宿 开学 预科 语言班 cas i20 deposit abroad visa"),
+    "study.study_abroad": ("留学 出国读书 留子 申请学校 申学校 网申 文书 推荐信 offer rej 拒信 录取 语言成绩 雅思 托福 gre gpa 学签 签证 面签 交换生 读研 申研 申博 "
+                           "套磁 全奖 奖学金 qs 澳洲 加拿大 新加坡 港硕 港校 海归 回国 时差 寄宿 开学 预科 语言班 cas i20 deposit abroad visa"),
     "study.university_major": ("大学 大一新生 读大一 上大一 大二 大三 大四 研一 研二 研三 本科 研究生 读研 博士 读博 硕士 专业课 转专业 本专业 选课 抢课 课表 早八 水课 翘课 "
                                "逃课 点名 绩点 gpa 挂科 补考 重修 学分 论文 毕设 开题 答辩 查重 知网 导师 课题组 组会 宿舍 室友 食堂 辅导员 期末 考试周 图书馆 社团 学生会 "
                                "奖学金 保研 校园 毕业季 快毕业 毕业证 学位 sci 大创 实验 college university campus thesis semester major "
@@ -2660,7 +2685,7 @@ TOPICS = {
     "health.hearing": ("听力 耳背 耳聋 听不清 听不见 听不到 耳朵不好 重听 助听器 人工耳蜗 耳鸣 中耳炎 耳朵疼 嗡嗡 大声点 说大声 声音太小 音量 调大声 打电话 接电话 语音 电话里 视频通话 "
                        "字幕 嘈杂 太吵 噪音 演唱会 酒吧 耳机 hearing deaf earphones ktv"),
     "health.heat_sensitive": ("怕热 中暑 出汗 汗多 热死 好热 高温 三伏天 大热天 桑拿天 闷热 开空调 风扇 晒太阳 暴晒 太阳大 户外 军训 夏天 热射病 藿香正气 防暑 汗流浃背 热得不行 "
-                              "heat hot"),
+                              "heat"),
     "health.memory_elderly": ("健忘 记性差 记性不好 忘性大 记不住 老忘事 丢三落四 忘东忘西 忘带 又忘了 阿尔茨海默 痴呆 认知障碍 脑子不好使 记不起来 想不起来 提醒 备忘 闹钟 便利贴 "
                               "钥匙 按时吃药 忘记密码 密码忘了 迷路 走丢 老人 上了年纪 年纪大了 糊涂 alzheimer dementia forgetful reminder"),
     "health.mental": ("焦虑 抑郁 双相 躁郁 心情不好 心情差 压力大 压力好大 崩溃 心理咨询 心理医生 精神科 舍曲林 惊恐 恐慌 心慌 喘不过气 想哭 不想活 活着没意思 心累 内耗 破防 想不开 "
@@ -2981,6 +3006,8 @@ TOPICS = {
 ATTRIBUTE_TOPICS = {"现居地": ("place.residence_weather", "place.commute"), "老家": ("place.hometown",),
                     "生日": ("date.birthday",), "年龄": ("date.birthday",), "名字": ("life.name",), "昵称": ("life.name",),
                     "称呼用户": ("life.name",), "职业": ("work.job",), "工作单位": ("work.job",)}
+#: Bumped when memory_areas' rules change (the lexicon itself is in memory_retag's digest).
+TOPICS_RULES = 1
 #: Topics whose words are how any message talks about the thing (上班, 加班 for a job), not what a
 #: memory is about: a memory touches them only through its attribute (我是护士, not 我骑车上班).
 ATTRIBUTE_ONLY = {"work.job"}
@@ -3327,6 +3354,7 @@ def memory_undo(conn, ctx, embed):
             old = json.loads(x["old_row"])
             if cur is not None:
                 conn.execute("DELETE FROM memories WHERE id = ?", (cur["id"],))
+            old["areas"] = memory_area_tokens(memory_areas(old["text"], old.get("attribute"), old.get("subject", "我")))
             cols = [c for c in old if c != "id"]
             conn.execute(f"INSERT INTO memories (id, {', '.join(cols)}) VALUES (?, {', '.join('?' * len(cols))})",
                          [old["id"]] + [old[c] for c in cols])
@@ -4124,10 +4152,8 @@ def prompt_context(conn, ctx, card, text, vec, cfg):
     first_recent = recent[0]["id"] if recent else (ctx.message_id or 1 << 62)
     history = summary_recall(conn, ctx.session, char, text, vec, limit=RELEVANT_HISTORY,
                              min_similarity=cfg.MEMORY_MIN_SIMILARITY, before=first_recent, skip={r["id"] for r in latest})
-    found = memory_search(conn, ctx, text, vec, limit=cfg.MEMORY_TOP_K, min_similarity=cfg.MEMORY_MIN_SIMILARITY)
-    # the profile (name, home, health, 重要) fills what the search left of MEMORY_TOP_K
-    profile = [r for r in memory_profile(conn, ctx) if r["id"] not in {f["id"] for f in found}]
-    profile = profile[:max(0, cfg.MEMORY_TOP_K - len(found))]
+    memories = [r for r, _ in memory_for_prompt(conn, ctx, text, vec, limit=cfg.MEMORY_TOP_K,
+                                                 min_similarity=cfg.MEMORY_MIN_SIMILARITY)]
     lore = character_lore(conn, char, " ".join(r["text"] for r in recent[-4:]) + " " + text)
     group_facts = memory_group_facts(conn, ctx, text, vec, cfg.MEMORY_MIN_SIMILARITY) if ctx.group_id else []
     group = session_ambient(conn, ctx.session, after=topic_from, before=ctx.message_id or 1 << 62,
@@ -4135,7 +4161,7 @@ def prompt_context(conn, ctx, card, text, vec, cfg):
     follow_up = summary_follow_up(conn, ctx, char, cfg.FOLLOW_UP_HOURS)
     return {"recent": recent, "latest": [r["text"] for r in latest], "history": [h[2] for h in history],
             "follow_up": follow_up, "follow_up_note": prompt_follow_up_note(*follow_up[:2]) if follow_up else None,
-            "memories": [prompt_memory_line(r) for r in found + profile], "lore": lore,
+            "memories": [prompt_memory_line(r) for r in memories], "lore": lore,
             "group_facts": [r["text"] for r in group_facts],
             "group": [prompt_group_line(r["user_id"], r["speaker"], r["text"]) for r in group]}
 
@@ -4262,7 +4288,6 @@ class App:
         self.llm = LLMClient(cfg)
         self.summaries = SummaryWorker(cfg, self.db, self.llm, self.vec, self.card_by_id, self.stats)
         self.expand_wake = asyncio.Event()  # set when memories may be waiting for their expansion
-        self.expand_failed = collections.Counter()  # memory id -> failed expansion calls
         self.tasks = set()
 
     def vec(self, text):
@@ -4299,31 +4324,43 @@ class App:
                     await self.db.run(self.db.checkpoint)
 
     async def _expand_loop(self):
-        """Asks the LLM, one memory at a time, for the words of each new or reworded memory's expansion.
-        A failed call waits EXPAND_RETRY_SECONDS; a memory that failed EXPAND_ATTEMPTS times gets none."""
+        """Asks the LLM, one memory at a time, newest first, for the words of each new or reworded memory's
+        expansion. When the LLM can't be reached no memory is blamed: the loop waits EXPAND_RETRY_SECONDS,
+        doubling up to an hour. A memory whose replies are unusable EXPAND_ATTEMPTS times in a row goes without."""
+        outages = 0  # failed rounds in a row
         while True:
-            self.expand_wake.clear()  # before the look: a memory stored meanwhile sets it again
-            rows = await self.db.run(memory_expansion_todo)
-            if not rows:
-                await self.expand_wake.wait()
-                continue
-            for r in rows:
-                try:
-                    reply, tokens = await self.llm.chat(memory_expansion_prompt(r["text"]), max_tokens=200,
-                                                        timeout=min(self.cfg.LLM_TIMEOUT, 60))
-                except LLMError as e:
-                    self.expand_failed[r["id"]] += 1
-                    give_up = self.expand_failed[r["id"]] >= EXPAND_ATTEMPTS
-                    log.warning("expansion of memory %d failed (%s); %s", r["id"], e,
-                                "it gets none" if give_up else f"trying again in {EXPAND_RETRY_SECONDS} s")
-                    if give_up:
-                        await self.db.run(memory_expansion_store, r["id"], r["text"], "", write=True)
+            try:
+                self.expand_wake.clear()  # before the look: a memory stored meanwhile sets it again
+                rows = await self.db.run(memory_expansion_todo)
+                if not rows:
+                    await self.expand_wake.wait()
+                    continue
+                for r in rows:
+                    reply, tokens = "", 0
+                    for attempt in range(EXPAND_ATTEMPTS):
+                        try:
+                            reply, tokens = await self.llm.chat(memory_expansion_prompt(r["text"]), max_tokens=400,
+                                                                timeout=min(self.cfg.LLM_TIMEOUT, 60))
+                            break
+                        except LLMReplyError as e:
+                            log.warning("expansion of memory %d: %s (%s)", r["id"], e,
+                                        "it goes without" if attempt + 1 == EXPAND_ATTEMPTS else "asking again")
                     else:
-                        await asyncio.sleep(EXPAND_RETRY_SECONDS)
-                    break
-                await self.db.run(memory_expansion_store, r["id"], r["text"], reply, write=True)
-                self.stats["expansions"] += 1
-                self.stats["expansion_tokens"] += tokens
+                        self.stats["expansions_given_up"] += 1
+                    stored = await self.db.run(memory_expansion_store, r["id"], r["text"], reply, write=True)
+                    self.stats["expansions"] += stored
+                    self.stats["expansion_tokens"] += tokens
+                    outages = 0
+            except asyncio.CancelledError:
+                raise
+            except LLMError as e:  # down, too slow, or the key refused: every memory would fail alike
+                wait = min(EXPAND_RETRY_SECONDS * 2 ** outages, 3600)
+                outages += 1
+                log.warning("expansions wait %g s: %s", wait, e)
+                await asyncio.sleep(wait)
+            except Exception:  # the database busy (a big import), or a bug: never the end of expansions
+                log.exception("expansions: unexpected error; trying again in %d s", EXPAND_RETRY_SECONDS)
+                await asyncio.sleep(EXPAND_RETRY_SECONDS)
 
     async def stop(self):
         for task in list(self.tasks):

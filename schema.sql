@@ -80,7 +80,8 @@ CREATE TRIGGER memories_ad AFTER DELETE ON memories BEGIN
 END;
 CREATE TRIGGER memories_au AFTER UPDATE OF text, areas, user_id, expansion ON memories BEGIN
     DELETE FROM memories_fts WHERE rowid = old.id;
-    INSERT INTO memories_fts (rowid, tokens, owner, extra) VALUES (new.id, mnemo_tokens(new.text) || ' ' || new.areas, mnemo_owner(new.user_id), mnemo_tokens(new.expansion));
+    INSERT INTO memories_fts (rowid, tokens, owner, extra) VALUES (new.id, mnemo_tokens(new.text) || ' ' || new.areas, mnemo_owner(new.user_id),
+        CASE WHEN new.text IS NOT old.text THEN '' ELSE mnemo_tokens(new.expansion) END);
 END;
 -- new words, new expansion: the old one is dropped and the LLM is asked again
 CREATE TRIGGER memories_reexpand AFTER UPDATE OF text ON memories WHEN new.text IS NOT old.text BEGIN

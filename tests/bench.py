@@ -67,7 +67,8 @@ def _rss_mb(pid="self"):
 
 
 def bench_search(embedder, tmpdir, quick=False):
-    """Search latency (query embedding included) and import rate at 1k / 10k / 100k memories."""
+    """Search latency (what a prompt's memories take: memory_for_prompt, query embedding included) and
+    import rate at 1k / 10k / 100k memories."""
     rng = random.Random(7)
     out = []
     sizes = [(1_000, 100), (10_000, 100), (10_000, 1_000), (100_000, 100), (100_000, 1_000)]
@@ -90,7 +91,7 @@ def bench_search(embedder, tmpdir, quick=False):
             q = rng.choice(_BENCH_QUERIES).format(**{k: rng.choice(v) for k, v in _BENCH_FILL.items()})
             t1 = time.perf_counter()
             vec = embedder.encode([q])[0] if embedder.model is not None else None
-            bot.memory_search(conn, ctx, q, vec, limit=5, min_similarity=embedder.floor, touch=False)
+            bot.memory_for_prompt(conn, ctx, q, vec, limit=5, min_similarity=embedder.floor, touch=False)
             times.append((time.perf_counter() - t1) * 1000)
         out.append({"memories": total, "per_user": per_user, "users": users, "search_p50_ms": round(_pct(times, 50), 2),
                     "search_p95_ms": round(_pct(times, 95), 2), "import_per_s": round(rate)})
@@ -102,9 +103,10 @@ def bench_search(embedder, tmpdir, quick=False):
 
 def bench_recall(embedder, path, k=5, expansions=None):
     """recall@k by query kind on a Chinese recall set: BM25 alone, vectors alone, the hybrid search
-    (memory_search, with topics and aliases) and the pipeline (what a prompt gets: the search,
-    then the profile filling what is left of k). Also how many memories a prompt gets on average
-    and how many another user's memories the same message admits (they have nothing to do with it).
+    (memory_search, with topics and aliases) and the pipeline (what a prompt gets: memory_for_prompt,
+    the search, then the profile, then memories sharing characters). Also how many memories a prompt
+    gets on average and how many of another user's memories the same message admits, the profile
+    left out (they have nothing to do with it).
     expansions ({memory text: the LLM's reply to bot.EXPAND_PROMPT}) are stored as the bot stores them."""
     data = json.loads(Path(path).read_text(encoding="utf-8"))
     conn = bot.db_connect(":memory:")
@@ -130,10 +132,11 @@ def bench_recall(embedder, path, k=5, expansions=None):
         vec = embedder.encode([q["query"]])[0] if embedder.model is not None else None
         ctx = bot.Ctx(user_id=q["user_id"], session=f"p:{q['user_id']}", character_id="assistant")
         search = [r["id"] for r in bot.memory_search(conn, ctx, q["query"], vec, limit=k, min_similarity=floor, touch=False)]
-        profile = [r["id"] for r in bot.memory_profile(conn, ctx) if r["id"] not in search]
         found = {"bm25": [i for i, _ in bot.search_keyword(conn, "memories_fts", q["user_id"], q["query"], k)],
                  "vector": [i for i, _ in bot.search_vector(conn, "memories_vec", q["user_id"], vec, k)] if vec is not None else [],
-                 "hybrid": search, "pipeline": search + profile[:max(0, k - len(search))]}
+                 "hybrid": search,
+                 "pipeline": [r["id"] for r, _ in bot.memory_for_prompt(conn, ctx, q["query"], vec, limit=k, min_similarity=floor,
+                                                                         touch=False)]}
         sizes.append(len(found["pipeline"]))
         for method, got in found.items():
             for kind in (q["kind"], "all"):
@@ -142,7 +145,8 @@ def bench_recall(embedder, path, k=5, expansions=None):
         # the same message asked of another user, whose memories it has nothing to do with
         other = users[(users.index(q["user_id"]) + 1 + n % (len(users) - 1)) % len(users)]
         octx = bot.Ctx(user_id=other, session=f"p:{other}", character_id="assistant")
-        admitted.append(len(bot.memory_search(conn, octx, q["query"], vec, limit=k, min_similarity=floor, touch=False)))
+        admitted.append(sum(how != "profile" for _, how in bot.memory_for_prompt(conn, octx, q["query"], vec, limit=k,
+                                                                                   min_similarity=floor, touch=False)))
     kinds = sorted({q["kind"] for q in data["queries"]}) + ["all"]
     methods = ("bm25", "vector", "hybrid", "pipeline") if embedder.model is not None else ("bm25", "hybrid", "pipeline")
     return {m: {kind: round(hits[(m, kind)]["hit"] / max(1, hits[(m, kind)]["n"]), 3) for kind in kinds} for m in methods} | {

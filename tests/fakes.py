@@ -74,7 +74,8 @@ class FakeLLM:
     """An OpenAI-compatible chat server. Replies 'echo:<last user message>' unless scripted:
     script items are str (a reply), or dict(status=, headers=, body=, delay=, reply=).
     Summary requests take their items from summary_script and wait summary_delay; requests with a
-    picture are answered vision_reply; a memory's expansion request gets expansions[memory text], else the memory's own words."""
+    picture are answered vision_reply; a memory's expansion request gets expansions[memory text] (a reply, or a dict like a script item),
+    else the memory's own words."""
 
     def __init__(self):
         self.requests = []
@@ -104,7 +105,8 @@ class FakeLLM:
                     script = llm.summary_script if summary else llm.script
                     if is_expansion_request(body):
                         memory = body["messages"][-1]["content"].removeprefix("记忆：")
-                        item = {"reply": llm.expansions.get(memory, memory), "delay": 0, "exact": True}
+                        item = llm.expansions.get(memory, memory)
+                        item = {"delay": 0, "exact": True} | ({"reply": item} if isinstance(item, str) else item)
                     else:
                         item = script.pop(0) if script else None
                     if is_vision_request(body):

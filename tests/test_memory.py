@@ -401,7 +401,7 @@ def test_expansion_words_find_a_memory_and_follow_its_changes(runner, napcat, ll
     ask("记住，我住在北京")
     ask("记住我喜欢爬山", user=813)
     assert wait_for(lambda: _expanded(runner, 3))
-    assert llm.expansion_requests() == ["我是原神玩家，主玩胡桃", "我住在北京", "我喜欢爬山"]  # each once, in order
+    assert sorted(llm.expansion_requests()) == sorted(["我是原神玩家，主玩胡桃", "我住在北京", "我喜欢爬山"])  # each once
     ask("这期往生堂堂主打不过去了")  # no word of the memory, only words of its expansion
     assert "主玩胡桃" in _prompt_memories(llm)[0]
     ask("往生堂堂主好难练", user=813)  # another user's expansion never reaches them
@@ -418,8 +418,26 @@ def test_expansion_words_find_a_memory_and_follow_its_changes(runner, napcat, ll
     assert ask("忘记我玩原神的事").startswith("已忘记")
     conn = bot.db_connect(runner.cfg.BOT_DB)
     assert conn.execute("SELECT count(*) FROM memories_fts WHERE memories_fts MATCH 'extra : 稻妻'").fetchone()[0] == 0
-    assert bot.search_keyword(conn, "memories_fts", "812", "稻妻 米哈游") == []
+    assert bot.search_keyword(conn, "memories_fts", "812", "稻妻 米哈游", expansion=True) == []
     conn.close()
+
+
+def test_expansions_wait_out_an_llm_outage_and_give_up_only_on_unusable_replies(runner, napcat, llm, monkeypatch):
+    monkeypatch.setattr(bot, "EXPAND_RETRY_SECONDS", 0.05)
+    llm.expansions = {"我住在北京": {"status": 503, "headers": {"Retry-After": "0"}}, "我喜欢爬山": {"body": "{}"}}
+    napcat.ask(815, "记住，我住在北京")
+    assert wait_for(lambda: llm.expansion_requests().count("我住在北京") >= 9)  # three rounds of three tries
+    assert not _expanded(runner, 1)  # the LLM was down: the memory is not given up
+    llm.expansions["我住在北京"] = "首都 故宫"
+    assert wait_for(lambda: _expanded(runner, 1))
+    napcat.ask(815, "记住我喜欢爬山")  # answered, but with nothing usable: asked EXPAND_ATTEMPTS times, then none
+    assert wait_for(lambda: _expanded(runner, 2))
+    assert llm.expansion_requests().count("我喜欢爬山") == bot.EXPAND_ATTEMPTS
+    conn = bot.db_connect(runner.cfg.BOT_DB)
+    assert [tuple(r) for r in conn.execute("SELECT text, expansion FROM memories ORDER BY id")] == [
+        ("我住在北京", "首都 故宫"), ("我喜欢爬山", "")]
+    conn.close()
+    assert "echo:" in napcat.ask(815, "今天天气不错")  # chat went on throughout
 
 
 def test_an_expansion_for_words_the_memory_no_longer_has_is_dropped(kconn):
@@ -428,10 +446,38 @@ def test_an_expansion_for_words_the_memory_no_longer_has_is_dropped(kconn):
     (memory_id, text), = [tuple(r) for r in bot.memory_expansion_todo(kconn)]
     assert bot.memory_remember(kconn, c, "我搬到上海了", nothing, update=True)[0].startswith("已把")  # while the LLM answered
     assert bot.memory_expansion_store(kconn, memory_id, text, "首都 故宫 长城") is False
+    assert bot.search_keyword(kconn, "memories_fts", "1", "故宫", expansion=True) == []
     assert [tuple(r) for r in bot.memory_expansion_todo(kconn)] == [(memory_id, "我搬到上海了")]
     assert bot.memory_expansion_store(kconn, memory_id, "我搬到上海了", "1. 魔都、外滩 上海\n2. shanghai") is True
     assert kconn.execute("SELECT expansion FROM memories").fetchone()[0] == "魔都 外滩 shanghai"
     assert bot.memory_expansion_todo(kconn) == []
+
+
+def test_a_reworded_memory_loses_its_old_expansion_from_the_index_at_once(kconn):
+    c = ctx()
+    say(kconn, c, "我住在北京")
+    (memory_id, text), = [tuple(r) for r in bot.memory_expansion_todo(kconn)]
+    assert bot.memory_expansion_store(kconn, memory_id, text, "首都 故宫 长城")
+    assert [i for i, _ in bot.search_keyword(kconn, "memories_fts", "1", "故宫", expansion=True)] == [memory_id]
+    assert bot.search_keyword(kconn, "memories_fts", "1", "故宫") == []  # what forget and update search
+    bot.memory_remember(kconn, c, "我搬到上海了", nothing, update=True)
+    assert bot.search_keyword(kconn, "memories_fts", "1", "故宫", expansion=True) == []
+    assert kconn.execute("SELECT expansion FROM memories").fetchone()[0] is None
+    assert "已撤销" in bot.memory_undo(kconn, c, nothing)  # back to 北京, with the words it had
+    assert [i for i, _ in bot.search_keyword(kconn, "memories_fts", "1", "故宫", expansion=True)] == [memory_id]
+
+
+def test_an_expansion_never_picks_what_a_forget_deletes(kconn):
+    c = ctx()
+    say(kconn, c, "我小时候常跟外公在河边钓鱼")
+    say(kconn, c, "我周末去水库钓鱼")
+    for n in range(31):  # enough memories whose expansions mention 外公 and 钓鱼 to fill the keyword candidates
+        say(kconn, c, f"我周末去第{n}号公园散步")
+    for memory_id, text in bot.memory_expansion_todo(kconn, limit=100):
+        bot.memory_expansion_store(kconn, memory_id, text, "钓鱼 外公 河边 钓鱼竿" if "公园" in text else "童年")
+    reply, asked = bot.memory_forget(kconn, c, "外公钓鱼的事", nothing)
+    assert asked is not None and "河边钓鱼" in reply and "水库钓鱼" in reply  # both fit: it asks, as without expansions
+    assert len(texts(kconn)) == 33
 
 
 def test_a_job_memory_comes_with_work_talk_a_commute_does_not(kconn):
@@ -444,15 +490,20 @@ def test_a_job_memory_comes_with_work_talk_a_commute_does_not(kconn):
 
 def test_shared_characters_fill_only_the_free_places(kconn):
     c = ctx()
-    for f in ("我爸爸会修收音机", "我喜欢爬山", "我住在杭州"):
+    for f in ("我爸爸会修收音机", "我喜欢爬山", "我住在杭州", "我对花生过敏"):
         say(kconn, c, f)
-    search = lambda q: [h["text"] for h in bot.memory_search(kconn, c, q, None, limit=5, min_similarity=1.0)]
-    # no word in common, two characters (修, 机): it comes, after the real matches
-    assert search("家里那台老机器坏了，想找人修一修") == ["我爸爸会修收音机"]
-    assert search("杭州的老机器坏了，找人修") == ["我住在杭州", "我爸爸会修收音机"]
-    # one character, or only common ones (今天, 家, 人), is not enough
-    assert search("机器人大赛") == [] and search("今天家里好多人") == []
-    assert bot.memory_search(kconn, ctx("2"), "家里那台老机器坏了，想找人修一修", None, limit=5, min_similarity=1.0) == []
+    prompt = lambda q, limit=5, who=c: [(r["text"], how) for r, how in bot.memory_for_prompt(
+        kconn, who, q, None, limit=limit, min_similarity=1.0)]
+    # no word in common, two characters (修, 机): it comes after the real matches and the profile
+    assert prompt("家里那台老机器坏了，想找人修一修") == [("我住在杭州", "profile"), ("我对花生过敏", "profile"),
+                                                  ("我爸爸会修收音机", "characters")]
+    assert prompt("杭州的老机器坏了，找人修")[0] == ("我住在杭州", "search")
+    # the profile keeps its places: the fill takes only what is still free
+    assert prompt("家里那台老机器坏了，想找人修一修", limit=2) == [("我住在杭州", "profile"), ("我对花生过敏", "profile")]
+    # one character, or only common ones (今天, 家, 人), is not enough; never another user's
+    assert [how for _, how in prompt("机器人大赛")] == ["profile", "profile"]
+    assert [how for _, how in prompt("今天家里好多人")] == ["profile", "profile"]
+    assert prompt("家里那台老机器坏了，想找人修一修", who=ctx("2")) == []
 
 
 def test_search_is_isolated_by_user_and_by_chat(kconn):
