@@ -1643,8 +1643,12 @@ COMMANDS = [
     ("list", rf"(?:/memories|/memory|你(?:都|还)?记(?:得|住)(?:了)?(?:关于)?我(?:的)?(?:什么|啥|些啥|些什么|哪些事|哪些)(?:事|事情)?|"
              rf"你(?:都|还)?知道我(?:的)?(?:什么|啥|些啥|哪些事)|我的记忆|记忆列表|查看记忆|看看(?:你的)?记忆|"
              rf"what do you (?:remember|know) about me)"),
-    ("group_list", r"(?:本群|我们群|这个群|群里)(?:都)?记(?:得|住)(?:了)?(?:什么|啥|些啥|哪些)(?:事)?|本群(?:的)?记忆|群记忆"),
+    ("group_list", r"(?:本群|我们群|咱们群|这个群|群里)(?:你)?(?:都|还)?记(?:得|住|了)(?:了)?(?:些)?(?:什么|啥|些啥|哪些)(?:事)?|"
+                   r"你?(?:都|还)?记(?:得|住)(?:了)?(?:本群|我们群|咱们群|这个群|群里)(?:的)?(?:什么|啥|些啥|哪些)(?:事)?|"
+                   r"本群(?:的)?记忆|群记忆"),
     ("group_forget", rf"(?:忘记|忘掉|删掉|删除|去掉)(?:本群|群里|群)(?:的)?第?\s*({_NUM})\s*[条个项]?"),
+    ("group_forget_text", r"(?:(?:忘记|忘掉|删掉|删除|去掉)(?:本群|我们群|咱们群|群里)(?:的)?(?:关于|有关)?(.+?)|"
+                          r"把(?:本群|我们群|咱们群|群里)(?:的)?(?:关于|有关)?(.+?)(?:忘了|忘掉|删了|删掉|去掉))"),
     ("undo", r"(?:撤销|撤回|undo|/undo)(?:刚才的|上一步|上一条|刚才那个|刚才那条)?(?:操作)?"),
     ("confirm_wipe", r"确认删除"),
     ("forget_all", rf"(?:/forget_all|(?:忘记|忘掉|删除|删掉|清空|清除)(?:关于我的|我的)?(?:一切|所有|全部)(?:记忆|的事|事情|东西)?|"
@@ -1755,6 +1759,9 @@ def memory_parse(text, names=()):
             return kind, ""
         if kind == "group_forget":
             return kind, str(_cn_number(arg))
+        if kind == "group_forget_text":  # 忘记本群开黑的事 / 把本群周五开黑那条忘了
+            arg = re.sub(r"(?:的)?(?:那条|这条|那个|的事|的事情|的记忆|这件事)$", "", m.group(1) or m.group(2) or "").strip()
+            return (kind, arg) if len(arg) >= 2 and not re.match(r"^(?:说|讲|聊|发)", arg) else (None, "")
         if kind == "forget_nth":
             arg = m.group(1) or m.group(2)
             return "forget", ",".join(str(_cn_number(n)) for n in re.findall(_NUM, arg))
@@ -3311,6 +3318,19 @@ def memory_group_forget(conn, ctx, n):
     return _forget_rows(conn, ctx, [rows[n - 1]])
 
 
+def memory_group_forget_text(conn, ctx, what):
+    """忘记本群开黑的事: the group fact that mentions it (several: the numbers to choose from)."""
+    rows = memory_list(conn, _group_ctx(ctx))
+    words = text_content_words(what)
+    hits = [n for n, r in enumerate(rows, 1) if what in r["text"] or words & text_content_words(r["text"])]
+    if not hits:
+        return f"本群的记忆里没有说到“{what[:30]}”的，什么也没删。说“本群记得什么”可以看列表。"
+    if len(hits) > 1:
+        return f"本群有{len(hits)}条都说到“{what[:30]}”：\n" + "\n".join(f"{n}. {rows[n - 1]['text']}" for n in hits) + \
+            "\n要删哪一条，就说“忘记本群第N条”。"
+    return memory_group_forget(conn, ctx, hits[0])
+
+
 def memory_wipe(conn, user_id):
     """Deletes every memory of one user, with its history and the memory commands in the chat log."""
     with db_tx(conn, durable=True):
@@ -4592,6 +4612,8 @@ async def reply_memory(app, ctx, text, card):
         return await app.db.run(lambda c: memory_update_last(c, ctx, arg, app.vec), write=True)
     if kind == "group_forget":
         return await app.db.run(memory_group_forget, ctx, int(arg), write=True)
+    if kind == "group_forget_text":
+        return await app.db.run(memory_group_forget_text, ctx, arg, write=True)
     if kind in ("group_remember", "group_update"):
         fact = memory_options(arg)[0]
         return await app.db.run(lambda c: memory_group_remember(c, ctx, fact, app.vec, update=kind == "group_update"),

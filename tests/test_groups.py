@@ -382,6 +382,28 @@ def test_group_memory_reaches_that_group_only_and_its_owners_may_change_it(runne
         nc.close()
 
 
+@pytest.mark.parametrize("listing", ["你记得我们群什么", "咱们群你记得啥", "群里你都记得些啥"])
+def test_group_facts_are_listed_and_forgotten_the_way_people_ask(runner, llm, listing):
+    nc = NapCat(runner.cfg.ONEBOT_PORT)
+    try:
+        def ask(user, text, role="member"):
+            nc.event(user, text, group_id=905, at_bot=True, role=role)
+            return nc.reply_text().strip()
+        ask(81, "记住，本群每周五晚上九点开黑")
+        ask(81, "记住，本群群规是不许发广告")
+        ask(82, "记住，本群周六晚上也开黑")
+        assert "1. 本群每周五晚上九点开黑" in ask(83, listing) and "3. 本群周六晚上也开黑" in ask(83, listing)
+        assert "没有说到“团建”" in ask(81, "忘记本群团建的事")  # nothing fits: nothing deleted
+        both = ask(81, "忘记本群开黑的事")  # two fit: the numbers, nothing deleted yet
+        assert "1. 本群每周五晚上九点开黑" in both and "3. 本群周六晚上也开黑" in both and "忘记本群第N条" in both
+        assert "只有记下它的人、群主或管理员能删" in ask(83, "删掉本群关于群规的那条")
+        assert "已忘记" in ask(81, "把本群群规那条删了")
+        assert [r["text"] for r in runner.rows("SELECT text FROM memories WHERE subject = '本群' ORDER BY id")] == [
+            "本群每周五晚上九点开黑", "本群周六晚上也开黑"]
+    finally:
+        nc.close()
+
+
 # 5. Pictures ###################################################################
 
 CAT = "一只橘猫趴在键盘上"
