@@ -113,7 +113,7 @@ def bench_recall(embedder, path, k=5, expansions=None):
     if embedder.model is not None:
         bot.db_vec_prepare(conn, embedder.name, embedder.dim)
     floor = embedder.floor if embedder.model is not None else 1.0
-    ids = {}
+    ids, texts = {}, {}
     with bot.db_tx(conn):
         for u in data["users"]:
             vecs = embedder.encode(u["memories"]) if embedder.model is not None else [None] * len(u["memories"])
@@ -121,8 +121,8 @@ def bench_recall(embedder, path, k=5, expansions=None):
                 f = bot.memory_fact(text)  # stored as 记住 stores it: subject, attribute, areas
                 ids[(u["user_id"], i)] = bot.memory_insert(conn, vec, user_id=u["user_id"], text=text, subject=f.subject,
                                                            attribute=f.attribute, value=f.value)
-    for (user, i), memory_id in ids.items() if expansions else ():
-        text = next(u["memories"][i] for u in data["users"] if u["user_id"] == user)
+                texts[ids[(u["user_id"], i)]] = text
+    for memory_id, text in texts.items() if expansions else ():
         bot.memory_expansion_store(conn, memory_id, text, expansions[text])
     hits = collections.defaultdict(lambda: collections.Counter())
     admitted, sizes = [], []
