@@ -5017,8 +5017,17 @@ async def onebot_send(bot, event, text, quote=True):
                         {"type": "at", "data": {"qq": str(event.user_id)}},
                         {"type": "text", "data": {"text": " "}}] + segments
         target = {"group_id": event.group_id} if event.message_type == "group" else {"user_id": event.user_id}
-        await bot.call_action("send_msg", self_id=event.self_id, message_type=event.message_type,
-                              message=segments, **target)
+        closed = bot.closing.get(bot._wsr_api_clients.get(str(event.self_id)))
+        call = asyncio.ensure_future(bot.call_action("send_msg", self_id=event.self_id, message_type=event.message_type,
+                                                     message=segments, **target))
+        gone = asyncio.ensure_future(closed.wait()) if closed is not None else None
+        await asyncio.wait({call, gone} - {None}, return_when=asyncio.FIRST_COMPLETED)
+        if gone is not None:
+            gone.cancel()
+        if not call.done():  # NapCat restarted before it answered: the next reply in this chat need not wait 30 s
+            call.cancel()
+            raise ConnectionError("the OneBot connection closed before QQ confirmed the send")
+        call.result()
 
 
 def onebot_split(text):
@@ -5071,13 +5080,22 @@ def onebot_create(app):
     from quart import websocket
 
     class Bot(CQHttp):
+        def _add_wsr_api_client(self):
+            super()._add_wsr_api_client()
+            self.closing[websocket._get_current_object()] = asyncio.Event()
+
         def _remove_wsr_api_client(self):
+            ws = websocket._get_current_object()
+            closed = self.closing.pop(ws, None)
+            if closed is not None:
+                closed.set()  # a send over it still waiting for QQ's answer gives up now, not after api_timeout_sec
             # aiocqhttp drops the API client by QQ number alone: when NapCat's old connection closes
             # after its new one came up, that would unregister the live one
-            if self._wsr_api_clients.get(websocket.headers["X-Self-ID"]) is websocket._get_current_object():
+            if self._wsr_api_clients.get(websocket.headers["X-Self-ID"]) is ws:
                 super()._remove_wsr_api_client()
 
     bot = Bot(message_class=Message, access_token=app.cfg.ONEBOT_ACCESS_TOKEN or None, api_timeout_sec=30)
+    bot.closing = {}  # each open connection -> an Event set when it closes
     bot.logger.setLevel(logging.WARNING)
 
     @bot.on_message

@@ -250,6 +250,7 @@ class NapCat:
             self.sock.close()
             raise ConnectionRefusedError(f"handshake answered {self.status}")
         self.closed = False
+        self.ack = True  # False: API calls get no answer (a NapCat that dies before confirming a send)
         self.thread = threading.Thread(target=self._loop, daemon=True)
         self.thread.start()
 
@@ -291,6 +292,8 @@ class NapCat:
             params = call["params"]
             self.arrivals.put((params.get("group_id") or params.get("user_id"), time.perf_counter()))
             self.sent.put(params)
+        if not self.ack:
+            return
         self._send_raw(self.ws.send(wse.TextMessage(json.dumps(
             {"status": "ok", "retcode": 0, "data": {"message_id": next(self._ids)}, "echo": call.get("echo")}))))
 

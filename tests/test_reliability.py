@@ -157,6 +157,21 @@ def test_onebot_reconnect(runner, llm):
         nc2.close()
 
 
+def test_a_send_a_closed_connection_never_confirmed_does_not_hold_up_the_next_reply(runner, llm):
+    """NapCat restarting right after it got a reply, before answering the send: the chat's next reply
+    must not wait for aiocqhttp's 30 s API timeout (reply_text gives up after 15 s)."""
+    nc = NapCat(runner.cfg.ONEBOT_PORT)
+    nc.ack = False
+    assert nc.ask(1, "第一次") == "echo:第一次"
+    nc.close()
+    nc2 = NapCat(runner.cfg.ONEBOT_PORT)
+    try:
+        assert nc2.ask(1, "重新连上了") == "echo:重新连上了"
+        assert runner.app.stats["send_failures"] == 1  # the unconfirmed one, logged as not sent; it is stored
+    finally:
+        nc2.close()
+
+
 def test_reply_to_a_dropped_connection_is_logged_not_crashed(runner, llm, caplog):
     caplog.set_level(logging.WARNING, logger="mnemo")
     nc = NapCat(runner.cfg.ONEBOT_PORT)
