@@ -277,7 +277,7 @@ def config_describe(cfg):
 #####################################################################
 
 #: The schema version this code writes; schema.sql ends with the same number.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 #: Migrations from version N to N+1: SQL, then an optional Python step (fn(conn)), all in one
 #: transaction. The Python step may use only what is defined above the Memory section at import
 #: time; it is looked up when the migration runs.
@@ -375,6 +375,10 @@ END;
 CREATE TRIGGER memories_reexpand AFTER UPDATE OF text ON memories WHEN new.text IS NOT old.text BEGIN
     UPDATE memories SET expansion = NULL WHERE id = new.id;
 END;
+""", None),
+    # v4: the memories still waiting for their expansion, found without reading the ones done (a 100k import)
+    3: ("""
+CREATE INDEX memories_unexpanded ON memories (id) WHERE expansion IS NULL;
 """, None),
 }
 #: Python steps of migrations, by name; the sections that own them fill this in.
@@ -2410,6 +2414,11 @@ EXPAND_WORD_MAX = 16
 #: unusable replies in a row after which a memory goes without.
 EXPAND_RETRY_SECONDS = 300
 EXPAND_ATTEMPTS = 3
+#: Seconds without a chat message before the next expansion is asked for: a backlog (an import of 100k
+#: memories) fills the database thread and the CPU only while nobody is waiting for a reply. In a chat that
+#: never pauses one expansion still goes every EXPAND_BUSY_SECONDS, between replies.
+EXPAND_QUIET_SECONDS = 1.0
+EXPAND_BUSY_SECONDS = 10.0
 
 
 def memory_expansion_prompt(text):
@@ -4310,6 +4319,8 @@ class App:
         self.llm = LLMClient(cfg)
         self.summaries = SummaryWorker(cfg, self.db, self.llm, self.vec, self.card_by_id, self.stats)
         self.expand_wake = asyncio.Event()  # set when memories may be waiting for their expansion
+        self.last_message = 0.0  # time.monotonic() of the last chat message: expansions wait for a quiet moment
+        self.expanded_at = 0.0  # time.monotonic() of the last expansion asked for
         self.tasks = set()
 
     def vec(self, text):
@@ -4358,6 +4369,7 @@ class App:
                     await self.expand_wake.wait()
                     continue
                 for r in rows:
+                    await self._expand_turn()
                     reply, tokens = "", 0
                     for attempt in range(EXPAND_ATTEMPTS):
                         try:
@@ -4383,6 +4395,17 @@ class App:
             except Exception:  # the database busy (a big import), or a bug: never the end of expansions
                 log.exception("expansions: unexpected error; trying again in %d s", EXPAND_RETRY_SECONDS)
                 await asyncio.sleep(EXPAND_RETRY_SECONDS)
+
+    async def _expand_turn(self):
+        """Waits until no reply is being written and the chats have been quiet EXPAND_QUIET_SECONDS, or until
+        EXPAND_BUSY_SECONDS since the last expansion (then it goes between two replies)."""
+        while True:
+            now = time.monotonic()
+            if not self.pending and (now - self.last_message >= EXPAND_QUIET_SECONDS
+                                     or now - self.expanded_at >= EXPAND_BUSY_SECONDS):
+                self.expanded_at = now
+                return
+            await asyncio.sleep(min(0.2, EXPAND_QUIET_SECONDS))
 
     async def stop(self):
         for task in list(self.tasks):
@@ -4425,6 +4448,7 @@ def _store_message(conn, app, ctx, role, text, onebot_id=None):
 async def reply_handle(app, ctx, text, onebot_id=None):
     """Stores a message, then answers it in its chat's order; returns the reply (already stored)."""
     raw_len = len(text or "")
+    app.last_message = time.monotonic()
     text = text_clean(text, app.cfg.BOT_MAX_MESSAGE)
     await app.lore_check()
     ctx.message_id = await app.db.run(_store_message, app, ctx, "user", text, onebot_id, write=True)
