@@ -2464,10 +2464,17 @@ def _topic_index(topics):
     return {w: frozenset(t) for w, t in index.items()}
 
 
-#: word -> topics; the longest CJK word; the words mixing scripts (k歌), matched as substrings.
+#: word -> topics; the words mixing scripts (k歌), matched as substrings.
 _TOPIC_INDEX = _topic_index(TOPICS)
-_TOPIC_MAXLEN = max(len(w) for w in _TOPIC_INDEX if not w.isascii())
 _TOPIC_MIXED = [w for w in _TOPIC_INDEX if not w.isascii() and re.search("[a-z0-9]", w)]
+#: first character of a CJK word of the lexicon -> the lengths its words have (most characters start none).
+_TOPIC_STARTS = collections.defaultdict(set)
+for _w in _TOPIC_INDEX:
+    if not _w.isascii():
+        _TOPIC_STARTS[_w[0]].add(len(_w))
+_TOPIC_STARTS = {c: sorted(lengths) for c, lengths in _TOPIC_STARTS.items()}
+_CJK_RUN_RE = re.compile(f"[{_CJK}]+")
+_ASCII_WORD_RE = re.compile(r"[a-z0-9][a-z0-9'+#.-]*[a-z0-9+#]|[a-z0-9]")
 
 
 def memory_areas(text, attribute=None, subject="我", message=False):
@@ -2475,11 +2482,13 @@ def memory_areas(text, attribute=None, subject="我", message=False):
     topics only from its attribute. Example: memory_areas('明天要下雨吗', message=True) -> {'place.residence_weather', 'fear.thunder_storm'}"""
     low = text.lower()
     out = set()
-    for run in re.findall(f"[{_CJK}]+", low):  # every CJK substring that is a word of the lexicon
-        for i in range(len(run)):
-            for j in range(i + 1, min(len(run), i + _TOPIC_MAXLEN) + 1):
-                out |= _TOPIC_INDEX.get(run[i:j], frozenset())
-    words = re.findall(r"[a-z0-9][a-z0-9'+#.-]*[a-z0-9+#]|[a-z0-9]", low)
+    for run in _CJK_RUN_RE.findall(low):  # every CJK substring that is a word of the lexicon
+        for i, c in enumerate(run):
+            for n in _TOPIC_STARTS.get(c, ()):
+                found = _TOPIC_INDEX.get(run[i:i + n]) if i + n <= len(run) else None
+                if found:
+                    out |= found
+    words = _ASCII_WORD_RE.findall(low)
     for w in words + [" ".join(p) for p in zip(words, words[1:])]:
         out |= _TOPIC_INDEX.get(w, frozenset())
     for w in _TOPIC_MIXED:
@@ -2791,22 +2800,38 @@ def memory_import_rows(conn, embedder, lines, batch=1000):
         rows.append(obj)
     if errors:
         return 0, errors
+    now = time.time()
     with db_tx(conn):
+        # FTS5 writes every row a trigger adds as a segment of its own; one INSERT ... SELECT at the end
+        # indexes the whole import at once, with the trigger's own expressions (back in the same transaction)
+        trigger = conn.execute("SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = 'memories_ai'").fetchone()[0]
+        conn.execute("DROP TRIGGER memories_ai")
+        start = last = conn.execute("SELECT coalesce(max(id), 0) FROM memories").fetchone()[0]
         for i in range(0, len(rows), batch):
             part = rows[i:i + batch]
             texts = [text_clean(o["text"], 2000) for o in part]
-            vecs = embedder.encode(texts) if embedder.model is not None else [None] * len(part)
-            for o, text, vec in zip(part, texts, vecs):
-                f = memory_fact(text)
+            values = []
+            for o, text in zip(part, texts):
+                # an export's line says what the fact is: it is not taken apart again
+                f = Fact(text, o["subject"], o["attribute"], o["value"]) if o.get("subject") and {"attribute", "value"} <= o.keys() \
+                    else memory_fact(text)
                 subject = o.get("subject") or ("你" if o.get("type") == "experience" and f.subject == "我" else f.subject)
-                memory_id = memory_insert(conn, vec, user_id=str(o["user_id"]), text=text, subject=subject,
-                                          type=o.get("type") or "user_fact", character_id=o.get("character_id"),
-                                          scope=o.get("scope") or "private", importance=int(o.get("importance") or 1),
-                                          attribute=o.get("attribute", f.attribute), value=o.get("value", f.value),
-                                          created_at=o.get("created_at"))
-                if o.get("expansion") is not None:  # an export's expansion: the LLM is not asked again
-                    conn.execute("UPDATE memories SET expansion = ? WHERE id = ?",
-                                 (memory_expansion_words(o["expansion"], text), memory_id))
+                attribute, value = o.get("attribute", f.attribute), o.get("value", f.value)
+                values.append((str(o["user_id"]), o.get("type") or "user_fact", o.get("character_id"), o.get("scope") or "private",
+                               text, subject, attribute, value, memory_area_tokens(memory_areas(text, attribute, subject)),
+                               int(o.get("importance") or 1), o.get("created_at") or now, now,
+                               None if o.get("expansion") is None else memory_expansion_words(o["expansion"], text)))
+            conn.executemany("INSERT INTO memories (user_id, type, character_id, scope, text, subject, attribute, value, areas, "
+                             "importance, created_at, updated_at, expansion) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", values)
+            ids = [r[0] for r in conn.execute("SELECT id FROM memories WHERE id > ? ORDER BY id", (last,))]
+            last = ids[-1]
+            if embedder.model is not None:
+                conn.executemany("INSERT INTO memories_vec (memory_id, owner, embedding) VALUES (?, ?, ?)",
+                                 [(memory_id, v[0], np.asarray(vec, dtype=np.float32).tobytes())
+                                  for memory_id, v, vec in zip(ids, values, embedder.encode(texts))])
+        conn.execute("INSERT INTO memories_fts (rowid, tokens, owner, extra) SELECT id, mnemo_tokens(text) || ' ' || areas, "
+                     "mnemo_owner(user_id), mnemo_tokens(expansion) FROM memories WHERE id > ?", (start,))
+        conn.execute(trigger)
     return len(rows), []
 
 

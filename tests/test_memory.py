@@ -739,3 +739,35 @@ def test_import_reports_bad_types_by_line(tmp_path):
     n, errors = bot.memory_import_rows(conn, embedder, lines)
     assert n == 0 and [e.split(":")[0] for e in errors] == ["line 1", "line 2", "line 3"]
     assert conn.execute("SELECT count(*) FROM memories").fetchone()[0] == 0
+
+
+def test_an_import_indexes_exactly_as_one_memory_at_a_time_does(tmp_path):
+    """memory_import_rows fills the FTS index in one go, with the insert trigger off meanwhile: the index must
+    hold what the trigger writes, the trigger must be back, and an export's subject/attribute are kept as given."""
+    embedder = bot.Embedder("off")
+    lines = [{"user_id": "1", "text": "我住在北京", "expansion": "首都 故宫"}, {"user_id": "1", "text": "我对花生过敏", "importance": 2},
+             {"user_id": "2", "text": "我妈妈喜欢爬山"},
+             {"user_id": "2", "text": "他喜欢喝茶", "subject": "爸爸", "attribute": "喜欢", "value": "喝茶"}]
+    bulk = bot.db_connect(tmp_path / "bulk.db")
+    bulk.execute("INSERT INTO memories (user_id, type, text, created_at, updated_at) VALUES ('9', 'user_fact', '旧的', 0, 0)")
+    assert bot.memory_import_rows(bulk, embedder, [json.dumps(x, ensure_ascii=False) for x in lines]) == (4, [])
+    one = bot.db_connect(tmp_path / "one.db")
+    one.execute("INSERT INTO memories (user_id, type, text, created_at, updated_at) VALUES ('9', 'user_fact', '旧的', 0, 0)")
+    with bot.db_tx(one):
+        for x in lines:
+            f = bot.memory_fact(x["text"])
+            subject, attribute, value = x.get("subject", f.subject), x.get("attribute", f.attribute), x.get("value", f.value)
+            memory_id = bot.memory_insert(one, None, user_id=x["user_id"], text=x["text"], subject=subject, attribute=attribute,
+                                          value=value, importance=x.get("importance", 1))
+            if "expansion" in x:
+                one.execute("UPDATE memories SET expansion = ? WHERE id = ?", (x["expansion"], memory_id))
+
+    def index(db):
+        return [tuple(r) for r in db.execute("SELECT rowid, tokens, owner, extra FROM memories_fts ORDER BY rowid")]
+    assert index(bulk) == index(one) and len(index(bulk)) == 5
+    assert [tuple(r) for r in bulk.execute("SELECT subject, attribute, value, areas FROM memories ORDER BY id")] == \
+        [tuple(r) for r in one.execute("SELECT subject, attribute, value, areas FROM memories ORDER BY id")]
+    assert bulk.execute("SELECT sql FROM sqlite_master WHERE name = 'memories_ai'").fetchone() == \
+        one.execute("SELECT sql FROM sqlite_master WHERE name = 'memories_ai'").fetchone()
+    bot.memory_insert(bulk, None, user_id="3", text="我养了一只猫")  # the trigger indexes what comes after
+    assert [i for i, _ in bot.search_keyword(bulk, "memories_fts", "3", "猫")] == [6]
