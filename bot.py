@@ -1608,7 +1608,7 @@ ENGLISH_RELATIONS = {"mom": "妈妈", "mum": "妈妈", "mother": "妈妈", "dad"
 #: attribute has one value per subject (a new one replaces the old); a many-valued one is keyed
 #: by its value (过敏 花生 and 过敏 芒果 are two memories).
 ATTRIBUTE_RULES = [
-    ("现居地", r"(?:现在|目前|已经|刚)?(?:住在|住|家住|家在|定居在?|搬到了?|搬去了?|搬家到了?)(?!院|宿|过|了|[\d一二三四五六七八九十几]+[楼层])"
+    ("现居地", r"(?:现在|目前|已经|刚)?(?:住在|住|家住|家在|定居在?|搬到了?|搬去了?|搬家到了?)(?!在?(?:院|宿|校|过|了|得|的|[\d一二三四五六七八九十几]+[楼层]))"
              r"([^，,]{1,20})", True),
     ("老家", r"(?:的)?(?:老家|家乡|籍贯)(?:是|在)?([^，,]{1,20})|是([^，,]{1,6}?)人", True),
     ("生日", r"(?:的)?生日(?:是|在|：|:)?\s*((?:农历|阴历|公历|阳历)?[\d一二三四五六七八九十正腊冬]+\s*[月/.\-号日].*)", True),
@@ -1667,6 +1667,8 @@ ATTRIBUTE_WORDS = {
     "害怕": "害怕的东西 怕什么", "身高": "身高", "体重": "体重", "星座": "星座", "血型": "血型"}
 _ATTRIBUTE_BY_WORD = {w: a for a, words in ATTRIBUTE_WORDS.items() for w in words.split()}
 #: A value that is only a pronoun or a pointer is no fact ("其实我现在不喜欢他了" is venting).
+#: Values of 现居地 that name a kind of lodging, not a place (住校, 住在学校宿舍, 住酒店): no home, a plain fact.
+_NOT_A_HOME_RE = re.compile(r"^(?:学校|学生|单位|公司|员工|集体)?(?:宿舍|寝室|学校|校|酒店|宾馆|旅馆|民宿|医院|病房)(?:里|里面)?$")
 _VAGUE_VALUE_RE = re.compile(r"^(?:他|她|它|他们|她们|这个|那个|这样|那样|这些|那些|这|那|你|了|啊|的)[了啊呀吧呢的]*$")
 #: Other names for places and things, looked up before the areas (蓉城 means 成都). Keys are
 #: lower case; each value is added to the message's keywords.
@@ -2377,7 +2379,7 @@ def memory_fact(text, last_subject=None, known=()):
         value = re.sub(r"\s+(?:now|too|also|as well)$", "", value, flags=re.I) if english else value
         if re.fullmatch(r"(?:哪|哪里|哪儿|什么|啥|几|多少|谁)[了呢啊]?", value):
             return Fact(text, subject, attribute, None, single, replaces)  # 我住哪: the attribute, no value
-        if not value or _VAGUE_VALUE_RE.match(value):
+        if not value or _VAGUE_VALUE_RE.match(value) or attribute == "现居地" and _NOT_A_HOME_RE.match(value):
             return Fact(text, subject, None, None, False, replaces)
         if attribute == "工作单位" and (value in _CITIES or value.endswith(("市", "省"))):
             attribute = "工作城市"  # 我在北京工作 is where, not for whom
