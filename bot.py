@@ -1562,8 +1562,18 @@ _NUM = "(?:\\d{1,3}|[一二两三四五六七八九十]{1,3})"
 REMEMBER_WORDS = "请记住 帮我记住 帮我记一下 帮我记下 给我记住 好好记住 记住 记一下 记下来 记下 记好了 记好 牢记".split()
 #: Weak remember words: often care aimed at the bot (别忘了吃饭), so they need a fact about someone.
 REMEMBER_WEAK_WORDS = "别忘了 不要忘了 你要记得 要记得 记得 记着 你记住".split()
+#: Words that start a forget of something the user names (忘记我的生日 / 不用记我住哪了).
+FORGET_WORDS = ("忘记 忘掉 忘了 删除记忆 删掉记忆 删掉 删除 不要记得 不要记 别记得了 别记住了 别记得 别记住 别记了 别记 "
+                "不用记得了 不用记住了 不用记得 不用记住 不用记了 不用记").split()
+#: Words that start a correction (更正一下，… / 我说错了，…).
+UPDATE_WORDS = ("更新一下 更正一下 纠正一下 修改一下 改一下 更新 更正 纠正 修改 改成 "
+                "我说错了 说错了 我搞错了 搞错了 我记错了 记错了").split()
 #: Words a memory command can start with right after the bot's name or a filler (小满记住… / 嗯嗯 忘掉…).
 COMMAND_WORDS = REMEMBER_WORDS + REMEMBER_WEAK_WORDS + "忘记 忘掉 忘了 删掉 删除 删了 撤销 撤回 更正 更新 纠正".split()
+#: Fillers a message may start with before a command word (哈哈哈 记住… / 嗯嗯，忘掉…), as a regex.
+FILLERS_RE = "哈{2,}|嘿嘿|嗯+|呃+|诶|欸|对了"
+#: Where a group's own fact starts (记住，本群每周五开黑).
+_GROUP_WORDS_RE = "本群|我们群|这个群|咱们群|群里"
 
 
 def _words_re(words):
@@ -3157,17 +3167,23 @@ def _forget_rows(conn, ctx, targets):
     return "已忘记：" + _quote(r["text"] for r in targets) + "（说“撤销”可以恢复）"
 
 
+def memory_forget_numbers(conn, ctx, numbers):
+    """忘掉第1条和第3条: deletes those of the numbered list, as one undoable change; returns the reply."""
+    rows = memory_list(conn, ctx)
+    if not rows:
+        return "我这里还没有关于你的记忆。"
+    numbers = sorted(set(numbers))
+    bad = [n for n in numbers if not 1 <= n <= len(rows)]
+    if bad:
+        return f"没有第{bad[0]}条，你的记忆一共{len(rows)}条。说“你记得我什么”可以看列表。"
+    return _forget_rows(conn, ctx, [rows[n - 1] for n in numbers])
+
+
 def memory_forget(conn, ctx, what, embed):
-    """Deletes what the user pointed at (numbers, an attribute, a fact); returns (reply, question)."""
+    """Deletes what the user pointed at (an attribute, a fact, someone); returns (reply, question)."""
     rows = memory_list(conn, ctx)
     if not rows:
         return "我这里还没有关于你的记忆。", None
-    if re.fullmatch(r"\d+(?:,\d+)*", what):
-        numbers = sorted({int(n) for n in what.split(",")})
-        bad = [n for n in numbers if not 1 <= n <= len(rows)]
-        if bad:
-            return f"没有第{bad[0]}条，你的记忆一共{len(rows)}条。说“你记得我什么”可以看列表。", None
-        return _forget_rows(conn, ctx, [rows[n - 1] for n in numbers]), None
     what = re.sub(r"^(?:that\s+)", "", what.strip(), flags=re.I)
     known = _known_subjects(conn, ctx)
     bare_subject, bare_rest = _subject_of(what, known)
@@ -3489,7 +3505,9 @@ def memory_worth_offering(conn, ctx, text):
 
 
 # -- Commands ----------------------------------------------------
-# What a user types: the memory command grammar, read into a kind and its argument.
+# What a user types to the memory: MEMORY_COMMANDS, one row a way of saying a command, read into a kind and
+# its named arguments. What a kind does is MEMORY_ACTIONS, in Replies: its handlers need the running bot
+# (the database thread, pending questions, the rate limit), and this section sits below it.
 
 #: Seconds a which-one question or a 要我记住吗 waits for its answer.
 PENDING_SECONDS = 300
@@ -3500,48 +3518,177 @@ _CONFIRM_WIPE = "确认删除"
 #: A particle after a remember word (记住呀，… / 记得噢 我…), taken only before a pause or a subject, so
 #: 记住哈尔滨… and 记住吧台… keep their first character.
 _PARTICLE = rf"(?:[{PARTICLES}](?=[{_PUNCT}]|我|你|您|本群|{_REL_RE}))?"
-#: How each memory command starts, in the order they are tried: (kind, pattern). A remember
-#: keyword is strong (记住: the user means it, so a fact without a subject is asked about) or
-#: weak (别忘了, 记得: often care aimed at the bot, so it needs a fact about someone).
-COMMANDS = [
-    ("list", rf"(?:/memories|/memory|你(?:都|还)?记(?:得|住)(?:了)?(?:关于)?我(?:的)?(?:什么|啥|些啥|些什么|哪些事|哪些)(?:事|事情)?|"
-             rf"你(?:都|还)?知道我(?:的)?(?:什么|啥|些啥|哪些事)|我的记忆|记忆列表|查看记忆|看看(?:你的)?记忆|"
-             rf"what do you (?:remember|know) about me)"),
-    ("group_list", r"(?:本群|我们群|咱们群|这个群|群里)(?:你)?(?:都|还)?记(?:得|住|了)(?:了)?(?:些)?(?:什么|啥|些啥|哪些)(?:事)?|"
-                   r"你?(?:都|还)?记(?:得|住)(?:了)?(?:本群|我们群|咱们群|这个群|群里)(?:的)?(?:什么|啥|些啥|哪些)(?:事)?|"
-                   r"本群(?:的)?记忆|群记忆"),
-    ("group_forget", rf"(?:忘记|忘掉|删掉|删除|去掉)(?:本群|群里|群)(?:的)?第?\s*({_NUM})\s*[条个项]?"),
-    ("group_forget_text", r"(?:(?:忘记|忘掉|删掉|删除|去掉)(?:本群|我们群|咱们群|群里)(?:的)?(?:关于|有关)?(.+?)|"
-                          r"把(?:本群|我们群|咱们群|群里)(?:的)?(?:关于|有关)?(.+?)(?:忘了|忘掉|删了|删掉|去掉))"),
-    ("undo", r"(?:撤销|撤回|undo|/undo)(?:刚才的|上一步|上一条|刚才那个|刚才那条)?(?:操作)?"),
-    ("confirm_wipe", r"确认删除"),
-    ("forget_all", rf"(?:/forget_all|(?:忘记|忘掉|删除|删掉|清空|清除)(?:关于我的|我的)?(?:一切|所有|全部)(?:记忆|的事|事情|东西)?|"
-                   rf"把?我的(?:所有)?记忆(?:全|都|全部)(?:删|删了|删掉|删除|清空)|"
-                   rf"清空(?:我的)?记忆|forget everything(?: about me)?)"),
-    ("forget_last", r"(?:忘记|忘掉|删掉|删除|去掉|不用记)(?:我)?(?:刚才|刚刚|上一条|刚才那条|刚刚那条)(?:说的|记的|那条|那个|那句)?(?:话|东西)?|"
-                    r"(?:刚才|刚刚)(?:那条|说的|记的)(?:删掉|删了|忘了吧|忘了|忘掉|不用记了|别记了|不要了)"),
-    ("forget_nth", rf"(?:忘记|忘掉|删掉|删除|去掉|删了|删|forget)[{_PUNCT}]*(?:记忆)?[{_PUNCT}]*"
-                   rf"((?:第?\s*{_NUM}\s*[条个项]?[{_PUNCT}和跟及与]*)+)"
-                   rf"|把?((?:第\s*{_NUM}\s*[条个项]?[{_PUNCT}和跟及与]*)+)(?:删了|删掉|删除|去掉|忘了|忘掉|不要了)"),
-    ("public", rf"(?:公开|设为公开)第?\s*({_NUM})\s*[条个]?"),
-    ("private", rf"(?:私密|设为私密)第?\s*({_NUM})\s*[条个]?"),
-    ("forget", rf"(?:/forget\b|forget(?:\s+that|\s+(?=my\b|i\b))|"
-               rf"忘记|忘掉|忘了|删除记忆|删掉记忆|删掉|删除|不要记得?|别记(?:得|住)?了?|不用记(?:得|住)?了?)"
-               rf"([{_PUNCT}]*)(.+)"),
-    ("update", rf"(?:/update\b|更新一下|更正一下|纠正一下|修改一下|改一下|更新|更正|纠正|修改|改成|update|(?:我)?说错了|(?:我)?搞错了|"
-               rf"(?:我)?记错了)[{_PUNCT}]*(.+)"),
-    ("actually", r"(?:其实(?:呢)?[，,]?|不对(?:不对)?[，,]?|错了[，,]?|actually[, ]+)((?:我|i\b|my\b).+)"),
-    ("correct_value", rf"(?:不对|错了|说错了|记错了)(?:不对)?[{_PUNCT}]*(?:应该)?是([^，,。;；我你他她它]{{1,12}})"),
-    ("remember", rf"(?:/remember\b|remember(?:\s*[:：,，]|\s+that\b|(?=\s+(?:i|my|i'm)\b)|\s+(?=[我\u4e00-\u9fff]))|"
-                 rf"{_words_re(REMEMBER_WORDS)}){_PARTICLE}[{_PUNCT}]*(.+)"),
-    ("remember_weak", rf"(?:{_words_re(REMEMBER_WEAK_WORDS)}){_PARTICLE}[{_PUNCT}]*(.+)"),
+
+
+@dataclasses.dataclass(frozen=True)
+class MemoryCommand:
+    """One row of MEMORY_COMMANDS: a way to say a memory command, and how to read it.
+
+    pattern must match the whole message (the bot's name, a filler and a short lead-in already cut off), without
+    its closing particles and thanks unless tail is set (for a fact they are the fact's own words). read(match)
+    gives (kind, {named arguments}), or None when the message is chat after all (忘记带伞了); the kind names
+    what to do, a row of MEMORY_ACTIONS (Replies), whose handler gets the arguments by name."""
+    pattern: str
+    read: object
+    tail: bool = False
+
+
+def _says(kind, **fixed):
+    """A reader for a command that needs no words of the message. Example: _says('undo')(None) -> ('undo', {})"""
+    return lambda m: (kind, dict(fixed))
+
+
+def _numbered(kind, **fixed):
+    """A reader for 公开第2条 and the like: the number in group 1."""
+    return lambda m: (kind, {"n": _cn_number(m.group(1).strip()), **fixed})
+
+
+def _read_numbers(m):
+    """忘掉第1条和第3条 / 把第2条删了: the numbers, in the order said."""
+    return "forget_numbers", {"numbers": [_cn_number(n) for n in re.findall(_NUM, m.group(1) or m.group(2))]}
+
+
+def _read_group_forget_text(m):
+    """忘记本群开黑的事 / 把本群周五开黑那条忘了: the words naming the group's fact."""
+    what = re.sub(r"(?:的)?(?:那条|这条|那个|的事|的事情|的记忆|这件事)$", "", m.group(1) or m.group(2) or "").strip()
+    return ("group_forget_text", {"what": what}) if len(what) >= 2 and not re.match(r"^(?:说|讲|聊|发)", what) else None
+
+
+def _object_ok(arg, allow=None):
+    """Whether what follows a command word can be what the command is about rather than chat (记住了吗, 忘了带伞);
+    allow makes it one anyway (a time after 记住, 关于… after 忘记). Example: _object_ok('了吗') -> False"""
+    return bool(arg) and not (_NOT_AN_OBJECT_RE.match(arg) and not (allow and re.match(allow, arg)))
+
+
+def _fact_said(m, allow=None):
+    """The fact after a remember or update word (group 1): closing punctuation and list numbers (1. 2、) cut off;
+    None when it reads as chat."""
+    fact = re.sub(rf"[{_PUNCT}]+$", "", (m.group(1) or "").strip())
+    if not _object_ok(fact, allow):
+        return None
+    return re.sub(r"(?m)^\s*(?:\d{1,2}|[一二三四五六七八九十])[.、)）]\s*", "", fact).strip()
+
+
+def _read_remember(m):
+    """记住，… (a strong word): the fact; the group's (本群…); or a question when it says nothing of anyone."""
+    fact = _fact_said(m, _TIME_RE)
+    if fact is None:
+        return None
+    if re.match(f"^(?:{_GROUP_WORDS_RE})", fact):  # 记住，本群每周五晚上开黑: for everyone in the group
+        return "group_remember", {"text": fact}
+    if memory_has_subject(fact):
+        return "remember", {"text": fact}
+    return None if _BANTER_RE.search(fact) else ("ask", {"text": fact})
+
+
+def _read_remember_weak(m):
+    """别忘了… / 记得…: a remember only when it says something of someone (别忘了吃饭 is care, not a fact)."""
+    fact = _fact_said(m)
+    return ("remember", {"text": fact}) if fact is not None and memory_has_subject(fact) else None
+
+
+def _read_actually(m):
+    """其实我…: an update when it is a fact the rules know the attribute of (其实我现在很难过 is chat)."""
+    fact = _fact_said(m)
+    return ("update", {"text": fact}) if fact and memory_has_subject(fact) and memory_fact(fact).attribute else None
+
+
+def _read_update(m):
+    """更正一下，…: what is corrected. Whether 阿强 is someone the user named is for the database (update_named)."""
+    fact = _fact_said(m, "不是")
+    if fact is None:
+        return None
+    if re.match(f"^(?:{_GROUP_WORDS_RE})", fact):
+        return "group_update", {"text": fact}
+    about = memory_has_subject(fact)
+    v = re.match(r"^(?:应该|其实)?是([^，,。;；我你他她它]{1,12})$", fact)
+    if v and not about:  # 更正：是南京 — the value of what was just said
+        return "update_last", {"value": v.group(1)}
+    if re.match(rf"^是(.+?)[{_PUNCT}]+不是(?:我|你)$", fact):  # 更正：是我妈妈对花生过敏，不是我
+        return "update", {"text": fact}
+    v = (re.match(rf"^不是([^，,]+?)[{_PUNCT}]+(?:而)?是(.+)$", fact)
+         or re.match(rf"^是([^，,]+?)[{_PUNCT}]+不是(.+)$", fact))
+    if v and not about:  # 更正：不是芹菜，是韭菜 — the memory that says the old one
+        old, new = (v.group(1), v.group(2)) if fact.startswith("不是") else (v.group(2), v.group(1))
+        return "replace_value", {"old": old, "new": new}
+    if re.match(rf"^(?:{'|'.join(_ATTRIBUTE_BY_WORD)}|最喜欢的|最爱的)", fact) and not about:
+        return "update", {"text": "我的" + fact}  # 更正：老家是湖北 — the user's own
+    v = re.match(r"^([\u4e00-\u9fffA-Za-z]{1,6})是(.+)$", fact)
+    if v and not about and not _NAME_RE.match(fact):  # 更正 微信号是abc456: a command when a memory talks of 微信号
+        return "update_mine", {"word": v.group(1), "text": "我的" + fact}
+    if about:
+        return "update", {"text": fact}
+    return ("update_named", {"text": fact}) if _NAME_RE.match(fact) else None
+
+
+def _read_forget(m):
+    """忘记…: what the user points at. "忘记带伞了" is chat: a forget names a memory (我…, 第N条, 关于…, 那条,
+    an attribute); a bare word (忘记榴莲) is forget_maybe, a command only when a memory mentions it."""
+    what = _strip_tail((m.group(m.lastindex) or "").strip())
+    if not _object_ok(what, "关于|过敏"):
+        return None
+    what = re.sub(r"(?:这件事|这事|这个|这一条|这条)$", "", what) or what
+    pointer = re.match(r"^(?:那个|那条|这条|那件)(?=.)", what) and not re.search(r"怎么|如何|吗|什么|[?？]", what)
+    what = re.sub(r"^(?:那个|这个|那条|这条|那件)(?=.)", "", what)
+    what = re.sub(r"(?<=.)的(?:事|事情|东西|记忆)?$", "", what)
+    pointed = re.match(r"^(.+?)的?(?:那条|那个|这条|那句|记忆)$", what) or (pointer and re.match(r"^(.+)$", what))
+    separated = bool(m.group(1)) and not re.match(r"^(?:带|拿|关|交|吃|喝|买|说|做|写|打)", what)  # 忘记：花生 / 忘记 羽毛球
+    if pointed or separated or what in _ATTRIBUTE_BY_WORD \
+            or re.match(rf"^(?:我|关于|有关|第|所有关于|全部关于|她|他|它|my\b|i\b|that\b|{_REL_RE})", what, re.I):
+        what = pointed.group(1) if pointed else what
+        return "forget", {"what": what if what.startswith(("所有", "全部")) else re.sub(r"^(?:关于|有关)", "", what)}
+    question = re.search(r"怎么|如何|吗|什么|为什么|咋|[?？]", what)
+    maybe = len(what) <= 8 and not _CHAT_FORGET_RE.match(what) and not question
+    return ("forget_maybe", {"what": what}) if maybe else None
+
+
+#: What a user can type to the memory, tried in this order; the first row whose pattern matches decides. A
+#: remember word is strong (记住: the user means it, so a fact without a subject is asked about) or weak
+#: (别忘了, 记得: often care aimed at the bot, so it needs a fact about someone). Adding a way to say a command
+#: is adding a row here; a new command also needs its row in MEMORY_ACTIONS (Replies).
+MEMORY_COMMANDS = [
+    MemoryCommand(rf"(?:/memories|/memory|你(?:都|还)?记(?:得|住)(?:了)?(?:关于)?我(?:的)?"
+                  rf"(?:什么|啥|些啥|些什么|哪些事|哪些)(?:事|事情)?|"
+                  rf"你(?:都|还)?知道我(?:的)?(?:什么|啥|些啥|哪些事)|我的记忆|记忆列表|查看记忆|看看(?:你的)?记忆|"
+                  rf"what do you (?:remember|know) about me)", _says("list")),
+    MemoryCommand(r"(?:本群|我们群|咱们群|这个群|群里)(?:你)?(?:都|还)?记(?:得|住|了)(?:了)?(?:些)?(?:什么|啥|些啥|哪些)(?:事)?|"
+                  r"你?(?:都|还)?记(?:得|住)(?:了)?(?:本群|我们群|咱们群|这个群|群里)(?:的)?(?:什么|啥|些啥|哪些)(?:事)?|"
+                  r"本群(?:的)?记忆|群记忆", _says("group_list")),
+    MemoryCommand(rf"(?:忘记|忘掉|删掉|删除|去掉)(?:本群|群里|群)(?:的)?第?\s*({_NUM})\s*[条个项]?", _numbered("group_forget")),
+    MemoryCommand(r"(?:(?:忘记|忘掉|删掉|删除|去掉)(?:本群|我们群|咱们群|群里)(?:的)?(?:关于|有关)?(.+?)|"
+                  r"把(?:本群|我们群|咱们群|群里)(?:的)?(?:关于|有关)?(.+?)(?:忘了|忘掉|删了|删掉|去掉))",
+                  _read_group_forget_text),
+    MemoryCommand(r"(?:撤销|撤回|undo|/undo)(?:刚才的|上一步|上一条|刚才那个|刚才那条)?(?:操作)?", _says("undo")),
+    MemoryCommand(re.escape(_CONFIRM_WIPE), _says("confirm_wipe")),
+    MemoryCommand(rf"(?:/forget_all|(?:忘记|忘掉|删除|删掉|清空|清除)(?:关于我的|我的)?(?:一切|所有|全部)(?:记忆|的事|事情|东西)?|"
+                  rf"把?我的(?:所有)?记忆(?:全|都|全部)(?:删|删了|删掉|删除|清空)|"
+                  rf"清空(?:我的)?记忆|forget everything(?: about me)?)", _says("forget_all")),
+    MemoryCommand(r"(?:忘记|忘掉|删掉|删除|去掉|不用记)(?:我)?(?:刚才|刚刚|上一条|刚才那条|刚刚那条)(?:说的|记的|那条|那个|那句)?"
+                  r"(?:话|东西)?|"
+                  r"(?:刚才|刚刚)(?:那条|说的|记的)(?:删掉|删了|忘了吧|忘了|忘掉|不用记了|别记了|不要了)", _says("forget_last")),
+    MemoryCommand(rf"(?:忘记|忘掉|删掉|删除|去掉|删了|删|forget)[{_PUNCT}]*(?:记忆)?[{_PUNCT}]*"
+                  rf"((?:第?\s*{_NUM}\s*[条个项]?[{_PUNCT}和跟及与]*)+)"
+                  rf"|把?((?:第\s*{_NUM}\s*[条个项]?[{_PUNCT}和跟及与]*)+)(?:删了|删掉|删除|去掉|忘了|忘掉|不要了)",
+                  _read_numbers),
+    MemoryCommand(rf"(?:公开|设为公开)第?\s*({_NUM})\s*[条个]?", _numbered("scope", public=True)),
+    MemoryCommand(rf"(?:私密|设为私密)第?\s*({_NUM})\s*[条个]?", _numbered("scope", public=False)),
+    MemoryCommand(rf"(?:/forget\b|forget(?:\s+that|\s+(?=my\b|i\b))|{_words_re(FORGET_WORDS)})([{_PUNCT}]*)(.+)",
+                  _read_forget, tail=True),
+    MemoryCommand(rf"(?:/update\b|update|{_words_re(UPDATE_WORDS)})[{_PUNCT}]*(.+)", _read_update, tail=True),
+    MemoryCommand(r"(?:其实(?:呢)?[，,]?|不对(?:不对)?[，,]?|错了[，,]?|actually[, ]+)((?:我|i\b|my\b).+)", _read_actually,
+                  tail=True),
+    MemoryCommand(rf"(?:不对|错了|说错了|记错了)(?:不对)?[{_PUNCT}]*(?:应该)?是([^，,。;；我你他她它]{{1,12}})",
+                  lambda m: ("update_last", {"value": m.group(1).strip()})),
+    MemoryCommand(rf"(?:/remember\b|remember(?:\s*[:：,，]|\s+that\b|(?=\s+(?:i|my|i'm)\b)|\s+(?=[我\u4e00-\u9fff]))|"
+                  rf"{_words_re(REMEMBER_WORDS)}){_PARTICLE}[{_PUNCT}]*(.+)", _read_remember, tail=True),
+    MemoryCommand(rf"(?:{_words_re(REMEMBER_WEAK_WORDS)}){_PARTICLE}[{_PUNCT}]*(.+)", _read_remember_weak, tail=True),
 ]
-_COMMAND_RES = [(kind, re.compile(p + "$", re.I | re.S)) for kind, p in COMMANDS]
+_MEMORY_COMMAND_RES = [(re.compile(c.pattern + "$", re.I | re.S), c) for c in MEMORY_COMMANDS]
 
 
 def memory_parse(text, names=()):
-    """Recognises a memory command: (kind, argument), or (None, '') for chat.
-    Example: memory_parse('记住，我住在北京') -> ('remember', '我住在北京')"""
+    """Reads a message as a memory command: (kind, {named arguments}), or (None, {}) for chat.
+    Example: memory_parse('记住，我住在北京') -> ('remember', {'text': '我住在北京'})"""
     t = text.strip()
     for name in sorted(names, key=len, reverse=True):  # "小满，记住…": the character's name first
         if name and t.startswith(name) and len(t) > len(name) and (t[len(name)] in " ，,:：~～!！" or re.match(
@@ -3550,7 +3697,7 @@ def memory_parse(text, names=()):
             break
     t = re.sub(r"^@\S+\s+", "", t)
     t = t.replace("（", "(").replace("）", ")").translate(_TRADITIONAL)
-    t = re.sub(rf"^(?:哈{{2,}}|嘿嘿|嗯+|呃+|诶|欸|对了)[{_PUNCT}]*(?={_words_re(COMMAND_WORDS)})", "", t)
+    t = re.sub(rf"^(?:{FILLERS_RE})[{_PUNCT}]*(?={_words_re(COMMAND_WORDS)})", "", t)
     # 哈喽 记住… / 家人们谁懂啊 记住… / I changed jobs, remember…: a short lead-in before a strong keyword
     lead = re.match(rf"^([^，,。!！?？\n]{{0,20}}?)[{_PUNCT}]+(?={_words_re(REMEMBER_WORDS)}|remember\b)"
                     rf"|^[a-z]{{2,8}}(?=记住)", t, re.I)
@@ -3561,76 +3708,40 @@ def memory_parse(text, names=()):
             t = re.sub(rf"^((?:{_words_re(REMEMBER_WORDS)})[，,：:\s]*)(她|他|它)",
                        lambda m: m.group(1) + "我" + who.group(1), t)
     bare = _strip_tail(t)
-    for kind, pattern in _COMMAND_RES:
-        whole = kind in ("remember", "remember_weak", "update", "forget", "actually")  # their tail is the fact's
-        m = pattern.match(t if whole else bare)
-        if not m:
-            continue
-        arg = (m.group(m.lastindex if kind == "forget" else 1) or "").strip() if m.groups() else ""
-        if kind in ("list", "undo", "confirm_wipe", "forget_all", "forget_last", "group_list"):
-            return kind, ""
-        if kind == "group_forget":
-            return kind, str(_cn_number(arg))
-        if kind == "group_forget_text":  # 忘记本群开黑的事 / 把本群周五开黑那条忘了
-            arg = re.sub(r"(?:的)?(?:那条|这条|那个|的事|的事情|的记忆|这件事)$", "", m.group(1) or m.group(2) or "").strip()
-            return (kind, arg) if len(arg) >= 2 and not re.match(r"^(?:说|讲|聊|发)", arg) else (None, "")
-        if kind == "forget_nth":
-            arg = m.group(1) or m.group(2)
-            return "forget", ",".join(str(_cn_number(n)) for n in re.findall(_NUM, arg))
-        if kind == "correct_value":
-            return "update_last", arg
-        if kind in ("public", "private"):
-            return kind, str(_cn_number(arg))
-        arg = _strip_tail(arg) if kind == "forget" else re.sub(rf"[{_PUNCT}]+$", "", arg)
-        if not arg or _NOT_AN_OBJECT_RE.match(arg) and not (kind == "remember" and _TIME_RE.match(arg)) \
-                and not (kind == "forget" and re.match(r"^(?:关于|过敏)", arg)) \
-                and not (kind == "update" and arg.startswith("不是")):
-            return None, ""
-        if kind == "forget":
-            # "忘记带伞了" is chat: a forget names a memory (我…, 第N条, 关于…, 那条, an attribute)
-            arg = re.sub(r"(?:这件事|这事|这个|这一条|这条)$", "", arg) or arg
-            pointer = re.match(r"^(?:那个|那条|这条|那件)(?=.)", arg) and not re.search(r"怎么|如何|吗|什么|[?？]", arg)
-            arg = re.sub(r"^(?:那个|这个|那条|这条|那件)(?=.)", "", arg)
-            arg = re.sub(r"(?<=.)的(?:事|事情|东西|记忆)?$", "", arg)
-            pointed = re.match(r"^(.+?)的?(?:那条|那个|这条|那句|记忆)$", arg) or (pointer and re.match(r"^(.+)$", arg))
-            separated = bool(m.group(1)) and not re.match(r"^(?:带|拿|关|交|吃|喝|买|说|做|写|打)", arg)  # 忘记：花生 / 忘记 羽毛球
-            if pointed or separated or arg in _ATTRIBUTE_BY_WORD \
-                    or re.match(rf"^(?:我|关于|有关|第|所有关于|全部关于|她|他|它|my\b|i\b|that\b|{_REL_RE})", arg, re.I):
-                arg = pointed.group(1) if pointed else arg
-                return "forget", arg if arg.startswith(("所有", "全部")) else re.sub(r"^(?:关于|有关)", "", arg)
-            # 忘记榴莲: a command when a memory mentions it (the caller checks), chat otherwise
-            question = re.search(r"怎么|如何|吗|什么|为什么|咋|[?？]", arg)
-            maybe = len(arg) <= 8 and not _CHAT_FORGET_RE.match(arg) and not question
-            return ("forget_maybe", arg) if maybe else (None, "")
-        arg = re.sub(r"(?m)^\s*(?:\d{1,2}|[一二三四五六七八九十])[.、)）]\s*", "", arg).strip()
-        if kind in ("remember", "update") and re.match(r"^(?:本群|我们群|这个群|咱们群|群里)", arg):
-            return "group_" + kind, arg  # 记住，本群每周五晚上开黑: the group's, for everyone in it
-        about = memory_has_subject(arg)
-        if kind == "actually":
-            return ("update", arg) if about and memory_fact(arg).attribute else (None, "")
-        if kind == "update":  # 更正一下，阿强喜欢的是打篮球: whether 阿强 is someone the user named is for the database
-            m = re.match(r"^(?:应该|其实)?是([^，,。;；我你他她它]{1,12})$", arg)
-            if m and not about:  # 更正：是南京 — the value of what was just said
-                return "update_last", m.group(1)
-            if re.match(rf"^是(.+?)[{_PUNCT}]+不是(?:我|你)$", arg):  # 更正：是我妈妈对花生过敏，不是我
-                return "update", arg
-            m = (re.match(rf"^不是([^，,]+?)[{_PUNCT}]+(?:而)?是(.+)$", arg)
-                 or re.match(rf"^是([^，,]+?)[{_PUNCT}]+不是(.+)$", arg))
-            if m and not about:  # 更正：不是芹菜，是韭菜 — the memory that says the old one
-                old, new = (m.group(1), m.group(2)) if arg.startswith("不是") else (m.group(2), m.group(1))
-                return "replace_value", f"{old}\n{new}"
-            if re.match(rf"^(?:{'|'.join(_ATTRIBUTE_BY_WORD)}|最喜欢的|最爱的)", arg) and not about:
-                return "update", "我的" + arg  # 更正：老家是湖北 — the user's own
-            m = re.match(r"^([\u4e00-\u9fffA-Za-z]{1,6})是(.+)$", arg)
-            if m and not about and not _NAME_RE.match(arg):  # 更正 微信号是abc456: a command when a memory talks of 微信号
-                return "update_mine", m.group(1) + "\n我的" + arg
-            return ("update", arg) if about else ("update_named", arg) if _NAME_RE.match(arg) else (None, "")
-        if about:
-            return "remember", arg
-        if kind == "remember_weak" or _BANTER_RE.search(arg):
-            return None, ""
-        return "ask", arg
-    return None, ""
+    for regex, command in _MEMORY_COMMAND_RES:
+        m = regex.match(t if command.tail else bare)
+        if m:
+            return command.read(m) or (None, {})
+    return None, {}
+
+
+def _settle_ask(conn, ctx, text):
+    """记住旺财三岁了: a remember when the user has named 旺财 before; else the bot asks."""
+    return ("remember" if memory_names_known(conn, ctx, text) else "ask"), {"text": text}
+
+
+def _settle_update_named(conn, ctx, text):
+    """更正一下，阿强…: an update when the user has named 阿强; 更正 微信号是abc456 when a memory talks of 微信号."""
+    if memory_names_known(conn, ctx, text):
+        return "update", {"text": text}
+    m = re.match(r"^(.{1,6}?)是.", text)
+    return ("update", {"text": "我的" + text}) if m and memory_mentions(conn, ctx, m.group(1)) else (None, {})
+
+
+def _settle_update_mine(conn, ctx, word, text):
+    """更正 微信号是abc456: an update of the user's own when a memory talks of 微信号; else chat."""
+    return ("update", {"text": text}) if memory_mentions(conn, ctx, word) else (None, {})
+
+
+def _settle_forget_maybe(conn, ctx, what):
+    """忘记榴莲: a forget when a memory mentions 榴莲; else chat."""
+    return ("forget", {"what": what}) if memory_mentions(conn, ctx, what) else (None, {})
+
+
+#: Kinds the words alone don't settle: the speaker's memories do. kind -> settle(conn, ctx, **arguments),
+#: which gives the (kind, {arguments}) to act on, or (None, {}) for chat.
+MEMORY_SETTLE = {"ask": _settle_ask, "update_named": _settle_update_named, "update_mine": _settle_update_mine,
+                 "forget_maybe": _settle_forget_maybe}
 
 
 #####################################################################
@@ -4672,6 +4783,167 @@ async def reply_llm(app, ctx, text, card):
     return reply
 
 
+async def _memory_show(app, ctx):
+    """你记得我什么: the speaker's memories, numbered."""
+    return memory_format_list(await app.db.run(memory_list, ctx))
+
+
+async def _memory_group_show(app, ctx):
+    """本群记得什么: the group's facts, numbered."""
+    return await app.db.run(memory_group_list, ctx)
+
+
+async def _memory_wipe_ask(app, ctx):
+    """忘记关于我的一切: asks for the confirmation first (nothing is undone after a wipe)."""
+    n = await app.db.run(memory_count, ctx.user_id)
+    if not n:
+        return "我这里还没有关于你的记忆。"
+    app.wipe_asked[ctx.user_id] = time.monotonic()
+    return f"确定要删除我记得的关于你的全部{n}条记忆吗？删除后无法撤销。确定的话请在两分钟内回复“{_CONFIRM_WIPE}”。"
+
+
+async def _memory_wipe(app, ctx):
+    """确认删除: the wipe asked for within WIPE_CONFIRM_SECONDS."""
+    asked_at = app.wipe_asked.pop(ctx.user_id, None)
+    if asked_at is None or time.monotonic() - asked_at > WIPE_CONFIRM_SECONDS:
+        return "没有待确认的删除。要删除全部记忆，请先说“忘记关于我的一切”。"
+    n = await app.db.run(memory_wipe, ctx.user_id, write=True)
+    return f"好的，关于你的{n}条记忆都已经删除了（记忆指令的聊天记录也删了）。"
+
+
+async def _memory_undo(app, ctx):
+    """撤销: the speaker's last memory change, undone."""
+    return await app.db.run(lambda c: memory_undo(c, ctx, app.vec), write=True)
+
+
+async def _memory_scope(app, ctx, n, public):
+    """公开第N条 / 私密第N条."""
+    return await app.db.run(memory_set_scope, ctx, n, public, write=True)
+
+
+async def _memory_forget_last(app, ctx):
+    """忘记我刚才说的."""
+    return await app.db.run(memory_forget_last, ctx, write=True)
+
+
+async def _memory_update_last(app, ctx, value):
+    """不对，是南京: the value of what was just stored."""
+    return await app.db.run(lambda c: memory_update_last(c, ctx, value, app.vec), write=True)
+
+
+async def _memory_forget_numbers(app, ctx, numbers):
+    """忘掉第1条和第3条."""
+    return await app.db.run(memory_forget_numbers, ctx, numbers, write=True)
+
+
+async def _memory_forget(app, ctx, what):
+    """忘记我的生日 / 忘记榴莲 …: what the user points at, or a which-one question."""
+    reply, question = await app.db.run(lambda c: memory_forget(c, ctx, what, app.vec), write=True)
+    _remember_question(app, (ctx.user_id, ctx.session), question)
+    return reply
+
+
+async def _memory_replace(app, ctx, old, new):
+    """更正：不是芹菜，是韭菜."""
+    reply, question = await app.db.run(lambda c: memory_replace_value(c, ctx, old, new, app.vec), write=True)
+    _remember_question(app, (ctx.user_id, ctx.session), question)
+    return reply
+
+
+async def _memory_group_forget(app, ctx, n):
+    """忘记本群第N条."""
+    return await app.db.run(memory_group_forget, ctx, n, write=True)
+
+
+async def _memory_group_forget_text(app, ctx, what):
+    """忘记本群开黑的事."""
+    return await app.db.run(memory_group_forget_text, ctx, what, write=True)
+
+
+async def _memory_group_remember(app, ctx, text, update=False):
+    """记住，本群… / 更正：本群…: for everyone in the group."""
+    fact = memory_options(text)[0]
+    return await app.db.run(lambda c: memory_group_remember(c, ctx, fact, app.vec, update=update), write=True)
+
+
+async def _memory_group_update(app, ctx, text):
+    """更正：本群…"""
+    return await _memory_group_remember(app, ctx, text, update=True)
+
+
+def _memory_fact_problem(fact):
+    """Why a fact to remember can't be taken as it is, or None."""
+    if not fact:
+        return "要我记住什么呢？比如：记住，我住在北京"
+    if len(fact) > 500:
+        return "这段太长了，记忆每条最多500字，能说得简短一点吗？"
+    return None
+
+
+async def _memory_ask(app, ctx, text):
+    """记住明天三点开会: says about no one, so the bot asks before storing it."""
+    fact, importance, _ = memory_options(text)
+    problem = _memory_fact_problem(fact)
+    if problem:
+        return problem
+    app.memory_asked[(ctx.user_id, ctx.session)] = {"action": "store", "text": fact, "importance": importance,
+                                                    "at": time.monotonic()}
+    return f"要我记住『{fact}』吗？要的话回复“要”；也可以说得具体些，比如“记住，我……”。"
+
+
+async def _memory_remember(app, ctx, text, update=False):
+    """记住，… / 更正一下，…: each fact stored or corrected (or a which-one question)."""
+    fact, importance, scope = memory_options(text)
+    problem = _memory_fact_problem(fact)
+    if problem:
+        return problem
+    cap = app.cfg.MEMORY_MAX_PER_USER
+    if cap and not ctx.superuser and await app.db.run(memory_count, ctx.user_id) >= cap:
+        return f"我已经记了你{cap}件事，记不下更多了。说“你记得我什么”看看，用“忘记第N条”删掉一些不要的吧。"
+    reply, question = await app.db.run(lambda c: memory_remember(c, ctx, fact, app.vec, update=update,
+                                                                 importance=importance, scope=scope), write=True)
+    _remember_question(app, (ctx.user_id, ctx.session), question)
+    return "\n".join(x for x in (reply, question and question["prompt"]) if x) or "嗯，我知道了。"
+
+
+async def _memory_update(app, ctx, text):
+    """更正一下，…"""
+    return await _memory_remember(app, ctx, text, update=True)
+
+
+@dataclasses.dataclass(frozen=True)
+class MemoryAction:
+    """What a kind of memory command does: a row of MEMORY_ACTIONS."""
+    handler: object  # async handler(app, ctx, **the named arguments MEMORY_COMMANDS read) -> the reply
+    who: tuple = ()  # what the speaker must be, checked in this order: keys of COMMAND_WHO
+    limited: bool = True  # counts against MEMORY_RATE_LIMIT (reading and a wipe's two steps don't)
+
+
+#: kind (as MEMORY_COMMANDS in Memory reads it) -> what it does. The phrasings are Memory's table, the doing
+#: is this one: a handler needs the running bot, which Memory sits below. tests/test_memory.py checks that the
+#: two tables name the same kinds.
+MEMORY_ACTIONS = {
+    "list": MemoryAction(_memory_show, limited=False),
+    "group_list": MemoryAction(_memory_group_show, ("memory_group",), limited=False),
+    "confirm_wipe": MemoryAction(_memory_wipe, limited=False),
+    "forget_all": MemoryAction(_memory_wipe_ask, limited=False),
+    "undo": MemoryAction(_memory_undo),
+    "scope": MemoryAction(_memory_scope),
+    "forget_last": MemoryAction(_memory_forget_last),
+    "update_last": MemoryAction(_memory_update_last),
+    "forget_numbers": MemoryAction(_memory_forget_numbers),
+    "forget": MemoryAction(_memory_forget),
+    "replace_value": MemoryAction(_memory_replace),
+    "group_forget": MemoryAction(_memory_group_forget, ("memory_group",)),
+    "group_forget_text": MemoryAction(_memory_group_forget_text, ("memory_group",)),
+    "group_remember": MemoryAction(_memory_group_remember, ("memory_group",)),
+    "group_update": MemoryAction(_memory_group_update, ("memory_group",)),
+    "ask": MemoryAction(_memory_ask),
+    "remember": MemoryAction(_memory_remember),
+    "update": MemoryAction(_memory_update),
+}
+
+
 async def reply_memory(app, ctx, text, card):
     """记住 / 更正 / 忘记 / 你记得我什么 / 撤销, and answers to the bot's which-one questions:
     answered without the LLM; None for anything else."""
@@ -4681,19 +4953,10 @@ async def reply_memory(app, ctx, text, card):
         asked = app.memory_asked.pop(key)
         asked = None
     names = [c["name"] for c in app.characters.get()["cards"].values()] + app.cfg.nicknames
-    kind, arg = memory_parse(text, names)
-    if kind in ("update_named", "ask"):  # 更正一下，阿强… / 记住旺财三岁了: someone the user has told the bot of?
-        if await app.db.run(memory_names_known, ctx, arg):
-            kind = "update" if kind == "update_named" else "remember"
-        elif kind == "update_named":
-            m = re.match(r"^(.{1,6}?)是.", arg)  # 更正 微信号是abc456: the user's own, when a memory says 微信号
-            mentioned = m and await app.db.run(memory_mentions, ctx, m.group(1))
-            kind, arg = ("update", "我的" + arg) if mentioned else (None, "")
-    if kind == "update_mine":  # 更正 微信号是abc456
-        word, fact = arg.split("\n", 1)
-        kind, arg = ("update", fact) if await app.db.run(memory_mentions, ctx, word) else (None, "")
-    if kind == "forget_maybe":  # 忘记榴莲: a command when a memory mentions 榴莲
-        kind = "forget" if await app.db.run(memory_mentions, ctx, arg) else None
+    kind, args = memory_parse(text, names)
+    settle = MEMORY_SETTLE.get(kind)
+    if settle:  # 记住旺财三岁了 / 忘记榴莲: the speaker's memories decide whether it is a command
+        kind, args = await app.db.run(lambda c: settle(c, ctx, **args))
     if kind is None and asked is not None:
         reply = await app.db.run(lambda c: memory_answer(c, ctx, asked, text, app.vec), write=True)
         if reply is not None:
@@ -4705,68 +4968,13 @@ async def reply_memory(app, ctx, text, card):
     app.memory_asked.pop(key, None)
     app.stats["memory_commands"] += 1
     await _mark_command(app, ctx)
-    if kind == "list":
-        return memory_format_list(await app.db.run(memory_list, ctx))
-    if kind.startswith("group_") and not ctx.group_id:
-        return "这个要在群里说：本群的记忆只属于那个群。"
-    if kind == "group_list":
-        return await app.db.run(memory_group_list, ctx)
-    if kind == "confirm_wipe":
-        asked_at = app.wipe_asked.pop(ctx.user_id, None)
-        if asked_at is None or time.monotonic() - asked_at > WIPE_CONFIRM_SECONDS:
-            return "没有待确认的删除。要删除全部记忆，请先说“忘记关于我的一切”。"
-        n = await app.db.run(memory_wipe, ctx.user_id, write=True)
-        return f"好的，关于你的{n}条记忆都已经删除了（记忆指令的聊天记录也删了）。"
-    if kind == "forget_all":
-        n = await app.db.run(memory_count, ctx.user_id)
-        if not n:
-            return "我这里还没有关于你的记忆。"
-        app.wipe_asked[ctx.user_id] = time.monotonic()
-        return f"确定要删除我记得的关于你的全部{n}条记忆吗？删除后无法撤销。确定的话请在两分钟内回复“{_CONFIRM_WIPE}”。"
-    limited = _memory_limited(app, ctx)
-    if limited:
-        return limited
-    if kind == "undo":
-        return await app.db.run(lambda c: memory_undo(c, ctx, app.vec), write=True)
-    if kind in ("public", "private"):
-        return await app.db.run(memory_set_scope, ctx, int(arg), kind == "public", write=True)
-    if kind == "forget_last":
-        return await app.db.run(memory_forget_last, ctx, write=True)
-    if kind == "update_last":
-        return await app.db.run(lambda c: memory_update_last(c, ctx, arg, app.vec), write=True)
-    if kind == "group_forget":
-        return await app.db.run(memory_group_forget, ctx, int(arg), write=True)
-    if kind == "group_forget_text":
-        return await app.db.run(memory_group_forget_text, ctx, arg, write=True)
-    if kind in ("group_remember", "group_update"):
-        fact = memory_options(arg)[0]
-        return await app.db.run(lambda c: memory_group_remember(c, ctx, fact, app.vec, update=kind == "group_update"),
-                                write=True)
-    if kind == "replace_value":
-        old_value, new_value = arg.split("\n", 1)
-        reply, question = await app.db.run(lambda c: memory_replace_value(c, ctx, old_value, new_value, app.vec),
-                                           write=True)
-        _remember_question(app, key, question)
-        return reply
-    if kind == "forget":
-        reply, question = await app.db.run(lambda c: memory_forget(c, ctx, arg, app.vec), write=True)
-        _remember_question(app, key, question)
-        return reply
-    fact, importance, scope = memory_options(arg)
-    if not fact:
-        return "要我记住什么呢？比如：记住，我住在北京"
-    if len(fact) > 500:
-        return "这段太长了，记忆每条最多500字，能说得简短一点吗？"
-    if kind == "ask":
-        app.memory_asked[key] = {"action": "store", "text": fact, "importance": importance, "at": time.monotonic()}
-        return f"要我记住『{fact}』吗？要的话回复“要”；也可以说得具体些，比如“记住，我……”。"
-    cap = app.cfg.MEMORY_MAX_PER_USER
-    if cap and not ctx.superuser and await app.db.run(memory_count, ctx.user_id) >= cap:
-        return f"我已经记了你{cap}件事，记不下更多了。说“你记得我什么”看看，用“忘记第N条”删掉一些不要的吧。"
-    reply, question = await app.db.run(lambda c: memory_remember(c, ctx, fact, app.vec, update=kind == "update",
-                                                                 importance=importance, scope=scope), write=True)
-    _remember_question(app, key, question)
-    return "\n".join(x for x in (reply, question and question["prompt"]) if x) or "嗯，我知道了。"
+    action = MEMORY_ACTIONS[kind]
+    for need in action.who:
+        allowed, refusal = COMMAND_WHO[need]
+        if not allowed(ctx):
+            return refusal
+    limited = action.limited and _memory_limited(app, ctx)
+    return limited or await action.handler(app, ctx, **args)
 
 
 def _remember_question(app, key, question):
@@ -4884,6 +5092,7 @@ class Command:
 #: What a Command's who may require, and the reply to a user who isn't that.
 COMMAND_WHO = {"superuser": (lambda ctx: ctx.superuser, "这个命令只有管理员能用。"),
                "group": (lambda ctx: bool(ctx.group_id), "这个命令要在群里用。"),
+               "memory_group": (lambda ctx: bool(ctx.group_id), "这个要在群里说：本群的记忆只属于那个群。"),
                "group_admin": (lambda ctx: ctx.superuser or ctx.role in ("owner", "admin"),
                                "这个命令只有群主、群管理员或机器人的管理员能用。")}
 #: How each kind of Command.arg follows the name: a regex whose group 1 is the argument.
