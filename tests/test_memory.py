@@ -342,6 +342,15 @@ def test_v1_database_is_migrated(tmp_path):
         return {n: [tuple(c)[1:3] for c in db.execute(f"PRAGMA table_info({n})")] for n in sorted(names)}
     assert shape(conn) == shape(blank)
 
+    def sql(db):
+        """The SQL of every trigger, index and virtual (FTS5, vec0) table, whitespace normalised: the migrations
+        repeat schema.sql's triggers and indexes, and the two copies must not drift."""
+        return {r[0]: " ".join(r[1].split()) for r in db.execute(
+            "SELECT name, sql FROM sqlite_master WHERE (type IN ('trigger', 'index') OR sql LIKE 'CREATE VIRTUAL %') "
+            "AND sql IS NOT NULL")}
+    assert {"memories_ai", "memories_au", "memories_reexpand", "messages_ai", "memories_key"} <= set(sql(blank))
+    assert sql(conn) == sql(blank)
+
 
 def test_duplicate_refreshes_instead_of_adding(conn_vec, embedder_vec):
     c = ctx()
