@@ -2867,7 +2867,7 @@ def memory_import_rows(conn, embedder, lines, batch=1000):
     with db_tx(conn):
         # FTS5 writes every row a trigger adds as a segment of its own; one INSERT ... SELECT at the end
         # indexes the whole import at once, with the trigger's own expressions (back in the same transaction)
-        trigger = conn.execute("SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = 'memories_ai'").fetchone()[0]
+        trigger = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'memories_ai'").fetchone()
         conn.execute("DROP TRIGGER memories_ai")
         start = last = conn.execute("SELECT coalesce(max(id), 0) FROM memories").fetchone()[0]
         for i in range(0, len(rows), batch):
@@ -2876,25 +2876,27 @@ def memory_import_rows(conn, embedder, lines, batch=1000):
             values = []
             for o, text in zip(part, texts):
                 # an export's line says what the fact is: it is not taken apart again
-                f = Fact(text, o["subject"], o["attribute"], o["value"]) if o.get("subject") and {"attribute", "value"} <= o.keys() \
-                    else memory_fact(text)
+                exported = o.get("subject") and {"attribute", "value"} <= o.keys()
+                f = Fact(text, o["subject"], o["attribute"], o["value"]) if exported else memory_fact(text)
                 subject = o.get("subject") or ("你" if o.get("type") == "experience" and f.subject == "我" else f.subject)
                 attribute, value = o.get("attribute", f.attribute), o.get("value", f.value)
-                values.append((str(o["user_id"]), o.get("type") or "user_fact", o.get("character_id"), o.get("scope") or "private",
-                               text, subject, attribute, value, memory_area_tokens(memory_areas(text, attribute, subject)),
-                               int(o.get("importance") or 1), o.get("created_at") or now, now,
-                               None if o.get("expansion") is None else memory_expansion_words(o["expansion"], text)))
-            conn.executemany("INSERT INTO memories (user_id, type, character_id, scope, text, subject, attribute, value, areas, "
-                             "importance, created_at, updated_at, expansion) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", values)
+                expansion = None if o.get("expansion") is None else memory_expansion_words(o["expansion"], text)
+                values.append((str(o["user_id"]), o.get("type") or "user_fact", o.get("character_id"),
+                               o.get("scope") or "private", text, subject, attribute, value,
+                               memory_area_tokens(memory_areas(text, attribute, subject)),
+                               int(o.get("importance") or 1), o.get("created_at") or now, now, expansion))
+            conn.executemany("INSERT INTO memories (user_id, type, character_id, scope, text, subject, attribute, "
+                             "value, areas, importance, created_at, updated_at, expansion) "
+                             "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", values)
             ids = [r[0] for r in conn.execute("SELECT id FROM memories WHERE id > ? ORDER BY id", (last,))]
             last = ids[-1]
             if embedder.model is not None:
                 conn.executemany("INSERT INTO memories_vec (memory_id, owner, embedding) VALUES (?, ?, ?)",
                                  [(memory_id, v[0], np.asarray(vec, dtype=np.float32).tobytes())
                                   for memory_id, v, vec in zip(ids, values, embedder.encode(texts))])
-        conn.execute("INSERT INTO memories_fts (rowid, tokens, owner, extra) SELECT id, mnemo_tokens(text) || ' ' || areas, "
-                     "mnemo_owner(user_id), mnemo_tokens(expansion) FROM memories WHERE id > ?", (start,))
-        conn.execute(trigger)
+        conn.execute("INSERT INTO memories_fts (rowid, tokens, owner, extra) SELECT id, mnemo_tokens(text) || ' ' || "
+                     "areas, mnemo_owner(user_id), mnemo_tokens(expansion) FROM memories WHERE id > ?", (start,))
+        conn.execute(trigger[0])
     return len(rows), []
 
 
