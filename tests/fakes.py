@@ -70,6 +70,11 @@ def is_expansion_request(body):
     return body["messages"][0]["content"] == bot.EXPAND_PROMPT
 
 
+def is_profile_request(body):
+    """True for the bot's request for a user's profile (bot.PROFILE_PROMPT)."""
+    return body["messages"][0]["content"] == bot.PROFILE_PROMPT
+
+
 class FakeLLM:
     """An OpenAI-compatible chat server. Replies 'echo:<last user message>' unless scripted:
     script items are str (a reply), or dict(status=, headers=, body=, delay=, reply=).
@@ -85,6 +90,7 @@ class FakeLLM:
         self.summary_delay = 0.0
         self.vision_reply = "一只橘猫趴在键盘上"
         self.expansions = {}  # memory text -> the words the LLM lists for it
+        self.profile_script = []  # replies to profile requests (str or a script item); none left: an echo
         self.inflight = self.max_inflight = 0  # requests being answered at once
         self.lock = threading.Lock()
         llm = self
@@ -107,6 +113,8 @@ class FakeLLM:
                         memory = body["messages"][-1]["content"].removeprefix("记忆：")
                         item = llm.expansions.get(memory, memory)
                         item = {"delay": 0, "exact": True} | ({"reply": item} if isinstance(item, str) else item)
+                    elif is_profile_request(body):
+                        item = llm.profile_script.pop(0) if llm.profile_script else None
                     else:
                         item = script.pop(0) if script else None
                     if is_vision_request(body):
@@ -154,7 +162,11 @@ class FakeLLM:
     def chat_requests(self):
         """Requests that were replies (not summaries, not pictures)."""
         return [r for r in self.requests if not is_summary_request(r["json"]) and not is_vision_request(r["json"])
-                and not is_expansion_request(r["json"])]
+                and not is_expansion_request(r["json"]) and not is_profile_request(r["json"])]
+
+    def profile_requests(self):
+        """Requests for a user's profile: the memories each was given, one string a request."""
+        return [r["json"]["messages"][-1]["content"] for r in self.requests if is_profile_request(r["json"])]
 
     def expansion_requests(self):
         """Requests for a memory's expansion: the memory texts, in order."""
