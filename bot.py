@@ -3034,21 +3034,17 @@ def _profile_scope(ctx):
     return f"g:{ctx.group_id}" if ctx.group_id else "p"
 
 
-def _profile_rank(row):
-    """The rule's order: who the user is (PROFILE_IDENTITY's order), then 重要, then health, then the rest."""
-    mine = row["subject"] == "我"
-    if mine and row["attribute"] in PROFILE_IDENTITY:
-        return 0, PROFILE_IDENTITY.index(row["attribute"])
-    return (1 if row["importance"] > 1 else 2 if mine and row["attribute"] in PROFILE_HEALTH else 3), 0
-
-
-def memory_profile_sources(conn, ctx):
-    """The memories a profile here may use: the user's own facts visible in this chat, in the rule's order
-    (within a rank: most used first, then oldest)."""
+def memory_profile_sources(conn, ctx, limit=PROFILE_INPUT):
+    """The memories a profile here may use, at most limit: the user's own facts visible in this chat, in the
+    rule's order: who they are (PROFILE_IDENTITY's order), then 重要, then health, then the rest; within each,
+    most used first, then oldest."""
     where, args = _visible_sql(ctx)
-    rows = conn.execute(f"SELECT * FROM memories WHERE {where} AND type = 'user_fact' ORDER BY use_count DESC, id",
-                        args).fetchall()
-    return sorted(rows, key=_profile_rank)
+    identity = " ".join(f"WHEN ? THEN {n}" for n in range(len(PROFILE_IDENTITY)))
+    rank = (f"CASE WHEN subject = '我' AND attribute IN ({','.join('?' * len(PROFILE_IDENTITY))}) THEN 0 "
+            f"WHEN importance > 1 THEN 1 WHEN subject = '我' AND attribute IN ({','.join('?' * len(PROFILE_HEALTH))}) "
+            f"THEN 2 ELSE 3 END, CASE WHEN subject = '我' THEN CASE attribute {identity} ELSE 0 END ELSE 0 END")
+    return conn.execute(f"SELECT * FROM memories WHERE {where} AND type = 'user_fact' ORDER BY {rank}, use_count DESC, "
+                        f"id LIMIT ?", args + [*PROFILE_IDENTITY, *PROFILE_HEALTH, *PROFILE_IDENTITY, limit]).fetchall()
 
 
 def memory_profile_rule(rows, budget=PROFILE_TOKENS):
@@ -3077,8 +3073,8 @@ def memory_profile_for_prompt(conn, ctx):
         return None
     stored = conn.execute("SELECT text, digest FROM profiles WHERE user_id = ? AND scope = ?",
                           (ctx.user_id, _profile_scope(ctx))).fetchone()
-    if stored and stored["digest"] == _profile_digest(rows[:PROFILE_INPUT]):
-        return {"text": stored["text"], "sources": rows[:PROFILE_INPUT], "method": "llm", "wanted": False}
+    if stored and stored["digest"] == _profile_digest(rows):
+        return {"text": stored["text"], "sources": rows, "method": "llm", "wanted": False}
     text, used = memory_profile_rule(rows)
     return {"text": text, "sources": used, "method": "rule", "wanted": len(rows) >= PROFILE_MIN_MEMORIES}
 
@@ -3086,7 +3082,7 @@ def memory_profile_for_prompt(conn, ctx):
 def memory_profile_prompt(rows):
     """The chat messages that ask the LLM for a profile of these memories."""
     return [{"role": "system", "content": PROFILE_PROMPT},
-            {"role": "user", "content": "\n".join(r["text"] for r in rows[:PROFILE_INPUT])}]
+            {"role": "user", "content": "\n".join(r["text"] for r in rows)}]
 
 
 def memory_profile_check(reply, rows, budget=PROFILE_TOKENS):
@@ -3113,8 +3109,7 @@ def memory_profile_check(reply, rows, budget=PROFILE_TOKENS):
 
 def memory_profile_store(conn, ctx, text, digest):
     """Keeps the LLM's profile, only if the memories are still the ones it was written from; returns whether it did."""
-    rows = memory_profile_sources(conn, ctx)
-    if _profile_digest(rows[:PROFILE_INPUT]) != digest:
+    if _profile_digest(memory_profile_sources(conn, ctx)) != digest:
         return False
     with db_tx(conn):
         conn.execute("INSERT OR REPLACE INTO profiles (user_id, scope, text, digest, created_at) VALUES (?,?,?,?,?)",
@@ -4880,7 +4875,7 @@ class App:
             return  # written meanwhile, for these very memories
         if self.cfg.BOT_DAILY_TOKENS and await self.db.run(usage_today, ctx.user_id) >= self.cfg.BOT_DAILY_TOKENS:
             return
-        digest = _profile_digest(rows[:PROFILE_INPUT])
+        digest = _profile_digest(rows)
         key = (ctx.user_id, _profile_scope(ctx))
         if self.profile_tried.get(key) == digest:
             return  # these very memories failed before: asked again when they change
