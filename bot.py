@@ -1319,7 +1319,7 @@ def llm_error_kind(status, text):
     param, context, model, key, retry, or other.
 
     Example: llm_error_kind(400, '{"error": {"code": "1301", "message": "敏感内容"}}') -> ('refused', '敏感内容')
-    Example: llm_error_kind(402, '{"error": {"message": "Insufficient Balance"}}') -> ('balance', 'Insufficient Balance')
+    Example: llm_error_kind(402, 'Insufficient Balance') -> ('balance', 'Insufficient Balance')
     Example: llm_error_kind(404, '{"error": {"message": "model x not found"}}') -> ('model', 'model x not found')
     Example: llm_error_kind(503, 'Service Unavailable') -> ('retry', 'Service Unavailable')"""
     try:
@@ -4722,10 +4722,8 @@ async def reply_llm(app, ctx, text, card):
             log.info("reply broke character (%s); asking again", why)
             note = (f"注意：你上一次的回复出戏了（{why}）。这次必须完全以{card['name']}的身份回答，"
                     f"不要自称AI或程序，不要提到其他角色，不要提{card['name']}不可能知道的东西。")
-            # the note ends the one system message: strict chat templates allow no second one
-            stricter = [{"role": "system", "content": messages[0]["content"] + "\n\n" + note}] + messages[1:]
             try:
-                reply, more = await app.llm.chat(stricter, shrink=shorter)
+                reply, more = await app.llm.chat(_noted(messages, note), shrink=lambda m: _noted(shorter(m), note))
                 tokens += more
             except LLMError:
                 reply = None  # the first reply broke character: better the fallback than an apology
@@ -4748,6 +4746,11 @@ async def reply_llm(app, ctx, text, card):
         if tokens:
             await app.db.run(usage_add, ctx.user_id, tokens, write=True)
     return reply
+
+
+def _noted(messages, note):
+    """The messages with note at the end of their one system message (strict chat templates allow no second)."""
+    return [{"role": "system", "content": messages[0]["content"] + "\n\n" + note}] + messages[1:]
 
 
 async def reply_memory(app, ctx, text, card):
