@@ -25,7 +25,7 @@ import logging
 import pytest
 
 from conftest import Runner
-from fakes import NapCat, is_expansion_request, is_summary_request, text_of, wait_for
+from fakes import NapCat, is_expansion_request, is_summary_request, run_bot, text_of, wait_for
 import bot
 
 ZHIPU_1301 = {"contentFilter": [{"level": 1, "role": "user"}], "error": {
@@ -128,6 +128,14 @@ def test_a_model_the_server_lacks_names_the_setting(runner, napcat, llm, caplog,
     reply, reqs = chat(napcat, llm, 37, "你好")
     assert reply == bot.LLM_DOWN_REPLY and len(reqs) == 1
     assert any("Fix: set LLM_MODEL" in r.getMessage() for r in caplog.records)
+
+
+def test_doctor_names_the_setting_when_ollama_lacks_the_model(env, llm):
+    llm.script = [{"status": 404, "body": json.dumps({"error": {
+        "message": 'model "deepseek-chat" not found, try pulling it first', "type": "api_error"}})}]
+    p = run_bot("doctor", env=env)
+    [line] = [x for x in p.stdout.splitlines() if x.startswith("FAIL") and "LLM endpoint" in x]
+    assert "no model 'deepseek-chat'" in line and "Fix: set LLM_MODEL" in line and "ollama list" in line, line
 
 
 # Context too long: the prompt shrinks, once ##################################
