@@ -52,10 +52,10 @@ def pytest_terminal_summary(terminalreporter):
 def every_request_renders():
     """Every request the bot sent in the test, rendered through the chat templates of tests/data/chat_templates/
     the way a local server (llama.cpp, vLLM, Ollama) renders it: none may be refused or lose a message."""
-    fakes.SEEN.clear()
+    fakes.SEEN = []
     yield
-    bodies, problems = list(fakes.SEEN), []
-    fakes.SEEN.clear()
+    bodies, problems = fakes.SEEN, []
+    fakes.SEEN = None
     for body in bodies:
         found = fakes.template_problems(body)
         problems += [f"{p}\n  request: {json.dumps(body['messages'], ensure_ascii=False)[:600]}" for p in found]

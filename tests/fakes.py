@@ -53,8 +53,9 @@ def wait_for(fn, timeout=10.0):
 
 # The fake LLM ##############################################################
 
-#: Every request body any FakeLLM received since the last SEEN.clear() (conftest renders them after each test).
-SEEN = []
+#: Every request body any FakeLLM received, when a list (conftest sets one per test and renders them after
+#: it); None keeps nothing (tests/bench.py sends thousands).
+SEEN = None
 
 
 def system_part(messages, head):
@@ -124,7 +125,8 @@ class FakeLLM:
                 with llm.lock:
                     llm.requests.append({"path": self.path, "headers": dict(self.headers), "json": body,
                                          "time": time.monotonic()})
-                    SEEN.append(body)
+                    if SEEN is not None:
+                        SEEN.append(body)
                     script = llm.summary_script if summary else llm.script
                     if is_expansion_request(body):
                         memory = body["messages"][-1]["content"].removeprefix("记忆：")
