@@ -12,7 +12,7 @@ seen to send in its users' bug reports); the fake server (fakes.FakeLLM) sends t
 | Azure OpenAI                 | 400 error.code "content_filter"                     | refused                      |
 | OpenAI / Zhipu, 200          | finish_reason "content_filter" / "sensitive"        | refused                      |
 | DeepSeek                     | 402 "Insufficient Balance"                          | Fix line + superusers, hourly |
-| OpenAI                       | 429 code "insufficient_quota"                       | the same, no retry           |
+| OpenAI / Zhipu / DashScope   | 429 insufficient_quota / 429 1113 / 400 Arrearage   | the same, no retry           |
 | Ollama / vLLM / OpenAI / DS  | 404 / 400 model not found, does not exist           | Fix: LLM_MODEL               |
 | llama-server / vLLM / OpenAI | 400 context size / maximum context length           | half the prompt, once        |
 | OpenAI reasoning models      | 400 unsupported_parameter max_tokens                | max_completion_tokens, kept  |
@@ -88,8 +88,12 @@ def test_a_refused_expansion_is_not_asked_again(runner, napcat, llm):
 
 # No balance: one Fix line and one notice to the superusers an hour ##########
 
-@pytest.mark.parametrize("status, body", [(402, DEEPSEEK_402), (429, OPENAI_QUOTA)],
-                         ids=["deepseek-402", "openai-quota"])
+@pytest.mark.parametrize("status, body", [
+    (402, DEEPSEEK_402), (429, OPENAI_QUOTA),
+    (429, {"error": {"code": "1113", "message": "您的账户已欠费，请充值后重试"}}),  # Zhipu: HTTP 429, not a rate limit
+    (400, {"error": {"code": "Arrearage", "param": None, "type": "Arrearage",
+                     "message": "Access denied, please make sure your account is in good standing."}}),  # DashScope
+], ids=["deepseek-402", "openai-quota", "zhipu-1113", "dashscope-arrearage"])
 def test_an_empty_account_is_told_once_an_hour_with_the_fix(runner, napcat, llm, caplog, monkeypatch, status, body):
     caplog.set_level(logging.INFO, logger="mnemo")
     llm.script = [{"status": status, "body": json.dumps(body)}] * 2
