@@ -7,7 +7,7 @@ import json
 import pytest
 
 from conftest import Runner
-from fakes import NapCat, run_bot, v1_database, wait_for
+from fakes import NapCat, run_bot, system_part, v1_database, wait_for
 import bot
 
 
@@ -448,7 +448,7 @@ def test_prompt_gets_at_most_top_k_memories(runner, napcat, llm):
     for f in ("我叫阿杰", "我住在北京", "我对花生过敏", "我有高血压", "我喜欢吃火锅", "我不吃香菜", "我吃素", "我喜欢喝奶茶"):
         napcat.ask(809, "记住，" + f)
     napcat.ask(809, "今晚吃什么好")
-    part = [m["content"] for m in llm.chat_requests()[-1]["json"]["messages"] if m["content"].startswith("参考资料")][0]
+    part = system_part(llm.chat_requests()[-1]["json"]["messages"], "参考资料")
     assert part.count("用户说过") == 5  # MEMORY_TOP_K: the food ones first, then the profile
     assert "我吃素" in part and "我对花生过敏" in part
 
@@ -463,7 +463,8 @@ def _expanded(runner, n):
 
 
 def _prompt_memories(llm):
-    return [m["content"] for m in llm.chat_requests()[-1]["json"]["messages"] if m["content"].startswith("参考资料")]
+    part = system_part(llm.chat_requests()[-1]["json"]["messages"], "参考资料")
+    return [part] if part else []
 
 
 def test_expansion_words_find_a_memory_and_follow_its_changes(runner, napcat, llm):
