@@ -23,6 +23,7 @@ import asyncio
 import base64
 import collections
 import contextlib
+import contextvars
 import dataclasses
 import difflib
 import fcntl
@@ -38,7 +39,6 @@ import sys
 import threading
 import time
 import zlib
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 try:
@@ -572,12 +572,65 @@ def usage_biggest_memory_users(conn, n=3):
                                            "ORDER BY 2 DESC LIMIT ?", (n,))]
 
 
+#: Who the database work of the running task is for (a QQ number; '' = the bot's own work). Set per message.
+DB_OWNER = contextvars.ContextVar("DB_OWNER", default="")
+
+
+class FairQueue:
+    """One worker thread that takes its jobs from each owner in turn (round robin), each owner's in the
+    order asked: one user's flood of queued work holds another's next query back by one job, not by all."""
+
+    def __init__(self, name="db"):
+        self.jobs = collections.OrderedDict()  # owner -> deque of (future, fn, args); owners in turn order
+        self.cond = threading.Condition()
+        self.closed = False
+        self.thread = threading.Thread(target=self._work, name=name, daemon=True)
+        self.thread.start()
+
+    def submit(self, fn, *args, owner=""):
+        """Queues fn(*args) for owner; returns a concurrent.futures.Future."""
+        import concurrent.futures
+        future = concurrent.futures.Future()
+        with self.cond:
+            if self.closed:
+                raise RuntimeError("the database is closed")
+            self.jobs.setdefault(owner, collections.deque()).append((future, fn, args))
+            self.cond.notify()
+        return future
+
+    def _work(self):
+        while True:
+            with self.cond:
+                while not self.jobs and not self.closed:
+                    self.cond.wait()
+                if not self.jobs:
+                    return
+                owner, line = self.jobs.popitem(last=False)
+                future, fn, args = line.popleft()
+                if line:
+                    self.jobs[owner] = line  # to the back of the turn order
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(fn(*args))
+            except BaseException as e:  # noqa: BLE001 - handed to whoever awaits it
+                future.set_exception(e)
+
+    def shutdown(self):
+        """Runs what is queued, then stops the thread."""
+        with self.cond:
+            self.closed = True
+            self.cond.notify()
+        self.thread.join()
+
+
 class Database:
-    """One connection on one thread: every query runs there, in the order it was asked."""
+    """One connection on one thread: every query runs there, each owner's (DB_OWNER) in the order
+    asked, owners served in turn."""
 
     def __init__(self, path):
         self.path = str(path)
-        self.pool = ThreadPoolExecutor(1, thread_name_prefix="db")
+        self.pool = FairQueue()
         self.conn = self.pool.submit(db_connect, self.path).result()
         self.dirty = False  # written since the last checkpoint
         self._lock_fd = None
@@ -597,7 +650,7 @@ class Database:
         """Runs fn(conn, *args) on the database thread."""
         if write:
             self.dirty = True
-        return await asyncio.get_running_loop().run_in_executor(self.pool, fn, self.conn, *args)
+        return await asyncio.wrap_future(self.pool.submit(fn, self.conn, *args, owner=DB_OWNER.get()))
 
     def checkpoint(self, conn=None):
         """Moves the WAL into bot.db, so a plain copy of bot.db holds every acknowledged write."""
@@ -749,28 +802,47 @@ def text_tokens(text):
     """Unigrams and bigrams for CJK, lower-case words otherwise.
 
     Example: text_tokens('住北京 Go') -> ['住', '住北', '北', '北京', '京', 'go']"""
-    out = []
+    return list(_text_tokens_iter(text))
+
+
+def _text_tokens_iter(text):
+    """text_tokens one at a time, so a caller that needs only the first few reads no further."""
     for m in _WORD_RE.finditer(text.lower()):
         w = m.group()
         if w[0] <= "z":
-            out.append(w)
+            yield w
             continue
         for i, c in enumerate(w):
-            out.append(c)
+            yield c
             if i + 1 < len(w):
-                out.append(w[i:i + 2])
-    return out
+                yield w[i:i + 2]
+
+
+#: Most tokens one query searches for (the first ones of the message).
+QUERY_MAX_TOKENS = 64
+#: Characters of a message that recall searches with (memories, summaries, lore, the topic check).
+SEARCH_MAX_CHARS = 1000
 
 
 def text_query_tokens(text):
     """The tokens worth searching for. Example: text_query_tokens('我住北京吗') -> ['我住', '住', '住北', '北', '北京', '京', '京吗']"""
-    seen = []
-    for t in text_tokens(text):
-        if len(t) == 1 and t in STOP_CHARS:
-            continue
-        if t not in seen:
-            seen.append(t)
-    return seen[:64]
+    seen = {}  # a dict keeps the order and looks up in constant time: linear in the text, stopped at the cap
+    for t in _text_tokens_iter(text):
+        if not (len(t) == 1 and t in STOP_CHARS):
+            seen[t] = None
+            if len(seen) == QUERY_MAX_TOKENS:
+                break
+    return list(seen)
+
+
+def text_search_text(text):
+    """What of a message is searched for: all of a short one; the head and tail of a long one
+    (a long paste usually ends with its question), so a search costs the same for any length.
+    Example: text_search_text('短消息') -> '短消息'"""
+    if len(text) <= SEARCH_MAX_CHARS:
+        return text
+    half = SEARCH_MAX_CHARS // 2
+    return text[:half] + "\n" + text[-half:]
 
 
 def text_fts_query(text):
@@ -785,7 +857,8 @@ def text_owner_token(owner):
     return "o" + str(owner).encode("utf-8").hex()
 
 
-SQL_FUNCTIONS["mnemo_tokens"] = lambda s: " ".join(text_tokens(s or ""))
+# what is indexed of a text is what a query searches of it: a long paste costs the index no more than a short one
+SQL_FUNCTIONS["mnemo_tokens"] = lambda s: " ".join(text_tokens(text_search_text(s or "")))
 SQL_FUNCTIONS["mnemo_owner"] = text_owner_token
 
 
@@ -1460,9 +1533,17 @@ def search_fuse(keyword, vector, min_similarity, strong_keyword):
 
 
 def _strong_match(query_tokens, text):
-    """True when text shares a content word with the query (not only single characters or 怎么-like words)."""
-    tokens = text_content_words(text)
-    return any(t in tokens for t in query_tokens if len(t) > 1)
+    """True when text shares a content word with the query (not only single characters or 怎么-like words).
+    Looked up in the text, not by tokenising it: a long stored message costs a few substring searches."""
+    low = text.lower()
+    for t in query_tokens:
+        if len(t) < 2 or t in SMALL_TALK or set(t) <= STOP_CHARS:
+            continue
+        if t[0] > "z" and t in low:  # a CJK bigram is in the text only inside one CJK run, as text_tokens cuts it
+            return True
+        if t[0] <= "z" and re.search(rf"(?<![a-z0-9]){re.escape(t)}(?![a-z0-9])", low):
+            return True
+    return False
 
 
 def search_hybrid(conn, kind, owner, query, vec, *, allowed, min_similarity, limit, text_of, expansion=False):
@@ -3531,6 +3612,8 @@ EXTRACTIVE_SENTENCES = 5
 EXTRACTIVE_MAX_INPUT = 300
 #: User turns a window needs before a topic shift can close it.
 TOPIC_MIN_TURNS = 5
+#: Characters of each recent message a topic check reads (a flood of long pastes costs no more than a chat).
+TOPIC_LINE_CHARS = 300
 #: Content words a window needs to be worth a summary (fewer = small talk).
 SMALL_TALK_WORDS = 6
 _SENTENCE_RE = re.compile(r"[^。！？!?\n；;]+[。！？!?；;]*")
@@ -3819,10 +3902,10 @@ class SummaryWorker:
     def topic_check(self, conn, ctx, text, vec):
         """Marks a topic shift: the new message shares no content word with the unsummarised window
         and (with a model) is far from it. The summary then closes the window before this message."""
-        rows = conn.execute("SELECT text FROM messages WHERE session = ? AND id > ? AND id < ? AND role = 'user' "
-                            "AND kind = 'chat' AND character_id = ? ORDER BY id DESC LIMIT 12",
-                            (ctx.session, session_summarised_upto(conn, ctx.session), ctx.message_id,
-                             ctx.character_id)).fetchall()
+        rows = conn.execute("SELECT substr(text, 1, ?) FROM messages WHERE session = ? AND id > ? AND id < ? "
+                            "AND role = 'user' AND kind = 'chat' AND character_id = ? ORDER BY id DESC LIMIT 12",
+                            (TOPIC_LINE_CHARS, ctx.session, session_summarised_upto(conn, ctx.session),
+                             ctx.message_id, ctx.character_id)).fetchall()
         words = text_content_words(text)
         if len(rows) < TOPIC_MIN_TURNS or len(words) < 2:
             return
@@ -4512,13 +4595,15 @@ async def reply_llm(app, ctx, text, card):
     """Builds the prompt, asks the LLM, checks the reply stays in character (once redone)."""
     cards = app.characters.get()["cards"]
 
+    query = text_search_text(text)  # what is searched: the work per message stays capped, however long it is
+
     def gather(conn):
-        vec = app.vec(text)
-        app.summaries.topic_check(conn, ctx, text, vec)
-        parts = prompt_context(conn, ctx, card, text, vec, app.cfg)
+        vec = app.vec(query)
+        app.summaries.topic_check(conn, ctx, query, vec)
+        parts = prompt_context(conn, ctx, card, query, vec, app.cfg)
         if parts["follow_up"]:
             summary_followed_up(conn, ctx.session, card["id"], parts["follow_up"][2])
-        return parts, memory_worth_offering(conn, ctx, text)
+        return parts, memory_worth_offering(conn, ctx, query)
     parts, offer = await app.db.run(gather, write=True)
     messages, _ = prompt_assemble(card, ctx, text, parts, app.cfg.PROMPT_BUDGET)
     tokens = 0
@@ -4842,13 +4927,14 @@ async def reply_burst(app, ctx, text, card):
     """The text of a message and of the same speaker's chat messages that came while the chat's last
     reply was being written: answered with one LLM call. Each stays stored on its own; the messages
     taken return no reply of their own. The burst ends at the first command; other speakers wait their turn."""
-    taken = []
+    taken, size = [], len(text)
     for entry in list(app.waiting.get(ctx.session, [])):
         other = entry["ctx"]
         if other.user_id != ctx.user_id:
             continue
-        if _burst_command(app, other, entry["text"]):
-            break
+        size += len(entry["text"]) + 1
+        if size > app.cfg.BOT_MAX_MESSAGE or _burst_command(app, other, entry["text"]):
+            break  # one LLM call reads no more than one message may hold; the rest get their own turn
         entry["taken"] = True
         app.waiting[ctx.session].remove(entry)
         taken.append(entry)
@@ -5126,6 +5212,7 @@ async def onebot_on_message(app, bot, event):
     self_id, user_id = str(event.self_id), str(event.user_id)
     if user_id == self_id:
         return
+    DB_OWNER.set(user_id)  # this event's task: its database work queues as this user's (served in turn)
     text, at_me = onebot_text(event.message, self_id)
     group_id = str(event.group_id) if event.message_type == "group" else ""
     sender = event.sender or {}
@@ -5166,6 +5253,7 @@ async def onebot_on_poke(app, bot, event):
     self_id, user_id = str(event.self_id), str(event.user_id)
     if str(event.get("target_id")) != self_id or user_id == self_id:
         return
+    DB_OWNER.set(user_id)
     group_id = str(event.group_id) if event.get("group_id") else ""
     session = f"g:{group_id}" if group_id else f"p:{user_id}"
     speaker = await app.db.run(session_speaker, session, user_id) or user_id
