@@ -10,7 +10,7 @@ Characters come from characters.json; each remembers only what fits it.
     python3 -m venv .venv && .venv/bin/pip install -r requirements.txt && .venv/bin/python bot.py    # run
     python3 -m venv .venv && .venv/bin/pip install -r requirements.txt && .venv/bin/python -m pytest -q tests
     .venv/bin/python bot.py chat          # try it in the terminal, no QQ needed
-    .venv/bin/python bot.py --help        # backup, memory, character, doctor
+    .venv/bin/python bot.py --help        # backup, restore, memory, character, doctor
 
 Settings come from .env beside bot.py or the environment. On a minimal Debian / Raspberry Pi OS image,
 `sudo apt install python3-venv` first.
@@ -518,6 +518,109 @@ def db_backup(conn, target):
         raise StorageError(f"{target} already exists. Fix: give a new file name, or delete the old copy first")
     conn.execute("VACUUM INTO ?", (str(target),))
     return target.stat().st_size
+
+
+def _db_newest_backup(path):
+    """The newest backup-*.db beside the database (/backup writes them there), or None."""
+    found = sorted(Path(path).resolve().parent.glob("backup-*.db"), key=lambda p: p.stat().st_mtime)
+    return found[-1] if found else None
+
+
+def _db_restore_fix(path):
+    """The Fix of a damaged database: restore the newest backup, by name when one is beside it."""
+    newest = _db_newest_backup(path)
+    what = str(newest) if newest else "YOUR-BACKUP.db"
+    return (f"stop the bot and restore the newest backup: bot.py restore {what}"
+            + ("" if newest else " (the file bot.py backup or /backup wrote)"))
+
+
+def db_check(path, immutable=False):
+    """PRAGMA quick_check of a database file, opened read-only (with its -wal, as the bot would read it;
+    immutable=True: the file alone). Returns 'ok' or what SQLite found wrong; never changes the file."""
+    sqlite = _sqlite_module()
+    uri = f"file:{Path(path).resolve()}?" + ("immutable=1" if immutable else "mode=ro")
+    try:
+        conn = sqlite.connect(uri, uri=True, timeout=5)
+    except sqlite.Error as e:
+        return str(e)
+    try:
+        rows = conn.execute("PRAGMA quick_check(5)").fetchall()
+        return "ok" if [r[0] for r in rows] == ["ok"] else "; ".join(str(r[0]) for r in rows)
+    except sqlite.Error as e:
+        return str(e)
+    finally:
+        conn.close()
+
+
+def db_check_at_start(path):
+    """A quick look at the database before the bot opens it: a damaged file is one Error/Fix, not a
+    bot that starts and then drops every message."""
+    if not Path(path).exists() or Path(path).stat().st_size == 0:
+        return
+    found = db_check(path)
+    if found != "ok":
+        raise StorageError(f"the database {path} is damaged ({found[:200]}). Fix: {_db_restore_fix(path)}")
+
+
+def db_restore(source, path):
+    """Puts a backup in place of the database at path: checked first, the old db, -wal and -shm moved
+    aside together (a stale -wal left beside a restored copy corrupts it or silently undoes it).
+    Refuses while a bot runs on path. Returns (where the old files went or None, the restored schema version)."""
+    source, path = Path(source), Path(path)
+    if not source.is_file():
+        raise StorageError(f"no backup at {source}. Fix: give the path of a file bot.py backup or /backup wrote")
+    if source.resolve() == path.resolve():
+        raise StorageError(f"{source} is the database itself (BOT_DB). Fix: give the path of a backup copy")
+    if Path(f"{source}-wal").exists() and Path(f"{source}-wal").stat().st_size:
+        raise StorageError(f"{source}-wal is beside {source}: it is a live database's file, not a backup. "
+                           f"Fix: make a backup of it with BOT_DB={source} bot.py backup COPY.db, "
+                           f"then restore COPY.db")
+    lock = None
+    if path.exists():
+        lock = os.open(path, os.O_RDONLY)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # held to the end: no bot starts meanwhile
+        except OSError:
+            os.close(lock)
+            raise StorageError(f"a Mnemo is running on {path}. Fix: stop it first (Ctrl-C, or systemctl stop "
+                               f"mnemo), then run restore again")
+    try:
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        temp = path.with_name(f"{path.name}.restoring-{stamp}")
+        import shutil
+        shutil.copyfile(source, temp)
+        try:
+            found = db_check(temp, immutable=True)
+            if found != "ok":
+                raise StorageError(f"{source} is damaged ({found[:200]}); nothing was changed. "
+                                   f"Fix: restore an older backup")
+            version = _db_version(temp)
+            if not 0 < version <= SCHEMA_VERSION:
+                raise StorageError(f"{source} is not a Mnemo database this bot.py can read (schema v{version}); "
+                                   f"nothing was changed. Fix: give a file bot.py backup wrote"
+                                   + (", or update bot.py (git pull)" if version > SCHEMA_VERSION else ""))
+            aside = None
+            if path.exists():
+                aside = path.with_name(f"{path.name}.before-restore-{stamp}")
+                for suffix in ("", "-wal", "-shm"):
+                    if Path(f"{path}{suffix}").exists():
+                        os.replace(f"{path}{suffix}", f"{aside}{suffix}")
+            os.replace(temp, path)
+        finally:
+            temp.unlink(missing_ok=True)
+    finally:
+        if lock is not None:
+            os.close(lock)
+    return aside, version
+
+
+def _db_version(path):
+    """The schema version (PRAGMA user_version) of a database file, read without changing it."""
+    conn = _sqlite_module().connect(f"file:{Path(path).resolve()}?immutable=1", uri=True)
+    try:
+        return conn.execute("PRAGMA user_version").fetchone()[0]
+    finally:
+        conn.close()
 
 
 def session_mark_command(conn, message_id):
@@ -4374,6 +4477,7 @@ class App:
     def __init__(self, cfg, lock=False):
         self.cfg = cfg
         self.characters = Characters(cfg.BOT_CHARACTERS)
+        db_check_at_start(cfg.BOT_DB)
         self.db = Database(cfg.BOT_DB)
         if lock:
             self.db.lock()
@@ -5389,6 +5493,21 @@ def cli_backup(cfg, target):
     print(f"backup written: {target} ({size / 1e6:.1f} MB, integrity_check {ok})")
 
 
+def cli_restore(cfg, source):
+    """python bot.py restore FILE: the backup FILE becomes BOT_DB; the files it replaces are kept aside."""
+    aside, version = db_restore(source, cfg.BOT_DB)
+    conn = db_connect(cfg.BOT_DB, create=False)  # steps an older backup's schema up, as a start would
+    try:
+        ok = conn.execute("PRAGMA integrity_check").fetchone()[0]
+        memories = conn.execute("SELECT count(*) FROM memories").fetchone()[0]
+    finally:
+        conn.close()
+    print(f"restored {source} to {cfg.BOT_DB} (schema v{version}, {memories} memories, integrity_check {ok})")
+    if aside:
+        print(f"the files it replaced are kept as {aside} (with its -wal and -shm, if there were any); "
+              f"delete them once the bot runs well")
+
+
 def cli_memory_export(cfg, user_id, out):
     """python bot.py memory export: every memory (or one user's) as JSON lines on out."""
     conn = db_connect(cfg.BOT_DB, create=False)
@@ -5536,6 +5655,8 @@ def main(argv=None):
     p.add_argument("--user", default="10000", help="the QQ number to chat as")
     p = sub.add_parser("backup", help="write a consistent copy of the live database")
     p.add_argument("file")
+    p = sub.add_parser("restore", help="put a backup in place of the database (the bot must be stopped)")
+    p.add_argument("file")
     p = sub.add_parser("memory", help="export or import memories as JSON lines")
     msub = p.add_subparsers(dest="action", required=True)
     pe = msub.add_parser("export")
@@ -5563,6 +5684,8 @@ def main(argv=None):
             asyncio.run(cli_chat(cfg, args.user))
         elif args.command == "backup":
             cli_backup(cfg, args.file)
+        elif args.command == "restore":
+            cli_restore(cfg, args.file)
         elif args.command == "memory" and args.action == "export":
             n = cli_memory_export(cfg, args.user, sys.stdout)
             print(f"exported {n} memories", file=sys.stderr)

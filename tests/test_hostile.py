@@ -3,15 +3,22 @@ one user's flood must not stall the others, a restore can't corrupt the database
 WebSocket takes no second client, follow-ups stay with their speaker, pictures and switches are held
 to the same limits as messages."""
 
+import contextlib
+import json
 import random
+import signal
+import socket
 import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
+import wsproto.events as wse
 
 import bot
-from conftest import Runner
-from fakes import NapCat, wait_for
+from conftest import Runner, assert_one_error_line
+from fakes import BotProcess, NapCat, PictureServer, free_port, is_summary_request, png, run_bot, wait_for
 
 
 def varied_chinese(n, seed=1):
@@ -100,3 +107,104 @@ def test_a_burst_of_long_messages_is_read_one_message_worth_at_a_time(start, llm
             assert len(r["json"]["messages"][-1]["content"]) <= runner.cfg.BOT_MAX_MESSAGE
     finally:
         nc.close()
+
+
+# 3. A restore that can't go wrong ###########################################
+
+def _memories(path, user_id):
+    conn = bot.db_connect(path, create=False)
+    try:
+        return sorted(r[0] for r in conn.execute("SELECT text FROM memories WHERE user_id = ?", (user_id,)))
+    finally:
+        conn.close()
+
+
+def _killed_with_a_wal(env, procs, tmp_path):
+    """A bot that stored 我住在成都, was backed up, stored 我对花生过敏 and was killed with kill -9:
+    bot.db with its -wal beside it. Returns the backup's path."""
+    p = BotProcess(dict(env, ONEBOT_PORT=str(free_port())))
+    procs.append(p)
+    p.wait_ready()
+    nc = NapCat(p.port)
+    try:
+        assert nc.ask(7, "记住，我住在成都").startswith("好的，记住了")
+        backup = tmp_path / "backup-20260101-000000.db"
+        done = run_bot("backup", backup, env=env)
+        assert done.returncode == 0, done.stderr
+        assert nc.ask(7, "记住，我对花生过敏").startswith("好的，记住了")
+    finally:
+        nc.close()
+    p.proc.kill()
+    p.finish()
+    assert Path(env["BOT_DB"] + "-wal").stat().st_size > 0  # the stale -wal a careless restore would leave
+    return backup
+
+
+def test_restore_over_a_stale_wal_gives_exactly_the_backup(env, procs, tmp_path):
+    backup = _killed_with_a_wal(env, procs, tmp_path)
+    done = run_bot("restore", backup, env=env)
+    assert done.returncode == 0, done.stderr
+    assert "restored" in done.stdout and "integrity_check ok" in done.stdout
+    db = Path(env["BOT_DB"])
+    aside = [p.name for p in tmp_path.glob("bot.db.before-restore-*")]
+    assert len(aside) == 3 and not Path(f"{db}-wal").exists()  # db, -wal and -shm moved aside together
+    assert _memories(db, "7") == ["我住在成都"]
+    assert bot.db_check(db) == "ok"
+    # the bot starts on it and remembers exactly what the backup held
+    p = BotProcess(dict(env, ONEBOT_PORT=str(free_port())))
+    procs.append(p)
+    p.wait_ready()
+    nc = NapCat(p.port)
+    try:
+        listing = nc.ask(7, "你记得我什么")
+    finally:
+        nc.close()
+    assert "成都" in listing and "花生" not in listing
+    # the files moved aside are the whole old database: put back, they hold both memories
+    base = min(tmp_path.glob("bot.db.before-restore-*"), key=lambda p: len(p.name))  # the db, not its -wal
+    assert _memories(base, "7") == ["我住在成都", "我对花生过敏"]
+
+
+def test_restore_refuses_while_the_bot_runs_and_a_damaged_or_foreign_copy(env, procs, tmp_path):
+    p = BotProcess(dict(env, ONEBOT_PORT=str(free_port())))
+    procs.append(p)
+    p.wait_ready()
+    nc = NapCat(p.port)
+    try:
+        assert nc.ask(7, "记住，我住在成都").startswith("好的，记住了")
+        backup = tmp_path / "copy.db"
+        assert run_bot("backup", backup, env=env).returncode == 0
+        line = assert_one_error_line(run_bot("restore", backup, env=env))
+        assert "running" in line and "stop it first" in line
+        assert nc.ask(7, "还在吗") == "echo:还在吗"  # untouched
+    finally:
+        nc.close()
+    assert p.finish(signal.SIGTERM) == 0
+    damaged = tmp_path / "damaged.db"
+    data = bytearray(backup.read_bytes())
+    data[4096 * 2:4096 * 6] = b"\xff" * (4096 * 4)  # four pages of garbage
+    damaged.write_bytes(bytes(data))
+    line = assert_one_error_line(run_bot("restore", damaged, env=env))
+    assert "damaged" in line and "nothing was changed" in line
+    foreign = tmp_path / "other.db"
+    conn = bot._sqlite_module().connect(str(foreign))
+    conn.execute("CREATE TABLE x (y)")
+    conn.close()
+    assert "not a Mnemo database" in assert_one_error_line(run_bot("restore", foreign, env=env))
+    assert "no backup at" in assert_one_error_line(run_bot("restore", tmp_path / "nope.db", env=env))
+    assert _memories(env["BOT_DB"], "7") == ["我住在成都"]
+    assert not list(tmp_path.glob("bot.db.before-restore-*"))
+
+
+def test_a_damaged_database_is_one_error_at_start_naming_the_newest_backup(env, procs, tmp_path):
+    backup = _killed_with_a_wal(env, procs, tmp_path)
+    db = Path(env["BOT_DB"])
+    done = run_bot("restore", backup, env=env)  # a clean, checkpointed file to damage
+    assert done.returncode == 0, done.stderr
+    data = bytearray(db.read_bytes())
+    data[4096 * 2:4096 * 6] = b"\xff" * (4096 * 4)
+    db.write_bytes(bytes(data))
+    started = run_bot(env=dict(env, ONEBOT_PORT=str(free_port())), timeout=60)
+    line = assert_one_error_line(started)
+    assert "is damaged" in line and f"bot.py restore {backup}" in line
+    assert "Mnemo ready" not in started.stdout
