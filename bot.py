@@ -3899,9 +3899,28 @@ def summary_open_item(text):
     Example: summary_open_item('此前，用户说下周三要去面试，还没准备好。我答应帮他练习。') -> '我答应帮他练习'
     Example: summary_open_item('此前，用户聊了天气。') -> None
     Example: summary_open_item('此前，用户说明天的考试已经考完了。') -> None"""
+    found = summary_open_items(text)
+    return found[-1] if found else None
+
+
+def summary_open_items(text):
+    """Every sentence of a summary that holds an open item, in order.
+
+    Example: summary_open_items('此前，阿B说下周三要去面试。阿A答应周末去爬山。') -> ['阿B说下周三要去面试', '阿A答应周末去爬山']"""
     sentences = [x.strip() for x in re.split(r"[。！？!?；;\n]+", re.sub(r"^此前[，,：:]?", "", text.strip()))]
-    found = [x for x in sentences if x and _OPEN_ITEM_RE.search(x) and not _DONE_ITEM_RE.search(x)]
-    return found[-1][:OPEN_ITEM_CHARS] if found else None
+    return [x[:OPEN_ITEM_CHARS] for x in sentences if x and _OPEN_ITEM_RE.search(x) and not _DONE_ITEM_RE.search(x)]
+
+
+def _summary_own_items(conn, ctx, summary, items):
+    """Of a group summary's open items, the speaker's own: the window had only them speaking, or the item
+    names them and no other member of the window (member A is never asked about member B's plan)."""
+    others = {r[0] for r in conn.execute(
+        "SELECT DISTINCT speaker FROM messages WHERE session = ? AND role = 'user' AND kind = 'chat' AND user_id != ? "
+        "AND id BETWEEN ? AND ?", (ctx.session, ctx.user_id, summary["first_msg"], summary["last_msg"])) if r[0]}
+    if not others:
+        return items
+    name = ctx.speaker or ""
+    return [x for x in items if name and name in x and not any(o in x.replace(name, "") for o in others)]
 
 
 def summary_follow_up(conn, ctx, character_id, hours):
@@ -3915,12 +3934,15 @@ def summary_follow_up(conn, ctx, character_id, hours):
     away = (now[0] if now else clock()) - before[0] if before else 0
     if away < hours * 3600:
         return None
-    latest = conn.execute("SELECT id, text FROM summaries WHERE session = ? AND character_id = ? AND rolled_into IS NULL "
-                          "ORDER BY last_msg DESC LIMIT 1", (ctx.session, character_id)).fetchone()
+    latest = conn.execute("SELECT id, text, first_msg, last_msg FROM summaries WHERE session = ? "
+                          "AND character_id = ? AND rolled_into IS NULL ORDER BY last_msg DESC LIMIT 1",
+                          (ctx.session, character_id)).fetchone()
     if latest is None or db_meta_get(conn, f"follow_up:{ctx.session}/{character_id}") == str(latest["id"]):
         return None
-    item = summary_open_item(latest["text"])
-    return (away, item, latest["id"]) if item else None
+    items = summary_open_items(latest["text"])
+    if ctx.group_id:
+        items = _summary_own_items(conn, ctx, latest, items)
+    return (away, items[-1], latest["id"]) if items else None
 
 
 def summary_followed_up(conn, session, character_id, summary_id):

@@ -208,3 +208,31 @@ def test_a_damaged_database_is_one_error_at_start_naming_the_newest_backup(env, 
     line = assert_one_error_line(started)
     assert "is damaged" in line and f"bot.py restore {backup}" in line
     assert "Mnemo ready" not in started.stdout
+
+
+# 5. Follow-ups stay with their speaker ######################################
+
+def _follow_up_note(llm):
+    found = [m["content"] for m in llm.chat_requests()[-1]["json"]["messages"]
+             if m["role"] == "system" and m["content"].startswith("（距离上次聊天")]
+    return found[0] if found else None
+
+
+def test_in_a_group_a_follow_up_is_about_the_speakers_own_plan(start, llm, monkeypatch):
+    llm.summary_script = ["此前，阿B说下周三要去面试，还没准备好自我介绍。阿A聊了天气。"]
+    runner = start(SUMMARY_EVERY=2)
+    nc = NapCat(runner.cfg.ONEBOT_PORT)
+    a, b = {"group_id": 777, "card": "阿A", "at_bot": True}, {"group_id": 777, "card": "阿B", "at_bot": True}
+    try:
+        nc.ask(1250102, "我打算下周三去面试", **b)
+        nc.ask(1250101, "今天天气不错", **a)
+        nc.ask(1250101, "好的", **a)
+        assert wait_for(lambda: runner.rows("SELECT text FROM summaries"))
+        later = time.time() + 13 * 3600
+        monkeypatch.setattr(bot, "clock", lambda: later)
+        nc.ask(1250101, "我回来啦", **a)
+        assert _follow_up_note(llm) is None  # A is never asked about B's interview
+        nc.ask(1250102, "我也回来了", **b)
+        assert "阿B说下周三要去面试" in _follow_up_note(llm)  # B still gets it
+    finally:
+        nc.close()
