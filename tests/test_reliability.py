@@ -195,6 +195,7 @@ def test_reconnect_before_the_old_connection_closed(runner, llm):
     assert old.ask(1, "旧连接") == "echo:旧连接"
     new = NapCat(runner.cfg.ONEBOT_PORT)  # NapCat reconnects while the server still holds the old socket
     try:
+        assert wait_for(lambda: old.closed, 10)  # the new one replaces it (issue 19): the server closes the old
         old.close()
         new.event(1, "新连接")
         assert new.reply_text() == "echo:新连接"
