@@ -734,7 +734,11 @@ class Database:
     def __init__(self, path):
         self.path = str(path)
         self.pool = FairQueue()
-        self.conn = self.pool.submit(db_connect, self.path).result()
+        try:
+            self.conn = self.pool.submit(db_connect, self.path).result()
+        except BaseException:
+            self.pool.shutdown()  # no thread left waiting for work that never comes
+            raise
         self.dirty = False  # written since the last checkpoint
         self._lock_fd = None
 
