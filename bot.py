@@ -301,7 +301,7 @@ def config_describe(cfg):
 #####################################################################
 
 #: The schema version this code writes; schema.sql ends with the same number.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 #: Migrations from version N to N+1: SQL, then an optional Python step (fn(conn)), all in one
 #: transaction. The Python step may use only what is defined above the Memory section at import
 #: time; it is looked up when the migration runs.
@@ -406,6 +406,10 @@ END;
 CREATE TRIGGER memories_reexpand AFTER UPDATE OF text ON memories WHEN new.text IS NOT old.text BEGIN
     UPDATE memories SET expansion = NULL WHERE id = new.id;
 END;
+""", None),
+    # v4: the memories still waiting for their expansion, found without reading the ones done (a 100k import)
+    3: ("""
+CREATE INDEX memories_unexpanded ON memories (id) WHERE expansion IS NULL;
 """, None),
 }
 #: Python steps of migrations, by name; the sections that own them fill this in.
@@ -2063,7 +2067,7 @@ ENGLISH_RELATIONS = {"mom": "妈妈", "mum": "妈妈", "mother": "妈妈", "dad"
 #: attribute has one value per subject (a new one replaces the old); a many-valued one is keyed
 #: by its value (过敏 花生 and 过敏 芒果 are two memories).
 ATTRIBUTE_RULES = [
-    ("现居地", r"(?:现在|目前|已经|刚)?(?:住在|住|家住|家在|定居在?|搬到了?|搬去了?|搬家到了?)(?!院|宿|过|了|[\d一二三四五六七八九十几]+[楼层])"
+    ("现居地", r"(?:现在|目前|已经|刚)?(?:住在|住|家住|家在|定居在?|搬到了?|搬去了?|搬家到了?)(?!在?(?:院|宿|校|过|了|得|的|[\d一二三四五六七八九十几]+[楼层]))"
              r"([^，,]{1,20})", True),
     ("老家", r"(?:的)?(?:老家|家乡|籍贯)(?:是|在)?([^，,]{1,20})|是([^，,]{1,6}?)人", True),
     ("生日", r"(?:的)?生日(?:是|在|：|:)?\s*((?:农历|阴历|公历|阳历)?[\d一二三四五六七八九十正腊冬]+\s*[月/.\-号日].*)", True),
@@ -2129,6 +2133,8 @@ ATTRIBUTE_WORDS = {
     "害怕": "害怕的东西 怕什么", "身高": "身高", "体重": "体重", "星座": "星座", "血型": "血型"}
 _ATTRIBUTE_BY_WORD = {w: a for a, words in ATTRIBUTE_WORDS.items() for w in words.split()}
 #: A value that is only a pronoun or a pointer is no fact ("其实我现在不喜欢他了" is venting).
+#: Values of 现居地 that name a kind of lodging, not a place (住校, 住在学校宿舍, 住酒店): no home, a plain fact.
+_NOT_A_HOME_RE = re.compile(r"^(?:学校|学生|单位|公司|员工|集体)?(?:宿舍|寝室|学校|校|酒店|宾馆|旅馆|民宿|医院|病房)(?:里|里面)?$")
 _VAGUE_VALUE_RE = re.compile(r"^(?:他|她|它|他们|她们|这个|那个|这样|那样|这些|那些|这|那|你|了|啊|的)[了啊呀吧呢的]*$")
 #: Other names for places and things, looked up before the areas (蓉城 means 成都). Keys are
 #: lower case; each value is added to the message's keywords.
@@ -2843,7 +2849,7 @@ def memory_fact(text, last_subject=None, known=()):
         value = re.sub(r"\s+(?:now|too|also|as well)$", "", value, flags=re.I) if english else value
         if re.fullmatch(r"(?:哪|哪里|哪儿|什么|啥|几|多少|谁)[了呢啊]?", value):
             return Fact(text, subject, attribute, None, single, replaces)  # 我住哪: the attribute, no value
-        if not value or _VAGUE_VALUE_RE.match(value):
+        if not value or _VAGUE_VALUE_RE.match(value) or attribute == "现居地" and _NOT_A_HOME_RE.match(value):
             return Fact(text, subject, None, None, False, replaces)
         if attribute == "工作单位" and (value in _CITIES or value.endswith(("市", "省"))):
             attribute = "工作城市"  # 我在北京工作 is where, not for whom
@@ -2930,10 +2936,17 @@ def _topic_index(topics):
     return {w: frozenset(t) for w, t in index.items()}
 
 
-#: word -> topics; the longest CJK word; the words mixing scripts (k歌), matched as substrings.
+#: word -> topics; the words mixing scripts (k歌), matched as substrings.
 _TOPIC_INDEX = _topic_index(TOPICS)
-_TOPIC_MAXLEN = max(len(w) for w in _TOPIC_INDEX if not w.isascii())
 _TOPIC_MIXED = [w for w in _TOPIC_INDEX if not w.isascii() and re.search("[a-z0-9]", w)]
+#: first character of a CJK word of the lexicon -> the lengths its words have (most characters start none).
+_TOPIC_STARTS = collections.defaultdict(set)
+for _w in _TOPIC_INDEX:
+    if not _w.isascii():
+        _TOPIC_STARTS[_w[0]].add(len(_w))
+_TOPIC_STARTS = {c: sorted(lengths) for c, lengths in _TOPIC_STARTS.items()}
+_CJK_RUN_RE = re.compile(f"[{_CJK}]+")
+_ASCII_WORD_RE = re.compile(r"[a-z0-9][a-z0-9'+#.-]*[a-z0-9+#]|[a-z0-9]")
 
 
 def memory_areas(text, attribute=None, subject="我", message=False):
@@ -2942,11 +2955,13 @@ def memory_areas(text, attribute=None, subject="我", message=False):
     Example: memory_areas('明天要下雨吗', message=True) -> {'place.residence_weather', 'fear.thunder_storm'}"""
     low = text.lower()
     out = set()
-    for run in re.findall(f"[{_CJK}]+", low):  # every CJK substring that is a word of the lexicon
-        for i in range(len(run)):
-            for j in range(i + 1, min(len(run), i + _TOPIC_MAXLEN) + 1):
-                out |= _TOPIC_INDEX.get(run[i:j], frozenset())
-    words = re.findall(r"[a-z0-9][a-z0-9'+#.-]*[a-z0-9+#]|[a-z0-9]", low)
+    for run in _CJK_RUN_RE.findall(low):  # every CJK substring that is a word of the lexicon
+        for i, c in enumerate(run):
+            for n in _TOPIC_STARTS.get(c, ()):
+                found = _TOPIC_INDEX.get(run[i:i + n]) if i + n <= len(run) else None
+                if found:
+                    out |= found
+    words = _ASCII_WORD_RE.findall(low)
     for w in words + [" ".join(p) for p in zip(words, words[1:])]:
         out |= _TOPIC_INDEX.get(w, frozenset())
     for w in _TOPIC_MIXED:
@@ -3167,6 +3182,11 @@ EXPAND_WORD_MAX = 16
 #: unusable replies in a row after which a memory goes without.
 EXPAND_RETRY_SECONDS = 300
 EXPAND_ATTEMPTS = 3
+#: Seconds without a chat message before the next expansion is asked for: a backlog (an import of 100k
+#: memories) fills the database thread and the CPU only while nobody is waiting for a reply. In a chat that
+#: never pauses one expansion still goes every EXPAND_BUSY_SECONDS, between replies.
+EXPAND_QUIET_SECONDS = 1.0
+EXPAND_BUSY_SECONDS = 10.0
 
 
 def memory_expansion_prompt(text):
@@ -3261,22 +3281,40 @@ def memory_import_rows(conn, embedder, lines, batch=1000):
         rows.append(obj)
     if errors:
         return 0, errors
+    now = time.time()
     with db_tx(conn):
+        # FTS5 writes every row a trigger adds as a segment of its own; one INSERT ... SELECT at the end
+        # indexes the whole import at once, with the trigger's own expressions (back in the same transaction)
+        trigger = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'memories_ai'").fetchone()
+        conn.execute("DROP TRIGGER memories_ai")
+        start = last = conn.execute("SELECT coalesce(max(id), 0) FROM memories").fetchone()[0]
         for i in range(0, len(rows), batch):
             part = rows[i:i + batch]
             texts = [text_clean(o["text"], 2000) for o in part]
-            vecs = embedder.encode(texts) if embedder.model is not None else [None] * len(part)
-            for o, text, vec in zip(part, texts, vecs):
-                f = memory_fact(text)
+            values = []
+            for o, text in zip(part, texts):
+                # an export's line says what the fact is: it is not taken apart again
+                exported = o.get("subject") and {"attribute", "value"} <= o.keys()
+                f = Fact(text, o["subject"], o["attribute"], o["value"]) if exported else memory_fact(text)
                 subject = o.get("subject") or ("你" if o.get("type") == "experience" and f.subject == "我" else f.subject)
-                memory_id = memory_insert(conn, vec, user_id=str(o["user_id"]), text=text, subject=subject,
-                                          type=o.get("type") or "user_fact", character_id=o.get("character_id"),
-                                          scope=o.get("scope") or "private", importance=int(o.get("importance") or 1),
-                                          attribute=o.get("attribute", f.attribute), value=o.get("value", f.value),
-                                          created_at=o.get("created_at"))
-                if o.get("expansion") is not None:  # an export's expansion: the LLM is not asked again
-                    conn.execute("UPDATE memories SET expansion = ? WHERE id = ?",
-                                 (memory_expansion_words(o["expansion"], text), memory_id))
+                attribute, value = o.get("attribute", f.attribute), o.get("value", f.value)
+                expansion = None if o.get("expansion") is None else memory_expansion_words(o["expansion"], text)
+                values.append((str(o["user_id"]), o.get("type") or "user_fact", o.get("character_id"),
+                               o.get("scope") or "private", text, subject, attribute, value,
+                               memory_area_tokens(memory_areas(text, attribute, subject)),
+                               int(o.get("importance") or 1), o.get("created_at") or now, now, expansion))
+            conn.executemany("INSERT INTO memories (user_id, type, character_id, scope, text, subject, attribute, "
+                             "value, areas, importance, created_at, updated_at, expansion) "
+                             "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", values)
+            ids = [r[0] for r in conn.execute("SELECT id FROM memories WHERE id > ? ORDER BY id", (last,))]
+            last = ids[-1]
+            if embedder.model is not None:
+                conn.executemany("INSERT INTO memories_vec (memory_id, owner, embedding) VALUES (?, ?, ?)",
+                                 [(memory_id, v[0], np.asarray(vec, dtype=np.float32).tobytes())
+                                  for memory_id, v, vec in zip(ids, values, embedder.encode(texts))])
+        conn.execute("INSERT INTO memories_fts (rowid, tokens, owner, extra) SELECT id, mnemo_tokens(text) || ' ' || "
+                     "areas, mnemo_owner(user_id), mnemo_tokens(expansion) FROM memories WHERE id > ?", (start,))
+        conn.execute(trigger[0])
     return len(rows), []
 
 
@@ -5027,6 +5065,8 @@ class App:
         self.llm = LLMClient(cfg)
         self.summaries = SummaryWorker(cfg, self.db, self.llm, self.vec, self.card_by_id, self.stats)
         self.expand_wake = asyncio.Event()  # set when memories may be waiting for their expansion
+        self.last_message = 0.0  # time.monotonic() of the last chat message: expansions wait for a quiet moment
+        self.expanded_at = 0.0  # time.monotonic() of the last expansion asked for
         self.tasks = set()
 
     def vec(self, text):
@@ -5076,6 +5116,7 @@ class App:
                     await self.expand_wake.wait()
                     continue
                 for r in rows:
+                    await self._expand_turn()
                     reply, tokens = "", 0
                     for attempt in range(EXPAND_ATTEMPTS):
                         try:
@@ -5105,6 +5146,17 @@ class App:
             except Exception:  # the database busy (a big import), or a bug: never the end of expansions
                 log.exception("expansions: unexpected error; trying again in %d s", EXPAND_RETRY_SECONDS)
                 await asyncio.sleep(EXPAND_RETRY_SECONDS)
+
+    async def _expand_turn(self):
+        """Waits until no reply is being written and the chats have been quiet EXPAND_QUIET_SECONDS, or until
+        EXPAND_BUSY_SECONDS since the last expansion (then it goes between two replies)."""
+        while True:
+            now = time.monotonic()
+            if not self.pending and (now - self.last_message >= EXPAND_QUIET_SECONDS
+                                     or now - self.expanded_at >= EXPAND_BUSY_SECONDS):
+                self.expanded_at = now
+                return
+            await asyncio.sleep(min(0.2, EXPAND_QUIET_SECONDS))
 
     async def stop(self):
         for task in list(self.tasks):
@@ -5147,6 +5199,7 @@ def _store_message(conn, app, ctx, role, text, onebot_id=None):
 async def reply_handle(app, ctx, text, onebot_id=None):
     """Stores a message, then answers it in its chat's order; returns the reply (already stored)."""
     raw_len = len(text or "")
+    app.last_message = time.monotonic()
     text = text_clean(text, app.cfg.BOT_MAX_MESSAGE)
     if _flooding(app, ctx, text):
         return None
