@@ -1340,6 +1340,16 @@ LLM_MODEL_RE = re.compile(r"model\b.{0,80}?(?:not found|does not exist|not exist
 LLM_CONTEXT_CODES = {"context_length_exceeded", "exceed_context_size_error", "1261"}
 LLM_CONTEXT_RE = re.compile(r"maximum context length|context (?:size|window|length)|token limit|"
                             r"input token length|range of input length|prompt.{0,8}(?:too long|超长)", re.I)
+#: The server's chat template refused the messages (llama-server --jinja answers 500 with the exception, vLLM
+#: 400): Gemma 1/2 "System role not supported", Mistral / Cohere "Conversation roles must alternate ...".
+#: Asking again gets the same answer, so it is not retried.
+LLM_TEMPLATE_RE = re.compile(r"raise_exception|roles must alternate|system role not supported|only user and "
+                             r"assistant roles|jinja|chat template|TemplateError", re.I)
+#: A template error that refuses any system message (Gemma 1 and 2, Mistral 7B v0.1): the system message is
+#: then sent as the start of the first user turn, marked by these heads.
+LLM_NO_SYSTEM_RE = re.compile(r"system role|only user and assistant roles are supported!?\s*$", re.I)
+LLM_FOLD_HEAD = "【设定与规则（本应是系统消息，这个模型不收系统消息）】"
+LLM_FOLD_TAIL = "【设定到此为止，下面是对话】"
 #: A parameter the model refuses, and what to send instead (OpenAI's reasoning models: "Unsupported
 #: parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.").
 LLM_PARAM_RE = re.compile(r"unsupported parameter:?\s*'(\w+)'(?:.*?use '(\w+)' instead)?", re.I | re.S)
@@ -1347,7 +1357,7 @@ LLM_PARAM_RE = re.compile(r"unsupported parameter:?\s*'(\w+)'(?:.*?use '(\w+)' i
 
 def llm_error_kind(status, text):
     """What an HTTP error from the LLM means: (kind, the provider's message), kind one of refused, balance,
-    param, context, model, key, retry, or other.
+    template, param, context, model, key, retry, or other.
 
     Example: llm_error_kind(400, '{"error": {"code": "1301", "message": "敏感内容"}}') -> ('refused', '敏感内容')
     Example: llm_error_kind(402, 'Insufficient Balance') -> ('balance', 'Insufficient Balance')
@@ -1367,6 +1377,8 @@ def llm_error_kind(status, text):
         return "balance", message
     if status in (401, 403):
         return "key", message
+    if LLM_TEMPLATE_RE.search(message):
+        return "template", message
     if codes & LLM_CONTEXT_CODES or LLM_CONTEXT_RE.search(message):
         return "context", message
     if codes & LLM_MODEL_CODES or LLM_MODEL_RE.search(message):
@@ -1376,6 +1388,23 @@ def llm_error_kind(status, text):
     if status == 429 or status >= 500:
         return "retry", message
     return "other", message
+
+
+def llm_fold_system(messages):
+    """The messages for a chat template that refuses a system message (Gemma 1/2): the system message's text
+    opens the first user turn, between two marked heads.
+
+    Example: llm_fold_system([{'role': 'system', 'content': '你是小满'}, {'role': 'user', 'content': '你好'}]) \
+-> [{'role': 'user', 'content': LLM_FOLD_HEAD + '\\n你是小满\\n' + LLM_FOLD_TAIL + '\\n\\n你好'}]"""
+    if not messages or messages[0]["role"] != "system":
+        return messages
+    head = f"{LLM_FOLD_HEAD}\n{_llm_text(messages[0]['content'])}\n{LLM_FOLD_TAIL}\n\n"
+    rest = [dict(m) for m in messages[1:]]
+    if not rest or rest[0]["role"] != "user":
+        return [{"role": "user", "content": head.strip()}] + rest
+    content = rest[0]["content"]
+    rest[0]["content"] = head + content if isinstance(content, str) else [{"type": "text", "text": head}] + content
+    return rest
 
 
 class LLMClient:
@@ -1388,6 +1417,7 @@ class LLMClient:
         self.http = None  # made by open() (or the first call), inside the event loop
         self.slots = None
         self.tokens_param = "max_tokens"  # what the server takes the reply's length in (None: it takes none)
+        self.fold_system = False  # the server's chat template refuses a system message: see llm_fold_system
         self.notices = []  # account problems the superusers are to be told of (sent by the OneBot section)
         self.noticed = {}  # problem -> when it was last reported
 
@@ -1410,7 +1440,8 @@ class LLMClient:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise LLMError(f"no reply within LLM_TIMEOUT={timeout:g}s")
-            body = {"model": model, "messages": messages}
+            sent = llm_fold_system(messages) if self.fold_system else messages
+            body = {"model": model, "messages": sent}
             if self.tokens_param:
                 body[self.tokens_param] = budget
             response = None
@@ -1447,6 +1478,19 @@ class LLMClient:
                     raise LLMBalanceError(f"no balance or quota left ({status})")
                 if kind == "key":
                     raise LLMError(f"HTTP {response.status_code}: the API key was refused. Fix: check LLM_API_KEY")
+                if kind == "template" and sent[0]["role"] == "system" and LLM_NO_SYSTEM_RE.search(detail):
+                    if not self.fold_system:
+                        log.warning("LLM server's chat template refuses a system message (%s); sending it as the "
+                                    "start of the first user turn while the bot runs", detail[:120])
+                    self.fold_system = True
+                    continue
+                if kind == "template":
+                    raise LLMError(f"{status}. Fix: the server's chat template refused the request: {detail[:120]}; "
+                                   f"run the model's own template (llama-server --jinja), or another model "
+                                   f"(README: 本地模型)")
+                if "mmproj" in detail:
+                    raise LLMError(f"{status}. Fix: start llama-server with --mmproj (the model's vision "
+                                   f"projector file), or leave VISION_MODEL empty")
                 if kind == "context" and shrink is not None and "context" not in fixed:
                     fixed.add("context")
                     messages = shrink(messages)
@@ -1464,7 +1508,7 @@ class LLMClient:
                 if kind != "retry":
                     raise LLMError(f"HTTP {response.status_code}: {detail[:200]}. "
                                    f"Fix: check LLM_BASE_URL and LLM_MODEL")
-                error = f"HTTP {response.status_code} from {cfg.LLM_BASE_URL}"
+                error = status
             wait = _retry_after(response, failures)
             if failures == LLM_RETRIES or time.monotonic() + wait >= deadline:
                 raise LLMError(error)
@@ -5927,6 +5971,11 @@ def cli_character_import(cfg, path):
     print(f"imported {card['name']} as id {new_id} ({entries} lore entries) into {target}")
 
 
+#: What doctor asks the LLM: a system message and a user turn, like every reply's request.
+DOCTOR_PROMPT = [{"role": "system", "content": "你是一个聊天机器人，用中文简短回答。"},
+                 {"role": "user", "content": "你好，回复“在”即可。"}]
+
+
 def cli_doctor(cfg):
     """Checks each part the bot needs; prints ok or an Error/Fix line for each. Returns the failures."""
     failures = 0
@@ -5976,12 +6025,16 @@ def cli_doctor(cfg):
         async def go():
             client = LLMClient(cfg)
             try:
-                return await client.chat([{"role": "user", "content": "你好，回复“在”即可。"}], max_tokens=10,
-                                         timeout=min(cfg.LLM_TIMEOUT, 20))
+                # shaped like a reply's request (a system message, then the user), so a template that
+                # refuses either shows here
+                answer = await client.chat(DOCTOR_PROMPT, max_tokens=10, timeout=min(cfg.LLM_TIMEOUT, 20))
+                return answer[0], client.fold_system
             finally:
                 await client.close()
-        text, tokens = asyncio.run(go())
-        return f"{cfg.LLM_BASE_URL} ({cfg.LLM_MODEL}) answered: {text[:30]!r}"
+        text, folded = asyncio.run(go())
+        return f"{cfg.LLM_BASE_URL} ({cfg.LLM_MODEL}) answered: {text[:30]!r}" + (
+            "; its chat template refuses a system message, so the bot sends it inside the first user turn"
+            if folded else "")
     check("LLM endpoint", llm)
     return failures
 
