@@ -1350,6 +1350,11 @@ LLM_TEMPLATE_RE = re.compile(r"raise_exception|roles must alternate|system role 
 LLM_NO_SYSTEM_RE = re.compile(r"system role|only user and assistant roles are supported!?\s*$", re.I)
 LLM_FOLD_HEAD = "【设定与规则（本应是系统消息，这个模型不收系统消息）】"
 LLM_FOLD_TAIL = "【设定到此为止，下面是对话】"
+#: The model's context and the prompt's size in the server's tokens, where its error says them: llama-server's
+#: n_ctx / n_prompt_tokens fields, vLLM's and OpenAI's "maximum context length is 4096 tokens ... 4100 in the
+#: messages" / "your messages resulted in 9000 tokens".
+LLM_CONTEXT_SIZE_RE = re.compile(r"maximum context length is (\d+)", re.I)
+LLM_PROMPT_SIZE_RE = re.compile(r"(\d+) in the messages|messages resulted in (\d+)", re.I)
 #: A parameter the model refuses, and what to send instead (OpenAI's reasoning models: "Unsupported
 #: parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.").
 LLM_PARAM_RE = re.compile(r"unsupported parameter:?\s*'(\w+)'(?:.*?use '(\w+)' instead)?", re.I | re.S)
@@ -1407,6 +1412,30 @@ def llm_fold_system(messages):
     return rest
 
 
+def llm_context_target(text, used, max_tokens):
+    """How many tokens (as text_count_tokens counts) a prompt of `used` tokens refused as too long may have:
+    what the server's error says its context holds, less room for the reply; else half of `used`.
+
+    Example: llm_context_target('{"error": {"n_ctx": 4096, "n_prompt_tokens": 6000}}', 3000, 800) -> 1483
+    Example: llm_context_target('maximum context length is 8192 tokens', 9000, 1000) -> 5394
+    Example: llm_context_target('the request exceeds the available context size', 3000, 800) -> 1500"""
+    try:
+        error = json.loads(text).get("error") or {}
+    except (ValueError, AttributeError):
+        error = {}
+    error = error if isinstance(error, dict) else {}
+    n_ctx, n_prompt = error.get("n_ctx"), error.get("n_prompt_tokens")
+    m, p = LLM_CONTEXT_SIZE_RE.search(text), LLM_PROMPT_SIZE_RE.search(text)
+    n_ctx = n_ctx if isinstance(n_ctx, int) else (int(m.group(1)) if m else None)
+    n_prompt = n_prompt if isinstance(n_prompt, int) else (int(p.group(1) or p.group(2)) if p else None)
+    if not n_ctx:
+        return used // 2
+    room = n_ctx - min(max_tokens, n_ctx // 4)  # the reply is written into the same context
+    # our count and the server's tokenizer differ: scale by what the server counted, else keep a quarter spare
+    target = used * room // n_prompt * 9 // 10 if n_prompt else room * 3 // 4
+    return max(1, target if target < used else used // 2)
+
+
 class LLMClient:
     """An OpenAI-compatible chat endpoint: one httpx client, at most LLM_CONCURRENCY calls at a time, retries,
     and each provider's errors answered as they mean (see llm_error_kind)."""
@@ -1424,7 +1453,8 @@ class LLMClient:
     async def chat(self, messages, *, max_tokens=None, timeout=None, model=None, shrink=None):
         """One chat completion: (text, tokens used). Raises LLMError after the retries: LLMRefusedError at
         once when the provider refuses on content safety, LLMBalanceError when the account is empty.
-        shrink(messages) -> shorter messages, tried once when the prompt is longer than the model's context."""
+        shrink(messages, tokens) -> messages of about that many tokens, tried once when the prompt is longer
+        than the model's context (never the same prompt again)."""
         cfg = self.cfg
         if self.http is None:
             self.open()
@@ -1493,10 +1523,14 @@ class LLMClient:
                                    f"projector file), or leave VISION_MODEL empty")
                 if kind == "context" and shrink is not None and "context" not in fixed:
                     fixed.add("context")
-                    messages = shrink(messages)
-                    log.warning("LLM prompt longer than the model's context (%s); trying once with a shorter one",
-                                detail[:120])
-                    continue
+                    used = sum(text_count_tokens(_llm_text(m["content"])) for m in messages)
+                    target = llm_context_target(response.text, used, budget)
+                    shorter = shrink(messages, target)
+                    if shorter != messages:
+                        log.warning("LLM prompt longer than the model's context (%s); trying once with about %d "
+                                    "tokens instead of %d", detail[:120], target, used)
+                        messages = shorter
+                        continue
                 if kind == "context":
                     raise LLMError(f"the prompt is longer than the model's context ({status}). "
                                    f"Fix: lower PROMPT_BUDGET, or give the model a larger context")
@@ -4745,6 +4779,8 @@ def prompt_assemble(card, ctx, text, parts, budget, min_turns=2):
 # Replies (the path every message takes, from QQ or the terminal) ###
 #####################################################################
 
+#: Fewest tokens of the user's message kept when a prompt is cut for a small context.
+PROMPT_MIN_MESSAGE_TOKENS = 200
 #: Said when the LLM can't be reached (the log says why); worded so that any character can say it.
 LLM_DOWN_REPLY = "抱歉，我刚才走神了，没听清……等一下再和我说好吗？"
 #: Seconds between checkpoints of the WAL into bot.db (so a plain copy of bot.db is current).
@@ -4993,8 +5029,19 @@ async def reply_llm(app, ctx, text, card):
     parts, offer = await app.db.run(gather, write=True)
     messages, _ = prompt_assemble(card, ctx, text, parts, app.cfg.PROMPT_BUDGET)
 
-    def shorter(_):  # a model with a small context (a local server's -c / num_ctx): half the budget, once
-        return prompt_assemble(card, ctx, text, parts, app.cfg.PROMPT_BUDGET // 2, min_turns=0)[0]
+    def shorter(longer, tokens):
+        """The prompt in about `tokens` for a model with a small context (a local server's -c / num_ctx): fewer
+        turns and references, and the user's own message cut when it alone is too long; what was cut is logged."""
+        room = max(tokens - text_count_tokens(character_system_prompt(card)), PROMPT_MIN_MESSAGE_TOKENS)
+        cut = text
+        while text_count_tokens(cut) > room:
+            cut = cut[:max(1, min(len(cut) - 1, len(cut) * room // text_count_tokens(cut)))]
+        short = prompt_assemble(card, ctx, cut, parts, tokens, min_turns=0)[0]
+        log.warning("prompt cut for the model's context: %d of %d earlier turns kept, the system message %d -> %d "
+                    "characters%s", len(short) - 2, len(longer) - 2, len(longer[0]["content"]),
+                    len(short[0]["content"]), f", the message {len(text)} -> {len(cut)} characters" if cut != text
+                    else "")
+        return short
     tokens = 0
     try:
         reply, tokens = await app.llm.chat(messages, shrink=shorter)
@@ -5005,7 +5052,8 @@ async def reply_llm(app, ctx, text, card):
             note = (f"注意：你上一次的回复出戏了（{why}）。这次必须完全以{card['name']}的身份回答，"
                     f"不要自称AI或程序，不要提到其他角色，不要提{card['name']}不可能知道的东西。")
             try:
-                reply, more = await app.llm.chat(_noted(messages, note), shrink=lambda m: _noted(shorter(m), note))
+                reply, more = await app.llm.chat(_noted(messages, note),
+                                                 shrink=lambda m, n: _noted(shorter(m, n), note))
                 tokens += more
             except LLMError:
                 reply = None  # the first reply broke character: better the fallback than an apology

@@ -183,6 +183,37 @@ def test_a_small_llama_server_context_gets_a_prompt_that_fits(env, llm):
     assert max(sizes) > 900 and sizes[-1] <= 900  # refused, then shortened
 
 
+def test_a_message_longer_than_the_context_is_cut_to_fit(env, llm, caplog):
+    """llama-server -c 1500: the user's own message (up to BOT_MAX_MESSAGE) alone is too long; the retry uses the
+    n_ctx the server gave, cuts the message, and says in the log what was cut."""
+    caplog.set_level(logging.INFO, logger="mnemo")
+    llm.context_chars = 1500
+    r = Runner(env)
+    c = NapCat(r.cfg.ONEBOT_PORT)
+    try:
+        text = "这是一段很长的话，" * 300  # 2700 characters, under BOT_MAX_MESSAGE
+        reply = c.ask(48, text)
+    finally:
+        c.close()
+        r.stop()
+    first, second = (x["json"]["messages"] for x in llm.chat_requests())
+    assert first[-1]["content"] == text and first != second
+    assert sum(len(m["content"]) for m in second) <= 1500 and text.startswith(second[-1]["content"])
+    assert reply == "echo:" + second[-1]["content"]
+    assert any(f"the message {len(text)} -> {len(second[-1]['content'])} characters" in x.getMessage()
+               for x in caplog.records)
+
+
+def test_a_prompt_that_cannot_be_shortened_is_not_sent_again(runner, napcat, llm, caplog):
+    caplog.set_level(logging.INFO, logger="mnemo")
+    old = {"error": {"code": 400, "message": "the request exceeds the available context size, try increasing the "
+                     "context size or enable context shift", "type": "invalid_request_error"}}  # older llama-server
+    llm.script = [{"status": 400, "body": json.dumps(old)}]
+    reply, reqs = chat(napcat, llm, 49, "你好")  # no turns, no memories: nothing to cut
+    assert reply == bot.LLM_DOWN_REPLY and len(reqs) == 1
+    assert any("Fix: lower PROMPT_BUDGET" in x.getMessage() for x in caplog.records)
+
+
 # A chat template's refusal: the server's reason logged with its Fix, not retried; no system message ######
 
 @pytest.mark.parametrize("status, body", [
