@@ -4282,7 +4282,7 @@ class SummaryWorker:
         """The LLM's summary, or the extractive one when the LLM fails: (text, method)."""
         try:
             text, tokens = await self.llm.chat(summary_prompt(card, turns, level), max_tokens=300,
-                                               timeout=min(self.cfg.LLM_TIMEOUT, 60))
+                                               timeout=self.cfg.LLM_TIMEOUT)
             if not text.startswith("此前"):
                 text = "此前，" + text
             return text[:600], "llm"
@@ -4865,7 +4865,7 @@ class App:
                     for attempt in range(EXPAND_ATTEMPTS):
                         try:
                             reply, tokens = await self.llm.chat(memory_expansion_prompt(r["text"]), max_tokens=400,
-                                                                timeout=min(self.cfg.LLM_TIMEOUT, 60))
+                                                                timeout=self.cfg.LLM_TIMEOUT)
                             break
                         except LLMRefusedError as e:  # refused on content safety: the same again, so no retry
                             log.info("expansion of memory %d: %s; it goes without", r["id"], e)
@@ -6019,7 +6019,8 @@ def cli_character_import(cfg, path):
     print(f"imported {card['name']} as id {new_id} ({entries} lore entries) into {target}")
 
 
-#: What doctor asks the LLM: a system message and a user turn, like every reply's request.
+#: What doctor asks the LLM: a system message and a user turn, like every reply's request (and with its
+#: max_tokens and timeout, so a thinking model or a slow Pi passes or fails here as it would in chat).
 DOCTOR_PROMPT = [{"role": "system", "content": "你是一个聊天机器人，用中文简短回答。"},
                  {"role": "user", "content": "你好，回复“在”即可。"}]
 
@@ -6075,7 +6076,7 @@ def cli_doctor(cfg):
             try:
                 # shaped like a reply's request (a system message, then the user), so a template that
                 # refuses either shows here
-                answer = await client.chat(DOCTOR_PROMPT, max_tokens=10, timeout=min(cfg.LLM_TIMEOUT, 20))
+                answer = await client.chat(DOCTOR_PROMPT)  # LLM_MAX_TOKENS and LLM_TIMEOUT, as a reply has
                 return answer[0], client.fold_system
             finally:
                 await client.close()

@@ -270,6 +270,7 @@ def test_doctor_asks_like_a_reply_and_says_when_the_template_refuses_a_system_me
     p = run_bot("doctor", env=env)
     assert p.returncode == 0, p.stdout + p.stderr
     assert [m["role"] for m in llm.requests[0]["json"]["messages"]] == ["system", "user"]
+    assert {r["json"]["max_tokens"] for r in llm.requests} == {600}  # LLM_MAX_TOKENS: room for a short answer
     line = next(x for x in p.stdout.splitlines() if x.startswith("ok    LLM endpoint"))
     assert "refuses a system message" in line
 
