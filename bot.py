@@ -5325,7 +5325,10 @@ async def _character_switch(app, ctx, arg, card):
         return f"没有叫“{arg[:20]}”的角色。说“角色列表”看看有哪些。"
     await app.db.run(session_set_character, ctx.session, target["id"], write=True)
     app.summaries.kick(ctx.session)  # what the old character lived becomes its experience now
-    ctx.character_id = target["id"]  # the greeting is the new character's first turn
+    # the greeting is the new character's first turn, and the command the user turn it answers: filed together,
+    # the pair opens the new character's history (a lone greeting would be dropped by prompt_alternate)
+    await app.db.run(session_refile_message, ctx.message_id, target["id"], write=True)
+    ctx.character_id = target["id"]
     greeting = target.get("first_mes", "").replace("{{char}}", target["name"]).replace("{{user}}", ctx.speaker or "你")
     return greeting or f"你好，我是{target['name']}。"
 
