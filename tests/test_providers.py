@@ -27,7 +27,7 @@ import logging
 import pytest
 
 from conftest import Runner
-from fakes import NapCat, is_expansion_request, is_summary_request, run_bot, text_of, wait_for
+from fakes import NapCat, PictureServer, is_expansion_request, is_summary_request, png, run_bot, text_of, wait_for
 import bot
 
 ZHIPU_1301 = {"contentFilter": [{"level": 1, "role": "user"}], "error": {
@@ -273,6 +273,27 @@ def test_doctor_asks_like_a_reply_and_says_when_the_template_refuses_a_system_me
     assert {r["json"]["max_tokens"] for r in llm.requests} == {600}  # LLM_MAX_TOKENS: room for a short answer
     line = next(x for x in p.stdout.splitlines() if x.startswith("ok    LLM endpoint"))
     assert "refuses a system message" in line
+
+
+def test_a_picture_for_a_llama_server_without_mmproj_gets_the_fix_in_the_log(env, llm, caplog):
+    caplog.set_level(logging.INFO, logger="mnemo")
+    pictures = PictureServer()
+    pictures.pictures["cat.png"] = (png(), 0)
+    msg = "image input is not supported - hint: if this is unexpected, you may need to provide the mmproj"
+    llm.vision_reply = {"status": 500, "body": json.dumps({"error": {"code": 500, "message": msg,
+                                                                      "type": "server_error"}})}
+    r = Runner(dict(env, VISION_MODEL="vl-test"))
+    c = NapCat(r.cfg.ONEBOT_PORT)
+    try:
+        c.event(52, message=[{"type": "image", "data": {"file": "cat.png", "url": pictures.url("cat.png")}},
+                             {"type": "text", "data": {"text": "看我家猫"}}])
+        assert bot.PICTURE_TEXT in c.reply_text()
+    finally:
+        c.close()
+        r.stop()
+        pictures.close()
+    assert len(llm.vision_requests()) == 1  # the same answer again: not retried
+    assert any("Fix: start llama-server with --mmproj" in x.getMessage() for x in caplog.records)
 
 
 # An unsupported parameter: what the server asks for, kept #####################
