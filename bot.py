@@ -1515,9 +1515,9 @@ class LLMClient:
                     self.fold_system = True
                     continue
                 if kind == "template":
-                    raise LLMError(f"{status}. Fix: the server's chat template refused the request: {detail[:120]}; "
-                                   f"run the model's own template (llama-server --jinja), or another model "
-                                   f"(README: 本地模型)")
+                    raise LLMError(f"HTTP {response.status_code} from {cfg.LLM_BASE_URL}. Fix: the server's chat "
+                                   f"template refused the request: {detail[:200]}; run the model's own template "
+                                   f"(llama-server --jinja), or another model (README: 本地模型)")
                 if "mmproj" in detail:
                     raise LLMError(f"{status}. Fix: start llama-server with --mmproj (the model's vision "
                                    f"projector file), or leave VISION_MODEL empty")
