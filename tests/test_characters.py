@@ -15,7 +15,7 @@ import pytest
 
 import bot
 from conftest import assert_one_error_line
-from fakes import ROOT, run_bot, wait_for
+from fakes import ROOT, run_bot, system_part, wait_for
 
 CARDS = json.loads((ROOT / "characters.json").read_text(encoding="utf-8"))
 BY_ID = {c["id"]: c for c in CARDS["characters"]}
@@ -52,9 +52,8 @@ def system_text(req):
 
 
 def context_text(req):
-    """The '参考资料' system message (memories, summaries, lore, older turns), or ''."""
-    return "\n".join(m["content"] for m in req["json"]["messages"]
-                     if m["role"] == "system" and m["content"].startswith("参考资料"))
+    """The '参考资料' part of the system message (memories, summaries, lore, older turns), or ''."""
+    return system_part(req["json"]["messages"], "参考资料") or ""
 
 
 def all_text(req):
@@ -190,6 +189,27 @@ def test_hot_reload_updates_lore(runner, napcat, llm, env):
 
 # Switching through QQ ##########################################################
 
+def test_the_new_characters_greeting_is_in_the_next_prompt_paired_with_the_switch(runner, napcat, llm):
+    """After 切换角色 the greeting comes before any user turn of the new character; it stays in the next
+    prompt as the answer to the switch command, and switching back doesn't pair one character's command
+    with another's greeting."""
+    assert chat(napcat, llm, 51, "你好")[0] == "echo:你好"
+    greeting = chat(napcat, llm, 51, "切换角色 neko")[0]
+    assert "小咪" in greeting
+    _, reqs = chat(napcat, llm, 51, "你是谁")
+    assert reqs[0]["json"]["messages"][1:] == [{"role": "user", "content": "切换角色 neko"},
+                                               {"role": "assistant", "content": greeting},
+                                               {"role": "user", "content": "你是谁"}]
+    back = chat(napcat, llm, 51, "切换角色 assistant")[0]
+    assert "小满" in back
+    _, reqs = chat(napcat, llm, 51, "在吗")
+    assert reqs[0]["json"]["messages"][1:] == [{"role": "user", "content": "你好"},
+                                               {"role": "assistant", "content": "echo:你好"},
+                                               {"role": "user", "content": "切换角色 assistant"},
+                                               {"role": "assistant", "content": back},
+                                               {"role": "user", "content": "在吗"}]
+
+
 @pytest.mark.parametrize("command, cid", [
     ("切换角色 knight", "knight"), ("切换角色 艾德蒙", "knight"), ("换角色：小咪", "neko"),
     ("/character Knight", "knight"), ("切换角色小咪", "neko")])
@@ -218,7 +238,7 @@ def test_character_list_and_unknown_name(runner, napcat, llm):
 
 def test_each_chat_keeps_its_own_character(runner, napcat, llm):
     group = dict(group_id=500, at_bot=True)
-    assert chat(napcat, llm, 7, "切换角色 neko", **group)[0] == BY_ID["neko"]["first_mes"]
+    assert chat(napcat, llm, 7, "切换角色 neko", role="admin", **group)[0] == BY_ID["neko"]["first_mes"]
     assert chat(napcat, llm, 7, "当前角色")[0] == "现在是小满（assistant）在和你聊天。"
     assert chat(napcat, llm, 7, "切换角色 knight")[0] == BY_ID["knight"]["first_mes"]
     assert chat(napcat, llm, 7, "当前角色", **group)[0] == "现在是小咪（neko）在和你聊天。"
@@ -250,7 +270,7 @@ def test_group_default_character_by_superuser_only(runner, napcat, llm):
     # by name works too, and a group's own switch wins over its default
     assert chat(napcat, llm, 42, "/group_character 602 艾德蒙")[0] == "群 602 的默认角色设为 艾德蒙。"
     assert chat(napcat, llm, 9, "当前角色", group_id=602, at_bot=True)[0] == "现在是艾德蒙（knight）在和你聊天。"
-    chat(napcat, llm, 9, "切换角色 neko", group_id=602, at_bot=True)
+    chat(napcat, llm, 9, "切换角色 neko", group_id=602, at_bot=True, role="owner")
     assert chat(napcat, llm, 9, "当前角色", group_id=602, at_bot=True)[0] == "现在是小咪（neko）在和你聊天。"
 
 
@@ -390,8 +410,10 @@ def test_ooc_reply_is_asked_again_with_a_stricter_note(runner, napcat, llm):
     assert reply == good
     assert len(reqs) == 2
     assert STRICTER not in all_text(reqs[0])
-    note = reqs[1]["json"]["messages"][-2]
-    assert note["role"] == "system" and note["content"].startswith(STRICTER) and "艾德蒙" in note["content"]
+    first, again = reqs[0]["json"]["messages"], reqs[1]["json"]["messages"]
+    note = system_part(again, STRICTER)  # the end of the one system message
+    assert note and "艾德蒙" in note and again[0]["content"].endswith(note)
+    assert again[0]["content"].startswith(first[0]["content"]) and again[1:] == first[1:]
     assert reqs[1]["json"]["messages"][-1] == reqs[0]["json"]["messages"][-1] == {"role": "user", "content": "你会用剑吗"}
     stored = runner.rows("SELECT text FROM messages WHERE session = 'p:28' AND role = 'assistant' ORDER BY id DESC LIMIT 1")
     assert stored == [{"text": good}]

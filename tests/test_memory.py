@@ -7,7 +7,7 @@ import json
 import pytest
 
 from conftest import Runner
-from fakes import NapCat, run_bot, v1_database, wait_for
+from fakes import NapCat, run_bot, system_part, v1_database, wait_for
 import bot
 
 
@@ -471,7 +471,7 @@ def test_prompt_gets_at_most_top_k_memories(runner, napcat, llm):
     for f in ("我叫阿杰", "我住在北京", "我对花生过敏", "我有高血压", "我喜欢吃火锅", "我不吃香菜", "我吃素", "我喜欢喝奶茶"):
         napcat.ask(809, "记住，" + f)
     napcat.ask(809, "今晚吃什么好")
-    part = [m["content"] for m in llm.chat_requests()[-1]["json"]["messages"] if m["content"].startswith("参考资料")][0]
+    part = system_part(llm.chat_requests()[-1]["json"]["messages"], "参考资料")
     # the profile (the user's own words while no LLM wrote one) has room for all eight: each is there once, and
     # the places of 关于用户 (at most MEMORY_TOP_K) take nothing the profile already says
     assert all(part.count(f"“{f}”") == 1 for f in ("我叫阿杰", "我住在北京", "我对花生过敏", "我吃素", "我喜欢喝奶茶"))
@@ -479,7 +479,7 @@ def test_prompt_gets_at_most_top_k_memories(runner, napcat, llm):
     for n in range(20):  # more than the profile holds: the search's places fill again, MEMORY_TOP_K at most
         napcat.ask(809, f"记住，我收藏了第{n}张很难买到的黑胶唱片")
     napcat.ask(809, "黑胶唱片怎么保养")
-    part = [m["content"] for m in llm.chat_requests()[-1]["json"]["messages"] if m["content"].startswith("参考资料")][0]
+    part = system_part(llm.chat_requests()[-1]["json"]["messages"], "参考资料")
     profile, memories = part.split("【关于用户】")
     assert memories.count("用户说过") == 5 and "“我叫阿杰”" in profile
     assert all(part.count(f"第{n}张") <= 1 for n in range(20)) and bot.text_count_tokens(profile) <= bot.PROFILE_TOKENS + 20
@@ -495,7 +495,8 @@ def _expanded(runner, n):
 
 
 def _prompt_memories(llm):
-    return [m["content"] for m in llm.chat_requests()[-1]["json"]["messages"] if m["content"].startswith("参考资料")]
+    part = system_part(llm.chat_requests()[-1]["json"]["messages"], "参考资料")
+    return [part] if part else []
 
 
 def test_expansion_words_find_a_memory_and_follow_its_changes(runner, napcat, llm):

@@ -149,10 +149,11 @@ def _doctor_lines(p):
 
 
 def test_doctor_checks_each_part(env, llm):
-    p = run_bot("doctor", env=env)  # keyword-only: the model is the one failing part, and says how to turn it on
-    assert p.returncode == 1, p.stdout
+    p = run_bot("doctor", env=env)  # keyword-only (EMBED_MODEL=off) is a choice, not a failure: the lean Pi setup
+    assert p.returncode == 0, p.stdout
     assert _doctor_lines(p) == {"Python": "ok", "SQLite extension loading": "ok", "sqlite-vec and FTS5": "ok",
-                                "database": "ok", "embedding model": "FAIL", "characters": "ok", "LLM endpoint": "ok"}
+                                "database": "ok", "embedding model": "ok", "characters": "ok", "LLM endpoint": "ok"}
+    assert "embedding model: off (EMBED_MODEL=off)" in p.stdout
     p = run_bot("doctor", env=dict(env, LLM_BASE_URL="http://127.0.0.1:9/v1", EMBED_MODEL="/nonexistent/model"))
     assert p.returncode == 1
     fails = [line for line in p.stdout.splitlines() if line.startswith("FAIL")]
@@ -180,11 +181,12 @@ def test_queued_message_sees_the_reply_before_it_and_the_new_character(runner, n
     assert "【角色】艾德蒙" in llm.chat_requests()[-1]["json"]["messages"][0]["content"]
 
 
-@pytest.mark.parametrize("content,sent", [
-    ("<think>想一想</think>你好！", "你好！"),
-    ("<think>想了很久，被 max_tokens 截断", bot.LLM_DOWN_REPLY),
-    ("<think>嗯</think>", bot.LLM_DOWN_REPLY),
+@pytest.mark.parametrize("contents,sent", [
+    (["<think>想一想</think>你好！"], "你好！"),
+    (["<think>想了很久，被 max_tokens 截断"], "echo:你好"),  # asked once more, with room (test_providers.py)
+    (["<think>想了很久，被 max_tokens 截断"] * 2, bot.LLM_DOWN_REPLY),
+    (["<think>嗯</think>"] * 2, bot.LLM_DOWN_REPLY),
 ])
-def test_reasoning_models_thinking_is_not_sent(runner, napcat, llm, content, sent):
-    llm.script.append(content)
+def test_reasoning_models_thinking_is_not_sent(runner, napcat, llm, contents, sent):
+    llm.script += contents
     assert napcat.ask(668, "你好") == sent
