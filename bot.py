@@ -114,6 +114,7 @@ DEFAULTS = {
     "MEMORY_MAX_PER_USER": 1000,  # memories one user may keep; 0 = no cap; superusers are exempt
     # 1 = after a memory is stored, one short background LLM call lists words a later message may use for it; 0 = off
     "MEMORY_EXPAND": 1,
+    "MEMORY_PROFILE": 1,  # 1 = the LLM writes each user's profile in the background when their memories change; 0 = off
     # cosine below which a memory without a keyword match is left out; 0 = fit to the model at start
     "MEMORY_MIN_SIMILARITY": 0.0,
     "SUMMARY_EVERY": 10,  # summarise after this many user turns (and at once on a topic shift); 0 = no summaries
@@ -301,7 +302,7 @@ def config_describe(cfg):
 #####################################################################
 
 #: The schema version this code writes; schema.sql ends with the same number.
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 #: Migrations from version N to N+1: SQL, then an optional Python step (fn(conn)), all in one
 #: transaction. The Python step may use only what is defined above the Memory section at import
 #: time; it is looked up when the migration runs.
@@ -410,6 +411,23 @@ END;
     # v4: the memories still waiting for their expansion, found without reading the ones done (a 100k import)
     3: ("""
 CREATE INDEX memories_unexpanded ON memories (id) WHERE expansion IS NULL;
+""", None),
+    # v5: the user's profile as the LLM wrote it, per chat scope; gone with any change of a memory it may have used
+    4: ("""
+CREATE TABLE profiles (
+    user_id TEXT NOT NULL,
+    scope TEXT NOT NULL,
+    text TEXT NOT NULL,
+    digest TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    PRIMARY KEY (user_id, scope)
+);
+CREATE TRIGGER memories_profile_ad AFTER DELETE ON memories BEGIN
+    DELETE FROM profiles WHERE user_id = old.user_id;
+END;
+CREATE TRIGGER memories_profile_au AFTER UPDATE OF text, scope, user_id ON memories BEGIN
+    DELETE FROM profiles WHERE user_id IN (old.user_id, new.user_id);
+END;
 """, None),
 }
 #: Python steps of migrations, by name; the sections that own them fill this in.
@@ -3265,6 +3283,9 @@ EXPAND_ATTEMPTS = 3
 #: never pauses one expansion still goes every EXPAND_BUSY_SECONDS, between replies.
 EXPAND_QUIET_SECONDS = 1.0
 EXPAND_BUSY_SECONDS = 10.0
+#: Seconds after the last change of a user's memories before the LLM is asked for their profile (a burst of
+#: 记住 is one profile, not one each).
+PROFILE_DEBOUNCE_SECONDS = 30.0
 
 
 def memory_expansion_prompt(text):
@@ -3450,20 +3471,23 @@ _COMMON_CHARS = set("天年月日号点周时分今明昨每次些里外中多�
 
 
 def memory_profile(conn, ctx, limit=4):
-    """The few facts every prompt carries: the user's name, home, health and what they marked 重要."""
+    """The few facts that fill a prompt's free places: the user's name and home, what they marked 重要, health."""
     where, args = _visible_sql(ctx)
     return conn.execute(f"SELECT * FROM memories WHERE {where} AND (importance > 1 OR (subject = '我' AND attribute IN "
-                        f"('名字', '现居地', '过敏', '健康', '忌口', '称呼用户'))) ORDER BY importance DESC, id LIMIT ?",
+                        f"('名字', '称呼用户', '过敏', '健康', '忌口', '现居地'))) ORDER BY "
+                        f"CASE WHEN subject = '我' AND attribute IN ('名字', '称呼用户') THEN 0 WHEN subject = '我' AND "
+                        f"attribute = '现居地' THEN 1 WHEN importance > 1 THEN 2 ELSE 3 END, id LIMIT ?",
                         args + [limit]).fetchall()
 
 
 def memory_for_prompt(conn, ctx, query, vec, *, limit, min_similarity, touch=True):
     """What a prompt gets: [(row, how)], at most limit. how is 'search' (memory_search), then
-    'profile' (name, home, health, 重要 fill what the search left), then 'characters': memories
+    'profile' (name, home, 重要, health fill what the search left), then 'characters': memories
     that share no word with the message but MEMORY_SHARED_CHARS of its characters (降压药 and
-    高血压, 心跳 and 心慌) take what is still free, best BM25 first."""
-    searched = memory_search(conn, ctx, query, vec, limit=limit, min_similarity=min_similarity, touch=touch)
-    out = [(r, "search") for r in searched]
+    高血压, 心跳 and 心慌) take what is still free, best BM25 first. The name, 重要 and health ride in
+    every prompt anyway, in the user's profile (profile_for_prompt): these places are the search's."""
+    out = [(r, "search") for r in memory_search(conn, ctx, query, vec, limit=limit, min_similarity=min_similarity,
+                                                touch=touch)]
     have = {r["id"] for r, _ in out}
     out += [(r, "profile") for r in memory_profile(conn, ctx) if r["id"] not in have][:max(0, limit - len(out))]
     chars = {t for t in text_query_tokens(query) if len(t) == 1 and not t.isascii() and t not in _COMMON_CHARS}
@@ -3478,6 +3502,142 @@ def memory_for_prompt(conn, ctx, query, vec, *, limit, min_similarity, touch=Tru
     rows = {r["id"]: r for r in conn.execute(f"SELECT * FROM memories WHERE {where} AND id IN ({marks})", args + found)}
     fits = [rows[i] for i in found if i in rows and len(chars & set(rows[i]["text"])) >= MEMORY_SHARED_CHARS]
     return out + [(r, "characters") for r in fits[:limit - len(out)]]
+
+
+#: Tokens (text_count_tokens) the user's profile may take in a prompt, whoever wrote it.
+PROFILE_TOKENS = 120
+#: Memories a user needs (visible in a chat) before the LLM is asked for a profile there; with fewer the
+#: rule's profile, their own words, says it all.
+PROFILE_MIN_MEMORIES = 3
+#: Memories given to the LLM for a profile, at most (the rule's order: who they are first).
+PROFILE_INPUT = 60
+#: Attributes that say who the user is, in the order the rule's profile gives them; then 重要, then health.
+PROFILE_IDENTITY = ("名字", "称呼用户", "性别", "年龄", "生日", "现居地", "职业", "工作单位", "工作城市", "学校", "年级", "专业")
+PROFILE_HEALTH = ("过敏", "健康", "忌口")
+#: Share of the content words (two-character pieces) of the LLM's profile that must come from the memories
+#: it was given: a reply about something else (nonsense, a refusal, another user) is not a profile.
+PROFILE_GROUNDED = 0.3
+#: What the LLM is asked, in the background, when a user's memories have changed.
+PROFILE_PROMPT = ("下面是用户亲口让你记住的事，一行一条。请据此写一段简短的用户画像：这是个什么样的人、在意什么、"
+                  "生活里的要点。可以概括归纳（例如：喜欢科幻和编程，对吃讲究但讨厌香菜），但只能依据这些记忆："
+                  "不要编造、不要猜测没说过的事，名字、过敏和病一定要保留原样。用“用户”称呼他，不超过100字，"
+                  "只输出画像本身。")
+
+
+def _profile_scope(ctx):
+    """Where a profile may be shown: 'p' (private chats see every memory) or the group.
+    Example: _profile_scope(Ctx('1', 'g:5', 'a', group_id='5')) -> 'g:5'"""
+    return f"g:{ctx.group_id}" if ctx.group_id else "p"
+
+
+def memory_profile_sources(conn, ctx, limit=PROFILE_INPUT):
+    """The memories a profile here may use, at most limit: the user's own facts visible in this chat, in the
+    rule's order: who they are (PROFILE_IDENTITY's order), then 重要, then health, then the rest; within each,
+    most used first, then oldest."""
+    where, args = _visible_sql(ctx)
+    identity = " ".join(f"WHEN ? THEN {n}" for n in range(len(PROFILE_IDENTITY)))
+    rank = (f"CASE WHEN subject = '我' AND attribute IN ({','.join('?' * len(PROFILE_IDENTITY))}) THEN 0 "
+            f"WHEN importance > 1 THEN 1 WHEN subject = '我' AND attribute IN ({','.join('?' * len(PROFILE_HEALTH))}) "
+            f"THEN 2 ELSE 3 END, CASE WHEN subject = '我' THEN CASE attribute {identity} ELSE 0 END ELSE 0 END")
+    return conn.execute(f"SELECT * FROM memories WHERE {where} AND type = 'user_fact' ORDER BY {rank}, use_count DESC, "
+                        f"id LIMIT ?", args + [*PROFILE_IDENTITY, *PROFILE_HEALTH, *PROFILE_IDENTITY, limit]).fetchall()
+
+
+def memory_profile_rule(rows, budget=PROFILE_TOKENS):
+    """The profile without an LLM: the user's own words, in the order given, while they fit the budget.
+    Returns (text, the rows used). Example: memory_profile_rule([{'text': '我叫阿杰'}])[0] -> '用户说过：“我叫阿杰”'"""
+    kept, used = [], text_count_tokens("用户说过：")
+    for r in rows:
+        cost = text_count_tokens(r["text"]) + 1
+        if used + cost <= budget:  # a longer one is skipped; a shorter one after it may still fit
+            kept.append(r)
+            used += cost
+    return ("用户说过：" + "".join(f"“{r['text']}”" for r in kept) if kept else ""), kept
+
+
+def _profile_digest(rows):
+    """What a profile was written from: the memories' ids and words."""
+    ids_and_words = json.dumps(sorted((r["id"], r["text"]) for r in rows), ensure_ascii=False)
+    return hashlib.sha256(ids_and_words.encode()).hexdigest()
+
+
+def memory_profile_for_prompt(conn, ctx):
+    """The user's profile here, or None when they have no memory here: {'text', 'sources' (rows it came from),
+    'method' ('llm' or 'rule'), 'wanted' (True when the LLM should write one: none, or not for these memories)}."""
+    rows = memory_profile_sources(conn, ctx)
+    if not rows:
+        return None
+    stored = conn.execute("SELECT text, digest FROM profiles WHERE user_id = ? AND scope = ?",
+                          (ctx.user_id, _profile_scope(ctx))).fetchone()
+    if stored and stored["digest"] == _profile_digest(rows):
+        return {"text": stored["text"], "sources": rows, "method": "llm", "wanted": False}
+    text, used = memory_profile_rule(rows)
+    return {"text": text, "sources": used, "method": "rule", "wanted": len(rows) >= PROFILE_MIN_MEMORIES}
+
+
+def memory_profile_prompt(rows):
+    """The chat messages that ask the LLM for a profile of these memories."""
+    return [{"role": "system", "content": PROFILE_PROMPT},
+            {"role": "user", "content": "\n".join(r["text"] for r in rows)}]
+
+
+def memory_profile_check(reply, rows, budget=PROFILE_TOKENS):
+    """The LLM's profile as it is kept, or None when it is no profile of these memories (a refusal, nonsense,
+    too little of it from them). Longer than the budget: cut at the last sentence that fits.
+    Example: memory_profile_check('画像：用户叫阿杰，爱爬山。', [{'text': '我叫阿杰'}, {'text': '我爱爬山'}]) -> '用户叫阿杰，爱爬山。'
+    Example: memory_profile_check('抱歉，我无法提供。', [{'text': '我叫阿杰'}]) -> None"""
+    text = re.sub(r"\s+", " ", reply or "").strip()
+    text = re.sub(r"^(?:好的[，,]?)?(?:用户)?画像[：:]\s*", "", text)
+    if not text or re.match(r"(?:抱歉|对不起|很遗憾|作为|sorry|i'm sorry|i cannot|i can't|as an ai)", text, re.I) or \
+            re.search(r"无法提供|不能提供|无法回答|不便回答|语言模型", text):
+        return None
+    if text_count_tokens(text) > budget:
+        cut = [m.end() for m in re.finditer(r"[。！!；;]", text) if text_count_tokens(text[:m.end()]) <= budget]
+        if not cut:
+            return None
+        text = text[:cut[-1]]
+    said = {t for r in rows for t in text_tokens(r["text"]) if len(t) == 2}
+    words = {t for t in text_content_words(text) if len(t) == 2 and "用户" not in t}
+    if not words or len(words & said) < PROFILE_GROUNDED * len(words):
+        return None
+    return text
+
+
+def memory_profile_store(conn, ctx, text, digest):
+    """Keeps the LLM's profile, only if the memories are still the ones it was written from; returns whether it did."""
+    if _profile_digest(memory_profile_sources(conn, ctx)) != digest:
+        return False
+    with db_tx(conn):
+        conn.execute("INSERT OR REPLACE INTO profiles (user_id, scope, text, digest, created_at) VALUES (?,?,?,?,?)",
+                     (ctx.user_id, _profile_scope(ctx), text, digest, time.time()))
+    return True
+
+
+def memory_profile_show(profile):
+    """我的画像 / 你觉得我是个什么样的人: the profile and the memories it came from."""
+    if profile is None:
+        return "我还不太了解你呢。说“记住，……”告诉我一些你的事吧。"
+    body = profile["text"] if profile["method"] == "llm" else "、".join(f"“{r['text']}”" for r in profile["sources"])
+    head = "在我眼里，你是这样的：" if profile["method"] == "llm" else "我现在记得你的这些（还没来得及整理成一段话）："
+    lines = [f"{n}. {r['text']}" for n, r in enumerate(profile["sources"][:LIST_LIMIT], 1)]
+    return (f"{head}\n{body}\n\n这是根据你让我记住的这些事写的：\n" + "\n".join(lines) +
+            "\n（说“更正一下，……”或“忘记……”，它就跟着改；我不会把画像里的话当成新的记忆。）")
+
+
+def memory_context(conn, ctx, query, vec, *, limit, min_similarity, touch=True):
+    """What a prompt carries of the user: (their profile or None, memory_for_prompt's [(row, how)]). The profile
+    is read first (the rule's order counts uses before this message); when it is the user's own words, the
+    limit places go to memories it does not already quote."""
+    profile = memory_profile_for_prompt(conn, ctx)
+    shown = {r["id"] for r in profile["sources"]} if profile and profile["method"] == "rule" else set()
+    found = memory_for_prompt(conn, ctx, query, vec, limit=limit + len(shown), min_similarity=min_similarity,
+                              touch=False)
+    found = [(r, how) for r, how in found if r["id"] not in shown][:limit]
+    used = [r["id"] for r, how in found if how == "search"]
+    if touch and used:  # as memory_search counts a use: only what the prompt shows
+        conn.execute(f"UPDATE memories SET last_used_at = ?, use_count = use_count + 1 WHERE id IN "
+                     f"({','.join('?' * len(used))})", [time.time()] + used)
+    return profile, found
 
 
 #: A group's facts that every prompt in it carries when it has no more than this many.
@@ -4185,6 +4345,8 @@ MEMORY_COMMANDS = [
                   rf"(?:什么|啥|些啥|些什么|哪些事|哪些)(?:事|事情)?|"
                   rf"你(?:都|还)?知道我(?:的)?(?:什么|啥|些啥|哪些事)|我的记忆|记忆列表|查看记忆|看看(?:你的)?记忆|"
                   rf"what do you (?:remember|know) about me)", _says("list")),
+    MemoryCommand(r"(?:/profile|(?:你(?:觉得|认为|看)?)?我是(?:个|一个)?(?:什么样|怎样|怎么样|啥样)的人|我的(?:用户)?画像|"
+                  r"你眼(?:中|里)的我(?:是(?:什么样|怎样)的)?)", _says("profile")),
     MemoryCommand(r"(?:本群|我们群|咱们群|这个群|群里)(?:你)?(?:都|还)?记(?:得|住|了)(?:了)?(?:些)?(?:什么|啥|些啥|哪些)(?:事)?|"
                   r"你?(?:都|还)?记(?:得|住)(?:了)?(?:本群|我们群|咱们群|这个群|群里)(?:的)?(?:什么|啥|些啥|哪些)(?:事)?|"
                   r"本群(?:的)?记忆|群记忆", _says("group_list")),
@@ -4983,8 +5145,9 @@ def prompt_context(conn, ctx, card, text, vec, cfg):
     history = summary_recall(conn, ctx.session, char, text, vec, limit=RELEVANT_HISTORY,
                              min_similarity=cfg.MEMORY_MIN_SIMILARITY, before=first_recent,
                              skip={r["id"] for r in latest})
-    memories = [r for r, _ in memory_for_prompt(conn, ctx, text, vec, limit=cfg.MEMORY_TOP_K,
-                                                 min_similarity=cfg.MEMORY_MIN_SIMILARITY)]
+    profile, memories = memory_context(conn, ctx, text, vec, limit=cfg.MEMORY_TOP_K,
+                                       min_similarity=cfg.MEMORY_MIN_SIMILARITY)
+    memories = [r for r, _ in memories]
     lore = character_lore(conn, char, " ".join(r["text"] for r in recent[-4:]) + " " + text)
     group_facts = memory_group_facts(conn, ctx, text, vec, cfg.MEMORY_MIN_SIMILARITY) if ctx.group_id else []
     group = session_ambient(conn, ctx.session, after=topic_from, before=ctx.message_id or 1 << 62,
@@ -4993,6 +5156,7 @@ def prompt_context(conn, ctx, card, text, vec, cfg):
     return {"recent": recent, "latest": [r["text"] for r in latest], "history": [h[2] for h in history],
             "follow_up": follow_up, "follow_up_note": prompt_follow_up_note(*follow_up[:2]) if follow_up else None,
             "memories": [prompt_memory_line(r) for r in memories], "lore": lore,
+            "profile": profile and profile["text"], "profile_wanted": bool(profile and profile["wanted"]),
             "group_facts": [r["text"] for r in group_facts],
             "group": [prompt_group_line(r["user_id"], r["speaker"], r["text"]) for r in group]}
 
@@ -5083,7 +5247,8 @@ def prompt_assemble(card, ctx, text, parts, budget, min_turns=2):
     group, used = _group_part(parts.get("group", []), used, budget)
     note = parts.get("follow_up_note")
     used += text_count_tokens(note or "")
-    sections = [("此前", parts["latest"]), ("设定", parts["lore"]), ("本群的约定和事实", parts.get("group_facts", [])),
+    sections = [("用户画像", [parts["profile"]] if parts.get("profile") else []), ("此前", parts["latest"]),
+                ("设定", parts["lore"]), ("本群的约定和事实", parts.get("group_facts", [])),
                 ("关于用户", parts["memories"]), ("更早的相关经历", parts["history"])]
     context = []
     for title, items in sections:
@@ -5147,6 +5312,9 @@ class App:
         self.expand_wake = asyncio.Event()  # set when memories may be waiting for their expansion
         self.last_message = 0.0  # time.monotonic() of the last chat message: expansions wait for a quiet moment
         self.expanded_at = 0.0  # time.monotonic() of the last expansion asked for
+        self.profile_due = {}  # (user, profile scope) -> [ctx, time.monotonic() when the LLM may be asked]
+        self.profile_wake = asyncio.Event()
+        self.profile_tried = {}  # (user, profile scope) -> digest of the memories the LLM last failed to profile
         self.tasks = set()
 
     def vec(self, text):
@@ -5168,6 +5336,8 @@ class App:
         self._spawn(self._checkpoint_loop())
         if self.cfg.MEMORY_EXPAND:
             self._spawn(self._expand_loop())
+        if self.cfg.MEMORY_PROFILE:
+            self._spawn(self._profile_loop())
 
     def _spawn(self, coro):
         task = asyncio.get_running_loop().create_task(coro)
@@ -5226,6 +5396,71 @@ class App:
             except Exception:  # the database busy (a big import), or a bug: never the end of expansions
                 log.exception("expansions: unexpected error; trying again in %d s", EXPAND_RETRY_SECONDS)
                 await asyncio.sleep(EXPAND_RETRY_SECONDS)
+
+    def profile_kick(self, ctx, changed=True):
+        """Asks for the user's profile in this chat's scope to be written: PROFILE_DEBOUNCE_SECONDS after the last
+        change of their memories (changed), or, when a prompt found none for its memories, soon unless one is due."""
+        if not self.cfg.MEMORY_PROFILE:
+            return
+        key = (ctx.user_id, _profile_scope(ctx))
+        if changed or key not in self.profile_due:
+            at = time.monotonic() + (PROFILE_DEBOUNCE_SECONDS if changed else EXPAND_QUIET_SECONDS)
+            self.profile_due[key] = [Ctx(user_id=ctx.user_id, session=ctx.session, character_id=ctx.character_id,
+                                         group_id=ctx.group_id), at]
+            self.profile_wake.set()
+
+    async def _profile_loop(self):
+        """Writes the profiles asked for (profile_kick), the earliest due first, one at a time. The LLM down, its
+        reply no profile, or the user past BOT_DAILY_TOKENS: the rule's profile stays; the next change asks again."""
+        while True:
+            try:
+                self.profile_wake.clear()
+                if not self.profile_due:
+                    await self.profile_wake.wait()
+                    continue
+                key, (ctx, at) = min(self.profile_due.items(), key=lambda kv: kv[1][1])
+                if at > time.monotonic():
+                    with contextlib.suppress(asyncio.TimeoutError):
+                        await asyncio.wait_for(self.profile_wake.wait(), at - time.monotonic())
+                    continue
+                del self.profile_due[key]
+                await self._expand_turn()  # like expansions: never while a reply is being written
+                await self._profile_write(ctx)
+            except asyncio.CancelledError:
+                raise
+            except LLMError as e:
+                self.stats["profile_failures"] += 1
+                log.warning("profile of %s not written: %s", ctx.user_id, self.llm.redact(str(e)))
+            except Exception:
+                log.exception("profiles: unexpected error")
+                await asyncio.sleep(EXPAND_QUIET_SECONDS)
+
+    async def _profile_write(self, ctx):
+        """Asks the LLM for one profile and keeps it when it is one (memory_profile_check); charged to the user."""
+        rows = await self.db.run(memory_profile_sources, ctx)
+        if len(rows) < PROFILE_MIN_MEMORIES:
+            return
+        current = await self.db.run(memory_profile_for_prompt, ctx)
+        if current and current["method"] == "llm":
+            return  # written meanwhile, for these very memories
+        if self.cfg.BOT_DAILY_TOKENS and await self.db.run(usage_today, ctx.user_id) >= self.cfg.BOT_DAILY_TOKENS:
+            return
+        digest = _profile_digest(rows)
+        key = (ctx.user_id, _profile_scope(ctx))
+        if self.profile_tried.get(key) == digest:
+            return  # these very memories failed before: asked again when they change
+        self.profile_tried[key] = digest
+        reply, tokens = await self.llm.chat(memory_profile_prompt(rows), max_tokens=300,
+                                            timeout=min(self.cfg.LLM_TIMEOUT, 60))
+        await self.db.run(usage_add, ctx.user_id, tokens, write=True)
+        text = memory_profile_check(reply, rows)
+        if text is None:
+            self.stats["profiles_refused"] += 1
+            log.info("profile of %s: the LLM's reply is no profile of their memories; the rule's stays", ctx.user_id)
+            return
+        if await self.db.run(memory_profile_store, ctx, text, digest, write=True):
+            self.stats["profiles"] += 1
+            self.profile_tried.pop(key, None)
 
     async def _expand_turn(self):
         """Waits until no reply is being written and the chats have been quiet EXPAND_QUIET_SECONDS, or until
@@ -5376,6 +5611,8 @@ async def _respond(app, ctx, text, card, truncated=False):
         reply = await handler(app, ctx, text, card)
         if reply is not None:
             app.expand_wake.set()  # a new or reworded memory gets its expansion
+            if handler is reply_memory:
+                app.profile_kick(ctx)  # and the profile is written again (nothing is asked when nothing changed)
             return reply
     if not text.strip():
         return "嗯？叫我有什么事吗？"
@@ -5413,6 +5650,8 @@ async def reply_llm(app, ctx, text, card):
         parts = prompt_context(conn, ctx, card, query, vec, app.cfg)
         if parts["follow_up"]:
             summary_followed_up(conn, ctx.session, card["id"], parts["follow_up"][2])
+        if parts["profile_wanted"]:
+            app.profile_kick(ctx, changed=False)
         return parts, memory_worth_offering(conn, ctx, query)
     parts, offer = await app.db.run(gather, write=True)
     messages, _ = prompt_assemble(card, ctx, text, parts, app.cfg.PROMPT_BUDGET)
@@ -5469,6 +5708,11 @@ async def reply_llm(app, ctx, text, card):
 async def _memory_show(app, ctx):
     """你记得我什么: the speaker's memories, numbered."""
     return memory_format_list(await app.db.run(memory_list, ctx))
+
+
+async def _memory_profile(app, ctx):
+    """我的画像 / 你觉得我是个什么样的人: the profile this chat's prompts carry, and the memories it came from."""
+    return memory_profile_show(await app.db.run(memory_profile_for_prompt, ctx))
 
 
 async def _memory_group_show(app, ctx):
@@ -5609,6 +5853,7 @@ class MemoryAction:
 #: two tables name the same kinds.
 MEMORY_ACTIONS = {
     "list": MemoryAction(_memory_show, limited=False),
+    "profile": MemoryAction(_memory_profile, limited=False),
     "group_list": MemoryAction(_memory_group_show, ("memory_group",), limited=False),
     "confirm_wipe": MemoryAction(_memory_wipe),
     "forget_all": MemoryAction(_memory_wipe_ask),

@@ -89,6 +89,25 @@ CREATE TRIGGER memories_reexpand AFTER UPDATE OF text ON memories WHEN new.text 
     UPDATE memories SET expansion = NULL WHERE id = new.id;
 END;
 
+-- The user's profile as the LLM wrote it from their memories, per scope it is shown in ('p' = private chats,
+-- 'g:<group>' = that group: only memories public there). digest: of the memories it was written from; when
+-- they differ the rule-made profile (bot.py, memory_profile_rule) stands in until the LLM writes it again.
+-- A memory changed or forgotten drops the user's profiles at once: its words never outlive it.
+CREATE TABLE profiles (
+    user_id TEXT NOT NULL,
+    scope TEXT NOT NULL,
+    text TEXT NOT NULL,
+    digest TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    PRIMARY KEY (user_id, scope)
+);
+CREATE TRIGGER memories_profile_ad AFTER DELETE ON memories BEGIN
+    DELETE FROM profiles WHERE user_id = old.user_id;
+END;
+CREATE TRIGGER memories_profile_au AFTER UPDATE OF text, scope, user_id ON memories BEGIN
+    DELETE FROM profiles WHERE user_id IN (old.user_id, new.user_id);
+END;
+
 -- What a memory was before each change, so 撤销 can bring it back. One command is one batch
 -- (a message with three facts is undone as one); 'noop' records a command that changed nothing.
 CREATE TABLE memory_history (
@@ -173,4 +192,4 @@ CREATE TABLE meta (
     value TEXT NOT NULL
 );
 
-PRAGMA user_version = 4;
+PRAGMA user_version = 5;

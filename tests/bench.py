@@ -105,10 +105,11 @@ def bench_search(embedder, tmpdir, quick=False):
 
 def bench_recall(embedder, path, k=5, expansions=None):
     """recall@k by query kind on a Chinese recall set: BM25 alone, vectors alone, the hybrid search
-    (memory_search, with topics and aliases) and the pipeline (what a prompt gets: memory_for_prompt,
-    the search, then the profile, then memories sharing characters). Also how many memories a prompt
-    gets on average and how many of another user's memories the same message admits, the profile
-    left out (they have nothing to do with it).
+    (memory_search, with topics and aliases), the k places (memory_for_prompt: the search, then the
+    profile facts, then memories sharing characters) and the pipeline (what a prompt carries:
+    memory_context, the user's profile and the places). Beside them what that costs: memories and
+    memory tokens (profile + memory lines) per prompt, and how many of another user's memories the same
+    message admits to the places, the profile facts left out (they have nothing to do with it).
     expansions ({memory text: the LLM's reply to bot.EXPAND_PROMPT}) are stored as the bot stores them."""
     data = json.loads(Path(path).read_text(encoding="utf-8"))
     conn = bot.db_connect(":memory:")
@@ -127,33 +128,43 @@ def bench_recall(embedder, path, k=5, expansions=None):
     for memory_id, text in texts.items() if expansions else ():
         bot.memory_expansion_store(conn, memory_id, text, expansions[text])
     hits = collections.defaultdict(lambda: collections.Counter())
-    admitted, sizes = [], []
+    admitted, sizes, tokens, profile_tokens, places_tokens = [], [], [], [], []
     users = [u["user_id"] for u in data["users"]]
     for n, q in enumerate(data["queries"]):
         gold = ids[(q["user_id"], q["answer"])]
         vec = embedder.encode([q["query"]])[0] if embedder.model is not None else None
         ctx = bot.Ctx(user_id=q["user_id"], session=f"p:{q['user_id']}", character_id="assistant")
         search = [r["id"] for r in bot.memory_search(conn, ctx, q["query"], vec, limit=k, min_similarity=floor, touch=False)]
+        profile, memories = bot.memory_context(conn, ctx, q["query"], vec, limit=k, min_similarity=floor, touch=False)
+        places = [r for r, _ in bot.memory_for_prompt(conn, ctx, q["query"], vec, limit=k, min_similarity=floor, touch=False)]
+        places_tokens.append(sum(bot.text_count_tokens(bot.prompt_memory_line(r)) + 2 for r in places))
         found = {"bm25": [i for i, _ in bot.search_keyword(conn, "memories_fts", q["user_id"], q["query"], k)],
                  "vector": [i for i, _ in bot.search_vector(conn, "memories_vec", q["user_id"], vec, k)] if vec is not None else [],
                  "hybrid": search,
-                 "pipeline": [r["id"] for r, _ in bot.memory_for_prompt(conn, ctx, q["query"], vec, limit=k, min_similarity=floor,
-                                                                         touch=False)]}
+                 "places": [r["id"] for r in places],
+                 "pipeline": [r["id"] for r in (profile or {}).get("sources", [])] + [r["id"] for r, _ in memories]}
         sizes.append(len(found["pipeline"]))
+        # what the prompt carries for it, in tokens: the profile (rule-made here: no LLM) and the memory lines
+        profile_tokens.append(bot.text_count_tokens(profile["text"]) if profile else 0)
+        tokens.append(profile_tokens[-1] + sum(bot.text_count_tokens(bot.prompt_memory_line(r)) + 2 for r, _ in memories))
         for method, got in found.items():
             for kind in (q["kind"], "all"):
                 hits[(method, kind)]["n"] += 1
-                hits[(method, kind)]["hit"] += gold in got[:k]
+                hits[(method, kind)]["hit"] += gold in (got if method == "pipeline" else got[:k])  # its k are the places
         # the same message asked of another user, whose memories it has nothing to do with
         other = users[(users.index(q["user_id"]) + 1 + n % (len(users) - 1)) % len(users)]
         octx = bot.Ctx(user_id=other, session=f"p:{other}", character_id="assistant")
         admitted.append(sum(how != "profile" for _, how in bot.memory_for_prompt(conn, octx, q["query"], vec, limit=k,
                                                                                    min_similarity=floor, touch=False)))
     kinds = sorted({q["kind"] for q in data["queries"]}) + ["all"]
-    methods = ("bm25", "vector", "hybrid", "pipeline") if embedder.model is not None else ("bm25", "hybrid", "pipeline")
+    methods = ("bm25", "vector", "hybrid", "places", "pipeline") if embedder.model is not None else (
+        "bm25", "hybrid", "places", "pipeline")
     return {m: {kind: round(hits[(m, kind)]["hit"] / max(1, hits[(m, kind)]["n"]), 3) for kind in kinds} for m in methods} | {
         "queries": {kind: hits[("bm25", kind)]["n"] for kind in kinds}, "floor": floor,
         "memories_per_prompt": round(statistics.mean(sizes), 2),
+        "memory_tokens_per_prompt": round(statistics.mean(tokens), 1),
+        "profile_tokens_per_prompt": round(statistics.mean(profile_tokens), 1),
+        "places_tokens_per_prompt": round(statistics.mean(places_tokens), 1),  # the k places alone (no profile)
         "unrelated_admitted_per_message": round(statistics.mean(admitted), 2)}
 
 
@@ -221,6 +232,7 @@ def bench_locomo(embedder, path, every=10):
     sums = {k: collections.Counter() for k in (5, 10)}
     counts = collections.Counter()
     share = {5: [], 10: []}
+    spent = {5: [], 10: []}
     for n, sample in enumerate(data):
         conn = bot.db_connect(":memory:")
         if embedder.model is not None:
@@ -248,11 +260,13 @@ def bench_locomo(embedder, path, every=10):
                     tokens += bot.text_count_tokens(text)
                 sums[k][qa["category"]] += sum(e in got for e in ev) / len(ev)
                 share[k].append(tokens / max(1, full))
+                spent[k].append(tokens)
         conn.close()
     total = sum(counts.values())
     return {f"recall@{k}": {"all": round(sum(sums[k].values()) / total, 3)} |
             {locomo_recall.CATS[c]: round(sums[k][c] / counts[c], 3) for c in sorted(counts)} for k in (5, 10)} | {
         "context_share@5": round(statistics.mean(share[5]), 4), "context_share@10": round(statistics.mean(share[10]), 4),
+        "context_tokens@5": round(statistics.mean(spent[5]), 1), "context_tokens@10": round(statistics.mean(spent[10]), 1),
         "questions": total, "floor": "BM25 over single turns: recall@5 0.441, @10 0.518"}
 
 

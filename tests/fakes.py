@@ -86,6 +86,11 @@ def is_expansion_request(body):
     return body["messages"][0]["content"] == bot.EXPAND_PROMPT
 
 
+def is_profile_request(body):
+    """True for the bot's request for a user's profile (bot.PROFILE_PROMPT)."""
+    return body["messages"][0]["content"] == bot.PROFILE_PROMPT
+
+
 class FakeLLM:
     """An OpenAI-compatible chat server. Replies 'echo:<last user message>' unless scripted:
     script items are str (a reply), or dict(status=, headers=, body=, delay=, reply=).
@@ -108,6 +113,7 @@ class FakeLLM:
         self.summary_delay = 0.0
         self.vision_reply = "一只橘猫趴在键盘上"
         self.expansions = {}  # memory text -> the words the LLM lists for it
+        self.profile_script = []  # replies to profile requests (str or a script item); none left: an echo
         self.refused_params = {}  # parameter -> the one to send instead (None: none), as OpenAI's o1 / gpt-5
         self.context_chars = 0  # prompts longer than this many characters are refused, as llama-server does
         self.template, self.template_status = None, 500  # the model's chat template, rendered as a server does
@@ -135,6 +141,8 @@ class FakeLLM:
                         memory = body["messages"][-1]["content"].removeprefix("记忆：")
                         item = llm.expansions.get(memory, memory)
                         item = {"delay": 0, "exact": True} | ({"reply": item} if isinstance(item, str) else item)
+                    elif is_profile_request(body):
+                        item = llm.profile_script.pop(0) if llm.profile_script else None
                     else:
                         item = script.pop(0) if script else None
                     if is_vision_request(body):
@@ -210,7 +218,11 @@ class FakeLLM:
     def chat_requests(self):
         """Requests that were replies (not summaries, not pictures)."""
         return [r for r in self.requests if not is_summary_request(r["json"]) and not is_vision_request(r["json"])
-                and not is_expansion_request(r["json"])]
+                and not is_expansion_request(r["json"]) and not is_profile_request(r["json"])]
+
+    def profile_requests(self):
+        """Requests for a user's profile: the memories each was given, one string a request."""
+        return [r["json"]["messages"][-1]["content"] for r in self.requests if is_profile_request(r["json"])]
 
     def expansion_requests(self):
         """Requests for a memory's expansion: the memory texts, in order."""
@@ -315,7 +327,8 @@ def request_kinds(body):
     if not isinstance(system, str) or messages[0]["role"] != "system":
         return {"other"}
     kinds = {"chat"}
-    for word, marker in (("ambient", "【群里刚才的聊天】"), ("memories", "【关于用户】"), ("summary-in-prompt", "【此前】"),
+    for word, marker in (("ambient", "【群里刚才的聊天】"), ("memories", "【关于用户】"), ("profile", "【用户画像】"),
+                         ("summary-in-prompt", "【此前】"),
                          ("follow-up", "（距离上次聊天"), ("ooc-retry", "注意：你上一次的回复出戏了")):
         kinds |= {word} if marker in system else set()
     last = turns[-1]["content"] if turns else ""

@@ -141,8 +141,17 @@ KIND_EXAMPLES = {
     "update": "更正：我住在上海", "update_last": "不对，是南京", "replace_value": "更正：不是芹菜，是韭菜",
     "group_update": "更正：本群周六开黑", "group_remember": "记住，本群周五开黑", "remember": "记住，我住在北京",
     "ask": "记住明天三点开会", "forget_maybe": "忘记榴莲", "update_named": "更正一下，阿强喜欢打篮球",
-    "update_mine": "更正 QQ号是12345",
+    "update_mine": "更正 QQ号是12345", "profile": "你觉得我是个什么样的人",
 }
+
+
+@pytest.mark.parametrize("text,kind", [
+    ("你觉得我是个什么样的人", "profile"), ("你觉得我是个什么样的人？", "profile"), ("我的画像", "profile"),
+    ("小满，你眼中的我是什么样的", "profile"), ("我是个什么样的人", "profile"), ("/profile", "profile"),
+    ("你觉得我是个好人吗", None), ("我的画像画好了吗", None), ("你觉得他是个什么样的人", None), ("画像", None),
+])
+def test_asking_for_the_profile(text, kind):
+    assert bot.memory_parse(bot.onebot_addressed(text, ["小满"]) or text, ["小满"])[0] == kind
 
 
 @pytest.mark.parametrize("kind, text", KIND_EXAMPLES.items())
@@ -451,7 +460,7 @@ def test_profile_follows_updates_and_stays_within_its_budget(kconn):
         say(kconn, c, f)
     say(kconn, c, "我每天要吃降压药", importance=2)
     profile = [r["text"] for r in bot.memory_profile(kconn, c)]
-    assert len(profile) == 4 and profile[0] == "我每天要吃降压药" and "我喜欢爬山" not in profile
+    assert len(profile) == 4 and profile[:3] == ["我叫阿杰", "我住在北京", "我每天要吃降压药"] and "我喜欢爬山" not in profile
     say(kconn, c, "我搬到了上海")
     bot.memory_forget(kconn, c, "我的名字", nothing)
     profile = [r["text"] for r in bot.memory_profile(kconn, c)]
@@ -463,8 +472,17 @@ def test_prompt_gets_at_most_top_k_memories(runner, napcat, llm):
         napcat.ask(809, "记住，" + f)
     napcat.ask(809, "今晚吃什么好")
     part = system_part(llm.chat_requests()[-1]["json"]["messages"], "参考资料")
-    assert part.count("用户说过") == 5  # MEMORY_TOP_K: the food ones first, then the profile
-    assert "我吃素" in part and "我对花生过敏" in part
+    # the profile (the user's own words while no LLM wrote one) has room for all eight: each is there once, and
+    # the places of 关于用户 (at most MEMORY_TOP_K) take nothing the profile already says
+    assert all(part.count(f"“{f}”") == 1 for f in ("我叫阿杰", "我住在北京", "我对花生过敏", "我吃素", "我喜欢喝奶茶"))
+    assert "【关于用户】" not in part
+    for n in range(20):  # more than the profile holds: the search's places fill again, MEMORY_TOP_K at most
+        napcat.ask(809, f"记住，我收藏了第{n}张很难买到的黑胶唱片")
+    napcat.ask(809, "黑胶唱片怎么保养")
+    part = system_part(llm.chat_requests()[-1]["json"]["messages"], "参考资料")
+    profile, memories = part.split("【关于用户】")
+    assert memories.count("用户说过") == 5 and "“我叫阿杰”" in profile
+    assert all(part.count(f"第{n}张") <= 1 for n in range(20)) and bot.text_count_tokens(profile) <= bot.PROFILE_TOKENS + 20
 
 
 def _expanded(runner, n):
@@ -490,18 +508,20 @@ def test_expansion_words_find_a_memory_and_follow_its_changes(runner, napcat, ll
     ask("记住我喜欢爬山", user=813)
     assert wait_for(lambda: _expanded(runner, 3))
     assert sorted(llm.expansion_requests()) == sorted(["我是原神玩家，主玩胡桃", "我住在北京", "我喜欢爬山"])  # each once
-    ask("这期往生堂堂主打不过去了")  # no word of the memory, only words of its expansion
+    # what the search finds (the prompt's profile quotes both of 812's memories whatever is said: see the profile tests)
+    found = lambda t, user="812": runner.db(lambda c: [r["text"] for r in bot.memory_search(
+        c, ctx(user), t, None, limit=5, min_similarity=1.0, touch=False)])
+    assert found("这期往生堂堂主打不过去了") == ["我是原神玩家，主玩胡桃"]  # no word of the memory, only of its expansion
+    ask("这期往生堂堂主打不过去了")
     assert "主玩胡桃" in _prompt_memories(llm)[0]
     ask("往生堂堂主好难练", user=813)  # another user's expansion never reaches them
-    assert not any("胡桃" in p for p in _prompt_memories(llm))
+    assert not any("胡桃" in p for p in _prompt_memories(llm)) and found("往生堂堂主好难练", "813") == []
     # reworded: the old expansion goes at once and the LLM is asked again
     assert ask("更正一下，我是原神玩家，主玩雷电将军").startswith("已把")
     assert wait_for(lambda: llm.expansion_requests()[-1] == "我是原神玩家，主玩雷电将军")
     assert wait_for(lambda: _expanded(runner, 3))
-    ask("往生堂堂主好难练")
-    assert not any("雷电将军" in p for p in _prompt_memories(llm))
-    ask("稻妻的风景真好看")
-    assert "雷电将军" in _prompt_memories(llm)[0]
+    assert found("往生堂堂主好难练") == []
+    assert found("稻妻的风景真好看") == ["我是原神玩家，主玩雷电将军"]
     # forgotten: its expansion goes with it
     assert ask("忘记我玩原神的事").startswith("已忘记")
     conn = bot.db_connect(runner.cfg.BOT_DB)
@@ -825,3 +845,87 @@ def test_an_import_indexes_exactly_as_one_memory_at_a_time_does(tmp_path):
         one.execute("SELECT sql FROM sqlite_master WHERE name = 'memories_ai'").fetchone()
     bot.memory_insert(bulk, None, user_id="3", text="我养了一只猫")  # the trigger indexes what comes after
     assert [i for i, _ in bot.search_keyword(bulk, "memories_fts", "3", "猫")] == [6]
+
+
+def test_the_rule_profile_puts_who_the_user_is_first_and_fits_its_budget(kconn):
+    c = ctx()
+    for f in ("我喜欢爬山", "我对花生过敏", "我住在北京", "我养了一只叫年糕的猫", "我是护士", "我叫阿杰", "我今年28岁"):
+        say(kconn, c, f)
+    say(kconn, c, "我每天要吃降压药", importance=2)
+    kconn.execute("UPDATE memories SET use_count = 5 WHERE text = '我养了一只叫年糕的猫'")
+    profile = bot.memory_profile_for_prompt(kconn, c)
+    assert profile["method"] == "rule" and profile["wanted"]
+    assert [r["text"] for r in profile["sources"]] == ["我叫阿杰", "我今年28岁", "我住在北京", "我是护士", "我每天要吃降压药",
+                                                       "我对花生过敏", "我养了一只叫年糕的猫", "我喜欢爬山"]
+    assert profile["text"].startswith("用户说过：“我叫阿杰”“我今年28岁”")
+    for n in range(40):  # many more than fit: the budget holds, and who they are stays first
+        say(kconn, c, f"我收藏了第{n}张很难买到的黑胶唱片，是一九七几年的日本首版")
+    profile = bot.memory_profile_for_prompt(kconn, c)
+    assert bot.text_count_tokens(profile["text"]) <= bot.PROFILE_TOKENS and profile["sources"][0]["text"] == "我叫阿杰"
+    # in a group only what is public there
+    say(kconn, c, "我喜欢打羽毛球", scope="public")
+    group = bot.memory_profile_for_prompt(kconn, ctx(group="5"))
+    assert [r["text"] for r in group["sources"]] == ["我喜欢打羽毛球"] and not group["wanted"]
+    assert bot.memory_profile_for_prompt(kconn, ctx(user="2")) is None
+
+
+@pytest.mark.parametrize("reply", [
+    "今天天气真不错，适合出去玩，记得带伞。",  # nothing from the memories
+    "抱歉，我无法提供用户画像。",
+    "",
+    "用户" * 200,  # nothing of the memories, and far over the budget
+])
+def test_a_reply_that_is_no_profile_of_the_memories_is_refused(reply):
+    rows = [{"text": t} for t in ("我叫阿杰", "我住在北京", "我对花生过敏", "我喜欢爬山")]
+    assert bot.memory_profile_check(reply, rows) is None
+
+
+def _profile_row(runner, user):
+    return runner.db(lambda c: c.execute("SELECT text FROM profiles WHERE user_id = ?", (user,)).fetchone())
+
+
+def test_the_llm_profile_rides_in_prompts_and_follows_every_correction(runner, napcat, llm, monkeypatch):
+    """Replies are written by hand for this test (not recorded from a model): it checks what the bot does with them."""
+    monkeypatch.setattr(bot, "PROFILE_DEBOUNCE_SECONDS", 0.3)
+    monkeypatch.setattr(bot, "EXPAND_QUIET_SECONDS", 0.05)
+    llm.profile_script = ["用户叫阿杰，住在北京，对花生过敏，喜欢爬山，周末常去爬山。"]
+    for f in ("我叫阿杰", "我住在北京", "我对花生过敏", "我喜欢爬山"):
+        assert "记住了" in napcat.ask(820, "记住，" + f)
+    shown = napcat.ask(820, "我的画像")  # before the LLM has written it: the user's own words
+    assert "“我叫阿杰”" in shown and "1. 我叫阿杰" in shown
+    assert wait_for(lambda: _profile_row(runner, "820"))
+    assert llm.profile_requests()[-1].splitlines() == ["我叫阿杰", "我住在北京", "我对花生过敏", "我喜欢爬山"]
+    shown = napcat.ask(820, "你觉得我是个什么样的人")
+    assert "用户叫阿杰，住在北京" in shown and "4. 我喜欢爬山" in shown
+    napcat.ask(820, "周末去哪玩好")
+    system = "\n".join(m["content"] for m in llm.chat_requests()[-1]["json"]["messages"] if m["role"] == "system")
+    assert "【用户画像】\n- 用户叫阿杰，住在北京" in system
+    assert runner.db(lambda c: c.execute("SELECT count(*) FROM memories WHERE user_id = '820'").fetchone()[0]) == 4
+    # a correction drops the old profile at once; the rule's one (with the new words) stands in until the LLM writes again
+    llm.profile_script = ["用户叫阿杰，住在上海，对花生过敏，喜欢爬山。"]
+    assert "上海" in napcat.ask(820, "更正一下，我住在上海")
+    assert "北京" not in (_profile_row(runner, "820") or [""])[0]  # gone (or already written anew)
+    shown = napcat.ask(820, "我的画像")
+    assert "“我住在上海”" in shown and "北京" not in shown
+    assert wait_for(lambda: (_profile_row(runner, "820") or [""])[0].startswith("用户叫阿杰，住在上海"))
+    # forgotten: gone from the profile too
+    llm.profile_script = ["用户叫阿杰，住在上海，喜欢爬山。"]
+    assert "已忘记" in napcat.ask(820, "忘记我对花生过敏")
+    assert "花生" not in napcat.ask(820, "我的画像")
+    assert wait_for(lambda: _profile_row(runner, "820"))
+    # nonsense, then a reply that is no chat completion: the rule's profile stays, nothing is stored, and the same
+    # memories are not asked about again
+    asked = len(llm.profile_requests())
+    llm.profile_script = ["今天天气真不错，适合出去玩。", {"body": "{}"}]
+    napcat.ask(820, "记住，我养了一只猫")
+    assert wait_for(lambda: len(llm.profile_requests()) > asked)
+    napcat.ask(820, "记住，我在学日语")
+    assert wait_for(lambda: len(llm.profile_requests()) > asked + 1)
+    assert "天气" not in _profile_row(runner, "820")[0]  # the older one, for other memories: not shown
+    shown = napcat.ask(820, "我的画像")
+    assert "“我养了一只猫”" in shown and "天气" not in shown
+    assert runner.db(lambda c: c.execute("SELECT count(*) FROM memories WHERE user_id = '820'").fetchone()[0]) == 5
+    napcat.ask(820, "周末去哪玩好")
+    system = "\n".join(m["content"] for m in llm.chat_requests()[-1]["json"]["messages"] if m["role"] == "system")
+    assert "【用户画像】\n- 用户说过：“我叫阿杰”" in system and "天气" not in system
+    assert len(llm.profile_requests()) == asked + 2

@@ -105,8 +105,11 @@ def run_row(row, runner, client, llm):
         for pattern in row["prompt"].get("must", []):
             if not re.search(pattern, part):
                 problems.append(f"prompt for {ask!r} lacks /{pattern}/: {part!r}")
+        # the profile (【用户画像】) is who the user is, in every prompt by design; what must stay out is what the
+        # message brings in: the rest of the reference section
+        chosen = re.sub(r"【用户画像】\n(?:- .*\n?)*", "", part)
         for pattern in row["prompt"].get("must_not", []):
-            if re.search(pattern, part):
+            if re.search(pattern, chosen):
                 problems.append(f"prompt for {ask!r} has /{pattern}/: {part!r}")
     return problems
 

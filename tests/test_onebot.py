@@ -103,9 +103,9 @@ def test_different_users_are_served_concurrently(runner, llm, napcat):
 
 #: A blank database: its tables (not counting FTS5's and vec0's own shadow tables) and triggers.
 BLANK_TABLES = {"sessions", "messages", "memories", "memory_history", "lore", "summaries", "usage", "meta", "pictures",
-                "messages_fts", "memories_fts", "summaries_fts", "memories_vec", "summaries_vec"}
+                "profiles", "messages_fts", "memories_fts", "summaries_fts", "memories_vec", "summaries_vec"}
 BLANK_TRIGGERS = {"messages_ai", "messages_ad", "messages_au", "memories_ai", "memories_ad", "memories_au",
-                  "memories_reexpand", "summaries_ai", "summaries_ad"}
+                  "memories_reexpand", "memories_profile_ad", "memories_profile_au", "summaries_ai", "summaries_ad"}
 
 
 def test_blank_database_gets_exact_schema(tmp_path):

@@ -87,7 +87,8 @@ def test_a_day_of_use_renders_through_every_template(env, llm, pictures, monkeyp
         r.stop()
     bodies = [x["json"] for x in llm.requests]
     seen = set().union(*map(request_kinds, bodies))
-    assert {"chat", "memories", "summary-in-prompt", "follow-up", "merged-turns", "ambient", "poke",
+    # 501's two memories are in the profile (the user's own words), so no 【关于用户】 section: the profile is what renders
+    assert {"chat", "profile", "summary-in-prompt", "follow-up", "merged-turns", "ambient", "poke",
             "picture-described", "ooc-retry", "summary", "expansion", "picture"} <= seen, seen
     for body in bodies:
         assert template_problems(body) == [], body["messages"]
