@@ -3,11 +3,12 @@ search. Most tests run keyword-only (as on a Pi without the model); the vector o
 
 import inspect
 import json
+import re
 
 import pytest
 
 from conftest import Runner
-from fakes import NapCat, run_bot, system_part, v1_database, wait_for
+from fakes import ROOT, NapCat, run_bot, system_part, v1_database, wait_for
 import bot
 
 
@@ -878,6 +879,24 @@ def test_the_rule_profile_puts_who_the_user_is_first_and_fits_its_budget(kconn):
 def test_a_reply_that_is_no_profile_of_the_memories_is_refused(reply):
     rows = [{"text": t} for t in ("我叫阿杰", "我住在北京", "我对花生过敏", "我喜欢爬山")]
     assert bot.memory_profile_check(reply, rows) is None
+
+
+#: Answers to the bot's real profile prompts, written by a helper who saw only each prompt (not the memories' source
+#: sets nor this code): what a careful model gives back, recorded.
+PROFILE_ANSWERS = [json.loads(line) for line in
+                   (ROOT / "tests" / "data" / "profile_answers.jsonl").read_text(encoding="utf-8").splitlines() if line]
+
+
+@pytest.mark.parametrize("row", PROFILE_ANSWERS, ids=[r["id"] for r in PROFILE_ANSWERS])
+def test_recorded_profiles_are_kept_within_the_budget_and_keep_the_allergies(row):
+    """A model's profile of real memories passes the check, fits PROFILE_TOKENS, and an allergy it kept survives the cut
+    (the prompt is the bot's own: a changed PROFILE_PROMPT makes these answers stale, and this test says so)."""
+    assert row["messages"][0]["content"] == bot.PROFILE_PROMPT, "PROFILE_PROMPT changed: record new answers"
+    memories = [line.lstrip("- ").strip() for line in row["messages"][-1]["content"].splitlines() if line.strip()]
+    kept = bot.memory_profile_check(row["reply"], [{"text": m} for m in memories])
+    assert kept and bot.text_count_tokens(kept) <= bot.PROFILE_TOKENS
+    allergens = {m.group(1) for t in memories for m in [re.search(r"对(.{1,4}?)过敏", t)] if m}
+    assert any(a in kept for a in allergens) or not allergens, (kept, allergens)
 
 
 def _profile_row(runner, user):
