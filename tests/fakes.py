@@ -70,12 +70,19 @@ def is_expansion_request(body):
     return body["messages"][0]["content"] == bot.EXPAND_PROMPT
 
 
+def is_plan_request(body):
+    """True for the bot's request for a memory plan (bot.MEMORY_PLAN_PROMPT: the LLM as second reader)."""
+    first = body["messages"][0]["content"]
+    return isinstance(first, str) and first == getattr(bot, "MEMORY_PLAN_PROMPT", None)
+
+
 class FakeLLM:
     """An OpenAI-compatible chat server. Replies 'echo:<last user message>' unless scripted:
     script items are str (a reply), or dict(status=, headers=, body=, delay=, reply=).
     Summary requests take their items from summary_script and wait summary_delay; requests with a
     picture are answered vision_reply; a memory's expansion request gets expansions[memory text] (a reply, or a dict like a script item),
-    else the memory's own words."""
+    else the memory's own words. answer(body), when set, is asked first: a script item, or None for the
+    rules above."""
 
     def __init__(self):
         self.requests = []
@@ -85,6 +92,7 @@ class FakeLLM:
         self.summary_delay = 0.0
         self.vision_reply = "一只橘猫趴在键盘上"
         self.expansions = {}  # memory text -> the words the LLM lists for it
+        self.answer = None  # body -> a script item or None (then the usual rules): a whole run's LLM at once
         self.inflight = self.max_inflight = 0  # requests being answered at once
         self.lock = threading.Lock()
         llm = self
@@ -103,11 +111,12 @@ class FakeLLM:
                     llm.requests.append({"path": self.path, "headers": dict(self.headers), "json": body,
                                          "time": time.monotonic()})
                     script = llm.summary_script if summary else llm.script
-                    if is_expansion_request(body):
+                    item = llm.answer(body) if llm.answer else None
+                    if item is None and is_expansion_request(body):
                         memory = body["messages"][-1]["content"].removeprefix("记忆：")
                         item = llm.expansions.get(memory, memory)
                         item = {"delay": 0, "exact": True} | ({"reply": item} if isinstance(item, str) else item)
-                    else:
+                    elif item is None:
                         item = script.pop(0) if script else None
                     if is_vision_request(body):
                         item = llm.vision_reply
@@ -152,9 +161,13 @@ class FakeLLM:
         self.thread.start()
 
     def chat_requests(self):
-        """Requests that were replies (not summaries, not pictures)."""
+        """Requests that were replies (not summaries, pictures, expansions or memory plans)."""
         return [r for r in self.requests if not is_summary_request(r["json"]) and not is_vision_request(r["json"])
-                and not is_expansion_request(r["json"])]
+                and not is_expansion_request(r["json"]) and not is_plan_request(r["json"])]
+
+    def plan_requests(self):
+        """Requests for a memory plan (the LLM reading a memory request the rules could not settle)."""
+        return [r for r in self.requests if is_plan_request(r["json"])]
 
     def expansion_requests(self):
         """Requests for a memory's expansion: the memory texts, in order."""
