@@ -1,5 +1,6 @@
 """bot.py reads top to bottom: its section banners come in STYLE.md's order, and nothing in a section
-uses a function, class or constant defined in a section below it."""
+uses a function, class or constant defined in a section below it; inside a section cut into sub-sections
+(`# -- Words ----`), nothing in a sub-section uses one below it either."""
 
 import ast
 import re
@@ -14,10 +15,15 @@ SOURCE = (ROOT / "bot.py").read_text(encoding="utf-8")
 ORDER = ["Config", "Storage", "Text & embeddings", "LLM client", "Search", "Memory", "Summaries", "Characters",
          "Prompt assembly", "Replies", "OneBot", "CLI"]
 
+#: The sub-sections of a section, low to high (STYLE.md: a word list, the facts made from it, the rows that store
+#: them, what finds them, what changes them, the commands that call the changes).
+SUBSECTIONS = {"Memory": ["Words", "Facts", "Rows", "Recall", "Changes", "Commands"]}
+
 #: Uses of a lower section that can't be avoided: (user, what it uses) -> why.
 EXCEPTIONS = {}  # (name, what it uses from below): why; none are needed today
 
 _BANNER_RE = re.compile(r"^#{10,}\n# (.+?) #+\n#{10,}$", re.M)
+_SUB_RE = re.compile(r"^# -- (.+?) -{3,}$", re.M)
 
 
 def banners(source=SOURCE):
@@ -26,6 +32,17 @@ def banners(source=SOURCE):
     for m in _BANNER_RE.finditer(source):
         name = next((s for s in ORDER if m.group(1).startswith(s)), m.group(1))
         out.append((source.count("\n", 0, m.start()) + 2, name))
+    return out
+
+
+def subsections(source=SOURCE):
+    """[(line number, 'Section/Sub-section')] of the `# -- Name ----` lines, in file order."""
+    marks = banners(source)
+    out = []
+    for m in _SUB_RE.finditer(source):
+        line = source.count("\n", 0, m.start()) + 1
+        section = max([(ln, name) for ln, name in marks if ln <= line], default=(0, "top"))[1]
+        out.append((line, f"{section}/{m.group(1)}"))
     return out
 
 
@@ -77,7 +94,7 @@ def _used(stmt, names):
 def layout(source=SOURCE):
     """{name: section} for every module-level definition, and [(user, user's section, used, its section)]
     for every use of a section below."""
-    marks = banners(source)
+    marks = sorted(banners(source) + subsections(source))
     section_of_line = lambda line: max([i for i, (ln, _) in enumerate(marks) if ln <= line], default=-1)
     tree = ast.parse(source)
     where = {}
@@ -106,6 +123,14 @@ def test_no_section_uses_one_below_it():
         f"  {user} ({sec}) uses {name} ({its})" for user, sec, name, its in unexplained)
 
 
+def test_subsections_follow_their_order():
+    found = {}
+    for _, name in subsections():
+        section, sub = name.split("/", 1)
+        found.setdefault(section, []).append(sub)
+    assert found == SUBSECTIONS, f"bot.py's sub-sections are {found}; expected {SUBSECTIONS}"
+
+
 def test_exceptions_are_still_needed():
     _, wrong = layout()
     used = {(w[0], w[2]) for w in wrong}
@@ -129,6 +154,10 @@ def test_nothing_above_replies_takes_the_app():
      + "#" * 20 + "\n# Storage ####\n" + "#" * 20 + "\ndef b():\n    return 1\n", []),
     ("#" * 20 + "\n# Config ####\n" + "#" * 20 + "\nX = {'step': 'b'}\n\n"
      + "#" * 20 + "\n# Storage ####\n" + "#" * 20 + "\nB = 1\ndef b():\n    return B\n", [("X", "Config", "b", "Storage")]),
+    ("#" * 20 + "\n# Memory ####\n" + "#" * 20 + "\n# -- Words ----\nW = 1\ndef a():\n    return b()\n\n"
+     + "# -- Facts ----\ndef b():\n    return W\n", [("a", "Memory/Words", "b", "Memory/Facts")]),
+    ("#" * 20 + "\n# Memory ####\n" + "#" * 20 + "\n# -- Words ----\nW = 1\ndef a():\n    return c()\n\n"
+     + "def c():\n    return W\n# -- Facts ----\ndef b():\n    return a()\n", []),
 ])
 def test_the_check_sees_what_it_should(source, bad):
     assert layout(source)[1] == bad

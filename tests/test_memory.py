@@ -103,6 +103,40 @@ def test_phrasings(text, kind, arg):
     assert bot.memory_parse(text, ["小满"]) == (kind, arg)
 
 
+@pytest.mark.parametrize("word", bot.REMEMBER_WORDS)
+@pytest.mark.parametrize("particle", [""] + list(bot.PARTICLES))
+def test_every_remember_word_takes_every_particle(word, particle):
+    """记住呗 / 记住哟 work like 记住呀: the words and particles are one list each, used by every rule."""
+    said = f"{word}{particle}，我住在北京"
+    assert bot.memory_parse(said, ["小满"]) == ("remember", "我住在北京")
+    assert bot.memory_parse("小满" + said, ["小满"]) == ("remember", "我住在北京")
+
+
+@pytest.mark.parametrize("word", bot.REMEMBER_WEAK_WORDS)
+@pytest.mark.parametrize("particle", [""] + list(bot.PARTICLES))
+def test_every_weak_remember_word_takes_every_particle(word, particle):
+    """记得噢 works like 记得哦 (a weak word still needs a fact about someone)."""
+    assert bot.memory_parse(f"{word}{particle}，我妈妈住在北京", ["小满"]) == ("remember", "我妈妈住在北京")
+
+
+@pytest.mark.parametrize("text,kind,arg", [
+    ("记住呗，我住在北京", "remember", "我住在北京"),
+    ("记住哟 我对花生过敏", "remember", "我对花生过敏"),
+    ("记得噢，我妈妈的生日是五月三号", "remember", "我妈妈的生日是五月三号"),
+    ("记住哦妈妈生日是五月三号", "remember", "妈妈生日是五月三号"),
+    ("记住哈尔滨是我老家", "ask", "哈尔滨是我老家"),  # 哈 is the city's, not a particle
+    ("小满记下来我喜欢猫", "remember", "我喜欢猫"),
+    ("嗯嗯 纠正一下，我住在上海", "update", "我住在上海"),
+])
+def test_particles_and_command_words_from_the_shared_lists(text, kind, arg):
+    assert bot.memory_parse(text, ["小满"]) == (kind, arg)
+
+
+@pytest.mark.parametrize("word", bot.COMMAND_WORDS)
+def test_the_name_then_a_command_word_addresses_the_bot(word):
+    assert bot.onebot_addressed(f"小满{word}我住在北京", ["小满"]) == f"{word}我住在北京"
+
+
 @pytest.mark.parametrize("fact,subject,attribute,value", [
     ("我住在北京", "我", "现居地", "北京"),
     ("我现在住在上海了", "我", "现居地", "上海"),
