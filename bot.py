@@ -1612,6 +1612,7 @@ ATTRIBUTE_RULES = [
     ("昵称", r"(?:的)?(?:昵称|外号|小名|网名)(?:是|叫)(.+)", True),
     ("名字", r"(?:的)?(?:名字|全名|本名|大名)(?:是|叫)(.+)|叫(?!了|过|外卖|车|醒|起来|什么|啥)([^，,]{1,12})", True),
     ("最喜欢", r"最(?:喜欢|爱)的(.{1,8}?)(?:是|就是|：|:)(.+)", True),
+    ("性别", r"(?:是)?(?:个)?(女生|男生|女孩子?|男孩子?|女的|男的|妹子|汉子)", True),
     ("职业", r"(?:现在|目前|已经)?(退休)|(?:现在|目前|已经)?(?:在[^，,]{1,8}?)?(?:转行|改行)?(?:是|当了?|做了?)(?:一名|一个|个|名|位)?([^，,]{0,10}?(?:师|员|生|工|经理|老板|"
              r"总监|总|医生|护士|老师|学生|主播|作家|律师|会计|审计|财务|编辑|记者|翻译|保安|客服|销售|司机|厨师|设计|运营|"
              r"产品|开发|程序员|工程师|公务员|自由职业者?|主管|店长|博士|硕士|UP主|up主|博主|画师|警察|军人|农民|宝妈|"
@@ -1653,6 +1654,35 @@ _CITIES = set("北京 上海 广州 深圳 成都 杭州 重庆 武汉 南京 �
               "东京 大阪 首尔 纽约 伦敦 巴黎 新加坡 美国 日本 英国 法国 德国 加拿大 澳洲 国外 老家 本地 外地".split())
 #: Attributes that contradict each other on the same value (我喜欢猫 → 我讨厌猫).
 OPPOSITES = {"喜欢": "讨厌", "讨厌": "喜欢"}
+#: Life states: one value per subject and area at a time, so a new state replaces the old one
+#: (我抽烟 → 我戒烟了). (area, pattern on what is said of the subject, whole).
+LIFE_STATES = [
+    ("吸烟", r"(?:每天|经常|天天|平时|偶尔|也|还|不|已经|最近|开始|又|都|现在)*(?:抽烟|吸烟|戒烟|戒了烟|烟瘾很大)"),
+    ("饮酒", r"(?:每天|经常|天天|平时|偶尔|也|还|不|已经|最近|开始|又|都|现在)*(?:喝酒|戒酒|戒了酒|酗酒)"),
+    ("感情", r"(?:现在|目前|已经|又|还是|一直|刚|终于)*(?:是)?(?:单身|脱单|有(?:女朋友|男朋友|对象)|谈恋爱|恋爱|在恋爱|已婚|"
+           r"结婚|离婚|订婚|分手|(?:和|跟)(?:我的?)?(?:女朋友|男朋友|对象|老婆|老公|前任)?\S{0,4}?(?:分手|离婚|结婚|在一起))"),
+    ("学业", r"(?:现在|目前|已经|还|正|刚)*(?:在)?(?:读研|读博|读大学|上大学|读高中|上高中|毕业|考研|准备考研|考上\S{0,5}|"
+           r"休学|复学|退学|保研)"),
+    ("工作状态", r"(?:现在|目前|已经|刚|还|正)*(?:在)?(?:找工作|找到工作|找到了工作|辞职|离职|失业|待业|被裁|裸辞|工作了|上班了|"
+             r"入职了|开始上班)"),
+    ("减肥", r"(?:现在|最近|正|已经|还|不|不再)*(?:在)?(?:减肥|瘦身)(?:成功)?"),
+    ("怀孕", r"(?:已经|刚|终于)*(?:怀孕|怀上|有了宝宝|生了|生完宝宝|生完孩子|生了宝宝|宝宝出生|当妈妈|当爸爸|流产)\S{0,4}"),
+]
+_LIFE_RES = [(a, re.compile(f"^(?:{p})(?:了|啦)?$")) for a, p in LIFE_STATES]
+#: A new state of an area that also ends another attribute (我辞职了: the employer goes; 我已经工作了: 学生).
+LIFE_ENDS = {"工作状态": {"工作单位": r"辞职|离职|失业|待业|被裁|裸辞", "职业": r"找到|工作|上班|入职"},
+             "学业": {"职业": r"毕业|退学"}}
+#: Provinces and countries a corrected value may name (a place, not a company or a food).
+_PROVINCES = set("河北 山西 辽宁 吉林 黑龙江 江苏 浙江 安徽 福建 江西 山东 河南 湖北 湖南 广东 海南 四川 贵州 云南 陕西 甘肃 青海 "
+                 "台湾 内蒙古 广西 西藏 宁夏 新疆 东北 中国 韩国 泰国".split())
+#: Employers a corrected value may name.
+_COMPANIES = set("腾讯 阿里 阿里巴巴 字节 字节跳动 百度 美团 京东 华为 小米 网易 拼多多 滴滴 快手 蚂蚁 携程 比亚迪 大疆 "
+                 "微软 谷歌 苹果公司 亚马逊 联想 中兴 OPPO vivo 米哈游 B站 哔哩哔哩 小红书 饿了么 顺丰 招商银行".split())
+#: What kinds of value each attribute takes (a correction whose value fits none is asked about).
+ATTRIBUTE_KINDS = {"现居地": {"place"}, "老家": {"place"}, "工作城市": {"place"}, "工作单位": {"company"},
+                   "生日": {"date"}, "年龄": {"age"}, "名字": {"name", "thing"}, "昵称": {"name", "thing"},
+                   "称呼用户": {"name", "thing"}, "学校": {"school"}, "喜欢": {"food", "thing"}, "讨厌": {"food", "thing"},
+                   "害怕": {"thing"}, "过敏": {"food", "thing"}, "忌口": {"food", "thing"}, "在学": {"thing"}}
 #: Words a user names an attribute by, in 忘记我的住址 / 你记得我住哪.
 ATTRIBUTE_WORDS = {
     "现居地": "住址 地址 住哪 住哪里 住在哪 住在哪里 住的地方 住处 现居地 居住地 家在哪 在哪住 城市 住哪儿",
@@ -2332,6 +2362,12 @@ def _subject_lead(piece):
     return piece[:m.end()].rstrip("的") if m else "我"
 
 
+def _life_state(rest):
+    """The life area a statement sets, or None. Example: _life_state('和女朋友分手了') -> '感情'"""
+    rest = re.sub(rf"[{_PUNCT}]+$", "", rest.strip())
+    return next((area for area, pattern in _LIFE_RES if pattern.match(rest)), None)
+
+
 def memory_fact(text, last_subject=None, known=()):
     """Takes one fact apart. Example: memory_fact('我现在住在上海了').attribute -> '现居地'"""
     text = re.sub(r"(?:[。.!！~～]|(?<=.{3})[啊呀哦喔噢吖啦嘛呢哈])+$", "", text.strip())
@@ -2363,6 +2399,9 @@ def memory_fact(text, last_subject=None, known=()):
             return Fact(text, "你", "称呼用户", m.group(1), True, replaces)
         if _WISH_REST_RE.match(rest):  # 你是我的猫娘 / 你说话要温柔一点: an agreement with the character
             return Fact(text, "你", "约定", rest, False, replaces)
+    life = _life_state(rest)
+    if life:  # 我戒烟了 / 我和女朋友分手了: one state per area
+        return Fact(text, subject, life, re.sub(r"[了啦]$", "", rest.strip()) or rest, True, replaces)
     # the first clause says what the fact is; the rest is detail (我养了一只猫，叫年糕)
     rest = re.split(r"[，,；;]", re.sub(r"^(?:也|还|一直|真的)", "", rest.strip().replace("其实", "")))[0]
     english = bool(re.match(r"^[a-z]", text, re.I))
@@ -2409,7 +2448,8 @@ def memory_split(text):
             candidate = clause
         else:
             candidate = (subject if subject in ("我", "你") else _subject_lead(pieces[-1])) + clause
-        standalone = memory_fact(candidate).attribute or (len(clause) >= 6 and re.match(r"^(?:现在|目前|平时|每)", clause))
+        standalone = memory_fact(candidate).attribute or (len(clause) >= 6 and re.match(r"^(?:现在|目前|平时|每|早上|晚上|中午|"
+                                                                                           r"下午|周末)", clause))
         glued = (re.match(r"^(?:叫|因为|所以|但|但是|不过|而且|然后|而|不是|是因为|虽然|就|也就|特别|尤其|之前|以前)", clause)
                  or not standalone)
         if glued:
@@ -2417,6 +2457,55 @@ def memory_split(text):
         else:
             pieces.append(candidate)
     return pieces
+
+
+#: A list inside one clause: per subject (我和我老婆都…, 我爸妈都…), per value (苹果、香蕉和橙子).
+_LIST_SEP_RE = re.compile(r"、|和|跟|以及|还有")
+#: Attributes whose values a list may name one by one.
+_LISTED_ATTRIBUTES = ("喜欢", "讨厌", "过敏", "害怕", "忌口", "不再过敏")
+
+
+def _one_subject(words):
+    """The words for one subject in a list, or None. Example: _one_subject('姐姐') -> '我姐姐'"""
+    words = words.strip()
+    if words in ("我", "我自己"):
+        return "我"
+    m = re.fullmatch(rf"(?:我(?:的|家的?)?)?({_REL_RE})", words)
+    return "我" + m.group(1) if m and m.group(1) not in ("爸妈", "父母") else None
+
+
+def memory_unlist(text):
+    """One fact per subject and per value, also inside a clause; then memory_split.
+    Example: memory_unlist('我和我老婆都喜欢爬山') -> ['我喜欢爬山', '我老婆喜欢爬山']"""
+    t = text.strip()
+    m = re.match(rf"^(我(?:家)?)(?:养了|养着|养|有)(?:两|三|四|几|2|3|4)(只|条|个)(\S{{1,3}}?)[{_PUNCT}]*((?:(?:另)?一(?:只|条|个)"
+                 rf"(?:叫|名叫|是)[^，,。；;一另]{{1,6}}[{_PUNCT}]*){{2,}})$", t)
+    if m:  # 我养了两只猫，一只叫大橘一只叫小黑
+        names = re.findall(r"一(?:只|条|个)(?:叫|名叫|是)([^，,。；;一另]{1,6})", m.group(4))
+        return [f"{m.group(1)}养了一{m.group(2)}{m.group(3)}叫{n}" for n in names]
+    out = []
+    for piece in memory_split(t):
+        m = re.match(r"^(?:我的?)?(爸妈|父母)(?:都|也都)(.+)$", piece) or re.match(r"^(.+?)(?:和|跟|与|、)(.+?)(?:都|也都)(.+)$", piece)
+        if m and len(m.groups()) == 2:  # 我爸妈都住在哈尔滨
+            out += ["我爸爸" + m.group(2), "我妈妈" + m.group(2)]
+            continue
+        if m and _one_subject(m.group(1)) and _one_subject(m.group(2)):  # 我和我老婆都喜欢爬山
+            out += [_one_subject(m.group(1)) + m.group(3), _one_subject(m.group(2)) + m.group(3)]
+            continue
+        m = re.match(r"^(.+?)(?:和|跟|与|、)(.+?)分别(.+?)(?:和|、)(.+)$", piece)
+        if m and _one_subject(m.group(1)) and _one_subject(m.group(2)):  # 我女儿和儿子分别8岁和5岁
+            out += [_one_subject(m.group(1)) + m.group(3), _one_subject(m.group(2)) + m.group(4)]
+            continue
+        fact = memory_fact(piece)
+        items = _LIST_SEP_RE.split(fact.value or "")
+        if fact.attribute in _LISTED_ATTRIBUTES and len(items) > 1 and "的" not in fact.value \
+                and all(1 <= len(i) <= 8 for i in items) and piece.count(fact.value) == 1:
+            verb = re.match(r"^(?:吃|喝|看|玩|听)", items[0])  # 吃苹果、香蕉: 吃香蕉
+            out += [piece.replace(fact.value, (verb.group() if verb and not re.match(r"^(?:吃|喝|看|玩|听)", i) else "") + i)
+                    for i in items]
+            continue
+        out.append(piece)
+    return out
 
 
 def memory_options(fact):
@@ -2978,7 +3067,7 @@ def memory_remember(conn, ctx, text, embed, *, update=False, importance=1, scope
     if m and (last is None or not _pronoun_fits(m.group(1), last)):
         return f"“{m.group(1)}”是指谁呀？说全一点吧，比如“记住，我女朋友喜欢吃草莓蛋糕”。", None
     known = _known_subjects(conn, ctx)
-    facts = [memory_fact(p, last, known) for p in memory_split(text)]
+    facts = [memory_fact(p, last, known) for p in memory_unlist(text)]
     added, replaced, same, notes, ended, asked = [], [], [], [], [], None
     with db_tx(conn, durable=True):
         batch = 0
@@ -3028,6 +3117,21 @@ def memory_remember(conn, ctx, text, embed, *, update=False, importance=1, scope
     return reply, _which_question(conn, asked)
 
 
+def _life_target(rows, fact):
+    """The memory a new life state replaces: the same area's state (also one stored before the area
+    had a rule), else what the state ends (我辞职了: 我在华为上班), else None."""
+    same = [r for r in rows if r["attribute"] == fact.attribute
+            or r["attribute"] is None and memory_fact(r["text"]).attribute == fact.attribute]
+    if same:
+        return same[-1]
+    for attribute, pattern in LIFE_ENDS.get(fact.attribute, {}).items():
+        ended = [r for r in rows if r["attribute"] == attribute and re.search(pattern, fact.value or "")
+                 and (attribute != "职业" or re.search(r"学生|研究生|大学生|中学生|高中生", r["value"] or ""))]
+        if ended:
+            return ended[-1]
+    return None
+
+
 def _update_target(conn, ctx, rows, fact, vec, update):
     """The memory fact replaces: (row, []) when clear, (None, candidates) when several fit equally,
     (None, []) when none does (then fact is a new memory)."""
@@ -3046,6 +3150,8 @@ def _update_target(conn, ctx, rows, fact, vec, update):
         favourites = [r for r in subject_rows if (r["attribute"] or "").startswith("最喜欢的")]
         if favourites:
             return (favourites[0], []) if len(favourites) == 1 else (None, favourites)
+    if fact.attribute in LIFE_ENDS or any(fact.attribute == a for a, _ in LIFE_STATES):
+        return _life_target(subject_rows, fact), []
     if fact.attribute:
         same = [r for r in subject_rows if r["attribute"] == fact.attribute]
         if fact.single:
@@ -3169,6 +3275,9 @@ def memory_forget(conn, ctx, what, embed):
     m = re.match(r"^(?:所有|全部|一切)(?:关于|有关)?(.+?)的?(?:记忆|事情|事|东西)?$", what) or (
         re.match(r"^((?:我的?|我家)?\S{1,10})$", what) if bare_rest.strip("的") == "" and bare_subject not in ("我", "你")
         else None)
+    pets = [r for r in rows if r["attribute"] == "宠物" and (_pet_of(r["value"]) or ("", ""))[1] == what.strip()]
+    if pets:  # 忘记小黑, one of two cats: that one
+        return _forget_rows(conn, ctx, pets), None
     if m and m.group(1) not in ("我", "关于我"):  # 忘记所有关于我妈妈的 / 忘记我的猫: all of it, one undo
         subject, _ = _subject_of(m.group(1), known)
         targets = [r for r in rows if r["subject"] == subject or r["subject"].startswith(subject) and subject != "我"
@@ -3282,6 +3391,100 @@ def memory_update_last(conn, ctx, value, embed):
     return f"已把“{old['text']}”改成“{fact.text}”。（说“撤销”可以改回去）"
 
 
+def _value_kinds(value):
+    """What kind of value a correction names. Example: _value_kinds('阿里巴巴') -> {'company'}"""
+    v, kinds = value.strip(), set()
+    if v in _CITIES or v in _PROVINCES or re.search(r"(?:市|省|县|区|镇|村)$", v):
+        kinds.add("place")
+    if v in _COMPANIES or re.search(r"(?:公司|集团|科技|银行|医院|工作室|厂)$", v):
+        kinds.add("company")
+    if re.search(r"\d{1,2}\s*月\s*\d{1,2}|[一二三四五六七八九十]+月[一二三四五六七八九十初]+|农历|阴历|\d{1,2}[./]\d{1,2}", v):
+        kinds.add("date")
+    if re.fullmatch(r"(?:\d{1,3}|[一二两三四五六七八九十]{1,3})(?:岁|周岁)?", v):
+        kinds.add("age")
+    if re.fullmatch(r"\d{4}年?", v):
+        kinds.add("year")
+    if re.search(r"(?:大学|学院|中学|小学|高中|初中)$", v):
+        kinds.add("school")
+    if not kinds and any(a.startswith("diet.") for a in memory_areas(v)):
+        kinds.add("food")
+    if not kinds and re.fullmatch(r"[小阿老][\u4e00-\u9fff]{1,2}", v):
+        kinds.add("name")
+    return kinds or {"thing"}
+
+
+def _fits(row, kinds):
+    """Whether a memory's attribute takes a value of these kinds."""
+    attribute = row["attribute"] or ""
+    takes = ATTRIBUTE_KINDS.get("喜欢" if attribute.startswith("最喜欢的") else attribute)
+    return bool(row["value"] and takes and takes & kinds)
+
+
+def _set_value(conn, ctx, old, value, embed):
+    """old with value in the place of its value, as one undoable change; a reply (or a question back
+    when the words don't allow it)."""
+    fact = memory_fact(old["text"].replace(old["value"], value, 1)) if old["value"] else None
+    if fact is None or old["text"].count(old["value"]) != 1 or re.search("[，,；;]", old["text"]) \
+            or (fact.attribute, fact.value) != (old["attribute"], value):
+        return f"要把“{old['text']}”改成什么呢？说完整一点吧，比如“更正一下，{_mine(old['subject'])}……”。"
+    with db_tx(conn, durable=True):
+        _history(conn, ctx, 0, old["id"], "update", old)
+        _memory_rewrite(conn, old, fact, embed(fact.text), 1, old["scope"])
+    return f"已把“{old['text']}”改成“{fact.text}”。（说“撤销”可以改回去）"
+
+
+def _ask_which_value(conn, rows, value, lead):
+    """A numbered question: which of rows should take value (the answer goes to _set_value)."""
+    asked = {"action": "set_value", "ids": [r["id"] for r in rows], "value": value, "text": value}
+    listing = "\n".join(f"{n}. {r['text']}" for n, r in enumerate(rows, 1))
+    asked["prompt"] = f"{lead}\n{listing}\n回复序号就行（比如“1”），说“算了”就不改。"
+    return asked["prompt"], asked
+
+
+def memory_correct_value(conn, ctx, said, embed):
+    """不对，是阿里 / 更正：是26: the value goes to the memory it fits: the one just changed when it fits,
+    else the only one that does; several or none: a numbered question. Returns (reply, question)."""
+    said = said.strip()
+    whole = memory_fact("我" + said) if not said.startswith("我") else memory_fact(said)
+    value = whole.value if whole.attribute and whole.value else re.sub(r"^(?:在|住在|对)|(?:工作|上班|过敏|的)$", "", said)
+    rows = [r for r in memory_list(conn, ctx) if r["type"] != "group_fact"]
+    h = conn.execute("SELECT memory_id FROM memory_history WHERE user_id = ? AND undone = 0 AND action IN ('insert', 'update') "
+                     "ORDER BY id DESC LIMIT 1", (ctx.user_id,)).fetchone()
+    last = next((r for r in rows if h and r["id"] == h[0]), None)
+    if whole.attribute:  # 不对，是对芒果过敏: the allergy, whichever was said last
+        fits = [r for r in rows if r["attribute"] == whole.attribute and r["subject"] == "我"]
+    else:
+        kinds = _value_kinds(value)
+        fits = [last] if last is not None and _fits(last, kinds) else [r for r in rows if _fits(r, kinds)]
+    if len(fits) == 1:
+        return _set_value(conn, ctx, fits[0], value, embed), None
+    if fits:
+        return _ask_which_value(conn, fits, value, f"有几条都可能是，你想把哪一条改成“{value}”？")
+    if whole.attribute:
+        text = "我" + said if not said.startswith("我") else said
+        question = f"我没有记着这件事。要把『{text}』记成新的一条吗？要的话回复“要”。"
+        return question, {"action": "store", "text": text, "importance": 1, "ids": [], "prompt": question}
+    recent = sorted(rows, key=lambda r: -r["updated_at"])[:3]
+    if not recent:
+        return "我这里还没有关于你的记忆，没有可以更正的。", None
+    return _ask_which_value(conn, recent, value, f"“{value}”和我记着的对不上，你想改的是哪一条？")
+
+
+def memory_update_attribute(conn, ctx, said, embed):
+    """更正：名字是小明 (whose, not said): the user's own when they have it or nobody else does;
+    otherwise which one is asked. Returns (reply, question)."""
+    fact = memory_fact("我的" + said)
+    word, _, value = said.partition("是")
+    named = _ATTRIBUTE_BY_WORD.get(word.strip())
+    own = [r for r in memory_list(conn, ctx) if r["subject"] == "我" and r["attribute"] == named]
+    if not fact.attribute and len(own) == 1 and value.strip():  # 那个住址改成上海: the address, whatever its words
+        return _set_value(conn, ctx, own[0], value.strip(), embed), None
+    rows = [r for r in memory_list(conn, ctx) if r["attribute"] == fact.attribute and fact.attribute]
+    if not rows or any(r["subject"] == "我" for r in rows) or not fact.value:
+        return memory_remember(conn, ctx, "我的" + said, embed, update=True)
+    return _ask_which_value(conn, rows, fact.value, f"你说的是谁的{said.split('是')[0]}？要把哪一条改成“{fact.value}”？")
+
+
 def memory_replace_value(conn, ctx, old_value, new_value, embed):
     """更正：不是芹菜，是韭菜 — the one memory that says old_value now says new_value."""
     rows = [r for r in memory_list(conn, ctx) if old_value in r["text"]]
@@ -3325,6 +3528,8 @@ def memory_answer(conn, ctx, asked, text, embed):
         return "那条记忆已经不在了。"
     if asked["action"] == "forget":
         return _forget_rows(conn, ctx, target)
+    if asked["action"] == "set_value":
+        return _set_value(conn, ctx, target[0], asked["value"], embed)
     old = target[0]
     fact = memory_fact(asked["text"])
     vec = embed(fact.text)
@@ -3484,11 +3689,12 @@ def memory_forget_each(conn, ctx, what, embed):
     memory_forget. Returns (reply, question)."""
     parts = [p for p in re.split(r"[和、跟]|以及", what) if p.strip()]
     rows = memory_list(conn, ctx)
-    if len(parts) < 2 or memory_has_subject(what) or not rows:
+    if len(parts) < 2 or any(len(p) > 8 for p in parts) or "都" in what or not rows:
         return memory_forget(conn, ctx, what, embed)
     found = []
     for part in parts:
-        targets = _forget_targets(conn, ctx, rows, part.strip(), embed)
+        named = [r for r in rows if part.strip() in r["text"]]
+        targets = named if len(named) == 1 else _forget_targets(conn, ctx, rows, part.strip(), embed)
         if isinstance(targets, str) or len(targets) != 1 or targets[0] in found:
             return memory_forget(conn, ctx, what, embed)
         found.append(targets[0])
@@ -3616,7 +3822,7 @@ def memory_parse(text, names=()):
             return kind, str(_cn_number(arg))
         arg = _strip_tail(arg) if kind == "forget" else re.sub(rf"[{_PUNCT}]+$", "", arg)
         if not arg or _NOT_AN_OBJECT_RE.match(arg) and not (kind == "remember" and _TIME_RE.match(arg)) \
-                and not (kind == "forget" and re.match(r"^(?:关于|过敏)", arg)) and not (kind == "update" and arg.startswith("不是")):
+                and not (kind == "forget" and re.match(r"^(?:关于|过敏)", arg)) and not (kind == "update" and (arg.startswith("不是") or re.match(rf"(?:{_words_re(_ATTRIBUTE_BY_WORD)})是", arg))):
             return None, ""
         if kind == "forget":
             # "忘记带伞了" is chat: a forget names a memory (我…, 第N条, 关于…, 那条, an attribute)
@@ -3650,7 +3856,7 @@ def memory_parse(text, names=()):
                 old, new = (m.group(1), m.group(2)) if arg.startswith("不是") else (m.group(2), m.group(1))
                 return "replace_value", f"{old}\n{new}"
             if re.match(rf"^(?:{'|'.join(_ATTRIBUTE_BY_WORD)}|最喜欢的|最爱的)", arg) and not about:
-                return "update", "我的" + arg  # 更正：老家是湖北 — the user's own
+                return "update_attr", arg  # 更正：老家是湖北 — the user's own, unless only others have one
             m = re.match(r"^([\u4e00-\u9fffA-Za-z]{1,6})是(.+)$", arg)
             if m and not about and not _NAME_RE.match(arg):  # 更正 微信号是abc456: a command when a memory talks of 微信号
                 return "update_mine", m.group(1) + "\n我的" + arg
@@ -3687,6 +3893,7 @@ MEMORY_REWRITES = [
     (rf"^{_REMEMBER_LEADS}(?:了)?{_ANY_PARTICLE}*[{_PUNCT}]+(?=\S)", "记住，"),  # 帮我记着，… / 记牢了：…
     (r"^(?:请|麻烦你?)(?:帮我|给我)?记住", "记住"),  # 请帮我记住我喜欢喝美式
     (r"^记住[，,：:\s]*(?:以后|今后)(?:你)?(?:就)?叫我", "记住，你以后叫我"),  # 记住以后叫我阿猫
+    (rf"^(?:那个|把)?(?:我的)?({_words_re(_ATTRIBUTE_BY_WORD)})(?:改成|改为|换成|应该是)(.+)$", r"更正：\1是\2"),
     (r"^你(?:都|还)?记(?:了|下了|住了|着)(?:关于)?我(?:的)?(?:啥|什么|哪些|些啥)(?:东西|事)?$", "你记得我什么"),
     (rf"^(忘记|忘掉|删掉|删除|清除)关于(?!我的)(.+?)的(?:所有|全部|一切)(?:记忆|事情|事)?{_ANY_PARTICLE}*$", r"\1所有关于\2的"),
     (rf"^(忘记|忘掉|删掉|删除)(.+?[和、跟].+?)(?:这|那)(?:两|几|三|四)(?:条|个)(?:记忆)?{_ANY_PARTICLE}*$", r"\1\2"),
@@ -3888,7 +4095,7 @@ def memory_fallback(conn, ctx, text, hint=""):
         if pool and new and memory_has_subject(new) and memory_fact(new).attribute:
             asked = _which_question(conn, {"action": "replace", "ids": [r["id"] for r in pool], "text": new})
             return head + asked["prompt"], asked
-        return head + "要更正哪一条、改成什么呢？请完整地说一遍，比如“更正一下，我住在上海”；说“你记得我什么”可以看编号。", None
+        return head + "要更正哪一条、改成什么呢？说完整一点吧，比如“更正一下，我住在上海”；说“你记得我什么”可以看编号。", None
     if fact and len(fact) <= 200:
         return head + _ASK_REMEMBER.format(fact), {"action": "store", "text": fact, "importance": 1, "ids": []}
     return head + "你是想让我记住、更正还是忘记什么呢？说“记住，……”“更正一下，……”或“忘记……”就行。", None
@@ -4984,7 +5191,10 @@ async def reply_memory(app, ctx, text, card):
             kind, arg = ("update", "我的" + arg) if m and await app.db.run(memory_mentions, ctx, m.group(1)) else (None, "")
     if kind == "update_mine":  # 更正 微信号是abc456
         word, fact = arg.split("\n", 1)
-        kind, arg = ("update", fact) if await app.db.run(memory_mentions, ctx, word) else (None, "")
+        if await app.db.run(memory_names_known, ctx, fact[2:]):  # 更正：王丽生日是…, after 我妈叫王丽
+            kind, arg = "update", fact[2:]
+        else:
+            kind, arg = ("update", fact) if await app.db.run(memory_mentions, ctx, word) else (None, "")
     if kind == "forget_maybe":  # 忘记榴莲: a command when a memory mentions 榴莲
         kind = "forget" if await app.db.run(memory_mentions, ctx, arg) else None
     if kind is None and asked is not None:
@@ -5025,8 +5235,11 @@ async def reply_memory(app, ctx, text, card):
         return await app.db.run(memory_set_scope, ctx, int(arg), kind == "public", write=True)
     if kind == "forget_last":
         return await app.db.run(memory_forget_last, ctx, write=True)
-    if kind == "update_last":
-        return await app.db.run(lambda c: memory_update_last(c, ctx, arg, app.vec), write=True)
+    if kind in ("update_last", "update_attr"):
+        correct = memory_correct_value if kind == "update_last" else memory_update_attribute
+        reply, question = await app.db.run(lambda c: correct(c, ctx, arg, app.vec), write=True)
+        _remember_question(app, key, question)
+        return "\n".join(x for x in (reply, question and question.get("prompt") != reply and question.get("prompt")) if x)
     if kind == "group_forget":
         return await app.db.run(memory_group_forget, ctx, int(arg), write=True)
     if kind == "group_forget_text":
