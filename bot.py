@@ -3876,7 +3876,7 @@ def memory_parse(text, names=()):
 #: One particle of PARTICLES, anywhere (X那条删了吧, 记一下哈).
 _ANY_PARTICLE = f"[{PARTICLES}]"
 #: How a message may ask to remember (besides 记住): leads that stand for 记住 before the fact.
-_REMEMBER_LEADS = (r"(?:请|麻烦|麻烦你|你|以后)?(?:帮我|给我|替我)?(?:记着|记一哈|记一下下|记牢了?|记好了?|记在心里|记心里|"
+_REMEMBER_LEADS = (r"(?:请|麻烦|麻烦你|你|以后)?(?:帮我|给我|替我)?(?:记到起|记倒起|记着|记一哈|记一下下|记牢了?|记好了?|记在心里|记心里|"
                    r"记在小本本上|记下来|记一笔|记住|记一下|记下)")
 #: The same words at a message's end (我对虾过敏，记下来 / 我搬到深圳了，帮我记一下).
 _REMEMBER_TAIL_RE = re.compile(rf"^(.{{2,}}?)[{_PUNCT}]*(?:你|请|麻烦)?(?:帮我|给我|替我)?(?:记一下|记下来|记住|记着|记好|记下|"
@@ -3884,7 +3884,7 @@ _REMEMBER_TAIL_RE = re.compile(rf"^(.{{2,}}?)[{_PUNCT}]*(?:你|请|麻烦)?(?:�
 #: Words that point at a stored memory (那条, 那个) before a forget verb.
 _POINTER = r"(?:那条|那个|这条|这个|那件事|这件事)(?:记忆)?"
 #: Forget verbs after what they point at (X那条忘掉吧 / X那个别记了).
-_FORGET_AFTER = r"(?:就)?(?:忘掉|忘了|忘记|删了|删掉|删除|去掉|不要了|别记了|不用记了|不要记了|可以删了)"
+_FORGET_AFTER = r"(?:就|给我|帮我)?(?:忘掉|忘了|忘记|删了|删掉|删除|去掉|不要了|别记了|别记着了|不用记了|不要记了|可以删了|删)"
 #: Rewrites to the canonical wordings memory_parse reads: (pattern, replacement), tried in order.
 MEMORY_REWRITES = [
     (rf"^(记住|记一下|记下|记好|记着){_ANY_PARTICLE}+(?=[{_PUNCT}]|$)", r"\1"),  # 记住咯，… / 记住呗，…
@@ -3898,7 +3898,8 @@ MEMORY_REWRITES = [
     (rf"^(忘记|忘掉|删掉|删除|清除)关于(?!我的)(.+?)的(?:所有|全部|一切)(?:记忆|事情|事)?{_ANY_PARTICLE}*$", r"\1所有关于\2的"),
     (rf"^(忘记|忘掉|删掉|删除)(.+?[和、跟].+?)(?:这|那)(?:两|几|三|四)(?:条|个)(?:记忆)?{_ANY_PARTICLE}*$", r"\1\2"),
     (rf"^把(?!第|刚)(.+?)(?:的)?{_POINTER}?(?:删了|删掉|删除|忘了|忘掉|去掉){_ANY_PARTICLE}*$", r"忘记\1那条"),
-    (rf"^(?!刚才|刚刚|上一条|第)(.+?)(?:的)?{_POINTER}{_FORGET_AFTER}{_ANY_PARTICLE}*$", r"忘记\1那条"),
+    (r"^(?:最后|最新|最近)(?:那|一)条", "刚才那条"),  # 最后那条不用记了
+    (rf"^(?!刚才|刚刚|上一条|第)(.+?)(?:的)?{_POINTER}[{_PUNCT}]*{_FORGET_AFTER}{_ANY_PARTICLE}*$", r"忘记\1那条"),
     (rf"^(?:别|不要|不用)再?记(?:着|住|得)(.+?)(?:了)?{_ANY_PARTICLE}*$", r"忘记\1"),  # 别再记着我前任了
     (rf"^(?!刚才|刚刚)(.+?){_POINTER}(?:不对|错了|记错了)[{_PUNCT}]*(?=我|她|他|它)", "更正一下，"),
 ]
@@ -3931,28 +3932,34 @@ _SHAPED_START_RE = re.compile(r"^(?:请|麻烦|帮我|给我|你|把|就|那)*(?
                               r"不要记|别再记|撤回|撤销|更正|纠正|修改|改成|改一下|删掉|删除|删了|删|不对|错了|说错|记错)")
 #: Verbs that are about memory only when they point at one (删了那个游戏 is chat).
 _WEAK_VERB_RE = re.compile(r"^(?:请|麻烦|帮我|给我|你|把|就|那)*(?:纠正|修改|改成|改一下|删掉|删除|删了|删|不对|错了|说错)")
-#: A pointer at a stored memory anywhere in a message (第3条, 那条, 记忆; 第2条朋友圈 is no memory).
-_SHAPED_POINTER_RE = re.compile(rf"那条|这条|这几条|那几条|那两条|第\s*{_NUM}\s*[条个](?=$|[^\u4e00-\u9fff]|记忆|删|忘|不|改|是|的|吧)")
+#: Memory phrases anywhere in a message (重新记, 帮我记, 那条…删了, 第3条改成…); the group is a weak
+#: one that needs a memory it points at (那个…改一下 may be about anything).
+_SHAPED_ANY_RE = re.compile(rf"重新记|记错了?|帮我记|给我记|别记着?|不用记|不要记|记一下|记下来|记到起|记倒起|"
+                            rf"(?:那条|这条|这几条|那几条|那两条|那两个|这两个|那几个|第\s*{_NUM}\s*[条个](?!朋友圈|消息|微博|评论|视频))"
+                            rf"[^，,。！!？?]{{0,4}}(?:删|忘|改|不对|错|别记|不用记|不要|留着|更正)|^把.{{1,20}}(?:忘了|忘掉|删了|删掉|去掉)|"
+                            rf"(\S{{1,8}}(?:那个|这个|那条|这条)[^，,。]{{0,3}}(?:删|忘|改|不对|错|别记|不要了|留着|其实)?)")
 #: A memory verb at a message's end (…，记一下 / …改成上海); the weak ones need a memory they point at.
-_SHAPED_END_RE = re.compile(rf"(?:记一下|记下来|记住|记着|记好|忘掉|别记了|不用记了|(删了|删掉|改一下|改过来|改成\S{{1,12}}|不对))"
+_SHAPED_END_RE = re.compile(rf"(?:记一下|记下来|记住|记着|记好|忘掉|别记了|不用记了|别记着了|都忘了吧?|忘了吧|"
+                            rf"(删了|删掉|改一下|改过来|改成\S{{1,12}}|不对))"
                             rf"{_ANY_PARTICLE}*[{_PUNCT}]*$")
 
 
 def memory_shaped(conn, ctx, text):
     """Whether a message the rules did not read is still about memory: a memory verb at its start or
-    end, or a pointer at a memory; a weak verb (删, 改, 不对) only when it points at a stored memory or
-    follows a memory change. Example: 删了那个游戏，太难玩了 -> False (no memory mentions 游戏)."""
-    t = _strip_tail(text.strip().translate(_TRADITIONAL))
+    end, a memory phrase anywhere, or a pointer at a memory with a verb; a weak verb (删, 改, 不对) only
+    when it points at a stored memory or follows a memory change.
+    Example: 删了那个游戏，太难玩了 -> False (no memory mentions 游戏)."""
+    t = text.strip().translate(_TRADITIONAL)
     start = _SHAPED_START_RE.match(t)
-    if start:
+    if start and re.match(r"记住|记一下|记下|记着|记牢|记好|记得|忘记|忘掉", start.group().lstrip("请麻烦帮我给你把就那")):
         rest = t[start.end():].lstrip(_PUNCT.replace("\\s", " "))
-        if rest and (_NOT_AN_OBJECT_RE.match(rest) or _CHAT_FORGET_RE.match(rest)) and not _SHAPED_POINTER_RE.search(rest):
+        if rest and (_NOT_AN_OBJECT_RE.match(rest) or _CHAT_FORGET_RE.match(rest)) and not _SHAPED_ANY_RE.search(rest):
             return False  # 记住了吗 / 忘记带伞: chat
-    pointer = _SHAPED_POINTER_RE.search(t) and re.search(r"删|忘|改|记|不对|错|撤|不要了", t)
+    anywhere = _SHAPED_ANY_RE.search(t)
     end = _SHAPED_END_RE.search(t)
-    if not (start or pointer or end):
+    if not (start or anywhere or end):
         return False
-    if start and not _WEAK_VERB_RE.match(t) or pointer or end and not end.group(1):
+    if start and not _WEAK_VERB_RE.match(t) or anywhere and not anywhere.group(1) or end and not end.group(1):
         return True
     recent = conn.execute("SELECT created_at FROM memory_history WHERE user_id = ? ORDER BY id DESC LIMIT 1",
                           (ctx.user_id,)).fetchone()
@@ -5262,9 +5269,10 @@ async def reply_memory(app, ctx, text, card):
         return "要我记住什么呢？比如：记住，我住在北京"
     if len(fact) > 500:
         return "这段太长了，记忆每条最多500字，能说得简短一点吗？"
-    if kind == "ask":
-        app.memory_asked[key] = {"action": "store", "text": fact, "importance": importance, "at": time.monotonic()}
-        return f"要我记住『{fact}』吗？要的话回复“要”；也可以说得具体些，比如“记住，我……”。"
+    if kind == "ask":  # 记住 with no one it is about: the LLM may read it; else (or when it says chat) ask
+        question = f"要我记住『{fact}』吗？要的话回复“要”；也可以说得具体些，比如“记住，我……”。"
+        return await reply_memory_plan(app, ctx, text, (question, {"action": "store", "text": fact,
+                                                                   "importance": importance, "ids": []}))
     cap = app.cfg.MEMORY_MAX_PER_USER
     if cap and not ctx.superuser and await app.db.run(memory_count, ctx.user_id) >= cap:
         return f"我已经记了你{cap}件事，记不下更多了。说“你记得我什么”看看，用“忘记第N条”删掉一些不要的吧。"
@@ -5274,10 +5282,11 @@ async def reply_memory(app, ctx, text, card):
     return "\n".join(x for x in (reply, question and question["prompt"]) if x) or "嗯，我知道了。"
 
 
-async def reply_memory_plan(app, ctx, text):
+async def reply_memory_plan(app, ctx, text, rule_ask=None):
     """A message about memory the rules could not read: the LLM's plan, checked, carried out; a
-    question when the LLM is down, its plan is refused or it asks. None when the message is chat."""
-    if not await app.db.run(memory_shaped, ctx, text):
+    question when the LLM is down, its plan is refused or it asks (rule_ask: the rules' own question
+    and pending answer, when they had one). None when the message is chat."""
+    if rule_ask is None and not await app.db.run(memory_shaped, ctx, text):
         return None
     key = (ctx.user_id, ctx.session)
     app.stats["memory_plans"] += 1
@@ -5292,13 +5301,13 @@ async def reply_memory_plan(app, ctx, text):
         finally:
             if tokens:
                 await app.db.run(usage_add, ctx.user_id, tokens, write=True)
-    if isinstance(ops, list) and [o["op"] for o in ops] == ["none"]:
+    if isinstance(ops, list) and [o["op"] for o in ops] == ["none"] and rule_ask is None:
         return None  # the LLM read it as chat
     await _mark_command(app, ctx)
-    limited = _memory_limited(app, ctx)
+    limited = _memory_limited(app, ctx) if rule_ask is None else None  # reply_memory counted a rules' ask
     if limited:
         return limited
-    if isinstance(ops, list) and not any(o["op"] == "ask" for o in ops):
+    if isinstance(ops, list) and not any(o["op"] in ("ask", "none") for o in ops):
         app.stats["memory_plans_applied"] += 1
         reply, question = await app.db.run(lambda c: memory_plan_apply(c, ctx, ops, candidates, app.vec), write=True)
         _remember_question(app, key, question)
@@ -5306,9 +5315,12 @@ async def reply_memory_plan(app, ctx, text):
     if isinstance(ops, str):
         log.info("memory plan for %s not used: %s", ctx.session, ops)
     else:
-        hint = next(o["question"] for o in ops if o["op"] == "ask")
+        hint = next((o["question"] for o in ops if o["op"] == "ask"), "")
     app.stats["memory_plans_asked"] += 1
-    reply, question = await app.db.run(memory_fallback, ctx, text, hint)
+    if rule_ask is not None:
+        reply, question = (hint.rstrip("？?。") + "？\n" if hint else "") + rule_ask[0], rule_ask[1]
+    else:
+        reply, question = await app.db.run(memory_fallback, ctx, text, hint)
     _remember_question(app, key, question)
     return reply
 

@@ -14,7 +14,9 @@ A line of FILE.jsonl:
      "prompt": {"ask": "a chat message sent afterwards", "has": [...], "not_has": [...]}   (optional:
                substrings of the whole chat request the LLM gets for it),
      "chat_reply": "what the chat LLM answers in this conversation" (optional; default echo:<message>),
-     "split": "dev|heldout" (optional), "note": "..."}
+     "split": "dev|heldout" (optional), "note": "...",
+     "expect_down": {...} (optional: what to expect instead with --llm down; "unchanged": true = the
+                    last turn changed no memory)}
 
 What the last reply is: done = the user's memories (or their history: a confirmed no-op, an undo)
 changed during the turn; chat = the chat LLM was asked for it and nothing changed; asks = a question
@@ -141,9 +143,10 @@ class Trial:
         """Sends the turns; returns {replies, last (what the last reply was), memories, problems, wrong, plans}."""
         user = str(100000 + zlib.crc32(row["id"].encode()) % 800000)
         self.chat_reply = row.get("chat_reply")
-        replies, last, plans = [], None, 0
+        replies, last, plans, dumped = [], None, 0, []
         for turn in row["turns"]:
             before = self._state(user)
+            first = len(self.llm.requests)
             chats, asked = len(self.llm.chat_requests()), len(self.llm.plan_requests())
             self.client.event(int(user), turn)
             try:
@@ -154,12 +157,19 @@ class Trial:
             after = self._state(user)
             chatted = len(self.llm.chat_requests()) > chats
             plans += len(self.llm.plan_requests()) - asked
+            dumped += [m for m in {json.dumps(r["json"]["messages"], ensure_ascii=False): r["json"]["messages"]
+                                   for r in self.llm.requests[first:] if is_plan_request(r["json"])}.values()]  # not retries
             replies.append(reply)
             last = ("done" if after != before else "chat" if chatted
                     else "asks" if re.search(r"[？?]|吗|回复", reply)
                     else "lists" if re.search(r"(?m)^\s*1[.、]|还没有记住关于你", reply) else "other")
         memories = [m[1] for m in self._state(user)[0]]
         ex, problems, wrong = row["expect"], [], []
+        if self.mode == "down" and row.get("expect_down"):
+            ex = row["expect_down"]
+            if ex.get("unchanged") and before[0] != after[0]:
+                problems.append("the last turn changed memories with the LLM down")
+                wrong.append("changed with the LLM down")
         for s in ex.get("has", []):
             if not any(s in m for m in memories):
                 problems.append(f"no memory has {s!r}")
@@ -199,7 +209,7 @@ class Trial:
                     problems.append(f"prompt for {ask!r} has {s!r}")
                     wrong.append(f"prompt has {s!r}")
         return {"replies": replies, "last": last, "memories": memories, "problems": problems, "wrong": wrong,
-                "plans": plans}
+                "plans": plans, "plan_prompts": dumped}
 
 
 def main(argv=None):
@@ -210,6 +220,7 @@ def main(argv=None):
     ap.add_argument("--only", help="only rows whose id contains this")
     ap.add_argument("--verbose", action="store_true", help="every failing conversation, turn by turn")
     ap.add_argument("--json", help="write each row's result to this file")
+    ap.add_argument("--dump-plans", help="write every plan request's messages to this JSONL file ({id, messages})")
     args = ap.parse_args(argv)
     rows = load_rows(args.file)
     if args.split:
@@ -242,6 +253,11 @@ def main(argv=None):
     finally:
         trial.close()
         shutil.rmtree(tmp, ignore_errors=True)
+    if args.dump_plans:
+        with open(args.dump_plans, "w", encoding="utf-8") as f:
+            for rid, res in results.items():
+                for n, messages in enumerate(res["plan_prompts"], 1):
+                    f.write(json.dumps({"id": f"{rid}#{n}", "messages": messages}, ensure_ascii=False) + "\n")
     if args.json:
         Path(args.json).write_text(json.dumps(results, ensure_ascii=False, indent=1), encoding="utf-8")
     passed = sum(v[0] for v in by_kind.values())
