@@ -7,12 +7,15 @@ vector search itself ask for the small real model2vec model of tokenlearn-static
 wheels only) through the model_path / env_vec fixtures, and skip, saying why, where it is missing."""
 
 import asyncio
+import collections
+import json
 import shutil
 import sys
 import threading
 
 import pytest
 
+import fakes
 from fakes import ROOT, FakeLLM, NapCat, free_port, model_folder
 import bot
 
@@ -28,13 +31,36 @@ def pytest_report_header(config):
             f"model: {model_folder() or 'none (vector tests skip; the rest run keyword-only)'}")
 
 
+#: Requests rendered through the chat templates in the whole run, by kind (fakes.request_kinds).
+RENDERED = collections.Counter()
+
+
 def pytest_terminal_summary(terminalreporter):
+    if RENDERED:
+        terminalreporter.write_line(f"chat templates: {RENDERED['all']} requests rendered through "
+                                    f"{len(fakes.CHAT_TEMPLATES)} templates, none refused or dropped a message; "
+                                    + ", ".join(f"{k} {n}" for k, n in sorted(RENDERED.items()) if k != "all"))
     counts = getattr(sys.modules.get("test_examples"), "COUNTS", None)
     if counts:
         terminalreporter.write_line(f"docstring examples: {counts['run']} run, {counts['skipped']} skipped")
     table = sys.modules.get("test_memory_commands")
     for line in table.summary_lines() if table else ():
         terminalreporter.write_line("memory_commands " + line)
+
+
+@pytest.fixture(autouse=True)
+def every_request_renders():
+    """Every request the bot sent in the test, rendered through the chat templates of tests/data/chat_templates/
+    the way a local server (llama.cpp, vLLM, Ollama) renders it: none may be refused or lose a message."""
+    fakes.SEEN = []
+    yield
+    bodies, problems = fakes.SEEN, []
+    fakes.SEEN = None
+    for body in bodies:
+        found = fakes.template_problems(body)
+        problems += [f"{p}\n  request: {json.dumps(body['messages'], ensure_ascii=False)[:600]}" for p in found]
+        RENDERED.update(fakes.request_kinds(body) | {"all"})
+    assert not problems, "\n".join(problems[:5])
 
 
 @pytest.fixture(scope="session")

@@ -53,6 +53,22 @@ def wait_for(fn, timeout=10.0):
 
 # The fake LLM ##############################################################
 
+#: Every request body any FakeLLM received, when a list (conftest sets one per test and renders them after
+#: it); None keeps nothing (tests/bench.py sends thousands).
+SEEN = None
+
+
+def system_part(messages, head):
+    """The part of a prompt's one system message that starts with head (parts are separated by a blank
+    line: card and rules, 参考资料, 群里刚才的聊天, the follow-up note), or None."""
+    text = messages[0]["content"] if messages and messages[0]["role"] == "system" else ""
+    start = 0 if text.startswith(head) else text.find("\n\n" + head) + 2
+    if start == 1:
+        return None
+    end = text.find("\n\n", start)
+    return text[start:] if end < 0 else text[start:end]
+
+
 def is_summary_request(body):
     """True for the bot's summary requests (their system prompt asks for a '此前' note)."""
     first = body["messages"][0]["content"]
@@ -82,7 +98,12 @@ class FakeLLM:
     Summary requests take their items from summary_script and wait summary_delay; requests with a
     picture are answered vision_reply; a memory's expansion request gets expansions[memory text] (a reply, or a dict like a script item),
     else the memory's own words. answer(body), when set, is asked first: a script item, or None for the
-    rules above."""
+    rules above. A script item may also set finish_reason and message (more fields of the
+    reply's message, e.g. reasoning_content), and reply=None with exact=True for a null content.
+
+    Like some servers: refused_params {name: what to send instead, or None} answers a request that has
+    one as OpenAI answers max_tokens to its reasoning models; context_chars > 0 answers a request whose
+    messages hold more characters as llama.cpp's llama-server answers a prompt longer than its context."""
 
     def __init__(self):
         self.requests = []
@@ -93,6 +114,8 @@ class FakeLLM:
         self.vision_reply = "一只橘猫趴在键盘上"
         self.expansions = {}  # memory text -> the words the LLM lists for it
         self.answer = None  # body -> a script item or None (then the usual rules): a whole run's LLM at once
+        self.refused_params = {}  # parameter -> the one to send instead (None: none), as OpenAI's o1 / gpt-5
+        self.context_chars = 0  # prompts longer than this many characters are refused, as llama-server does
         self.inflight = self.max_inflight = 0  # requests being answered at once
         self.lock = threading.Lock()
         llm = self
@@ -110,6 +133,8 @@ class FakeLLM:
                 with llm.lock:
                     llm.requests.append({"path": self.path, "headers": dict(self.headers), "json": body,
                                          "time": time.monotonic()})
+                    if SEEN is not None:
+                        SEEN.append(body)
                     script = llm.summary_script if summary else llm.script
                     item = llm.answer(body) if llm.answer else None
                     if item is None and is_expansion_request(body):
@@ -120,6 +145,9 @@ class FakeLLM:
                         item = script.pop(0) if script else None
                     if is_vision_request(body):
                         item = llm.vision_reply
+                    refusal = llm._provider_refusal(body)
+                    if refusal is not None:
+                        item = refusal
                     llm.inflight += 1
                     llm.max_inflight = max(llm.max_inflight, llm.inflight)
                 try:
@@ -137,8 +165,9 @@ class FakeLLM:
                     last = body["messages"][-1]["content"]
                     text = item.get("reply") if item.get("exact") else (
                         item.get("reply") or (f"此前，用户聊了：{last[:80]}" if summary else f"echo:{last}"))
+                    message = {"role": "assistant", "content": text, **item.get("message", {})}
                     payload = json.dumps({"id": "x", "object": "chat.completion", "choices": [
-                        {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+                        {"index": 0, "message": message, "finish_reason": item.get("finish_reason", "stop")}],
                         "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}},
                         ensure_ascii=False).encode()
                 status = item.get("status", 200)
@@ -159,6 +188,21 @@ class FakeLLM:
         # shutdown() waits for the next poll: a short one keeps every test's teardown short
         self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
         self.thread.start()
+
+    def _provider_refusal(self, body):
+        """The error a stricter server gives this request (refused_params, context_chars), or None."""
+        for name, instead in self.refused_params.items():
+            if name in body:
+                use = f" Use '{instead}' instead." if instead else ""
+                return {"status": 400, "body": json.dumps({"error": {
+                    "message": f"Unsupported parameter: '{name}' is not supported with this model.{use}",
+                    "type": "invalid_request_error", "param": name, "code": "unsupported_parameter"}})}
+        size = sum(len(t) for m in body["messages"] for t in _texts(m))
+        if self.context_chars and size > self.context_chars:
+            return {"status": 400, "body": json.dumps({"error": {
+                "code": 400, "message": "the request exceeds the available context size, try increasing it",
+                "type": "exceed_context_size_error", "n_prompt_tokens": size, "n_ctx": self.context_chars}})}
+        return None
 
     def chat_requests(self):
         """Requests that were replies (not summaries, pictures, expansions or memory plans)."""
@@ -181,6 +225,102 @@ class FakeLLM:
     def close(self):
         self.server.shutdown()
         self.server.server_close()
+
+
+# Chat templates: what a local server makes of a request ######################
+
+#: The chat templates in tests/data/chat_templates/ and the special tokens their models' tokenizers define.
+CHAT_TEMPLATES = {
+    "mistralai-Mistral-Small-3.1-24B-Instruct-2503": {"bos_token": "<s>", "eos_token": "</s>"},
+    "google-gemma-3-it": {"bos_token": "<bos>", "eos_token": "<eos>"},
+    "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B": {"bos_token": "<｜begin▁of▁sentence｜>",
+                                                 "eos_token": "<｜end▁of▁sentence｜>"},
+    "Qwen-Qwen3-0.6B": {"bos_token": None, "eos_token": "<|im_end|>"},
+    "meta-llama-Llama-3.2-3B-Instruct": {"bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>"},
+}
+#: Templates of models that read pictures: a request with one goes to VISION_MODEL, so only these render it.
+VISION_TEMPLATES = ("mistralai-Mistral-Small-3.1-24B-Instruct-2503", "google-gemma-3-it")
+_compiled = {}
+
+
+def chat_template(name):
+    """The template compiled as transformers' apply_chat_template compiles it (an immutable sandbox,
+    trim_blocks and lstrip_blocks, the loopcontrols extension, raise_exception, strftime_now and a
+    tojson that keeps non-ASCII). jinja2 is a test-only dependency, imported here only."""
+    if name not in _compiled:
+        import datetime
+        import jinja2
+        import jinja2.ext
+        from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+        def raise_exception(message):
+            raise jinja2.exceptions.TemplateError(message)
+
+        def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
+            return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+
+        env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols])
+        env.filters["tojson"] = tojson
+        env.globals["raise_exception"] = raise_exception
+        env.globals["strftime_now"] = lambda fmt: datetime.datetime.now().strftime(fmt)
+        path = ROOT / "tests" / "data" / "chat_templates" / f"{name}.jinja"
+        _compiled[name] = env.from_string(path.read_text(encoding="utf-8"))
+    return _compiled[name]
+
+
+def render_chat(name, messages):
+    """The prompt text a server running that model makes of messages (add_generation_prompt=True).
+    Raises jinja2's TemplateError where the template refuses them (the server answers 500)."""
+    return chat_template(name).render(messages=messages, tools=None, documents=None, add_generation_prompt=True,
+                                      **CHAT_TEMPLATES[name])
+
+
+def _texts(message):
+    content = message.get("content")
+    if isinstance(content, str):
+        return [content]
+    return [p.get("text", "") for p in content or [] if isinstance(p, dict) and p.get("type") == "text"]
+
+
+def template_problems(body):
+    """What goes wrong when each template renders a chat request: ['<template>: <why>'], [] when nothing.
+    Every message's text must be in the rendered prompt (trimmed, as Llama's and Gemma's templates trim)."""
+    problems = []
+    names = VISION_TEMPLATES if is_vision_request(body) else CHAT_TEMPLATES
+    for name in names:
+        try:
+            text = render_chat(name, body["messages"])
+        except Exception as e:  # noqa: BLE001 - a template's refusal, whatever its type, is what we report
+            problems.append(f"{name}: {type(e).__name__}: {e}")
+            continue
+        for n, message in enumerate(body["messages"]):
+            for part in _texts(message):
+                if part.strip() not in text:
+                    problems.append(f"{name}: message {n} ({message['role']}) is not in the prompt: {part[:60]!r}")
+    return problems
+
+
+def request_kinds(body):
+    """What a request of the bot is, for the count of rendered requests: a set of words."""
+    if is_summary_request(body):
+        return {"summary"}
+    if is_expansion_request(body):
+        return {"expansion"}
+    if is_vision_request(body):
+        return {"picture"}
+    messages = body["messages"]
+    system, turns = messages[0]["content"], messages[1:]
+    if not isinstance(system, str) or messages[0]["role"] != "system":
+        return {"other"}
+    kinds = {"chat"}
+    for word, marker in (("ambient", "【群里刚才的聊天】"), ("memories", "【关于用户】"), ("summary-in-prompt", "【此前】"),
+                         ("follow-up", "（距离上次聊天"), ("ooc-retry", "注意：你上一次的回复出戏了")):
+        kinds |= {word} if marker in system else set()
+    last = turns[-1]["content"] if turns else ""
+    kinds |= {"poke"} if bot.POKE_TEXT in last else set()
+    kinds |= {"picture-described"} if "[图片：" in last else set()
+    kinds |= {"merged-turns"} if any("\n" in m["content"] for m in turns if m["role"] == "user") else set()
+    return kinds
 
 
 # Pictures, served as NapCat serves them ######################################

@@ -15,7 +15,7 @@ import pytest
 
 import bot
 from conftest import assert_one_error_line
-from fakes import ROOT, run_bot, wait_for
+from fakes import ROOT, run_bot, system_part, wait_for
 
 CARDS = json.loads((ROOT / "characters.json").read_text(encoding="utf-8"))
 BY_ID = {c["id"]: c for c in CARDS["characters"]}
@@ -52,9 +52,8 @@ def system_text(req):
 
 
 def context_text(req):
-    """The '参考资料' system message (memories, summaries, lore, older turns), or ''."""
-    return "\n".join(m["content"] for m in req["json"]["messages"]
-                     if m["role"] == "system" and m["content"].startswith("参考资料"))
+    """The '参考资料' part of the system message (memories, summaries, lore, older turns), or ''."""
+    return system_part(req["json"]["messages"], "参考资料") or ""
 
 
 def all_text(req):
@@ -390,8 +389,10 @@ def test_ooc_reply_is_asked_again_with_a_stricter_note(runner, napcat, llm):
     assert reply == good
     assert len(reqs) == 2
     assert STRICTER not in all_text(reqs[0])
-    note = reqs[1]["json"]["messages"][-2]
-    assert note["role"] == "system" and note["content"].startswith(STRICTER) and "艾德蒙" in note["content"]
+    first, again = reqs[0]["json"]["messages"], reqs[1]["json"]["messages"]
+    note = system_part(again, STRICTER)  # the end of the one system message
+    assert note and "艾德蒙" in note and again[0]["content"].endswith(note)
+    assert again[0]["content"].startswith(first[0]["content"]) and again[1:] == first[1:]
     assert reqs[1]["json"]["messages"][-1] == reqs[0]["json"]["messages"][-1] == {"role": "user", "content": "你会用剑吗"}
     stored = runner.rows("SELECT text FROM messages WHERE session = 'p:28' AND role = 'assistant' ORDER BY id DESC LIMIT 1")
     assert stored == [{"text": good}]

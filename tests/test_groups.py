@@ -9,7 +9,7 @@ import time
 import pytest
 
 from conftest import Runner
-from fakes import NapCat, PictureServer, is_summary_request, png, text_of, v1_database, wait_for
+from fakes import NapCat, PictureServer, is_summary_request, png, system_part, text_of, v1_database, wait_for
 import bot
 
 GROUP = 900
@@ -22,8 +22,8 @@ def chat_messages(llm, n=-1):
 
 def group_block(messages):
     """The 群里刚才的聊天 lines of a prompt, or None."""
-    found = [m["content"] for m in messages if m["role"] == "system" and m["content"].startswith("【群里刚才的聊天】")]
-    return found[0].splitlines()[1:] if found else None
+    found = system_part(messages, "【群里刚才的聊天】")
+    return found.splitlines()[1:] if found else None
 
 
 def start(env, **settings):
@@ -44,7 +44,7 @@ def test_unaddressed_group_lines_go_into_the_next_addressed_prompt(runner, napca
     napcat.reply()
     msgs = chat_messages(llm)
     assert msgs[-1] == {"role": "user", "content": "阿强：你来吗"}  # the addressed message stays last
-    assert msgs[-2]["role"] == "system" and group_block(msgs) == lines  # the barrier was addressed: not a line
+    assert group_block(msgs) == lines  # the barrier was addressed: not a line
     rows = runner.rows("SELECT kind, count(*) AS n FROM messages WHERE session = ? GROUP BY kind ORDER BY kind", f"g:{GROUP}")
     assert rows == [{"kind": "ambient", "n": 3}, {"kind": "chat", "n": 4}]
 
@@ -123,8 +123,8 @@ def test_twenty_group_lines_cost_a_few_hundred_prompt_tokens():
              "[图片]", "这猫也太胖了", "是我家的，十二斤", "羡慕"]
     lines = [bot.prompt_group_line(str(1230000 + i * 37), name, t)
              for i, (name, t) in enumerate(zip(["阿强", "小红", "老王", "Mike"] * 5, texts))]
-    message, used = bot._group_message(lines, 0, 2000)
-    assert message["content"].count("\n") == 20
+    part, used = bot._group_part(lines, 0, 2000)
+    assert part.count("\n") == 20
     assert 220 <= used <= 300, used  # measured: 260 (bot.text_count_tokens: CJK characters count one each)
 
 
@@ -329,7 +329,7 @@ def test_new_topic_starts_without_the_old_turns_and_keeps_summaries_and_memories
         c.ask(351, "团子今天又调皮了")
         msgs = chat_messages(llm)
         assert [m["content"] for m in msgs if m["role"] != "system"] == ["团子今天又调皮了"]  # no old raw turns
-        reference = "\n".join(m["content"] for m in msgs[1:] if m["role"] == "system")
+        reference = system_part(msgs, "参考资料")
         assert "戚风" in reference  # the summary stays
         assert "我养了一只猫叫团子" in reference  # and the memory
         c.ask(351, "它还咬我拖鞋")  # the new topic's own turns come back as usual
@@ -532,8 +532,7 @@ PLAN = "此前，用户说下周三要去面试，还没准备好自我介绍。
 
 def follow_up_note(llm):
     """The follow-up note of the last reply's prompt, or None."""
-    found = [m["content"] for m in chat_messages(llm) if m["role"] == "system" and m["content"].startswith("（距离上次聊天")]
-    return found[0] if found else None
+    return system_part(chat_messages(llm), "（距离上次聊天")
 
 
 def away_and_back(env, llm, monkeypatch, summary, hours_away, **settings):
@@ -562,7 +561,8 @@ def test_coming_back_after_hours_the_first_reply_may_ask_about_the_plan_once(env
         assert note == "（距离上次聊天已经过了 13 小时；上次提到：用户说下周三要去面试，还没准备好自我介绍。" \
                        "如果自然，可以顺口问一句进展，只问一次）"
         messages = chat_messages(llm)
-        assert messages[-2]["content"] == note and messages[-1] == {"role": "user", "content": "我回来啦"}
+        # the note ends the one system message; the user's words stay the last turn
+        assert messages[0]["content"].endswith("\n\n" + note) and messages[-1] == {"role": "user", "content": "我回来啦"}
         monkeypatch.setattr(bot, "clock", lambda: time.time() + 40 * 3600)
         c.ask(1250001, "又回来了")
         assert follow_up_note(llm) is None  # away again, the same latest summary: asked about once

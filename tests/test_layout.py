@@ -15,6 +15,9 @@ SOURCE = (ROOT / "bot.py").read_text(encoding="utf-8")
 ORDER = ["Config", "Storage", "Text & embeddings", "LLM client", "Search", "Memory", "Summaries", "Characters",
          "Prompt assembly", "Replies", "OneBot", "CLI"]
 
+#: Longest line bot.py may have, in characters (a Pi's terminal).
+LINE_LIMIT = 120
+
 #: The sub-sections of a section, low to high (STYLE.md: a word list, the facts made from it, the rows that store
 #: them, what finds them, what changes them, the commands that call the changes).
 SUBSECTIONS = {"Memory": ["Words", "Facts", "Rows", "Recall", "Changes", "Commands"]}
@@ -121,6 +124,12 @@ def test_no_section_uses_one_below_it():
     unexplained = [w for w in wrong if (w[0], w[2]) not in EXCEPTIONS]
     assert not unexplained, "uses of a lower section:\n" + "\n".join(
         f"  {user} ({sec}) uses {name} ({its})" for user, sec, name, its in unexplained)
+
+
+def test_lines_fit_a_pi_terminal():
+    """STYLE.md: lines stay within LINE_LIMIT characters; a long table has one entry a line."""
+    long = [(n, len(line)) for n, line in enumerate(SOURCE.splitlines(), 1) if len(line) > LINE_LIMIT]
+    assert not long, f"bot.py lines over {LINE_LIMIT} characters (line, length): {long}"
 
 
 def test_subsections_follow_their_order():

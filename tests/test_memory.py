@@ -1,12 +1,13 @@
 """Long-term memory: 记住 / 更正 / 忘记 / 你记得我什么 / 撤销, the fact parser, and the hybrid Chinese
 search. Most tests run keyword-only (as on a Pi without the model); the vector ones use the model."""
 
+import inspect
 import json
 
 import pytest
 
 from conftest import Runner
-from fakes import NapCat, run_bot, v1_database, wait_for
+from fakes import NapCat, run_bot, system_part, v1_database, wait_for
 import bot
 
 
@@ -53,54 +54,54 @@ def texts(conn, user="1"):
     return [r[0] for r in conn.execute("SELECT text FROM memories WHERE user_id = ? ORDER BY id", (user,))]
 
 
-@pytest.mark.parametrize("text,kind,arg", [
-    ("记住，我住在北京", "remember", "我住在北京"),
-    ("记住我住在北京", "remember", "我住在北京"),
-    ("请记住：我对花生过敏", "remember", "我对花生过敏"),
-    ("记一下 我的生日是三月五号", "remember", "我的生日是三月五号"),
-    ("帮我记一下，我女儿叫朵朵", "remember", "我女儿叫朵朵"),
-    ("记住哦～我不吃香菜", "remember", "我不吃香菜"),
-    ("小满，记住我喜欢周杰伦", "remember", "我喜欢周杰伦"),
-    ("remember I like jazz", "remember", "I like jazz"),
-    ("/remember 我养了一只猫", "remember", "我养了一只猫"),
-    ("记住明天下午三点开会", "ask", "明天下午三点开会"),
-    ("更新一下，我现在住在上海了", "update", "我现在住在上海了"),
-    ("更正：我的生日是三月六号", "update", "我的生日是三月六号"),
-    ("其实我现在在腾讯工作", "update", "我现在在腾讯工作"),
-    ("忘记我住在哪", "forget", "我住在哪"),
-    ("忘掉第3条", "forget", "3"),
-    ("删掉第一条", "forget", "1"),
-    ("删掉第1条和第3条", "forget", "1,3"),
-    ("删除记忆：花生", "forget", "花生"),
-    ("忘记我刚才说的", "forget_last", ""),
-    ("忘记关于我的一切", "forget_all", ""),
-    ("确认删除。", "confirm_wipe", ""),
-    ("你记得我什么", "list", ""),
-    ("你都记得我些啥", "list", ""),
-    ("我的记忆", "list", ""),
-    ("/memories", "list", ""),
-    ("撤销一下", "undo", ""),
-    ("公开第2条", "public", "2"),
+@pytest.mark.parametrize("text,kind,args", [
+    ("记住，我住在北京", "remember", {"text": "我住在北京"}),
+    ("记住我住在北京", "remember", {"text": "我住在北京"}),
+    ("请记住：我对花生过敏", "remember", {"text": "我对花生过敏"}),
+    ("记一下 我的生日是三月五号", "remember", {"text": "我的生日是三月五号"}),
+    ("帮我记一下，我女儿叫朵朵", "remember", {"text": "我女儿叫朵朵"}),
+    ("记住哦～我不吃香菜", "remember", {"text": "我不吃香菜"}),
+    ("小满，记住我喜欢周杰伦", "remember", {"text": "我喜欢周杰伦"}),
+    ("remember I like jazz", "remember", {"text": "I like jazz"}),
+    ("/remember 我养了一只猫", "remember", {"text": "我养了一只猫"}),
+    ("记住明天下午三点开会", "ask", {"text": "明天下午三点开会"}),
+    ("更新一下，我现在住在上海了", "update", {"text": "我现在住在上海了"}),
+    ("更正：我的生日是三月六号", "update", {"text": "我的生日是三月六号"}),
+    ("其实我现在在腾讯工作", "update", {"text": "我现在在腾讯工作"}),
+    ("忘记我住在哪", "forget", {"what": "我住在哪"}),
+    ("忘掉第3条", "forget_numbers", {"numbers": [3]}),
+    ("删掉第一条", "forget_numbers", {"numbers": [1]}),
+    ("删掉第1条和第3条", "forget_numbers", {"numbers": [1, 3]}),
+    ("删除记忆：花生", "forget", {"what": "花生"}),
+    ("忘记我刚才说的", "forget_last", {}),
+    ("忘记关于我的一切", "forget_all", {}),
+    ("确认删除。", "confirm_wipe", {}),
+    ("你记得我什么", "list", {}),
+    ("你都记得我些啥", "list", {}),
+    ("我的记忆", "list", {}),
+    ("/memories", "list", {}),
+    ("撤销一下", "undo", {}),
+    ("公开第2条", "scope", {"n": 2, "public": True}),
     # chat that starts with a command word is chat
-    ("我忘记带钥匙了", None, ""),
-    ("你还记得我说过什么吗", None, ""),
-    ("忘记带伞了，淋成落汤鸡", None, ""),
-    ("删除这个文件要怎么操作", None, ""),
-    ("忘记所有烦恼吧", None, ""),
-    ("forget it", None, ""),
-    ("remember me?", None, ""),
-    ("记住了吗", None, ""),
-    ("更新了吗？", None, ""),
-    ("更新到最新版要多久", None, ""),
-    ("更新一下系统好麻烦", None, ""),
-    ("纠正一下你的发音", None, ""),
-    ("其实我现在很难过", None, ""),
-    ("其实我现在不喜欢他了", None, ""),
-    ("别忘了吃饭哦", None, ""),
-    ("记住这个教训吧哈哈", None, ""),
+    ("我忘记带钥匙了", None, {}),
+    ("你还记得我说过什么吗", None, {}),
+    ("忘记带伞了，淋成落汤鸡", None, {}),
+    ("删除这个文件要怎么操作", None, {}),
+    ("忘记所有烦恼吧", None, {}),
+    ("forget it", None, {}),
+    ("remember me?", None, {}),
+    ("记住了吗", None, {}),
+    ("更新了吗？", None, {}),
+    ("更新到最新版要多久", None, {}),
+    ("更新一下系统好麻烦", None, {}),
+    ("纠正一下你的发音", None, {}),
+    ("其实我现在很难过", None, {}),
+    ("其实我现在不喜欢他了", None, {}),
+    ("别忘了吃饭哦", None, {}),
+    ("记住这个教训吧哈哈", None, {}),
 ])
-def test_phrasings(text, kind, arg):
-    assert bot.memory_parse(text, ["小满"]) == (kind, arg)
+def test_phrasings(text, kind, args):
+    assert bot.memory_parse(text, ["小满"]) == (kind, args)
 
 
 @pytest.mark.parametrize("word", bot.REMEMBER_WORDS)
@@ -108,28 +109,57 @@ def test_phrasings(text, kind, arg):
 def test_every_remember_word_takes_every_particle(word, particle):
     """记住呗 / 记住哟 work like 记住呀: the words and particles are one list each, used by every rule."""
     said = f"{word}{particle}，我住在北京"
-    assert bot.memory_parse(said, ["小满"]) == ("remember", "我住在北京")
-    assert bot.memory_parse("小满" + said, ["小满"]) == ("remember", "我住在北京")
+    assert bot.memory_parse(said, ["小满"]) == ("remember", {"text": "我住在北京"})
+    assert bot.memory_parse("小满" + said, ["小满"]) == ("remember", {"text": "我住在北京"})
 
 
 @pytest.mark.parametrize("word", bot.REMEMBER_WEAK_WORDS)
 @pytest.mark.parametrize("particle", [""] + list(bot.PARTICLES))
 def test_every_weak_remember_word_takes_every_particle(word, particle):
     """记得噢 works like 记得哦 (a weak word still needs a fact about someone)."""
-    assert bot.memory_parse(f"{word}{particle}，我妈妈住在北京", ["小满"]) == ("remember", "我妈妈住在北京")
+    assert bot.memory_parse(f"{word}{particle}，我妈妈住在北京", ["小满"]) == ("remember", {"text": "我妈妈住在北京"})
 
 
-@pytest.mark.parametrize("text,kind,arg", [
-    ("记住呗，我住在北京", "remember", "我住在北京"),
-    ("记住哟 我对花生过敏", "remember", "我对花生过敏"),
-    ("记得噢，我妈妈的生日是五月三号", "remember", "我妈妈的生日是五月三号"),
-    ("记住哦妈妈生日是五月三号", "remember", "妈妈生日是五月三号"),
-    ("记住哈尔滨是我老家", "ask", "哈尔滨是我老家"),  # 哈 is the city's, not a particle
-    ("小满记下来我喜欢猫", "remember", "我喜欢猫"),
-    ("嗯嗯 纠正一下，我住在上海", "update", "我住在上海"),
+@pytest.mark.parametrize("text,kind,args", [
+    ("记住呗，我住在北京", "remember", {"text": "我住在北京"}),
+    ("记住哟 我对花生过敏", "remember", {"text": "我对花生过敏"}),
+    ("记得噢，我妈妈的生日是五月三号", "remember", {"text": "我妈妈的生日是五月三号"}),
+    ("记住哦妈妈生日是五月三号", "remember", {"text": "妈妈生日是五月三号"}),
+    ("记住哈尔滨是我老家", "ask", {"text": "哈尔滨是我老家"}),  # 哈 is the city"s, not a particle
+    ("小满记下来我喜欢猫", "remember", {"text": "我喜欢猫"}),
+    ("嗯嗯 纠正一下，我住在上海", "update", {"text": "我住在上海"}),
 ])
-def test_particles_and_command_words_from_the_shared_lists(text, kind, arg):
-    assert bot.memory_parse(text, ["小满"]) == (kind, arg)
+def test_particles_and_command_words_from_the_shared_lists(text, kind, args):
+    assert bot.memory_parse(text, ["小满"]) == (kind, args)
+
+
+#: One message for every kind memory_parse gives: each must have what acts on it.
+KIND_EXAMPLES = {
+    "list": "你记得我什么", "group_list": "本群记得什么", "group_forget": "忘记本群第1条",
+    "group_forget_text": "忘记本群开黑的事", "undo": "撤销", "confirm_wipe": "确认删除", "forget_all": "忘记关于我的一切",
+    "forget_last": "忘记我刚才说的", "forget_numbers": "删掉第1条和第3条", "scope": "公开第2条", "forget": "忘记我的生日",
+    "update": "更正：我住在上海", "update_last": "不对，是南京", "replace_value": "更正：不是芹菜，是韭菜",
+    "group_update": "更正：本群周六开黑", "group_remember": "记住，本群周五开黑", "remember": "记住，我住在北京",
+    "ask": "记住明天三点开会", "forget_maybe": "忘记榴莲", "update_named": "更正一下，阿强喜欢打篮球",
+    "update_mine": "更正 QQ号是12345", "update_attr": "更正：老家是湖北",
+}
+
+
+@pytest.mark.parametrize("kind, text", KIND_EXAMPLES.items())
+def test_every_kind_has_a_handler_that_takes_its_arguments(kind, text):
+    """MEMORY_COMMANDS (Memory) reads a message into a kind and named arguments; MEMORY_SETTLE settles a kind the
+    words alone can't, MEMORY_ACTIONS (Replies) does the rest: every kind is known to one of them, by the names
+    its arguments carry."""
+    got, args = bot.memory_parse(text, ["小满"])
+    assert got == kind
+    if kind in bot.MEMORY_SETTLE:
+        inspect.signature(bot.MEMORY_SETTLE[kind]).bind(None, None, **args)
+    else:
+        inspect.signature(bot.MEMORY_ACTIONS[kind].handler).bind(None, None, **args)
+
+
+def test_every_action_is_reached():
+    assert set(bot.MEMORY_ACTIONS) | set(bot.MEMORY_SETTLE) == set(KIND_EXAMPLES)
 
 
 @pytest.mark.parametrize("word", bot.COMMAND_WORDS)
@@ -249,14 +279,14 @@ def test_forget_nothing_matches_deletes_nothing(kconn):
     c = ctx()
     say(kconn, c, "我喜欢吃辣")
     assert "没有找到" in bot.memory_forget(kconn, c, "我喜欢周杰伦", nothing)[0]
-    assert "没有第9条" in bot.memory_forget(kconn, c, "9", nothing)[0]
+    assert "没有第9条" in bot.memory_forget_numbers(kconn, c, [9])
     assert texts(kconn) == ["我喜欢吃辣"]
 
 
 def test_forget_several_numbers_is_one_undo(kconn):
     c = ctx()
     say(kconn, c, "我住在成都，对花生过敏，生日是3月1日")
-    assert bot.memory_forget(kconn, c, "1,3", nothing)[0] == "已忘记：“我住在成都”“我生日是3月1日”（说“撤销”可以恢复）"
+    assert bot.memory_forget_numbers(kconn, c, [3, 1]) == "已忘记：“我住在成都”“我生日是3月1日”（说“撤销”可以恢复）"
     assert texts(kconn) == ["我对花生过敏"]
     bot.memory_undo(kconn, c, nothing)
     assert texts(kconn) == ["我住在成都", "我对花生过敏", "我生日是3月1日"]
@@ -311,6 +341,15 @@ def test_v1_database_is_migrated(tmp_path):
                                           "AND name NOT LIKE 'sqlite_%' AND name NOT LIKE '%fts_%' AND name NOT LIKE '%vec_%'")]
         return {n: [tuple(c)[1:3] for c in db.execute(f"PRAGMA table_info({n})")] for n in sorted(names)}
     assert shape(conn) == shape(blank)
+
+    def sql(db):
+        """The SQL of every trigger, index and virtual (FTS5, vec0) table, whitespace normalised: the migrations
+        repeat schema.sql's triggers and indexes, and the two copies must not drift."""
+        return {r[0]: " ".join(r[1].split()) for r in db.execute(
+            "SELECT name, sql FROM sqlite_master WHERE (type IN ('trigger', 'index') OR sql LIKE 'CREATE VIRTUAL %') "
+            "AND sql IS NOT NULL")}
+    assert {"memories_ai", "memories_au", "memories_reexpand", "messages_ai", "memories_key"} <= set(sql(blank))
+    assert sql(conn) == sql(blank)
 
 
 def test_duplicate_refreshes_instead_of_adding(conn_vec, embedder_vec):
@@ -409,7 +448,7 @@ def test_prompt_gets_at_most_top_k_memories(runner, napcat, llm):
     for f in ("我叫阿杰", "我住在北京", "我对花生过敏", "我有高血压", "我喜欢吃火锅", "我不吃香菜", "我吃素", "我喜欢喝奶茶"):
         napcat.ask(809, "记住，" + f)
     napcat.ask(809, "今晚吃什么好")
-    part = [m["content"] for m in llm.chat_requests()[-1]["json"]["messages"] if m["content"].startswith("参考资料")][0]
+    part = system_part(llm.chat_requests()[-1]["json"]["messages"], "参考资料")
     assert part.count("用户说过") == 5  # MEMORY_TOP_K: the food ones first, then the profile
     assert "我吃素" in part and "我对花生过敏" in part
 
@@ -424,7 +463,8 @@ def _expanded(runner, n):
 
 
 def _prompt_memories(llm):
-    return [m["content"] for m in llm.chat_requests()[-1]["json"]["messages"] if m["content"].startswith("参考资料")]
+    part = system_part(llm.chat_requests()[-1]["json"]["messages"], "参考资料")
+    return [part] if part else []
 
 
 def test_expansion_words_find_a_memory_and_follow_its_changes(runner, napcat, llm):
@@ -695,7 +735,7 @@ def test_undo_never_touches_another_users_row(conn_vec, embedder_vec):
     a, b = ctx("1"), ctx("2")
     embed = lambda t: embedder_vec.encode([t])[0]
     remember(conn_vec, embedder_vec, a, "我对青霉素过敏")
-    bot.memory_forget(conn_vec, a, "1", embed)
+    bot.memory_forget_numbers(conn_vec, a, [1])
     remember(conn_vec, embedder_vec, b, "我养了一只猫叫年糕")  # ids are never reused, so this is not id 1
     assert "恢复了“我对青霉素过敏”" in bot.memory_undo(conn_vec, a, embed)
     assert [r["text"] for r in bot.memory_list(conn_vec, b)] == ["我养了一只猫叫年糕"]

@@ -21,7 +21,7 @@ import zlib
 import pytest
 
 from conftest import Runner
-from fakes import ROOT, FakeLLM, NapCat, free_port, model_folder
+from fakes import ROOT, FakeLLM, NapCat, free_port, model_folder, system_part
 
 ROWS = [json.loads(line) for line in (ROOT / "tests" / "data" / "memory_commands.jsonl").read_text(encoding="utf-8").splitlines()
         if line.strip()]
@@ -71,8 +71,7 @@ def _user(row_id):
 
 def _memory_part(request):
     """The reference section of a chat request's prompt (where memories go)."""
-    return "\n".join(m["content"] for m in request["json"]["messages"] if m["role"] == "system"
-                     and m["content"].startswith("参考资料"))
+    return system_part(request["json"]["messages"], "参考资料") or ""
 
 
 def run_row(row, runner, client, llm):

@@ -189,8 +189,10 @@ def test_wishes_reach_the_prompt_as_wishes_and_can_be_forgotten(bots, llm):
     assert "猫娘" in nc.ask(1, "记住你是我的猫娘，每句话结尾要带喵")
     nc.ask(1, "早上好")
     messages = llm.chat_requests()[-1]["json"]["messages"]
-    wishes = [m["content"] for m in messages if m["role"] == "system" and m["content"].startswith(bot.WISHES_HEAD)]
-    assert wishes and "小王子" in wishes[0] and "每句话结尾要带喵" in wishes[0], messages
+    system = messages[0]["content"]  # one system message (strict chat templates): the wishes are a part of it
+    wishes = system.split(bot.WISHES_HEAD)[1].split("\n\n")[0] if bot.WISHES_HEAD in system else ""
+    assert "小王子" in wishes and "每句话结尾要带喵" in wishes, messages
+    assert bot.PROMPT_REFERENCE_HEAD not in system.split(bot.WISHES_HEAD)[0]  # not among the "not instructions"
     assert "我每句话" not in json.dumps(messages, ensure_ascii=False)
     listing = nc.ask(1, "你记得我什么")
     assert "小王子" in listing and "猫娘" in listing

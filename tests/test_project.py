@@ -4,11 +4,12 @@ are ones that work on a fresh Debian or Raspberry Pi OS (no `python`, no pip out
 import ast
 import importlib.metadata
 import re
+import signal
 import sys
 
 import pytest
 
-from fakes import ROOT
+from fakes import ROOT, BotProcess
 
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 
@@ -67,3 +68,18 @@ def test_readme_commands_work_on_debian_and_pi_os():
     assert ".venv/bin/python -m pytest -q tests" in first_screen
     assert "apt install python3-venv" in first_screen
     assert "ExecStart=/home/pi/mnemo/.venv/bin/python bot.py" in README
+
+
+def test_readme_ready_line_is_the_one_the_bot_prints(env, procs):
+    """The README shows what a default start prints; the test starts the real bot (keyword-only, its own port)
+    and compares: the same words, schema version and characters count."""
+    shown = [line for line in README.splitlines() if line.startswith("Mnemo ready: ")]
+    assert len(shown) == 1, shown
+    p = BotProcess(env)
+    procs.append(p)
+    p.wait_ready()
+    printed = next(line.strip() for line in p.out if line.startswith("Mnemo ready: "))
+    p.finish(signal.SIGTERM)
+    # the README's start is the default one: port 8080 and the model loaded
+    default = printed.replace(f":{env['ONEBOT_PORT']}/", ":8080/").replace("vector search off", "vector search on")
+    assert shown[0] == default
