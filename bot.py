@@ -4372,6 +4372,8 @@ def memory_plan_prompt(conn, ctx, text):
     turns = conn.execute("SELECT role, text FROM messages WHERE session = ? AND id < ? AND kind != 'ambient' "
                          "AND (user_id = ? OR role = 'assistant') ORDER BY id DESC LIMIT ?",
                          (ctx.session, ctx.message_id or 1 << 62, ctx.user_id, MEMORY_PLAN_TURNS)).fetchall()[::-1]
+    stored = conn.execute("SELECT text FROM messages WHERE id = ?", (ctx.message_id,)).fetchone()
+    text = stored[0] if stored and text in stored[0] else text  # the whole message, when a rule passed a part
     candidates = memory_plan_candidates(conn, ctx, text)
     lines = ["最近的对话："] + [f"{'用户' if t['role'] == 'user' else '机器人'}：{t['text'][:200]}" for t in turns]
     if not turns:
@@ -4379,7 +4381,7 @@ def memory_plan_prompt(conn, ctx, text):
     lines.append("用户现有的记忆：")
     lines += [f"{n}. {r['text']}" for n, r in candidates] or ["（无）"]
     lines.append(f"用户的新消息：{text}")
-    said = " ".join(t["text"] for t in turns if t["role"] == "user")
+    said = " ".join([t["text"] for t in turns if t["role"] == "user"] + [text])
     return ([{"role": "system", "content": MEMORY_PLAN_PROMPT}, {"role": "user", "content": "\n".join(lines)}],
             dict(candidates), said)
 
@@ -5832,6 +5834,8 @@ async def reply_memory_plan(app, ctx, text, rule_ask=None):
         reply, question = (hint.rstrip("？?。") + "？\n" if hint else "") + rule_ask[0], rule_ask[1]
     else:
         reply, question = await app.db.run(memory_fallback, ctx, text, hint)
+        if hint and question is None:  # the LLM's own question says it better than the rules' general one
+            reply = hint
     _remember_question(app, key, question)
     return reply
 

@@ -210,3 +210,13 @@ def test_show_the_work_lists_the_memories_of_the_last_prompt(bots, llm):
     assert "2. 我住在杭州" in reply, reply
     assert nc.ask(1, "忘记第2条").startswith("已忘记")
     assert "没有用到" in nc.ask(1, "你怎么知道的")  # the memory is gone, so it is not listed
+
+
+def test_planner_table_with_the_recorded_answers(tmp_path):
+    """With the answers written by someone who saw only the plan prompts (tests/data/planner_answers.jsonl):
+    no wrong change, and a row that doesn't do what the table expects asks (never chat, never a guess)."""
+    results = _run(tmp_path, "memory_planner.jsonl", "fixtures")
+    assert not [row["id"] for row, res in results if res["wrong"]]
+    failed = [f"{row['id']}: {res['problems']}" for row, res in results if res["problems"] and res["last"] != "asks"]
+    assert not failed, "\n".join(failed)
+    assert sum(not res["problems"] for _, res in results) >= 38
