@@ -260,6 +260,10 @@ def config_load(environ=None, dotenv=None):
     if not re.match(r"https?://", cfg["LLM_BASE_URL"]):
         raise ConfigError(f"LLM_BASE_URL must start with http:// or https://, got {cfg['LLM_BASE_URL']!r}. "
                           f"Fix: set LLM_BASE_URL=https://api.deepseek.com/v1 (or your provider's /v1 URL)")
+    for key in SECRETS:
+        if not cfg[key].isascii():  # httpx can't send it as a header; most often the README's placeholder
+            raise ConfigError(f"{key} has characters other than ASCII (still the placeholder 'sk-你的密钥'?). "
+                              f"Fix: put your real key in .env: {key}=sk-...")
     for key in ("BOT_SUPERUSERS",):
         bad = [x for x in _split_list(cfg[key]) if not x.isdigit()]
         if bad:
@@ -1717,6 +1721,8 @@ def search_vec_backfill(conn, embedder):
 _PUNCT = "\\s，,。.:：!！~～、；;…"
 #: Particles a command word or a whole command may end with (记住哦, 记得噢, 撤销一下吧): every rule uses this list.
 PARTICLES = "哦喔噢啊呀吖啦嘛哈呢吧呗哟咯嘞喽"
+#: Particles cut from the end of a fact (我住在北京呗); not 吧, which ends words (酒吧, 网吧).
+_FACT_PARTICLES = PARTICLES.replace("吧", "")
 #: What may end a command after its words: punctuation, particles, thanks, an emoji.
 _TAIL_RE = re.compile(rf"[{_PUNCT}?？]*(?:[{PARTICLES}]|一下|谢谢|thx|thanks)*[{_PUNCT}?？\U0001F300-\U0001FAFF☀-➿]*$", re.I)
 _CN_DIGITS = {c: i for i, c in enumerate("零一二三四五六七八九十")}
@@ -2585,7 +2591,7 @@ def _life_state(rest):
 
 def memory_fact(text, last_subject=None, known=()):
     """Takes one fact apart. Example: memory_fact('我现在住在上海了').attribute -> '现居地'"""
-    text = re.sub(r"(?:[。.!！~～]|(?<=.{3})[啊呀哦喔噢吖啦嘛呢哈])+$", "", text.strip())
+    text = re.sub(rf"(?:[。.!！~～]|(?<=.{{3}})[{_FACT_PARTICLES}])+$", "", text.strip())
     replaces = None
     m = re.match(rf"^(我|我的)?不是(.+?)[{_PUNCT}]+(?:而|其实)?是(.+)$", text)
     if m:  # 我不是住在北京，是住在天津
@@ -4026,7 +4032,7 @@ def _numbered(kind, **fixed):
 
 def _read_numbers(m):
     """忘掉第1条和第3条 / 把第2条删了: the numbers, in the order said."""
-    return "forget_numbers", {"numbers": [_cn_number(n) for n in re.findall(_NUM, m.group(1) or m.group(2))]}
+    return "forget_numbers", {"numbers": [_cn_number(n) for n in re.findall(_NUM, next(g for g in m.groups() if g))]}
 
 
 def _read_group_forget_text(m):
@@ -4149,7 +4155,8 @@ MEMORY_COMMANDS = [
                   r"(?:刚才|刚刚)(?:那条|说的|记的)(?:删掉|删了|忘了吧|忘了|忘掉|不用记了|别记了|不要了)", _says("forget_last")),
     MemoryCommand(rf"(?:忘记|忘掉|删掉|删除|去掉|删了|删|forget)[{_PUNCT}]*(?:记忆)?[{_PUNCT}]*"
                   rf"((?:第?\s*{_NUM}\s*[条个项]?[{_PUNCT}和跟及与]*)+)"
-                  rf"|把?((?:第\s*{_NUM}\s*[条个项]?[{_PUNCT}和跟及与]*)+)(?:删了|删掉|删除|去掉|忘了|忘掉|不要了)",
+                  rf"|把?((?:第\s*{_NUM}\s*[条个项]?[{_PUNCT}和跟及与]*)+)(?:删了|删掉|删除|去掉|忘了|忘掉|不要了)"
+                  rf"|忘了[{_PUNCT}]*((?:第\s*{_NUM}\s*[条个项]?[{_PUNCT}和跟及与]*)+)",  # 忘了 alone is chat: 第 needed
                   _read_numbers),
     MemoryCommand(rf"(?:公开|设为公开)第?\s*({_NUM})\s*[条个]?", _numbered("scope", public=True)),
     MemoryCommand(rf"(?:私密|设为私密)第?\s*({_NUM})\s*[条个]?", _numbered("scope", public=False)),
@@ -6429,7 +6436,10 @@ def _announce(app):
     print("Mnemo " + __version__ + " settings:\n" + config_describe(app.cfg), flush=True)
     for w in app.cfg.warnings:
         log.warning(w)
-    if app.embedder.model is None:
+    if app.embedder.model is None and app.cfg.EMBED_MODEL.lower() == "off":
+        log.info("vector search is off (EMBED_MODEL=off); memory search uses keywords only. "
+                 "To turn it on: set EMBED_MODEL=minishlab/potion-multilingual-128M")
+    elif app.embedder.model is None:
         log.warning("vector search is off (%s); memory search uses keywords only. Fix: set EMBED_MODEL to a model2vec "
                     "model id or folder (and HF_ENDPOINT=https://hf-mirror.com if huggingface.co is blocked)",
                     app.embedder.error)
@@ -6612,6 +6622,8 @@ def cli_doctor(cfg):
     check("database", database)
 
     def model():
+        if cfg.EMBED_MODEL.lower() == "off":
+            return "off (EMBED_MODEL=off): keyword search only, the lean choice"
         e = Embedder(cfg.EMBED_MODEL)
         if e.model is None:
             raise ConfigError(f"{e.error}. Fix: set EMBED_MODEL to a model2vec id or folder; "

@@ -123,6 +123,7 @@ def test_characters_file_it_cannot_read(cli_env, make, expected):
     ("ONEBOT_PORT", "abc", "ONEBOT_PORT must be a whole number"),
     ("LLM_TIMEOUT", "soon", "LLM_TIMEOUT must be a number"),
     ("BOT_SUPERUSERS", "alice", "BOT_SUPERUSERS takes QQ numbers"),
+    ("LLM_API_KEY", "sk-你的密钥", "LLM_API_KEY has characters other than ASCII"),  # the README's placeholder, pasted
 ])
 def test_bad_setting(cli_env, key, value, expect):
     line = assert_one_error_line(run_bot(env=dict(cli_env, **{key: value}), timeout=30))
@@ -138,6 +139,7 @@ def test_dotenv_beside_bot_py_is_read_without_quotes(tmp_path, llm):
                                    f"EMBED_MODEL=off\nBOT_DB=./bot.db\n", encoding="utf-8")
     p = run_bot("doctor", env={}, script=tmp_path / "bot.py")
     assert "ok    LLM endpoint" in p.stdout, p.stdout + p.stderr
+    assert "ok    embedding model: off" in p.stdout and "FAIL" not in p.stdout  # EMBED_MODEL=off is a choice
     assert [r["headers"]["Authorization"] for r in llm.requests] == ["Bearer sk-0123456789abcdef"]
 
 

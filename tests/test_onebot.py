@@ -149,10 +149,11 @@ def _doctor_lines(p):
 
 
 def test_doctor_checks_each_part(env, llm):
-    p = run_bot("doctor", env=env)  # keyword-only: the model is the one failing part, and says how to turn it on
-    assert p.returncode == 1, p.stdout
+    p = run_bot("doctor", env=env)  # keyword-only (EMBED_MODEL=off) is a choice, not a failure: the lean Pi setup
+    assert p.returncode == 0, p.stdout
     assert _doctor_lines(p) == {"Python": "ok", "SQLite extension loading": "ok", "sqlite-vec and FTS5": "ok",
-                                "database": "ok", "embedding model": "FAIL", "characters": "ok", "LLM endpoint": "ok"}
+                                "database": "ok", "embedding model": "ok", "characters": "ok", "LLM endpoint": "ok"}
+    assert "embedding model: off (EMBED_MODEL=off)" in p.stdout
     p = run_bot("doctor", env=dict(env, LLM_BASE_URL="http://127.0.0.1:9/v1", EMBED_MODEL="/nonexistent/model"))
     assert p.returncode == 1
     fails = [line for line in p.stdout.splitlines() if line.startswith("FAIL")]
