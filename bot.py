@@ -4080,9 +4080,13 @@ def _read_actually(m):
     return ("update", {"text": fact}) if fact and memory_has_subject(fact) and memory_fact(fact).attribute else None
 
 
+#: What may follow 更正 although it reads like chat (不是…, 住址是…).
+_NOT_OR_ATTRIBUTE_IS = rf"不是|(?:{_words_re(_ATTRIBUTE_BY_WORD)})是"
+
+
 def _read_update(m):
     """更正一下，…: what is corrected. Whether 阿强 is someone the user named is for the database (update_named)."""
-    fact = _fact_said(m, rf"不是|(?:{_words_re(_ATTRIBUTE_BY_WORD)})是")
+    fact = _fact_said(m, _NOT_OR_ATTRIBUTE_IS)
     if fact is None:
         return None
     if re.match(f"^(?:{_GROUP_WORDS_RE})", fact):
@@ -4172,6 +4176,12 @@ MEMORY_COMMANDS = [
     MemoryCommand(rf"(?:{_words_re(REMEMBER_WEAK_WORDS)}){_PARTICLE}[{_PUNCT}]*(.+)", _read_remember_weak, tail=True),
 ]
 _MEMORY_COMMAND_RES = [(re.compile(c.pattern + "$", re.I | re.S), c) for c in MEMORY_COMMANDS]
+#: memory_parse's own patterns, compiled once (building the word alternations per message took most of its time).
+_COMMAND_WORD_RE = re.compile(f"(?:{_words_re(COMMAND_WORDS)})")
+_FILLER_RE = re.compile(rf"^(?:{FILLERS_RE})[{_PUNCT}]*(?={_words_re(COMMAND_WORDS)})")
+_LEAD_IN_RE = re.compile(rf"^([^，,。!！?？\n]{{0,20}}?)[{_PUNCT}]+(?={_words_re(REMEMBER_WORDS)}|remember\b)"
+                         rf"|^[a-z]{{2,8}}(?=记住)", re.I)
+_LEAD_PRONOUN_RE = re.compile(rf"^((?:{_words_re(REMEMBER_WORDS)})[，,：:\s]*)(她|他|它)")
 
 
 def memory_parse(text, names=()):
@@ -4180,22 +4190,20 @@ def memory_parse(text, names=()):
     t = text.strip()
     for name in sorted(names, key=len, reverse=True):  # "小满，记住…": the character's name first
         if name and t.startswith(name) and len(t) > len(name) and (t[len(name)] in " ，,:：~～!！" or re.match(
-                f"(?:{_words_re(COMMAND_WORDS)})", t[len(name):])):
+                _COMMAND_WORD_RE, t[len(name):])):
             t = t[len(name):].lstrip(" ，,:：~～!！")
             break
     t = re.sub(r"^@\S+\s+", "", t)
     t = t.replace("（", "(").replace("）", ")").translate(_TRADITIONAL)
     t = memory_normalise(t)
-    t = re.sub(rf"^(?:{FILLERS_RE})[{_PUNCT}]*(?={_words_re(COMMAND_WORDS)})", "", t)
+    t = _FILLER_RE.sub("", t)
     # 哈喽 记住… / 家人们谁懂啊 记住… / I changed jobs, remember…: a short lead-in before a strong keyword
-    lead = re.match(rf"^([^，,。!！?？\n]{{0,20}}?)[{_PUNCT}]+(?={_words_re(REMEMBER_WORDS)}|remember\b)"
-                    rf"|^[a-z]{{2,8}}(?=记住)", t, re.I)
+    lead = _LEAD_IN_RE.match(t)
     if lead:
         t = t[lead.end():]
         who = re.search(f"(?:我的?)?({_REL_RE})", lead.group(1) or "")
         if who:  # 我妈生日快到了 记住她生日是8月8号
-            t = re.sub(rf"^((?:{_words_re(REMEMBER_WORDS)})[，,：:\s]*)(她|他|它)",
-                       lambda m: m.group(1) + "我" + who.group(1), t)
+            t = _LEAD_PRONOUN_RE.sub(lambda m: m.group(1) + "我" + who.group(1), t)
     bare = _strip_tail(t)
     for regex, command in _MEMORY_COMMAND_RES:
         m = regex.match(t if command.tail else bare)
@@ -4255,23 +4263,25 @@ _POINTER = r"(?:那条|那个|这条|这个|那件事|这件事)(?:记忆)?"
 _FORGET_AFTER = r"(?:就|给我|帮我)?(?:忘掉|忘了|忘记|删了|删掉|删除|去掉|不要了|别记了|别记着了|不用记了|不要记了|可以删了|删)"
 #: Rewrites to the canonical wordings memory_parse reads: (pattern, replacement), tried in order.
 MEMORY_REWRITES = [
-    (rf"^(记住|记一下|记下|记好|记着){_ANY_PARTICLE}+(?=[{_PUNCT}]|$)", r"\1"),  # 记住咯，… / 记住呗，…
-    (r"^(?:以后|今后|从今以后)(?=别忘|不要忘|记住|记得|要记得)", ""),  # 以后别忘了我对青霉素过敏
-    (r"^小本本(?:记下来|记好|记上|记一下)", "记住"),
-    (rf"^{_REMEMBER_LEADS}(?:了)?{_ANY_PARTICLE}*[{_PUNCT}]+(?=\S)", "记住，"),  # 帮我记着，… / 记牢了：…
-    (r"^(?:请|麻烦你?)(?:帮我|给我)?记住", "记住"),  # 请帮我记住我喜欢喝美式
-    (r"^记住[，,：:\s]*(?:以后|今后)(?:你)?(?:就)?叫我", "记住，你以后叫我"),  # 记住以后叫我阿猫
-    (rf"^(?:那个|把)?(?:我的)?({_words_re(_ATTRIBUTE_BY_WORD)})(?:改成|改为|换成|应该是)(.+)$", r"更正：\1是\2"),
-    (r"^你(?:都|还)?记(?:了|下了|住了|着)(?:关于)?我(?:的)?(?:啥|什么|哪些|些啥)(?:东西|事)?$", "你记得我什么"),
-    (rf"^(忘记|忘掉|删掉|删除|清除)关于(?!我的)(.+?)的(?:所有|全部|一切)(?:记忆|事情|事)?{_ANY_PARTICLE}*$", r"\1所有关于\2的"),
-    (rf"^(忘记|忘掉|删掉|删除)(.+?[和、跟].+?)(?:这|那)(?:两|几|三|四)(?:条|个)(?:记忆)?{_ANY_PARTICLE}*$", r"\1\2"),
-    (rf"^把(?!第|刚)(.+?)(?:的)?{_POINTER}?(?:删了|删掉|删除|忘了|忘掉|去掉){_ANY_PARTICLE}*$", r"忘记\1那条"),
-    (r"^(?:最后|最新|最近)(?:那|一)条", "刚才那条"),  # 最后那条不用记了
-    (rf"^(?!刚才|刚刚|上一条|第)(.+?)(?:的)?{_POINTER}[{_PUNCT}]*{_FORGET_AFTER}{_ANY_PARTICLE}*$", r"忘记\1那条"),
-    (rf"^(?:别|不要|不用)再?记(?:着|住|得)(.+?)(?:了)?{_ANY_PARTICLE}*$", r"忘记\1"),  # 别再记着我前任了
-    (rf"^(?!刚才|刚刚)(.+?){_POINTER}(?:不对|错了|记错了)[{_PUNCT}]*(?=我|她|他|它)", "更正一下，"),
+    ("记", rf"^(记住|记一下|记下|记好|记着){_ANY_PARTICLE}+(?=[{_PUNCT}]|$)", r"\1"),  # 记住咯，… / 记住呗，…
+    ("以后 今后", r"^(?:以后|今后|从今以后)(?=别忘|不要忘|记住|记得|要记得)", ""),  # 以后别忘了我对青霉素过敏
+    ("小本本", r"^小本本(?:记下来|记好|记上|记一下)", "记住"),
+    ("记", rf"^{_REMEMBER_LEADS}(?:了)?{_ANY_PARTICLE}*[{_PUNCT}]+(?=\S)", "记住，"),  # 帮我记着，… / 记牢了：…
+    ("记住", r"^(?:请|麻烦你?)(?:帮我|给我)?记住", "记住"),  # 请帮我记住我喜欢喝美式
+    ("叫我", r"^记住[，,：:\s]*(?:以后|今后)(?:你)?(?:就)?叫我", "记住，你以后叫我"),  # 记住以后叫我阿猫
+    ("改成 改为 换成 应该是", rf"^(?:那个|把)?(?:我的)?({_words_re(_ATTRIBUTE_BY_WORD)})(?:改成|改为|换成|应该是)(.+)$", r"更正：\1是\2"),
+    ("记", r"^你(?:都|还)?记(?:了|下了|住了|着)(?:关于)?我(?:的)?(?:啥|什么|哪些|些啥)(?:东西|事)?$", "你记得我什么"),
+    ("关于", rf"^(忘记|忘掉|删掉|删除|清除)关于(?!我的)(.+?)的(?:所有|全部|一切)(?:记忆|事情|事)?{_ANY_PARTICLE}*$", r"\1所有关于\2的"),
+    ("两条 几条 三条 四条 两个 几个 三个 四个",
+     rf"^(忘记|忘掉|删掉|删除)(.+?[和、跟].+?)(?:这|那)(?:两|几|三|四)(?:条|个)(?:记忆)?{_ANY_PARTICLE}*$", r"\1\2"),
+    ("把", rf"^把(?!第|刚)(.+?)(?:的)?{_POINTER}?(?:删了|删掉|删除|忘了|忘掉|去掉){_ANY_PARTICLE}*$", r"忘记\1那条"),
+    ("最后 最新 最近", r"^(?:最后|最新|最近)(?:那|一)条", "刚才那条"),  # 最后那条不用记了
+    ("那条 那个 这条 这个 那件事 这件事",
+     rf"^(?!刚才|刚刚|上一条|第)(.+?)(?:的)?{_POINTER}[{_PUNCT}]*{_FORGET_AFTER}{_ANY_PARTICLE}*$", r"忘记\1那条"),
+    ("记", rf"^(?:别|不要|不用)再?记(?:着|住|得)(.+?)(?:了)?{_ANY_PARTICLE}*$", r"忘记\1"),  # 别再记着我前任了
+    ("不对 错了", rf"^(?!刚才|刚刚)(.+?){_POINTER}(?:不对|错了|记错了)[{_PUNCT}]*(?=我|她|他|它)", "更正一下，"),
 ]
-_MEMORY_REWRITES = [(re.compile(p), r) for p, r in MEMORY_REWRITES]
+_MEMORY_REWRITES = [(words.split(), re.compile(p), r) for words, p, r in MEMORY_REWRITES]
 #: 以后叫我X / 你说话要…: what the user wants of the character (kept as an agreement with it).
 _WISH_RES = [(re.compile(r"^(?:以后|今后|从现在起|从今天起)?(?:你)?(?:就)?(?:要|得|可以)?叫我(?!起床|一声|吃|去|来|干|做|帮|回|别)"
                          r"([^，,。!！?？]{1,10})$"), "记住，你以后叫我{0}"),
@@ -4283,13 +4293,14 @@ def memory_normalise(text):
     Example: memory_normalise('记住咯，我喜欢吃辣') -> '记住，我喜欢吃辣'
     Example: memory_normalise('榴莲那条忘掉吧') -> '忘记榴莲那条'"""
     t = text.strip()
-    for pattern, repl in _MEMORY_REWRITES:
-        t = pattern.sub(repl, t, count=1)
-    for pattern, form in _WISH_RES:
+    for words, pattern, repl in _MEMORY_REWRITES:
+        if any(w in t for w in words):
+            t = pattern.sub(repl, t, count=1)
+    for pattern, form in _WISH_RES if "叫我" in t or t.startswith("你") else ():
         m = pattern.match(t)
         if m:
             return form.format(*m.groups(), t=t)
-    m = _REMEMBER_TAIL_RE.match(t)
+    m = _REMEMBER_TAIL_RE.match(t) if "记" in t[-8:] else None
     if m and not t.startswith(("记住", "忘记")) and memory_has_subject(m.group(1)):
         return "记住，" + m.group(1)  # 我搬到深圳了，记一下
     return t
