@@ -4316,7 +4316,7 @@ _WEAK_VERB_RE = re.compile(r"^(?:请|麻烦|帮我|给我|你|把|就|那)*(?:�
 _SHAPED_ANY_RE = re.compile(rf"重新记|记错了?|帮我记|给我记|别记着?|不用记|不要记|记一下|记下来|记到起|记倒起|"
                             rf"(?:那条|这条|这几条|那几条|那两条|那两个|这两个|那几个|第\s*{_NUM}\s*[条个](?!朋友圈|消息|微博|评论|视频))"
                             rf"[^，,。！!？?]{{0,4}}(?:删|忘|改|不对|错|别记|不用记|不要|留着|更正)|^把.{{1,20}}(?:忘了|忘掉|删了|删掉|去掉)|"
-                            rf"(\S{{1,8}}(?:那个|这个|那条|这条)[^，,。]{{0,3}}(?:删|忘|改|不对|错|别记|不要了|留着|其实)?)")
+                            rf"(\S{{1,8}}(?:那个|这个|那条|这条)[^，,。]{{0,3}}(?:删|忘|改|不对|错|别记|不要了|留着|其实))")
 #: A memory verb at a message's end (…，记一下 / …改成上海); the weak ones need a memory they point at.
 _SHAPED_END_RE = re.compile(rf"(?:记一下|记下来|记住|记着|记好|忘掉|别记了|不用记了|别记着了|都忘了吧?|忘了吧|"
                             rf"(删了|删掉|改一下|改过来|改成\S{{1,12}}|不对))"
@@ -4344,9 +4344,13 @@ def memory_shaped(conn, ctx, text):
                           (ctx.user_id,)).fetchone()
     if recent and time.time() - recent[0] < PENDING_SECONDS:
         return True  # 不对，… right after a memory change
-    words = text_content_words(t) | set(re.findall(r"[\u4e00-\u9fff]{2}", t))
+    words = text_content_words(t) | {w for w in re.findall(r"[\u4e00-\u9fff]{2}", t) if not set(w) & _PLAIN_CHARS}
     return any(w in r["text"] for r in memory_list(conn, ctx) for w in words if len(w) >= 2
                and not re.fullmatch(r"(?:那条|这条|那个|这个|记忆|删了|删掉|改成|不对|错了|记住|忘记)", w))
+
+
+#: Characters too plain for two of them to say that a message and a memory are about the same thing (我喜).
+_PLAIN_CHARS = set("我你他她它的了是在有也很都就和吗呢吧啊喜欢不要这那个条删改对错记忘")
 
 
 #: What the LLM is told when it reads a memory message the rules could not (the request's first message).
