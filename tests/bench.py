@@ -3,6 +3,7 @@
 
     .venv/bin/python tests/bench.py [--json] [--quick] [--data DIR]    # search, import, recall, OOC, prompt size
     .venv/bin/python tests/bench.py --load [--json]                  # the bot as a process: load, soak, kill -9
+    .venv/bin/python tests/bench.py --flood [--json]                 # another user's replies while one floods
     .venv/bin/python tests/bench.py --footprint [--quick]            # also tests/footprint.py: start time, RSS, encode speed
 
 The vector model is tokenlearn-static-model's small test model when it is installed (--model to choose
@@ -440,10 +441,72 @@ def bench_load(tmpdir, model):
         out["stored_user_messages"] = conn.execute("SELECT count(*) FROM messages WHERE role = 'user'").fetchone()[0]
         conn.close()
         out["reply_with_summaries_in_flight"] = bench_summary_latency(tmpdir, llm, model)
+        out["reply_while_another_floods"] = bench_floods(tmpdir, llm, model)
         out["crash"] = bench_crash(tmpdir, llm)
     finally:
         llm.close()
     return out
+
+
+def _varied_chinese(rng, n):
+    """n characters of varied Chinese (every bigram new): the worst case for tokenising and search."""
+    return "".join(chr(rng.randrange(0x4E00, 0x9FA5)) for _ in range(n))
+
+
+def _latencies_of(nap, user_id, texts, timeout=30):
+    """Milliseconds from each of user_id's messages to its reply, while others' replies come too."""
+    out = []
+    for text in texts:
+        t0 = time.perf_counter()
+        nap.event(user_id, text)
+        deadline, got = t0 + timeout, None
+        while got is None and time.perf_counter() < deadline:
+            for who, at in nap.wait_replies(1, max(0.0, deadline - time.perf_counter())):
+                if who == user_id:
+                    got = at
+        out.append((got - t0) * 1000 if got else float("nan"))
+    return out
+
+
+def bench_flood(tmpdir, llm, model, llm_delay=1.0, messages=15, every=0.2, chars=4000):
+    """Another user's reply time while one user floods with chars-character messages of varied Chinese
+    (one every `every` seconds, far past BOT_RATE_LIMIT's default 20 a minute), against the same user's
+    quiet reply time; both over the one NapCat connection. The LLM answers in llm_delay seconds."""
+    import threading
+    llm.delay = llm_delay
+    proc, nap = _start_bot(llm, tmpdir, f"flood{llm_delay}.db", model, BOT_RATE_LIMIT=20, REPLY_SPLIT=0)
+    try:
+        questions = [f"第{i}个问题：{_bench_texts(random.Random(i), 1)[0]}，你怎么看？" for i in range(messages)]
+        _latencies_of(nap, 4, questions[:2])  # warm up
+        quiet = _latencies_of(nap, 2, questions)  # each phase its own user: neither passes BOT_RATE_LIMIT
+        stop, sent, rng = threading.Event(), [0], random.Random(5)
+
+        def flood():
+            while not stop.is_set():
+                nap.event(666, _varied_chinese(rng, chars))
+                sent[0] += 1
+                stop.wait(every)
+        thread = threading.Thread(target=flood, daemon=True)
+        thread.start()
+        time.sleep(2)  # the flood is under way before the first question
+        flooded = _latencies_of(nap, 3, questions)
+        stop.set()
+        thread.join()
+        p50_quiet, p50_flood = statistics.median(quiet), statistics.median(flooded)
+        return {"llm_delay_s": llm_delay, "flood_every_s": every, "flood_messages_sent": sent[0],
+                "quiet_p50_ms": round(p50_quiet, 1), "flood_p50_ms": round(p50_flood, 1),
+                "flood_p95_ms": round(_pct(flooded, 95), 1), "ratio_p50": round(p50_flood / p50_quiet, 2)}
+    finally:
+        nap.close()
+        proc.finish(signal.SIGTERM)
+        llm.delay = 0.0
+
+
+def bench_floods(tmpdir, llm, model):
+    """bench_flood with a 1 s and an instant LLM, flooding at 5 messages a second (past 3 x BOT_RATE_LIMIT most
+    are dropped unstored), and at one every 1.1 s (under it: every one is stored and goes through the pipeline)."""
+    runs = ((1.0, 0.2), (0.0, 0.2), (1.0, 1.1))
+    return [bench_flood(tmpdir, llm, model, delay, every=every) for delay, every in runs]
 
 
 def bench_summary_latency(tmpdir, llm, model):
@@ -510,6 +573,8 @@ def main(argv=None):
     parser = argparse.ArgumentParser(prog="tests/bench.py", description=__doc__.split("\n")[0])
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
     parser.add_argument("--load", action="store_true", help="only the load, soak and crash runs (bot, fake LLM, NapCat)")
+    parser.add_argument("--flood", action="store_true",
+                        help="only another user's reply time while one floods with 4,000-character messages")
     parser.add_argument("--quick", action="store_true", help="smaller sizes, no LoCoMo: a quick look")
     parser.add_argument("--data", type=Path, help="folder of the public evaluation sets (memorybank/, locomo10.json)")
     parser.add_argument("--model", help="model2vec model id or folder (default: the test model, else EMBED_MODEL)")
@@ -522,7 +587,13 @@ def main(argv=None):
                           f"SQLite {bot._sqlite_module().sqlite_version}"}
     notes = []
     with tempfile.TemporaryDirectory(dir=args.tmp) as tmpdir:
-        if args.load:
+        if args.flood:
+            llm = FakeLLM()
+            try:
+                results["reply_while_another_floods"] = bench_floods(tmpdir, llm, model)
+            finally:
+                llm.close()
+        elif args.load:
             results["load"] = bench_load(tmpdir, model)
         else:
             embedder = bot.Embedder(model)

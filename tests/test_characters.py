@@ -217,7 +217,7 @@ def test_character_list_and_unknown_name(runner, napcat, llm):
 
 def test_each_chat_keeps_its_own_character(runner, napcat, llm):
     group = dict(group_id=500, at_bot=True)
-    assert chat(napcat, llm, 7, "切换角色 neko", **group)[0] == BY_ID["neko"]["first_mes"]
+    assert chat(napcat, llm, 7, "切换角色 neko", role="admin", **group)[0] == BY_ID["neko"]["first_mes"]
     assert chat(napcat, llm, 7, "当前角色")[0] == "现在是小满（assistant）在和你聊天。"
     assert chat(napcat, llm, 7, "切换角色 knight")[0] == BY_ID["knight"]["first_mes"]
     assert chat(napcat, llm, 7, "当前角色", **group)[0] == "现在是小咪（neko）在和你聊天。"
@@ -249,7 +249,7 @@ def test_group_default_character_by_superuser_only(runner, napcat, llm):
     # by name works too, and a group's own switch wins over its default
     assert chat(napcat, llm, 42, "/group_character 602 艾德蒙")[0] == "群 602 的默认角色设为 艾德蒙。"
     assert chat(napcat, llm, 9, "当前角色", group_id=602, at_bot=True)[0] == "现在是艾德蒙（knight）在和你聊天。"
-    chat(napcat, llm, 9, "切换角色 neko", group_id=602, at_bot=True)
+    chat(napcat, llm, 9, "切换角色 neko", group_id=602, at_bot=True, role="owner")
     assert chat(napcat, llm, 9, "当前角色", group_id=602, at_bot=True)[0] == "现在是小咪（neko）在和你聊天。"
 
 

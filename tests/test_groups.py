@@ -176,7 +176,8 @@ def test_messages_sent_while_the_bot_answers_are_answered_together(runner, napca
 def test_a_single_message_does_not_wait(runner, napcat, llm):
     start_at = time.monotonic()
     assert napcat.ask(322, "你好") == "echo:你好"
-    assert llm.chat_requests()[-1]["time"] - start_at < 0.5  # no waiting window before the LLM call
+    # no waiting window before the LLM call (a debounce would be seconds; the margin is for a loaded machine)
+    assert llm.chat_requests()[-1]["time"] - start_at < 1.5
 
 
 def test_commands_in_a_burst_are_answered_one_by_one(runner, napcat, llm):
@@ -279,9 +280,10 @@ def test_split_parts_come_with_a_typing_pause_and_the_first_without_delay(env, l
             c.close()
             r.stop()
     first_whole, (first_part, second_part) = timings["0"][0], timings["1"]
-    assert first_part - first_whole < 0.2  # the first part goes out as fast as the whole reply did
+    assert first_part - first_whole < 0.45  # the first part is not held back by the shortest pause (0.5 s)
     pause = second_part - first_part
-    assert 0.5 * 0.95 <= pause <= 1.5 + 0.3, pause  # '今天天气真好，我们一起去公园散步吧？' (18 characters): 0.9 s
+    # '今天天气真好，我们一起去公园散步吧？' (18 characters): 0.9 s; a loaded machine only adds to it
+    assert 0.5 * 0.95 <= pause <= 1.5 + 1.0, pause
 
 
 # 4. Poke and 新话题 ##########################################################
@@ -453,7 +455,7 @@ def test_a_picture_is_described_stored_searchable_and_cached(env, llm, pictures)
 @pytest.mark.parametrize("name, content, delay", [
     ("page.html", b"<html>not a picture</html>", 0),
     ("big.png", png() + bytes(5 << 20), 0),
-    ("slow.png", png(), 3),
+    ("slow.png", png(), 10),
     ("missing.png", None, 0),
     ("ftp", None, 0),
 ])
@@ -467,7 +469,7 @@ def test_a_picture_that_fails_stays_a_placeholder_and_the_reply_comes(env, llm, 
         began = time.monotonic()
         c.event(1240003, message=picture(url, "看看"))
         assert c.reply_text() == "echo:[图片]看看"
-        assert time.monotonic() - began < 2.5
+        assert time.monotonic() - began < 8  # VISION_TIMEOUT 1 s, not the slow picture's 10 s
         assert llm.vision_requests() == []
         assert r.rows("SELECT text FROM messages WHERE role = 'user'") == [{"text": "[图片]看看"}]
     finally:

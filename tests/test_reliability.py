@@ -97,10 +97,10 @@ def test_llm_always_500_gives_apology_and_keeps_the_turn(runner, napcat, llm):
 def test_llm_slower_than_timeout(bots, llm):
     r = bots.start(LLM_TIMEOUT=1)
     nc = bots.connect(r)
-    llm.script = [{"delay": 3, "reply": "太迟了"}]
+    llm.script = [{"delay": 8, "reply": "太迟了"}]
     t = time.monotonic()
     assert nc.ask(1, "慢慢说") == bot.LLM_DOWN_REPLY
-    assert time.monotonic() - t < 2.9  # gave up before the LLM answered (it sleeps 3 s)
+    assert time.monotonic() - t < 7  # gave up (LLM_TIMEOUT 1 s) before the LLM answered (it sleeps 8 s)
     assert nc.ask(1, "下一条") == "echo:下一条"
     assert ("assistant", "太迟了") not in turns(r, "p:1")
 
@@ -195,10 +195,10 @@ def test_reconnect_before_the_old_connection_closed(runner, llm):
     assert old.ask(1, "旧连接") == "echo:旧连接"
     new = NapCat(runner.cfg.ONEBOT_PORT)  # NapCat reconnects while the server still holds the old socket
     try:
+        assert wait_for(lambda: old.closed, 10)  # the new one replaces it (issue 19): the server closes the old
         old.close()
-        time.sleep(0.5)
         new.event(1, "新连接")
-        assert new.reply_text(timeout=3) == "echo:新连接"
+        assert new.reply_text() == "echo:新连接"
     finally:
         new.close()
 
@@ -263,8 +263,9 @@ def test_plain_copy_of_bot_db_is_a_backup(runner, napcat, tmp_path, env):
     assert napcat.ask(5, "记住，我住在大理").startswith("好的，记住了")
     copy = tmp_path / "copies" / "copy.db"
     copy.parent.mkdir()
-    # within a second of the acknowledgement (README, Backup), as the checkpoints run every 0.5 s
-    assert wait_for(lambda: _plain_copy(runner.cfg.BOT_DB, copy) == ("ok", ["我住在大理"]), timeout=1.0)
+    # once a checkpoint ran after the acknowledgement (every 0.5 s: within a second on an idle machine, README, Backup;
+    # a loaded machine may take longer, which a timed assertion would report as a failure)
+    assert wait_for(lambda: _plain_copy(runner.cfg.BOT_DB, copy) == ("ok", ["我住在大理"]), timeout=10)
     # `python bot.py backup FILE` while the bot runs
     assert napcat.ask(5, "记住，我对芒果过敏").startswith("好的，记住了")
     target = tmp_path / "copies" / "cli.db"
@@ -333,10 +334,10 @@ def test_lone_surrogates_in_text(runner, napcat, llm):
 def test_lone_surrogate_in_nickname(runner, napcat, llm):
     # a QQ name cut in the middle of an emoji: NapCat's JSON carries it as a lone '\ud83d'
     napcat.event(2, message=[{"type": "text", "data": {"text": "私聊好"}}], nickname="名\ud83d", ascii_json=True)
-    assert napcat.reply_text(timeout=5) == "echo:私聊好"
+    assert napcat.reply_text() == "echo:私聊好"
     napcat.event(2, message=[{"type": "at", "data": {"qq": napcat.self_id}}, {"type": "text", "data": {"text": "群里好"}}],
                  group_id=300, card="断掉的表情\ud83d", ascii_json=True)
-    reply = napcat.reply_text(timeout=5).strip()
+    reply = napcat.reply_text().strip()
     assert reply.startswith("echo:断掉的表情") and reply.endswith("：群里好")
     speakers = [r["speaker"] for r in runner.rows("SELECT speaker FROM messages WHERE user_id = '2' AND role = 'user'")]
     assert len(speakers) == 2 and not any("\ud800" <= c <= "\udfff" for sp in speakers for c in sp)
