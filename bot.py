@@ -4571,6 +4571,16 @@ _SHAPED_END_RE = re.compile(rf"(?:记一下|记下来|记住|记着|记好|忘�
                             rf"{_ANY_PARTICLE}*[{_PUNCT}]*$")
 
 
+def memory_shaped_words(text, weak=False):
+    """Whether a message is about memory by its words alone; weak: also when a weak verb (删, 改, 不对) would
+    need a stored memory to point at. Example: memory_shaped_words('榴莲那个，别记着了') -> True"""
+    t = text.strip().translate(_TRADITIONAL)
+    start, anywhere, end = _SHAPED_START_RE.match(t), _SHAPED_ANY_RE.search(t), _SHAPED_END_RE.search(t)
+    if weak:
+        return bool(start or anywhere or end)
+    return bool(start and not _WEAK_VERB_RE.match(t) or anywhere and not anywhere.group(1) or end and not end.group(1))
+
+
 def memory_shaped(conn, ctx, text):
     """Whether a message the rules did not read is still about memory: a memory verb at its start or
     end, a memory phrase anywhere, or a pointer at a memory with a verb; a weak verb (删, 改, 不对) only
@@ -5811,7 +5821,8 @@ def _flooding(app, ctx, text):
     if not limit or ctx.superuser or _rate_take(app.arrivals[ctx.user_id], limit):
         return False
     names = [c["name"] for c in app.characters.get()["cards"].values()] + app.cfg.nicknames
-    if memory_parse(text, names)[0] or (ctx.user_id, ctx.session) in app.memory_asked or ctx.user_id in app.wipe_asked:
+    if memory_parse(text, names)[0] or memory_shaped_words(text, weak=True) \
+            or (ctx.user_id, ctx.session) in app.memory_asked or ctx.user_id in app.wipe_asked:
         return False
     if time.monotonic() - app.flood_warned.get(ctx.user_id, -60) >= 60:
         app.flood_warned[ctx.user_id] = time.monotonic()
