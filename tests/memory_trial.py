@@ -19,8 +19,9 @@ A line of FILE.jsonl:
                     last turn changed no memory)}
 
 What the last reply is: done = the user's memories (or their history: a confirmed no-op, an undo)
-changed during the turn; chat = the chat LLM was asked for it and nothing changed; asks = a question
-back (？ / 吗 / 回复…); lists = a numbered list (or the empty list); other = anything else.
+changed during the turn; chat = the chat LLM was asked for it and nothing changed; lists = a numbered
+list with no question mark (or the empty list); asks = a question back (？ / 吗 / 回复…); other = anything
+else (e.g. 没有第9条: a clear answer that changed nothing).
 A wrong change: a not_has substring in a memory after the conversation, or more memories than count
 (an invented or kept-by-mistake fact): the figure that must stay 0.
 
@@ -160,9 +161,11 @@ class Trial:
             dumped += [m for m in {json.dumps(r["json"]["messages"], ensure_ascii=False): r["json"]["messages"]
                                    for r in self.llm.requests[first:] if is_plan_request(r["json"])}.values()]  # not retries
             replies.append(reply)
+            numbered = re.search(r"(?m)^\s*1[.、]|还没有记住关于你", reply)
             last = ("done" if after != before else "chat" if chatted
+                    else "lists" if numbered and not re.search(r"[？?]", reply)  # a memory may say 回复 or 吗
                     else "asks" if re.search(r"[？?]|吗|回复", reply)
-                    else "lists" if re.search(r"(?m)^\s*1[.、]|还没有记住关于你", reply) else "other")
+                    else "lists" if numbered else "other")
         memories = [m[1] for m in self._state(user)[0]]
         ex, problems, wrong = row["expect"], [], []
         if self.mode == "down" and row.get("expect_down"):
