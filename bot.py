@@ -301,7 +301,7 @@ def config_describe(cfg):
 #####################################################################
 
 #: The schema version this code writes; schema.sql ends with the same number.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 #: Migrations from version N to N+1: SQL, then an optional Python step (fn(conn)), all in one
 #: transaction. The Python step may use only what is defined above the Memory section at import
 #: time; it is looked up when the migration runs.
@@ -406,6 +406,10 @@ END;
 CREATE TRIGGER memories_reexpand AFTER UPDATE OF text ON memories WHEN new.text IS NOT old.text BEGIN
     UPDATE memories SET expansion = NULL WHERE id = new.id;
 END;
+""", None),
+    # v4: the memories still waiting for their expansion, found without reading the ones done (a 100k import)
+    3: ("""
+CREATE INDEX memories_unexpanded ON memories (id) WHERE expansion IS NULL;
 """, None),
 }
 #: Python steps of migrations, by name; the sections that own them fill this in.
@@ -1576,6 +1580,21 @@ LLM_MODEL_RE = re.compile(r"model\b.{0,80}?(?:not found|does not exist|not exist
 LLM_CONTEXT_CODES = {"context_length_exceeded", "exceed_context_size_error", "1261"}
 LLM_CONTEXT_RE = re.compile(r"maximum context length|context (?:size|window|length)|token limit|"
                             r"input token length|range of input length|prompt.{0,8}(?:too long|超长)", re.I)
+#: The server's chat template refused the messages (llama-server --jinja answers 500 with the exception, vLLM
+#: 400): Gemma 1/2 "System role not supported", Mistral / Cohere "Conversation roles must alternate ...".
+#: Asking again gets the same answer, so it is not retried.
+LLM_TEMPLATE_RE = re.compile(r"raise_exception|roles must alternate|system role not supported|only user and "
+                             r"assistant roles|jinja|chat template|TemplateError", re.I)
+#: A template error that refuses any system message (Gemma 1 and 2, Mistral 7B v0.1): the system message is
+#: then sent as the start of the first user turn, marked by these heads.
+LLM_NO_SYSTEM_RE = re.compile(r"system role|only user and assistant roles are supported!?\s*$", re.I)
+LLM_FOLD_HEAD = "【设定与规则（本应是系统消息，这个模型不收系统消息）】"
+LLM_FOLD_TAIL = "【设定到此为止，下面是对话】"
+#: The model's context and the prompt's size in the server's tokens, where its error says them: llama-server's
+#: n_ctx / n_prompt_tokens fields, vLLM's and OpenAI's "maximum context length is 4096 tokens ... 4100 in the
+#: messages" / "your messages resulted in 9000 tokens".
+LLM_CONTEXT_SIZE_RE = re.compile(r"maximum context length is (\d+)", re.I)
+LLM_PROMPT_SIZE_RE = re.compile(r"(\d+) in the messages|messages resulted in (\d+)", re.I)
 #: A parameter the model refuses, and what to send instead (OpenAI's reasoning models: "Unsupported
 #: parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.").
 LLM_PARAM_RE = re.compile(r"unsupported parameter:?\s*'(\w+)'(?:.*?use '(\w+)' instead)?", re.I | re.S)
@@ -1583,7 +1602,7 @@ LLM_PARAM_RE = re.compile(r"unsupported parameter:?\s*'(\w+)'(?:.*?use '(\w+)' i
 
 def llm_error_kind(status, text):
     """What an HTTP error from the LLM means: (kind, the provider's message), kind one of refused, balance,
-    param, context, model, key, retry, or other.
+    template, param, context, model, key, retry, or other.
 
     Example: llm_error_kind(400, '{"error": {"code": "1301", "message": "敏感内容"}}') -> ('refused', '敏感内容')
     Example: llm_error_kind(402, 'Insufficient Balance') -> ('balance', 'Insufficient Balance')
@@ -1603,6 +1622,8 @@ def llm_error_kind(status, text):
         return "balance", message
     if status in (401, 403):
         return "key", message
+    if LLM_TEMPLATE_RE.search(message):
+        return "template", message
     if codes & LLM_CONTEXT_CODES or LLM_CONTEXT_RE.search(message):
         return "context", message
     if codes & LLM_MODEL_CODES or LLM_MODEL_RE.search(message):
@@ -1612,6 +1633,47 @@ def llm_error_kind(status, text):
     if status == 429 or status >= 500:
         return "retry", message
     return "other", message
+
+
+def llm_fold_system(messages):
+    """The messages for a chat template that refuses a system message (Gemma 1/2): the system message's text
+    opens the first user turn, between two marked heads.
+
+    Example: llm_fold_system([{'role': 'system', 'content': '你是小满'}, {'role': 'user', 'content': '你好'}]) \
+-> [{'role': 'user', 'content': LLM_FOLD_HEAD + '\\n你是小满\\n' + LLM_FOLD_TAIL + '\\n\\n你好'}]"""
+    if not messages or messages[0]["role"] != "system":
+        return messages
+    head = f"{LLM_FOLD_HEAD}\n{_llm_text(messages[0]['content'])}\n{LLM_FOLD_TAIL}\n\n"
+    rest = [dict(m) for m in messages[1:]]
+    if not rest or rest[0]["role"] != "user":
+        return [{"role": "user", "content": head.strip()}] + rest
+    content = rest[0]["content"]
+    rest[0]["content"] = head + content if isinstance(content, str) else [{"type": "text", "text": head}] + content
+    return rest
+
+
+def llm_context_target(text, used, max_tokens):
+    """How many tokens (as text_count_tokens counts) a prompt of `used` tokens refused as too long may have:
+    what the server's error says its context holds, less room for the reply; else half of `used`.
+
+    Example: llm_context_target('{"error": {"n_ctx": 4096, "n_prompt_tokens": 6000}}', 3000, 800) -> 1483
+    Example: llm_context_target('maximum context length is 8192 tokens', 9000, 1000) -> 5394
+    Example: llm_context_target('the request exceeds the available context size', 3000, 800) -> 1500"""
+    try:
+        error = json.loads(text).get("error") or {}
+    except (ValueError, AttributeError):
+        error = {}
+    error = error if isinstance(error, dict) else {}
+    n_ctx, n_prompt = error.get("n_ctx"), error.get("n_prompt_tokens")
+    m, p = LLM_CONTEXT_SIZE_RE.search(text), LLM_PROMPT_SIZE_RE.search(text)
+    n_ctx = n_ctx if isinstance(n_ctx, int) else (int(m.group(1)) if m else None)
+    n_prompt = n_prompt if isinstance(n_prompt, int) else (int(p.group(1) or p.group(2)) if p else None)
+    if not n_ctx:
+        return used // 2
+    room = n_ctx - min(max_tokens, n_ctx // 4)  # the reply is written into the same context
+    # our count and the server's tokenizer differ: scale by what the server counted, else keep a quarter spare
+    target = used * room // n_prompt * 9 // 10 if n_prompt else room * 3 // 4
+    return max(1, target if target < used else used // 2)
 
 
 class LLMClient:
@@ -1624,13 +1686,15 @@ class LLMClient:
         self.http = None  # made by open() (or the first call), inside the event loop
         self.slots = None
         self.tokens_param = "max_tokens"  # what the server takes the reply's length in (None: it takes none)
+        self.fold_system = False  # the server's chat template refuses a system message: see llm_fold_system
         self.notices = []  # account problems the superusers are to be told of (sent by the OneBot section)
         self.noticed = {}  # problem -> when it was last reported
 
     async def chat(self, messages, *, max_tokens=None, timeout=None, model=None, shrink=None):
         """One chat completion: (text, tokens used). Raises LLMError after the retries: LLMRefusedError at
         once when the provider refuses on content safety, LLMBalanceError when the account is empty.
-        shrink(messages) -> shorter messages, tried once when the prompt is longer than the model's context."""
+        shrink(messages, tokens) -> messages of about that many tokens, tried once when the prompt is longer
+        than the model's context (never the same prompt again)."""
         cfg = self.cfg
         if self.http is None:
             self.open()
@@ -1646,7 +1710,8 @@ class LLMClient:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise LLMError(f"no reply within LLM_TIMEOUT={timeout:g}s")
-            body = {"model": model, "messages": messages}
+            sent = llm_fold_system(messages) if self.fold_system else messages
+            body = {"model": model, "messages": sent}
             if self.tokens_param:
                 body[self.tokens_param] = budget
             response = None
@@ -1683,12 +1748,29 @@ class LLMClient:
                     raise LLMBalanceError(f"no balance or quota left ({status})")
                 if kind == "key":
                     raise LLMError(f"HTTP {response.status_code}: the API key was refused. Fix: check LLM_API_KEY")
+                if kind == "template" and sent[0]["role"] == "system" and LLM_NO_SYSTEM_RE.search(detail):
+                    if not self.fold_system:
+                        log.warning("LLM server's chat template refuses a system message (%s); sending it as the "
+                                    "start of the first user turn while the bot runs", detail[:120])
+                    self.fold_system = True
+                    continue
+                if kind == "template":
+                    raise LLMError(f"HTTP {response.status_code} from {cfg.LLM_BASE_URL}. Fix: the server's chat "
+                                   f"template refused the request: {detail[:200]}; run the model's own template "
+                                   f"(llama-server --jinja), or another model (README: 本地模型)")
+                if "mmproj" in detail:
+                    raise LLMError(f"{status}. Fix: start llama-server with --mmproj (the model's vision "
+                                   f"projector file), or leave VISION_MODEL empty")
                 if kind == "context" and shrink is not None and "context" not in fixed:
                     fixed.add("context")
-                    messages = shrink(messages)
-                    log.warning("LLM prompt longer than the model's context (%s); trying once with a shorter one",
-                                detail[:120])
-                    continue
+                    used = sum(text_count_tokens(_llm_text(m["content"])) for m in messages)
+                    target = llm_context_target(response.text, used, budget)
+                    shorter = shrink(messages, target)
+                    if shorter != messages:
+                        log.warning("LLM prompt longer than the model's context (%s); trying once with about %d "
+                                    "tokens instead of %d", detail[:120], target, used)
+                        messages = shorter
+                        continue
                 if kind == "context":
                     raise LLMError(f"the prompt is longer than the model's context ({status}). "
                                    f"Fix: lower PROMPT_BUDGET, or give the model a larger context")
@@ -1700,7 +1782,7 @@ class LLMClient:
                 if kind != "retry":
                     raise LLMError(f"HTTP {response.status_code}: {detail[:200]}. "
                                    f"Fix: check LLM_BASE_URL and LLM_MODEL")
-                error = f"HTTP {response.status_code} from {cfg.LLM_BASE_URL}"
+                error = status
             wait = _retry_after(response, failures)
             if failures == LLM_RETRIES or time.monotonic() + wait >= deadline:
                 raise LLMError(error)
@@ -2063,7 +2145,7 @@ ENGLISH_RELATIONS = {"mom": "妈妈", "mum": "妈妈", "mother": "妈妈", "dad"
 #: attribute has one value per subject (a new one replaces the old); a many-valued one is keyed
 #: by its value (过敏 花生 and 过敏 芒果 are two memories).
 ATTRIBUTE_RULES = [
-    ("现居地", r"(?:现在|目前|已经|刚)?(?:住在|住|家住|家在|定居在?|搬到了?|搬去了?|搬家到了?)(?!院|宿|过|了|[\d一二三四五六七八九十几]+[楼层])"
+    ("现居地", r"(?:现在|目前|已经|刚)?(?:住在|住|家住|家在|定居在?|搬到了?|搬去了?|搬家到了?)(?!在?(?:院|宿|校|过|了|得|的|[\d一二三四五六七八九十几]+[楼层]))"
              r"([^，,]{1,20})", True),
     ("老家", r"(?:的)?(?:老家|家乡|籍贯)(?:是|在)?([^，,]{1,20})|是([^，,]{1,6}?)人", True),
     ("生日", r"(?:的)?生日(?:是|在|：|:)?\s*((?:农历|阴历|公历|阳历)?[\d一二三四五六七八九十正腊冬]+\s*[月/.\-号日].*)", True),
@@ -2130,6 +2212,8 @@ ATTRIBUTE_WORDS = {
     "害怕": "害怕的东西 怕什么", "身高": "身高", "体重": "体重", "星座": "星座", "血型": "血型"}
 _ATTRIBUTE_BY_WORD = {w: a for a, words in ATTRIBUTE_WORDS.items() for w in words.split()}
 #: A value that is only a pronoun or a pointer is no fact ("其实我现在不喜欢他了" is venting).
+#: Values of 现居地 that name a kind of lodging, not a place (住校, 住在学校宿舍, 住酒店): no home, a plain fact.
+_NOT_A_HOME_RE = re.compile(r"^(?:学校|学生|单位|公司|员工|集体)?(?:宿舍|寝室|学校|校|酒店|宾馆|旅馆|民宿|医院|病房)(?:里|里面)?$")
 _VAGUE_VALUE_RE = re.compile(r"^(?:他|她|它|他们|她们|这个|那个|这样|那样|这些|那些|这|那|你|了|啊|的)[了啊呀吧呢的]*$")
 #: Other names for places and things, looked up before the areas (蓉城 means 成都). Keys are
 #: lower case; each value is added to the message's keywords.
@@ -2889,7 +2973,7 @@ def memory_fact(text, last_subject=None, known=()):
         value = re.sub(r"\s+(?:now|too|also|as well)$", "", value, flags=re.I) if english else value
         if re.fullmatch(r"(?:哪|哪里|哪儿|什么|啥|几|多少|谁)[了呢啊]?", value):
             return Fact(text, subject, attribute, None, single, replaces)  # 我住哪: the attribute, no value
-        if not value or _VAGUE_VALUE_RE.match(value):
+        if not value or _VAGUE_VALUE_RE.match(value) or attribute == "现居地" and _NOT_A_HOME_RE.match(value):
             return Fact(text, subject, None, None, False, replaces)
         if attribute == "工作单位" and (value in _CITIES or value.endswith(("市", "省"))):
             attribute = "工作城市"  # 我在北京工作 is where, not for whom
@@ -3027,10 +3111,17 @@ def _topic_index(topics):
     return {w: frozenset(t) for w, t in index.items()}
 
 
-#: word -> topics; the longest CJK word; the words mixing scripts (k歌), matched as substrings.
+#: word -> topics; the words mixing scripts (k歌), matched as substrings.
 _TOPIC_INDEX = _topic_index(TOPICS)
-_TOPIC_MAXLEN = max(len(w) for w in _TOPIC_INDEX if not w.isascii())
 _TOPIC_MIXED = [w for w in _TOPIC_INDEX if not w.isascii() and re.search("[a-z0-9]", w)]
+#: first character of a CJK word of the lexicon -> the lengths its words have (most characters start none).
+_TOPIC_STARTS = collections.defaultdict(set)
+for _w in _TOPIC_INDEX:
+    if not _w.isascii():
+        _TOPIC_STARTS[_w[0]].add(len(_w))
+_TOPIC_STARTS = {c: sorted(lengths) for c, lengths in _TOPIC_STARTS.items()}
+_CJK_RUN_RE = re.compile(f"[{_CJK}]+")
+_ASCII_WORD_RE = re.compile(r"[a-z0-9][a-z0-9'+#.-]*[a-z0-9+#]|[a-z0-9]")
 
 
 def memory_areas(text, attribute=None, subject="我", message=False):
@@ -3039,11 +3130,13 @@ def memory_areas(text, attribute=None, subject="我", message=False):
     Example: memory_areas('明天要下雨吗', message=True) -> {'place.residence_weather', 'fear.thunder_storm'}"""
     low = text.lower()
     out = set()
-    for run in re.findall(f"[{_CJK}]+", low):  # every CJK substring that is a word of the lexicon
-        for i in range(len(run)):
-            for j in range(i + 1, min(len(run), i + _TOPIC_MAXLEN) + 1):
-                out |= _TOPIC_INDEX.get(run[i:j], frozenset())
-    words = re.findall(r"[a-z0-9][a-z0-9'+#.-]*[a-z0-9+#]|[a-z0-9]", low)
+    for run in _CJK_RUN_RE.findall(low):  # every CJK substring that is a word of the lexicon
+        for i, c in enumerate(run):
+            for n in _TOPIC_STARTS.get(c, ()):
+                found = _TOPIC_INDEX.get(run[i:i + n]) if i + n <= len(run) else None
+                if found:
+                    out |= found
+    words = _ASCII_WORD_RE.findall(low)
     for w in words + [" ".join(p) for p in zip(words, words[1:])]:
         out |= _TOPIC_INDEX.get(w, frozenset())
     for w in _TOPIC_MIXED:
@@ -3265,6 +3358,11 @@ EXPAND_WORD_MAX = 16
 #: unusable replies in a row after which a memory goes without.
 EXPAND_RETRY_SECONDS = 300
 EXPAND_ATTEMPTS = 3
+#: Seconds without a chat message before the next expansion is asked for: a backlog (an import of 100k
+#: memories) fills the database thread and the CPU only while nobody is waiting for a reply. In a chat that
+#: never pauses one expansion still goes every EXPAND_BUSY_SECONDS, between replies.
+EXPAND_QUIET_SECONDS = 1.0
+EXPAND_BUSY_SECONDS = 10.0
 
 
 def memory_expansion_prompt(text):
@@ -3359,22 +3457,40 @@ def memory_import_rows(conn, embedder, lines, batch=1000):
         rows.append(obj)
     if errors:
         return 0, errors
+    now = time.time()
     with db_tx(conn):
+        # FTS5 writes every row a trigger adds as a segment of its own; one INSERT ... SELECT at the end
+        # indexes the whole import at once, with the trigger's own expressions (back in the same transaction)
+        trigger = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'memories_ai'").fetchone()
+        conn.execute("DROP TRIGGER memories_ai")
+        start = last = conn.execute("SELECT coalesce(max(id), 0) FROM memories").fetchone()[0]
         for i in range(0, len(rows), batch):
             part = rows[i:i + batch]
             texts = [text_clean(o["text"], 2000) for o in part]
-            vecs = embedder.encode(texts) if embedder.model is not None else [None] * len(part)
-            for o, text, vec in zip(part, texts, vecs):
-                f = memory_fact(text)
+            values = []
+            for o, text in zip(part, texts):
+                # an export's line says what the fact is: it is not taken apart again
+                exported = o.get("subject") and {"attribute", "value"} <= o.keys()
+                f = Fact(text, o["subject"], o["attribute"], o["value"]) if exported else memory_fact(text)
                 subject = o.get("subject") or ("你" if o.get("type") == "experience" and f.subject == "我" else f.subject)
-                memory_id = memory_insert(conn, vec, user_id=str(o["user_id"]), text=text, subject=subject,
-                                          type=o.get("type") or "user_fact", character_id=o.get("character_id"),
-                                          scope=o.get("scope") or "private", importance=int(o.get("importance") or 1),
-                                          attribute=o.get("attribute", f.attribute), value=o.get("value", f.value),
-                                          created_at=o.get("created_at"))
-                if o.get("expansion") is not None:  # an export's expansion: the LLM is not asked again
-                    conn.execute("UPDATE memories SET expansion = ? WHERE id = ?",
-                                 (memory_expansion_words(o["expansion"], text), memory_id))
+                attribute, value = o.get("attribute", f.attribute), o.get("value", f.value)
+                expansion = None if o.get("expansion") is None else memory_expansion_words(o["expansion"], text)
+                values.append((str(o["user_id"]), o.get("type") or "user_fact", o.get("character_id"),
+                               o.get("scope") or "private", text, subject, attribute, value,
+                               memory_area_tokens(memory_areas(text, attribute, subject)),
+                               int(o.get("importance") or 1), o.get("created_at") or now, now, expansion))
+            conn.executemany("INSERT INTO memories (user_id, type, character_id, scope, text, subject, attribute, "
+                             "value, areas, importance, created_at, updated_at, expansion) "
+                             "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", values)
+            ids = [r[0] for r in conn.execute("SELECT id FROM memories WHERE id > ? ORDER BY id", (last,))]
+            last = ids[-1]
+            if embedder.model is not None:
+                conn.executemany("INSERT INTO memories_vec (memory_id, owner, embedding) VALUES (?, ?, ?)",
+                                 [(memory_id, v[0], np.asarray(vec, dtype=np.float32).tobytes())
+                                  for memory_id, v, vec in zip(ids, values, embedder.encode(texts))])
+        conn.execute("INSERT INTO memories_fts (rowid, tokens, owner, extra) SELECT id, mnemo_tokens(text) || ' ' || "
+                     "areas, mnemo_owner(user_id), mnemo_tokens(expansion) FROM memories WHERE id > ?", (start,))
+        conn.execute(trigger[0])
     return len(rows), []
 
 
@@ -5105,7 +5221,7 @@ class SummaryWorker:
                     await self.db.run(usage_today, payer) >= self.cfg.BOT_DAILY_TOKENS:
                 raise LLMError(f"{payer} is past BOT_DAILY_TOKENS")
             text, tokens = await self.llm.chat(summary_prompt(card, turns, level), max_tokens=300,
-                                               timeout=min(self.cfg.LLM_TIMEOUT, 60))
+                                               timeout=self.cfg.LLM_TIMEOUT)
             if payer:
                 await self.db.run(usage_add, payer, tokens, write=True)
             if not text.startswith("此前"):
@@ -5614,6 +5730,8 @@ def prompt_assemble(card, ctx, text, parts, budget, min_turns=2):
 # Replies (the path every message takes, from QQ or the terminal) ###
 #####################################################################
 
+#: Fewest tokens of the user's message kept when a prompt is cut for a small context.
+PROMPT_MIN_MESSAGE_TOKENS = 200
 #: Said when the LLM can't be reached (the log says why); worded so that any character can say it.
 LLM_DOWN_REPLY = "抱歉，我刚才走神了，没听清……等一下再和我说好吗？"
 #: Seconds between checkpoints of the WAL into bot.db (so a plain copy of bot.db is current).
@@ -5652,6 +5770,8 @@ class App:
         self.llm = LLMClient(cfg)
         self.summaries = SummaryWorker(cfg, self.db, self.llm, self.vec, self.card_by_id, self.stats)
         self.expand_wake = asyncio.Event()  # set when memories may be waiting for their expansion
+        self.last_message = 0.0  # time.monotonic() of the last chat message: expansions wait for a quiet moment
+        self.expanded_at = 0.0  # time.monotonic() of the last expansion asked for
         self.tasks = set()
 
     def vec(self, text):
@@ -5701,11 +5821,12 @@ class App:
                     await self.expand_wake.wait()
                     continue
                 for r in rows:
+                    await self._expand_turn()
                     reply, tokens = "", 0
                     for attempt in range(EXPAND_ATTEMPTS):
                         try:
                             reply, tokens = await self.llm.chat(memory_expansion_prompt(r["text"]), max_tokens=400,
-                                                                timeout=min(self.cfg.LLM_TIMEOUT, 60))
+                                                                timeout=self.cfg.LLM_TIMEOUT)
                             break
                         except LLMRefusedError as e:  # refused on content safety: the same again, so no retry
                             log.info("expansion of memory %d: %s; it goes without", r["id"], e)
@@ -5730,6 +5851,17 @@ class App:
             except Exception:  # the database busy (a big import), or a bug: never the end of expansions
                 log.exception("expansions: unexpected error; trying again in %d s", EXPAND_RETRY_SECONDS)
                 await asyncio.sleep(EXPAND_RETRY_SECONDS)
+
+    async def _expand_turn(self):
+        """Waits until no reply is being written and the chats have been quiet EXPAND_QUIET_SECONDS, or until
+        EXPAND_BUSY_SECONDS since the last expansion (then it goes between two replies)."""
+        while True:
+            now = time.monotonic()
+            if not self.pending and (now - self.last_message >= EXPAND_QUIET_SECONDS
+                                     or now - self.expanded_at >= EXPAND_BUSY_SECONDS):
+                self.expanded_at = now
+                return
+            await asyncio.sleep(min(0.2, EXPAND_QUIET_SECONDS))
 
     async def stop(self):
         for task in list(self.tasks):
@@ -5772,6 +5904,7 @@ def _store_message(conn, app, ctx, role, text, onebot_id=None):
 async def reply_handle(app, ctx, text, onebot_id=None):
     """Stores a message, then answers it in its chat's order; returns the reply (already stored)."""
     raw_len = len(text or "")
+    app.last_message = time.monotonic()
     text = text_clean(text, app.cfg.BOT_MAX_MESSAGE)
     if _flooding(app, ctx, text):
         return None
@@ -5912,8 +6045,19 @@ async def reply_llm(app, ctx, text, card):
     app.memory_used[(ctx.user_id, ctx.session)] = parts.get("memory_ids", [])
     messages, _ = prompt_assemble(card, ctx, text, parts, app.cfg.PROMPT_BUDGET)
 
-    def shorter(_):  # a model with a small context (a local server's -c / num_ctx): half the budget, once
-        return prompt_assemble(card, ctx, text, parts, app.cfg.PROMPT_BUDGET // 2, min_turns=0)[0]
+    def shorter(longer, tokens):
+        """The prompt in about `tokens` for a model with a small context (a local server's -c / num_ctx): fewer
+        turns and references, and the user's own message cut when it alone is too long; what was cut is logged."""
+        room = max(tokens - text_count_tokens(character_system_prompt(card)), PROMPT_MIN_MESSAGE_TOKENS)
+        cut = text
+        while text_count_tokens(cut) > room:
+            cut = cut[:max(1, min(len(cut) - 1, len(cut) * room // text_count_tokens(cut)))]
+        short = prompt_assemble(card, ctx, cut, parts, tokens, min_turns=0)[0]
+        log.warning("prompt cut for the model's context: %d of %d earlier turns kept, the system message %d -> %d "
+                    "characters%s", len(short) - 2, len(longer) - 2, len(longer[0]["content"]),
+                    len(short[0]["content"]), f", the message {len(text)} -> {len(cut)} characters" if cut != text
+                    else "")
+        return short
     tokens = 0
     try:
         reply, tokens = await app.llm.chat(messages, shrink=shorter)
@@ -5924,7 +6068,8 @@ async def reply_llm(app, ctx, text, card):
             note = (f"注意：你上一次的回复出戏了（{why}）。这次必须完全以{card['name']}的身份回答，"
                     f"不要自称AI或程序，不要提到其他角色，不要提{card['name']}不可能知道的东西。")
             try:
-                reply, more = await app.llm.chat(_noted(messages, note), shrink=lambda m: _noted(shorter(m), note))
+                reply, more = await app.llm.chat(_noted(messages, note),
+                                                 shrink=lambda m, n: _noted(shorter(m, n), note))
                 tokens += more
             except LLMError:
                 reply = None  # the first reply broke character: better the fallback than an apology
@@ -6261,7 +6406,10 @@ async def _character_switch(app, ctx, arg, card):
         return f"没有叫“{arg[:20]}”的角色。说“角色列表”看看有哪些。"
     await app.db.run(session_set_character, ctx.session, target["id"], write=True)
     app.summaries.kick(ctx.session)  # what the old character lived becomes its experience now
-    ctx.character_id = target["id"]  # the greeting is the new character's first turn
+    # the greeting is the new character's first turn, and the command the user turn it answers: filed together,
+    # the pair opens the new character's history (a lone greeting would be dropped by prompt_alternate)
+    await app.db.run(session_refile_message, ctx.message_id, target["id"], write=True)
+    ctx.character_id = target["id"]
     greeting = target.get("first_mes", "").replace("{{char}}", target["name"]).replace("{{user}}", ctx.speaker or "你")
     return greeting or f"你好，我是{target['name']}。"
 
@@ -7067,6 +7215,12 @@ def cli_character_import(cfg, path):
     print(f"imported {card['name']} as id {new_id} ({entries} lore entries) into {target}")
 
 
+#: What doctor asks the LLM: a system message and a user turn, like every reply's request (and with its
+#: max_tokens and timeout, so a thinking model or a slow Pi passes or fails here as it would in chat).
+DOCTOR_PROMPT = [{"role": "system", "content": "你是一个聊天机器人，用中文简短回答。"},
+                 {"role": "user", "content": "你好，回复“在”即可。"}]
+
+
 def cli_doctor(cfg):
     """Checks each part the bot needs; prints ok or an Error/Fix line for each. Returns the failures."""
     failures = 0
@@ -7116,12 +7270,16 @@ def cli_doctor(cfg):
         async def go():
             client = LLMClient(cfg)
             try:
-                return await client.chat([{"role": "user", "content": "你好，回复“在”即可。"}], max_tokens=10,
-                                         timeout=min(cfg.LLM_TIMEOUT, 20))
+                # shaped like a reply's request (a system message, then the user), so a template that
+                # refuses either shows here
+                answer = await client.chat(DOCTOR_PROMPT)  # LLM_MAX_TOKENS and LLM_TIMEOUT, as a reply has
+                return answer[0], client.fold_system
             finally:
                 await client.close()
-        text, tokens = asyncio.run(go())
-        return f"{cfg.LLM_BASE_URL} ({cfg.LLM_MODEL}) answered: {text[:30]!r}"
+        text, folded = asyncio.run(go())
+        return f"{cfg.LLM_BASE_URL} ({cfg.LLM_MODEL}) answered: {text[:30]!r}" + (
+            "; its chat template refuses a system message, so the bot sends it inside the first user turn"
+            if folded else "")
     check("LLM endpoint", llm)
     return failures
 

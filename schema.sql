@@ -70,6 +70,7 @@ CREATE TABLE memories (
 );
 CREATE INDEX memories_user ON memories (user_id, type, id);
 CREATE INDEX memories_key ON memories (user_id, subject, attribute);
+CREATE INDEX memories_unexpanded ON memories (id) WHERE expansion IS NULL;  -- the expansions still to ask for
 
 CREATE VIRTUAL TABLE memories_fts USING fts5(tokens, owner, extra);  -- extra: the expansion, weighted lower
 CREATE TRIGGER memories_ai AFTER INSERT ON memories BEGIN
@@ -172,4 +173,4 @@ CREATE TABLE meta (
     value TEXT NOT NULL
 );
 
-PRAGMA user_version = 3;
+PRAGMA user_version = 4;

@@ -4,6 +4,7 @@
     .venv/bin/python tests/bench.py [--json] [--quick] [--data DIR]    # search, import, recall, OOC, prompt size
     .venv/bin/python tests/bench.py --load [--json]                  # the bot as a process: load, soak, kill -9
     .venv/bin/python tests/bench.py --flood [--json]                 # another user's replies while one floods
+    .venv/bin/python tests/bench.py --reply [--runs N]               # reply latency at 0 and 100k memories
     .venv/bin/python tests/bench.py --footprint [--quick]            # also tests/footprint.py: start time, RSS, encode speed
 
 The vector model is tokenlearn-static-model's small test model when it is installed (--model to choose
@@ -509,6 +510,47 @@ def bench_floods(tmpdir, llm, model):
     return [bench_flood(tmpdir, llm, model, delay, every=every) for delay, every in runs]
 
 
+def bench_reply_scale(tmpdir, model, runs=3, messages=200, sizes=(0, 100_000)):
+    """Reply latency through QQ (fake LLM, instant) with 0 and with 100k memories of other users in the
+    database, as a user has them right after `memory import`: the expansions of the whole import still
+    to ask for. Each run starts the bot afresh on its own copy; p50 per run (the first 20 replies are
+    warm-up), then the median of the runs."""
+    import shutil
+    embedder = bot.Embedder(model or "off")
+    llm = FakeLLM()
+    p50s = collections.defaultdict(list)
+    try:
+        for total in sizes:
+            base = Path(tmpdir) / f"reply-{total}.db"
+            conn = bot.db_connect(base)
+            if embedder.model is not None:
+                bot.db_vec_prepare(conn, embedder.name, embedder.dim)
+            lines = [json.dumps({"user_id": str(10_000 + i // 100), "text": t}, ensure_ascii=False)
+                     for i, t in enumerate(_bench_texts(random.Random(7), total))]
+            bot.memory_import_rows(conn, embedder, lines)
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            conn.close()
+        for run in range(runs):
+            for total in sizes:  # interleaved, so that a busy moment of the machine hits both alike
+                for p in Path(tmpdir).glob("reply-run.db*"):
+                    p.unlink()
+                shutil.copy(Path(tmpdir) / f"reply-{total}.db", Path(tmpdir) / "reply-run.db")
+                proc, nap = _start_bot(llm, tmpdir, "reply-run.db", model)
+                try:
+                    time.sleep(2)
+                    lat = _latencies(nap, 999_999, [f"第{i}条：今天想吃点什么好呢" for i in range(messages)])
+                    p50s[total].append(_pct(lat[20:], 50))
+                finally:
+                    nap.close()
+                    proc.finish(signal.SIGTERM)
+    finally:
+        llm.close()
+    out = {f"{total}_memories_p50_ms": round(statistics.median(p50s[total]), 1) for total in sizes}
+    first, last = (statistics.median(p50s[t]) for t in (sizes[0], sizes[-1]))
+    return out | {"added_ms": round(last - first, 1), "ratio": round(last / first, 2), "runs": runs,
+                  "p50_per_run_ms": {str(t): [round(x, 1) for x in p50s[t]] for t in sizes}}
+
+
 def bench_summary_latency(tmpdir, llm, model):
     """Reply latency (LLM 0.2 s) with no summaries, and with a 3-second summary started every 2 turns."""
     out = {}
@@ -575,6 +617,8 @@ def main(argv=None):
     parser.add_argument("--load", action="store_true", help="only the load, soak and crash runs (bot, fake LLM, NapCat)")
     parser.add_argument("--flood", action="store_true",
                         help="only another user's reply time while one floods with 4,000-character messages")
+    parser.add_argument("--reply", action="store_true", help="only the reply latency at 0 and 100k memories (bot, fake LLM)")
+    parser.add_argument("--runs", type=int, default=3, help="runs of the reply latency at 0 and 100k memories (median)")
     parser.add_argument("--quick", action="store_true", help="smaller sizes, no LoCoMo: a quick look")
     parser.add_argument("--data", type=Path, help="folder of the public evaluation sets (memorybank/, locomo10.json)")
     parser.add_argument("--model", help="model2vec model id or folder (default: the test model, else EMBED_MODEL)")
@@ -593,9 +637,11 @@ def main(argv=None):
                 results["reply_while_another_floods"] = bench_floods(tmpdir, llm, model)
             finally:
                 llm.close()
-        elif args.load:
+        if args.reply or args.load:
+            results["reply_at_scale"] = bench_reply_scale(tmpdir, model, runs=args.runs)
+        if args.load:
             results["load"] = bench_load(tmpdir, model)
-        else:
+        elif not (args.reply or args.flood):
             embedder = bot.Embedder(model)
             results["model"] = f"{model} ({embedder.dim} dimensions)" if embedder.model is not None else f"none: {embedder.error}"
             results["rss_model_loaded_mb"] = round(_rss_mb(), 1)

@@ -103,7 +103,9 @@ class FakeLLM:
 
     Like some servers: refused_params {name: what to send instead, or None} answers a request that has
     one as OpenAI answers max_tokens to its reasoning models; context_chars > 0 answers a request whose
-    messages hold more characters as llama.cpp's llama-server answers a prompt longer than its context."""
+    messages hold more characters as llama.cpp's llama-server answers a prompt longer than its context;
+    template (a name in SERVER_TEMPLATES or CHAT_TEMPLATES) renders every request through that chat template and
+    answers one it refuses as the server does: template_status 500 like llama-server --jinja, 400 like vLLM."""
 
     def __init__(self):
         self.requests = []
@@ -116,6 +118,7 @@ class FakeLLM:
         self.answer = None  # body -> a script item or None (then the usual rules): a whole run's LLM at once
         self.refused_params = {}  # parameter -> the one to send instead (None: none), as OpenAI's o1 / gpt-5
         self.context_chars = 0  # prompts longer than this many characters are refused, as llama-server does
+        self.template, self.template_status = None, 500  # the model's chat template, rendered as a server does
         self.inflight = self.max_inflight = 0  # requests being answered at once
         self.lock = threading.Lock()
         llm = self
@@ -197,6 +200,15 @@ class FakeLLM:
                 return {"status": 400, "body": json.dumps({"error": {
                     "message": f"Unsupported parameter: '{name}' is not supported with this model.{use}",
                     "type": "invalid_request_error", "param": name, "code": "unsupported_parameter"}})}
+        if self.template:
+            try:
+                render_chat(self.template, body["messages"])
+            except Exception as e:  # noqa: BLE001 - the server sends back whatever the template raised
+                if self.template_status == 400:  # vLLM: BadRequestError, a top-level body
+                    return {"status": 400, "body": json.dumps({"object": "error", "message": str(e),
+                                                               "type": "BadRequestError", "param": None, "code": 400})}
+                return {"status": 500, "body": json.dumps({"error": {"code": 500, "message": str(e),
+                                                                     "type": "server_error"}})}
         size = sum(len(t) for m in body["messages"] for t in _texts(m))
         if self.context_chars and size > self.context_chars:
             return {"status": 400, "body": json.dumps({"error": {
@@ -238,6 +250,9 @@ CHAT_TEMPLATES = {
     "Qwen-Qwen3-0.6B": {"bos_token": None, "eos_token": "<|im_end|>"},
     "meta-llama-Llama-3.2-3B-Instruct": {"bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>"},
 }
+#: Templates a FakeLLM can render as its server's (FakeLLM.template) but that not every request must pass:
+#: Gemma 1/2 refuse any system message, so the bot adapts when such a server says so.
+SERVER_TEMPLATES = {"google-gemma-7b-it": {"bos_token": "<bos>", "eos_token": "<eos>"}}
 #: Templates of models that read pictures: a request with one goes to VISION_MODEL, so only these render it.
 VISION_TEMPLATES = ("mistralai-Mistral-Small-3.1-24B-Instruct-2503", "google-gemma-3-it")
 _compiled = {}
@@ -272,7 +287,7 @@ def render_chat(name, messages):
     """The prompt text a server running that model makes of messages (add_generation_prompt=True).
     Raises jinja2's TemplateError where the template refuses them (the server answers 500)."""
     return chat_template(name).render(messages=messages, tools=None, documents=None, add_generation_prompt=True,
-                                      **CHAT_TEMPLATES[name])
+                                      **(CHAT_TEMPLATES.get(name) or SERVER_TEMPLATES[name]))
 
 
 def _texts(message):

@@ -189,6 +189,27 @@ def test_hot_reload_updates_lore(runner, napcat, llm, env):
 
 # Switching through QQ ##########################################################
 
+def test_the_new_characters_greeting_is_in_the_next_prompt_paired_with_the_switch(runner, napcat, llm):
+    """After 切换角色 the greeting comes before any user turn of the new character; it stays in the next
+    prompt as the answer to the switch command, and switching back doesn't pair one character's command
+    with another's greeting."""
+    assert chat(napcat, llm, 51, "你好")[0] == "echo:你好"
+    greeting = chat(napcat, llm, 51, "切换角色 neko")[0]
+    assert "小咪" in greeting
+    _, reqs = chat(napcat, llm, 51, "你是谁")
+    assert reqs[0]["json"]["messages"][1:] == [{"role": "user", "content": "切换角色 neko"},
+                                               {"role": "assistant", "content": greeting},
+                                               {"role": "user", "content": "你是谁"}]
+    back = chat(napcat, llm, 51, "切换角色 assistant")[0]
+    assert "小满" in back
+    _, reqs = chat(napcat, llm, 51, "在吗")
+    assert reqs[0]["json"]["messages"][1:] == [{"role": "user", "content": "你好"},
+                                               {"role": "assistant", "content": "echo:你好"},
+                                               {"role": "user", "content": "切换角色 assistant"},
+                                               {"role": "assistant", "content": back},
+                                               {"role": "user", "content": "在吗"}]
+
+
 @pytest.mark.parametrize("command, cid", [
     ("切换角色 knight", "knight"), ("切换角色 艾德蒙", "knight"), ("换角色：小咪", "neko"),
     ("/character Knight", "knight"), ("切换角色小咪", "neko")])

@@ -192,6 +192,20 @@ def test_the_name_then_a_command_word_addresses_the_bot(word):
     ("你叫我老大", "你", "称呼用户", "老大"),
     ("I live in Shanghai", "我", "现居地", "Shanghai"),
     ("我住院了", "我", None, None),
+    # a kind of lodging, or how far, is not a home: 现居地 is where they live (it takes the profile's place)
+    ("我住校", "我", None, None),
+    ("我住校，宿舍在六楼", "我", None, None),
+    ("我住在宿舍", "我", None, None),
+    ("我住学校宿舍", "我", None, None),
+    ("我现在住在学校", "我", None, None),
+    ("我住酒店", "我", None, None),
+    ("我住在医院", "我", None, None),
+    ("我住得很远", "我", None, None),
+    ("我住的地方离公司很近", "我", None, None),
+    ("我住在一楼", "我", None, None),
+    ("我住在Garching的学生宿舍，离学校近", "我", "现居地", "Garching的学生宿舍"),
+    ("我住在爷爷家", "我", "现居地", "爷爷家"),
+    ("我住在海边", "我", "现居地", "海边"),
     ("我叫了外卖", "我", None, None),
     ("我生日快到了", "我", None, None),
     ("我生日3月5日", "我", "生日", "3月5日"),
@@ -779,3 +793,35 @@ def test_import_reports_bad_types_by_line(tmp_path):
     n, errors = bot.memory_import_rows(conn, embedder, lines)
     assert n == 0 and [e.split(":")[0] for e in errors] == ["line 1", "line 2", "line 3"]
     assert conn.execute("SELECT count(*) FROM memories").fetchone()[0] == 0
+
+
+def test_an_import_indexes_exactly_as_one_memory_at_a_time_does(tmp_path):
+    """memory_import_rows fills the FTS index in one go, with the insert trigger off meanwhile: the index must
+    hold what the trigger writes, the trigger must be back, and an export's subject/attribute are kept as given."""
+    embedder = bot.Embedder("off")
+    lines = [{"user_id": "1", "text": "我住在北京", "expansion": "首都 故宫"}, {"user_id": "1", "text": "我对花生过敏", "importance": 2},
+             {"user_id": "2", "text": "我妈妈喜欢爬山"},
+             {"user_id": "2", "text": "他喜欢喝茶", "subject": "爸爸", "attribute": "喜欢", "value": "喝茶"}]
+    bulk = bot.db_connect(tmp_path / "bulk.db")
+    bulk.execute("INSERT INTO memories (user_id, type, text, created_at, updated_at) VALUES ('9', 'user_fact', '旧的', 0, 0)")
+    assert bot.memory_import_rows(bulk, embedder, [json.dumps(x, ensure_ascii=False) for x in lines]) == (4, [])
+    one = bot.db_connect(tmp_path / "one.db")
+    one.execute("INSERT INTO memories (user_id, type, text, created_at, updated_at) VALUES ('9', 'user_fact', '旧的', 0, 0)")
+    with bot.db_tx(one):
+        for x in lines:
+            f = bot.memory_fact(x["text"])
+            subject, attribute, value = x.get("subject", f.subject), x.get("attribute", f.attribute), x.get("value", f.value)
+            memory_id = bot.memory_insert(one, None, user_id=x["user_id"], text=x["text"], subject=subject, attribute=attribute,
+                                          value=value, importance=x.get("importance", 1))
+            if "expansion" in x:
+                one.execute("UPDATE memories SET expansion = ? WHERE id = ?", (x["expansion"], memory_id))
+
+    def index(db):
+        return [tuple(r) for r in db.execute("SELECT rowid, tokens, owner, extra FROM memories_fts ORDER BY rowid")]
+    assert index(bulk) == index(one) and len(index(bulk)) == 5
+    assert [tuple(r) for r in bulk.execute("SELECT subject, attribute, value, areas FROM memories ORDER BY id")] == \
+        [tuple(r) for r in one.execute("SELECT subject, attribute, value, areas FROM memories ORDER BY id")]
+    assert bulk.execute("SELECT sql FROM sqlite_master WHERE name = 'memories_ai'").fetchone() == \
+        one.execute("SELECT sql FROM sqlite_master WHERE name = 'memories_ai'").fetchone()
+    bot.memory_insert(bulk, None, user_id="3", text="我养了一只猫")  # the trigger indexes what comes after
+    assert [i for i, _ in bot.search_keyword(bulk, "memories_fts", "3", "猫")] == [6]

@@ -16,7 +16,9 @@ seen to send in its users' bug reports); the fake server (fakes.FakeLLM) sends t
 | Ollama / vLLM / OpenAI / DS  | 404 / 400 model not found, does not exist           | Fix: LLM_MODEL               |
 | llama-server / vLLM / OpenAI | 400 context size / maximum context length           | half the prompt, once        |
 | OpenAI reasoning models      | 400 unsupported_parameter max_tokens                | max_completion_tokens, kept  |
-| any                          | 429 / 5xx                                           | retried (test_reliability)   |
+| llama-server --jinja / vLLM  | 500 / 400 the chat template's exception             | Fix line, no retry           |
+| the same, Gemma 1/2          | 500 / 400 "System role not supported"               | system in the 1st user turn, kept |
+| any                          | 429 / 5xx                                           | retried, the server's words logged |
 """
 
 import json
@@ -25,7 +27,7 @@ import logging
 import pytest
 
 from conftest import Runner
-from fakes import NapCat, is_expansion_request, is_summary_request, run_bot, text_of, wait_for
+from fakes import NapCat, PictureServer, is_expansion_request, is_summary_request, png, run_bot, text_of, wait_for
 import bot
 
 ZHIPU_1301 = {"contentFilter": [{"level": 1, "role": "user"}], "error": {
@@ -179,6 +181,119 @@ def test_a_small_llama_server_context_gets_a_prompt_that_fits(env, llm):
         r.stop()
     sizes = [sum(len(m["content"]) for m in x["json"]["messages"]) for x in llm.chat_requests()]
     assert max(sizes) > 900 and sizes[-1] <= 900  # refused, then shortened
+
+
+def test_a_message_longer_than_the_context_is_cut_to_fit(env, llm, caplog):
+    """llama-server -c 1500: the user's own message (up to BOT_MAX_MESSAGE) alone is too long; the retry uses the
+    n_ctx the server gave, cuts the message, and says in the log what was cut."""
+    caplog.set_level(logging.INFO, logger="mnemo")
+    llm.context_chars = 1500
+    r = Runner(env)
+    c = NapCat(r.cfg.ONEBOT_PORT)
+    try:
+        text = "这是一段很长的话，" * 300  # 2700 characters, under BOT_MAX_MESSAGE
+        reply = c.ask(48, text)
+    finally:
+        c.close()
+        r.stop()
+    first, second = (x["json"]["messages"] for x in llm.chat_requests())
+    assert first[-1]["content"] == text and first != second
+    assert sum(len(m["content"]) for m in second) <= 1500 and text.startswith(second[-1]["content"])
+    assert reply == "echo:" + second[-1]["content"]
+    assert any(f"the message {len(text)} -> {len(second[-1]['content'])} characters" in x.getMessage()
+               for x in caplog.records)
+
+
+def test_a_prompt_that_cannot_be_shortened_is_not_sent_again(runner, napcat, llm, caplog):
+    caplog.set_level(logging.INFO, logger="mnemo")
+    old = {"error": {"code": 400, "message": "the request exceeds the available context size, try increasing the "
+                     "context size or enable context shift", "type": "invalid_request_error"}}  # older llama-server
+    llm.script = [{"status": 400, "body": json.dumps(old)}]
+    reply, reqs = chat(napcat, llm, 49, "你好")  # no turns, no memories: nothing to cut
+    assert reply == bot.LLM_DOWN_REPLY and len(reqs) == 1
+    assert any("Fix: lower PROMPT_BUDGET" in x.getMessage() for x in caplog.records)
+
+
+# A chat template's refusal: the server's reason logged with its Fix, not retried; no system message ######
+
+@pytest.mark.parametrize("status, body", [
+    (500, {"error": {"code": 500, "message": "Conversation roles must alternate user/assistant/user/assistant/...",
+                     "type": "server_error"}}),  # llama-server --jinja
+    (400, {"object": "error", "message": "jinja2.exceptions.TemplateError: After the optional system message, "
+           "conversation roles must alternate user/assistant/user/assistant/...", "type": "BadRequestError",
+           "param": None, "code": 400}),  # vLLM
+], ids=["llama-server", "vllm"])
+def test_a_chat_template_refusal_is_logged_with_its_reason_and_not_retried(runner, napcat, llm, caplog, status, body):
+    caplog.set_level(logging.INFO, logger="mnemo")
+    llm.script = [{"status": status, "body": json.dumps(body)}]
+    reply, reqs = chat(napcat, llm, 45, "你好")
+    assert reply == bot.LLM_DOWN_REPLY and len(reqs) == 1
+    failed = [r.getMessage() for r in caplog.records if r.getMessage().startswith("LLM failed for p:45")]
+    assert len(failed) == 1 and "roles must alternate" in failed[0]
+    assert "Fix: the server's chat template refused the request: " in failed[0]
+
+
+def test_a_5xx_is_logged_with_the_servers_words_and_the_key_masked(runner, napcat, llm, caplog):
+    caplog.set_level(logging.INFO, logger="mnemo")
+    oom = {"status": 500, "body": json.dumps({"error": {"code": 500, "message": "CUDA out of memory (key "
+                                                        "sk-test-secret-key-123)", "type": "server_error"}})}
+    llm.script = [oom] * 3
+    reply, reqs = chat(napcat, llm, 46, "你好")
+    assert reply == bot.LLM_DOWN_REPLY and len(reqs) == 3  # retried: it may pass
+    lines = [r.getMessage() for r in caplog.records if "CUDA out of memory" in r.getMessage()]
+    assert len(lines) == 3 and all("HTTP 500" in x and "(key ***)" in x for x in lines)
+    assert "sk-test-secret" not in caplog.text
+
+
+@pytest.mark.parametrize("status", [500, 400], ids=["llama-server", "vllm"])
+def test_a_template_without_a_system_role_gets_it_in_the_first_user_turn(runner, napcat, llm, caplog, status):
+    """Gemma 1/2 (google-gemma-7b-it's template) refuse any system message; the server says so once, the
+    bot sends the system message inside the first user turn from then on, and logs that once."""
+    caplog.set_level(logging.INFO, logger="mnemo")
+    llm.template, llm.template_status = "google-gemma-7b-it", status
+    llm.script = ["(refused)", "你好呀"]  # the refused request takes the first item
+    reply, reqs = chat(napcat, llm, 47, "你好")
+    assert reply == "你好呀" and len(reqs) == 2
+    refused, folded = (r["json"]["messages"] for r in reqs)
+    assert refused[0]["role"] == "system" and [m["role"] for m in folded] == ["user"]
+    assert folded[0]["content"] == (f"{bot.LLM_FOLD_HEAD}\n{refused[0]['content']}\n{bot.LLM_FOLD_TAIL}\n\n"
+                                    f"{refused[1]['content']}")
+    reply, reqs = chat(napcat, llm, 47, "在吗")  # kept: no second refusal
+    assert reply == "echo:在吗" and len(reqs) == 1
+    assert [m["role"] for m in reqs[0]["json"]["messages"]] == ["user", "assistant", "user"]
+    assert bot.LLM_FOLD_HEAD in reqs[0]["json"]["messages"][0]["content"]
+    assert sum("refuses a system message" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_doctor_asks_like_a_reply_and_says_when_the_template_refuses_a_system_message(env, llm):
+    llm.template = "google-gemma-7b-it"
+    p = run_bot("doctor", env=env)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert [m["role"] for m in llm.requests[0]["json"]["messages"]] == ["system", "user"]
+    assert {r["json"]["max_tokens"] for r in llm.requests} == {600}  # LLM_MAX_TOKENS: room for a short answer
+    line = next(x for x in p.stdout.splitlines() if x.startswith("ok    LLM endpoint"))
+    assert "refuses a system message" in line
+
+
+def test_a_picture_for_a_llama_server_without_mmproj_gets_the_fix_in_the_log(env, llm, caplog):
+    caplog.set_level(logging.INFO, logger="mnemo")
+    pictures = PictureServer()
+    pictures.pictures["cat.png"] = (png(), 0)
+    msg = "image input is not supported - hint: if this is unexpected, you may need to provide the mmproj"
+    llm.vision_reply = {"status": 500, "body": json.dumps({"error": {"code": 500, "message": msg,
+                                                                      "type": "server_error"}})}
+    r = Runner(dict(env, VISION_MODEL="vl-test"))
+    c = NapCat(r.cfg.ONEBOT_PORT)
+    try:
+        c.event(52, message=[{"type": "image", "data": {"file": "cat.png", "url": pictures.url("cat.png")}},
+                             {"type": "text", "data": {"text": "看我家猫"}}])
+        assert bot.PICTURE_TEXT in c.reply_text()
+    finally:
+        c.close()
+        r.stop()
+        pictures.close()
+    assert len(llm.vision_requests()) == 1  # the same answer again: not retried
+    assert any("Fix: start llama-server with --mmproj" in x.getMessage() for x in caplog.records)
 
 
 # An unsupported parameter: what the server asks for, kept #####################
