@@ -3826,14 +3826,13 @@ FORGOTTEN_TEXT = "（这里说过一件事，用户让我忘记了）"
 
 
 def _needles(row):
-    """The words that carry a memory in a message.
-    Example: _needles({'text': '我在吃抗抑郁药', 'value': None}) -> ['我在吃抗抑郁药', '在吃抗抑郁药']"""
+    """The words that carry a memory in a message: (the statement, with and without 我; its value alone, which
+    only memory commands are searched for: 北京 in chat is not 我住在北京).
+    Example: _needles({'text': '我在吃抗抑郁药', 'value': None}) -> (['我在吃抗抑郁药', '在吃抗抑郁药'], [])"""
     text = row["text"]
-    out = [text, re.sub(r"^(?:我|我的)", "", text)]
     value = row["value"] if "value" in row.keys() else None
-    if value and len(value) >= 2:
-        out.append(value)
-    return [n for n in dict.fromkeys(out) if len(n) >= 2]
+    said = [n for n in dict.fromkeys([text, re.sub(r"^(?:我的|我)", "", text)]) if len(n) >= 2]
+    return said, [value] if value and len(value) >= 2 and value not in said else []
 
 
 def memory_redact(conn, user_id, rows):
@@ -3842,7 +3841,11 @@ def memory_redact(conn, user_id, rows):
     Runs inside the forget's transaction."""
     sessions = {r[0] for r in conn.execute("SELECT DISTINCT session FROM messages WHERE user_id = ?", (user_id,))}
     for row in rows:
-        for needle in _needles(row):
+        said, value = _needles(row)
+        for needle in value:  # 更正：是花生 / its confirmation: the memory commands that named the value
+            conn.execute("UPDATE messages SET text = ? WHERE user_id = ? AND kind = 'command' AND instr(text, ?) > 0",
+                         (FORGOTTEN_TEXT, user_id, needle))
+        for needle in said:
             conn.execute("UPDATE messages SET text = ?, kind = 'command' WHERE user_id = ? AND kind != 'ambient' "
                          "AND instr(text, ?) > 0", (FORGOTTEN_TEXT, user_id, needle))
             found = conn.execute(f"SELECT id, session, character_id, text FROM summaries WHERE instr(text, ?) > 0 "

@@ -220,3 +220,16 @@ def test_planner_table_with_the_recorded_answers(tmp_path):
     failed = [f"{row['id']}: {res['problems']}" for row, res in results if res["problems"] and res["last"] != "asks"]
     assert not failed, "\n".join(failed)
     assert sum(not res["problems"] for _, res in results) >= 38
+
+
+def test_forgetting_keeps_chat_that_only_shares_a_word(bots, llm):
+    """The statement goes from every turn; its value alone (花生) only from memory commands: chat about
+    peanuts on sale stays."""
+    r = bots.start()
+    nc = bots.connect(r)
+    _seed(nc, 1, ["我对花生过敏"])
+    assert nc.ask(1, "今天超市花生打折").startswith("echo:")
+    assert nc.ask(1, "不对，是对芒果过敏").startswith("已把")
+    assert nc.ask(1, "忘记我对芒果过敏").startswith("已忘记")
+    texts = [m["text"] for m in r.rows("SELECT text FROM messages WHERE role = 'user' ORDER BY id")]
+    assert "今天超市花生打折" in texts and not [t for t in texts if "芒果" in t], texts
