@@ -357,6 +357,26 @@ def bench_durable_write(embedder, tmpdir, runs=200):
     return out
 
 
+def bench_memory_rules(runs=5):
+    """The rules' path of the memory commands, LLM-free: median µs to read one message (memory_parse) over
+    every line of tests/data/memory_commands.jsonl and memory_understanding.jsonl, best of runs passes."""
+    lines = []
+    for name in ("memory_commands.jsonl", "memory_understanding.jsonl"):
+        for row in (HERE / "data" / name).read_text(encoding="utf-8").splitlines():
+            if row.strip():
+                obj = json.loads(row)
+                lines += obj.get("lines") or obj.get("turns") or []
+    best = []
+    for _ in range(runs):
+        times = []
+        for text in lines:
+            t0 = time.perf_counter()
+            bot.memory_parse(text)
+            times.append((time.perf_counter() - t0) * 1e6)
+        best.append(statistics.median(times))
+    return {"messages": len(lines), "parse_median_us": round(min(best), 1)}
+
+
 def bench_footprint(runs=3, shape=True):
     """tests/footprint.py's figures for EMBED_MODEL off, the test model and a default-shaped model:
     seconds to the ready line, idle and peak RSS, single sentences a second through Embedder.encode."""
@@ -642,6 +662,7 @@ def main(argv=None):
             results["search"] = bench_search(embedder, tmpdir, quick=args.quick)
             results["rss_after_search_mb"] = round(_rss_mb(), 1)
             results["durable_write"] = bench_durable_write(embedder, tmpdir)
+            results["memory_rules"] = bench_memory_rules()
             results["recall@5"] = bench_recall_sets(embedder)
             results["ooc_check"] = bench_ooc(HERE / "data" / "ooc_replies.jsonl", ROOT / "characters.json")
             data = args.data

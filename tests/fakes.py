@@ -91,12 +91,19 @@ def is_profile_request(body):
     return body["messages"][0]["content"] == bot.PROFILE_PROMPT
 
 
+def is_plan_request(body):
+    """True for the bot's request for a memory plan (bot.MEMORY_PLAN_PROMPT: the LLM as second reader)."""
+    first = body["messages"][0]["content"]
+    return isinstance(first, str) and first == getattr(bot, "MEMORY_PLAN_PROMPT", None)
+
+
 class FakeLLM:
     """An OpenAI-compatible chat server. Replies 'echo:<last user message>' unless scripted:
     script items are str (a reply), or dict(status=, headers=, body=, delay=, reply=).
     Summary requests take their items from summary_script and wait summary_delay; requests with a
     picture are answered vision_reply; a memory's expansion request gets expansions[memory text] (a reply, or a dict like a script item),
-    else the memory's own words. A script item may also set finish_reason and message (more fields of the
+    else the memory's own words. answer(body), when set, is asked first: a script item, or None for the
+    rules above. A script item may also set finish_reason and message (more fields of the
     reply's message, e.g. reasoning_content), and reply=None with exact=True for a null content.
 
     Like some servers: refused_params {name: what to send instead, or None} answers a request that has
@@ -114,6 +121,7 @@ class FakeLLM:
         self.vision_reply = "一只橘猫趴在键盘上"
         self.expansions = {}  # memory text -> the words the LLM lists for it
         self.profile_script = []  # replies to profile requests (str or a script item); none left: an echo
+        self.answer = None  # body -> a script item or None (then the usual rules): a whole run's LLM at once
         self.refused_params = {}  # parameter -> the one to send instead (None: none), as OpenAI's o1 / gpt-5
         self.context_chars = 0  # prompts longer than this many characters are refused, as llama-server does
         self.template, self.template_status = None, 500  # the model's chat template, rendered as a server does
@@ -137,13 +145,14 @@ class FakeLLM:
                     if SEEN is not None:
                         SEEN.append(body)
                     script = llm.summary_script if summary else llm.script
-                    if is_expansion_request(body):
+                    item = llm.answer(body) if llm.answer else None
+                    if item is None and is_expansion_request(body):
                         memory = body["messages"][-1]["content"].removeprefix("记忆：")
                         item = llm.expansions.get(memory, memory)
                         item = {"delay": 0, "exact": True} | ({"reply": item} if isinstance(item, str) else item)
-                    elif is_profile_request(body):
+                    elif item is None and is_profile_request(body):
                         item = llm.profile_script.pop(0) if llm.profile_script else None
-                    else:
+                    elif item is None:
                         item = script.pop(0) if script else None
                     if is_vision_request(body):
                         item = llm.vision_reply
@@ -216,13 +225,18 @@ class FakeLLM:
         return None
 
     def chat_requests(self):
-        """Requests that were replies (not summaries, not pictures)."""
+        """Requests that were replies (not summaries, pictures, expansions or memory plans)."""
         return [r for r in self.requests if not is_summary_request(r["json"]) and not is_vision_request(r["json"])
-                and not is_expansion_request(r["json"]) and not is_profile_request(r["json"])]
+                and not is_expansion_request(r["json"]) and not is_profile_request(r["json"])
+                and not is_plan_request(r["json"])]
 
     def profile_requests(self):
         """Requests for a user's profile: the memories each was given, one string a request."""
         return [r["json"]["messages"][-1]["content"] for r in self.requests if is_profile_request(r["json"])]
+
+    def plan_requests(self):
+        """Requests for a memory plan (the LLM reading a memory request the rules could not settle)."""
+        return [r for r in self.requests if is_plan_request(r["json"])]
 
     def expansion_requests(self):
         """Requests for a memory's expansion: the memory texts, in order."""

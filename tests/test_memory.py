@@ -142,7 +142,7 @@ KIND_EXAMPLES = {
     "update": "更正：我住在上海", "update_last": "不对，是南京", "replace_value": "更正：不是芹菜，是韭菜",
     "group_update": "更正：本群周六开黑", "group_remember": "记住，本群周五开黑", "remember": "记住，我住在北京",
     "ask": "记住明天三点开会", "forget_maybe": "忘记榴莲", "update_named": "更正一下，阿强喜欢打篮球",
-    "update_mine": "更正 QQ号是12345", "profile": "你觉得我是个什么样的人",
+    "update_mine": "更正 QQ号是12345", "profile": "你觉得我是个什么样的人", "update_attr": "更正：老家是湖北",
 }
 
 

@@ -1,0 +1,280 @@
+"""Runs conversations about memory through the real bot and scores them: `python bot.py`'s server
+(cli_run in a thread, a real SQLite file), a real WebSocket client playing NapCat and the fake
+OpenAI-compatible LLM of tests/fakes.py. Each conversation is one new user.
+
+    python tests/memory_trial.py FILE.jsonl [--llm down|fixtures] [--split dev] [--verbose]
+
+A line of FILE.jsonl:
+    {"id": "...", "kind": "...", "turns": ["user msg", ...],
+     "expect": {"has": [substr in some current memory after the last turn],
+                "not_has": [substr in no current memory],
+                "count": exact number of the user's memories (optional),
+                "last": "done|asks|chat|lists",
+                "reply_has": [...], "reply_not_has": [...]     (optional: substrings of the last reply)},
+     "prompt": {"ask": "a chat message sent afterwards", "has": [...], "not_has": [...]}   (optional:
+               substrings of the whole chat request the LLM gets for it),
+     "chat_reply": "what the chat LLM answers in this conversation" (optional; default echo:<message>),
+     "split": "dev|heldout" (optional), "note": "...",
+     "expect_down": {...} (optional: what to expect instead with --llm down; "unchanged": true = the
+                    last turn changed no memory)}
+
+What the last reply is: done = the user's memories (or their history: a confirmed no-op, an undo)
+changed during the turn; chat = the chat LLM was asked for it and nothing changed; lists = a numbered
+list with no question mark (or the empty list); asks = a question back (？ / 吗 / 回复…); other = anything
+else (e.g. 没有第9条: a clear answer that changed nothing).
+A wrong change: a not_has substring in a memory after the conversation, or more memories than count
+(an invented or kept-by-mistake fact): the figure that must stay 0.
+
+--llm fixtures (default): chat requests are echoed; a memory-plan request (bot.MEMORY_PLAN_PROMPT) is
+answered from tests/data/planner_answers.jsonl, matched by its prompt through
+tests/data/planner_prompts.jsonl; a plan prompt with no recorded answer gets HTTP 503 (counted as
+"unanswered plans"). --llm down: every request gets HTTP 503.
+"""
+
+import argparse
+import collections
+import contextlib
+import io
+import json
+import re
+import shutil
+import sys
+import tempfile
+import time
+import zlib
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from conftest import Runner  # noqa: E402
+from fakes import (ROOT, FakeLLM, NapCat, free_port, is_expansion_request, is_plan_request,  # noqa: E402
+                   is_summary_request, is_vision_request)
+
+LASTS = ("done", "asks", "chat", "lists")
+DOWN = {"status": 503, "headers": {"Retry-After": "0"}}
+
+
+def load_rows(path):
+    """The conversations of a JSONL file; a bad line is an error naming it."""
+    rows = []
+    for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            sys.exit(f"Error: {path} line {n}: not JSON ({e.msg}). Fix: one conversation per line.")
+        if not isinstance(row.get("turns"), list) or not row["turns"] or not isinstance(row.get("expect"), dict):
+            sys.exit(f"Error: {path} line {n}: needs turns (a list) and expect (an object). "
+                     f"Fix: see the docstring of tests/memory_trial.py.")
+        if row["expect"].get("last") not in LASTS + (None,):
+            sys.exit(f"Error: {path} line {n}: last must be one of {', '.join(LASTS)}.")
+        rows.append(row)
+    return rows
+
+
+def load_fixtures():
+    """{plan prompt (the user message of a plan request): recorded answer}."""
+    data = ROOT / "tests" / "data"
+    prompts, answers = data / "planner_prompts.jsonl", data / "planner_answers.jsonl"
+    if not prompts.exists() or not answers.exists():
+        return {}
+    by_id = {}
+    for line in prompts.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            p = json.loads(line)
+            by_id[p["id"]] = p["messages"][-1]["content"]
+    out = {}
+    for line in answers.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            a = json.loads(line)
+            if a.get("id") in by_id:
+                out[by_id[a["id"]]] = a["answer"]
+    return out
+
+
+class Trial:
+    """One bot for a whole file; each conversation is a user of its own."""
+
+    def __init__(self, mode, tmp):
+        self.mode = mode
+        self.llm = FakeLLM()
+        self.fixtures = load_fixtures() if mode == "fixtures" else {}
+        self.chat_reply = None  # the current conversation's chat_reply
+        self.unanswered = 0
+        self.llm.answer = self._answer
+        chars = Path(tmp) / "characters.json"
+        shutil.copy(ROOT / "characters.json", chars)
+        env = {"LLM_BASE_URL": self.llm.url, "LLM_API_KEY": "sk-trial", "LLM_TIMEOUT": "5",
+               "BOT_DB": str(Path(tmp) / "bot.db"), "BOT_CHARACTERS": str(chars), "ONEBOT_PORT": str(free_port()),
+               "SUMMARY_EVERY": "0", "BOT_RATE_LIMIT": "0", "MEMORY_RATE_LIMIT": "0", "REPLY_SPLIT": "0",
+               "EMBED_MODEL": "off"}
+        with contextlib.redirect_stdout(io.StringIO()):  # the bot's settings and ready line
+            self.runner = Runner(env)
+        self.client = NapCat(self.runner.cfg.ONEBOT_PORT)
+
+    def _answer(self, body):
+        """The fake LLM's answer for this mode (None: the fake's own rules, i.e. echo)."""
+        if self.mode == "down":
+            return DOWN
+        if is_plan_request(body):
+            answer = self.fixtures.get(body["messages"][-1]["content"])
+            if answer is None:
+                self.unanswered += 1
+                return DOWN
+            return {"reply": answer, "exact": True}
+        if self.chat_reply and not (is_summary_request(body) or is_vision_request(body) or is_expansion_request(body)):
+            return {"reply": self.chat_reply, "exact": True}
+        return None
+
+    def close(self):
+        self.client.close()
+        self.runner.stop()
+        self.llm.close()
+
+    def _state(self, user):
+        def read(c):
+            mem = [tuple(r) for r in c.execute("SELECT id, text, type, scope, importance FROM memories "
+                                               "WHERE user_id = ? ORDER BY id", (user,))]
+            hist = tuple(c.execute("SELECT count(*), coalesce(sum(undone), 0) FROM memory_history WHERE user_id = ?",
+                                   (user,)).fetchone())
+            return mem, hist
+        return self.runner.db(read)
+
+    def run(self, row):
+        """Sends the turns; returns {replies, last (what the last reply was), memories, problems, wrong, plans}."""
+        user = str(100000 + zlib.crc32(row["id"].encode()) % 800000)
+        self.chat_reply = row.get("chat_reply")
+        replies, last, plans, dumped = [], None, 0, []
+        for turn in row["turns"]:
+            before = self._state(user)
+            first = len(self.llm.requests)
+            chats, asked = len(self.llm.chat_requests()), len(self.llm.plan_requests())
+            self.client.event(int(user), turn)
+            try:
+                reply = self.client.reply_text(timeout=30).strip()
+            except Exception:  # noqa: BLE001 - no reply at all is a finding, not a crash of the trial
+                reply = "<no reply>"
+            time.sleep(0.02)
+            after = self._state(user)
+            chatted = len(self.llm.chat_requests()) > chats
+            plans += len(self.llm.plan_requests()) - asked
+            dumped += [m for m in {json.dumps(r["json"]["messages"], ensure_ascii=False): r["json"]["messages"]
+                                   for r in self.llm.requests[first:] if is_plan_request(r["json"])}.values()]  # not retries
+            replies.append(reply)
+            numbered = re.search(r"(?m)^\s*1[.、]|还没有记住关于你", reply)
+            last = ("done" if after != before else "chat" if chatted
+                    else "lists" if numbered and not re.search(r"[？?]", reply)  # a memory may say 回复 or 吗
+                    else "asks" if re.search(r"[？?]|吗|回复", reply)
+                    else "lists" if numbered else "other")
+        memories = [m[1] for m in self._state(user)[0]]
+        ex, problems, wrong = row["expect"], [], []
+        if self.mode == "down" and row.get("expect_down"):
+            ex = row["expect_down"]
+            if ex.get("unchanged") and before[0] != after[0]:
+                problems.append("the last turn changed memories with the LLM down")
+                wrong.append("changed with the LLM down")
+        for s in ex.get("has", []):
+            if not any(s in m for m in memories):
+                problems.append(f"no memory has {s!r}")
+        for s in ex.get("not_has", []):
+            bad = [m for m in memories if s in m]
+            if bad:
+                problems.append(f"{s!r} still in {bad}")
+                wrong.append(f"not_has {s!r}")
+        if ex.get("count") is not None and len(memories) != ex["count"]:
+            problems.append(f"{len(memories)} memories, wanted {ex['count']}")
+            if len(memories) > ex["count"]:
+                wrong.append(f"count {len(memories)} > {ex['count']}")
+        if ex.get("last") and last != ex["last"]:
+            problems.append(f"last reply was {last}, wanted {ex['last']}")
+        for s in ex.get("reply_has", []):
+            if s not in replies[-1]:
+                problems.append(f"last reply lacks {s!r}")
+        for s in ex.get("reply_not_has", []):
+            if s in replies[-1]:
+                problems.append(f"last reply has {s!r}")
+        if row.get("prompt"):
+            ask = row["prompt"]["ask"]
+            self.client.event(int(user), ask)
+            try:
+                self.client.reply_text(timeout=30)
+            except Exception:  # noqa: BLE001
+                pass
+            sent = [r for r in self.llm.chat_requests() if ask in str(r["json"]["messages"][-1]["content"])]
+            whole = json.dumps(sent[-1]["json"]["messages"], ensure_ascii=False) if sent else ""
+            if not sent:
+                problems.append(f"no chat request for {ask!r}")
+            for s in row["prompt"].get("has", []):
+                if s not in whole:
+                    problems.append(f"prompt for {ask!r} lacks {s!r}")
+            for s in row["prompt"].get("not_has", []):
+                if s in whole:
+                    problems.append(f"prompt for {ask!r} has {s!r}")
+                    wrong.append(f"prompt has {s!r}")
+        return {"replies": replies, "last": last, "memories": memories, "problems": problems, "wrong": wrong,
+                "plans": plans, "plan_prompts": dumped}
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("file")
+    ap.add_argument("--llm", choices=("down", "fixtures"), default="fixtures")
+    ap.add_argument("--split", help="only the rows of this split (rows without one count as dev)")
+    ap.add_argument("--only", help="only rows whose id contains this")
+    ap.add_argument("--verbose", action="store_true", help="every failing conversation, turn by turn")
+    ap.add_argument("--json", help="write each row's result to this file")
+    ap.add_argument("--dump-plans", help="write every plan request's messages to this JSONL file ({id, messages})")
+    args = ap.parse_args(argv)
+    rows = load_rows(args.file)
+    if args.split:
+        rows = [r for r in rows if r.get("split", "dev") == args.split]
+    if args.only:
+        rows = [r for r in rows if args.only in r["id"]]
+    tmp = tempfile.mkdtemp(prefix="mnemo-trial-")
+    trial = Trial(args.llm, tmp)
+    by_kind, by_split = collections.defaultdict(lambda: [0, 0]), collections.defaultdict(lambda: [0, 0])
+    failed, wrong_rows, plans, results = [], [], 0, {}
+    started = time.monotonic()
+    try:
+        for row in rows:
+            res = trial.run(row)
+            results[row["id"]] = res
+            ok = not res["problems"]
+            for tally in (by_kind[row.get("kind", "?")], by_split[row.get("split", "dev")]):
+                tally[0] += ok
+                tally[1] += 1
+            plans += res["plans"]
+            if res["wrong"]:
+                wrong_rows.append(row["id"])
+            if not ok:
+                failed.append(row["id"])
+                if args.verbose:
+                    print(f"--- {row['id']} ({row.get('kind')})" + (f": {row['note']}" if row.get("note") else ""))
+                    for turn, reply in zip(row["turns"], res["replies"]):
+                        print(f"  > {turn}\n    {reply[:300]!r}")
+                    print(f"  memories: {res['memories']}\n  " + "\n  ".join(res["problems"]))
+    finally:
+        trial.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+    if args.dump_plans:
+        with open(args.dump_plans, "w", encoding="utf-8") as f:
+            for rid, res in results.items():
+                for n, messages in enumerate(res["plan_prompts"], 1):
+                    f.write(json.dumps({"id": f"{rid}#{n}", "messages": messages}, ensure_ascii=False) + "\n")
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, ensure_ascii=False, indent=1), encoding="utf-8")
+    passed = sum(v[0] for v in by_kind.values())
+    print(f"{args.file} --llm {args.llm}: {passed}/{len(rows)} pass "
+          f"({time.monotonic() - started:.0f} s, {plans} plan calls, {trial.unanswered} unanswered)")
+    for split, (p, n) in sorted(by_split.items()):
+        print(f"  split {split}: {p}/{n}")
+    for kind, (p, n) in sorted(by_kind.items()):
+        print(f"  {kind}: {p}/{n}")
+    print(f"wrong changes: {len(wrong_rows)} conversations" + (f" ({', '.join(wrong_rows)})" if wrong_rows else ""))
+    if failed:
+        print("failing: " + ", ".join(failed))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
