@@ -3193,6 +3193,9 @@ EXPAND_ATTEMPTS = 3
 #: never pauses one expansion still goes every EXPAND_BUSY_SECONDS, between replies.
 EXPAND_QUIET_SECONDS = 1.0
 EXPAND_BUSY_SECONDS = 10.0
+#: The newest memories still without an expansion that memory_expansion_todo shares out in turns across
+#: their owners (a bounded look: a backlog of 100k is not read for every batch).
+EXPAND_WINDOW = 2000
 
 
 def memory_expansion_prompt(text):
@@ -3219,11 +3222,17 @@ def memory_expansion_words(reply, text=""):
     return " ".join(out[:EXPAND_WORDS])
 
 
-def memory_expansion_todo(conn, limit=20):
-    """Memories whose expansion was never asked for (new or reworded), newest first (a backlog after an
-    upgrade or an import waits behind what users say now)."""
-    return conn.execute("SELECT id, text FROM memories WHERE expansion IS NULL ORDER BY id DESC LIMIT ?",
-                        (limit,)).fetchall()
+def memory_expansion_todo(conn, limit=20, budget=0):
+    """Memories whose expansion was never asked for (new or reworded), with their owners: newest first, in
+    turns across owners (each owner's newest, then each one's next...), so one user's flood of memories
+    doesn't make another's wait; a backlog after an upgrade or an import waits behind what users say now.
+    Owners who used budget tokens today (BOT_DAILY_TOKENS; 0 = no budget) wait for tomorrow."""
+    over = "AND user_id NOT IN (SELECT user_id FROM usage WHERE day = ? AND tokens >= ?)" if budget else ""
+    args = [time.strftime("%Y-%m-%d"), budget] if budget else []
+    return conn.execute(f"SELECT id, text, user_id FROM (SELECT id, text, user_id, row_number() OVER "
+                        f"(PARTITION BY user_id ORDER BY id DESC) AS turn FROM (SELECT id, text, user_id FROM memories "
+                        f"WHERE expansion IS NULL {over} ORDER BY id DESC LIMIT ?)) ORDER BY turn, id DESC LIMIT ?",
+                        args + [EXPAND_WINDOW, limit]).fetchall()
 
 
 def memory_expansion_store(conn, memory_id, text, reply):
@@ -3474,9 +3483,10 @@ def _quote(texts):
     return "".join(f"“{t}”" for t in texts)
 
 
-def memory_remember(conn, ctx, text, embed, *, update=False, importance=1, scope=None):
+def memory_remember(conn, ctx, text, embed, *, update=False, importance=1, scope=None, cap=0):
     """Stores (or, as an update, corrects) each fact of text; returns (reply, question) where question
-    is a pending which-one question or None. embed(text) gives a vector or None."""
+    is a pending which-one question or None. embed(text) gives a vector or None. A new memory is
+    stored only while the user has fewer than cap (MEMORY_MAX_PER_USER; 0 = no cap)."""
     explicit_scope = scope is not None
     scope = scope or (f"g:{ctx.group_id}" if ctx.group_id else "private")
     last = _last_subject(conn, ctx)
@@ -3485,9 +3495,10 @@ def memory_remember(conn, ctx, text, embed, *, update=False, importance=1, scope
         return f"“{m.group(1)}”是指谁呀？说全一点吧，比如“记住，我女朋友喜欢吃草莓蛋糕”。", None
     known = _known_subjects(conn, ctx)
     facts = [memory_fact(p, last, known) for p in memory_split(text)]
-    added, replaced, same, notes, ended, asked = [], [], [], [], [], None
+    added, replaced, same, notes, ended, full, asked = [], [], [], [], [], [], None
     with db_tx(conn, durable=True):
         batch = 0
+        count = memory_count(conn, ctx.user_id) if cap else 0
         for fact in facts:
             rows = memory_list(conn, ctx)
             mtype, char = ("experience", ctx.character_id) if fact.subject == "你" else ("user_fact", None)
@@ -3522,6 +3533,10 @@ def memory_remember(conn, ctx, text, embed, *, update=False, importance=1, scope
                 asked = {"action": "store", "text": fact.text, "importance": importance, "ids": [],
                          "prompt": f"我没找到要更正的记忆。要我把『{fact.text}』记成新的一条吗？要的话回复“要”。"}
                 continue
+            if cap and count >= cap:  # checked for each fact: a message of many facts stops at the cap
+                full.append(fact.text)
+                continue
+            count += 1
             mid = memory_insert(conn, vec, user_id=ctx.user_id, text=fact.text, subject=fact.subject,
                                 attribute=fact.attribute, value=fact.value, type=mtype, character_id=char, scope=scope,
                                 importance=importance, source_message_id=ctx.message_id or None,
@@ -3533,6 +3548,9 @@ def memory_remember(conn, ctx, text, embed, *, update=False, importance=1, scope
     reply = _remember_reply(added, replaced, same, notes, importance, scope)
     if ended:
         reply = "；".join(x for x in (f"好的，已忘记：{_quote(ended)}（说“撤销”可以恢复）", reply) if x)
+    if full:
+        reply = "\n".join(x for x in (reply, f"我已经记了你{cap}件事，这些记不下了：{_quote(full)}。"
+                                           "说“你记得我什么”看看，用“忘记第N条”删掉一些不要的吧。") if x)
     return reply, _which_question(conn, asked)
 
 
@@ -3787,16 +3805,16 @@ def memory_replace_value(conn, ctx, old_value, new_value, embed):
     return f"已把“{old['text']}”改成“{fact.text}”。（说“撤销”可以改回去）", None
 
 
-def memory_answer(conn, ctx, asked, text, embed):
-    """Acts on the answer to a which-one question (2 / 第二条 / 第2个) or a 要我记住吗; None when the
-    message is no answer (then it is handled as usual)."""
+def memory_answer(conn, ctx, asked, text, embed, cap=0):
+    """Acts on the answer to a which-one question (2 / 第二条 / 第2个) or a 要我记住吗 (stored while the
+    user has fewer than cap memories); None when the message is no answer (then it is handled as usual)."""
     t = _strip_tail(text)
     if re.fullmatch(r"(?:算了|不用了?|不要|取消|没事|不改了?|都不是|no)", t, re.I):
         return "好的，那就不改了。"
     if asked["action"] == "store":
         if re.fullmatch(r"(?:要|好|好的|是|是的|对|对的|嗯|嗯嗯|记吧|记住|可以|行|ok|yes|y)", t, re.I):
             fact = asked["text"] if memory_has_subject(asked["text"]) else "我" + asked["text"]
-            return memory_remember(conn, ctx, fact, embed, importance=asked.get("importance", 1))[0]
+            return memory_remember(conn, ctx, fact, embed, importance=asked.get("importance", 1), cap=cap)[0]
         return None
     m = re.fullmatch(rf"(?:第|选|就|是)?\s*({_NUM})\s*(?:条|个|项|号)?(?:吧|吧。|。)?", t)
     if not m:
@@ -5135,19 +5153,23 @@ class App:
                     await self.db.run(self.db.checkpoint)
 
     async def _expand_loop(self):
-        """Asks the LLM, one memory at a time, newest first, for the words of each new or reworded memory's
-        expansion. When the LLM can't be reached no memory is blamed: the loop waits EXPAND_RETRY_SECONDS,
-        doubling up to an hour. A memory whose replies are unusable EXPAND_ATTEMPTS times in a row goes without."""
+        """Asks the LLM, one memory at a time, newest first in turns across owners, for the words of each new or
+        reworded memory's expansion, charged to its owner (a group's facts to the group). When the LLM can't be
+        reached no memory is blamed: the loop waits EXPAND_RETRY_SECONDS, doubling up to an hour. A memory whose
+        replies are unusable EXPAND_ATTEMPTS times in a row goes without."""
         outages = 0  # failed rounds in a row
         while True:
             try:
                 self.expand_wake.clear()  # before the look: a memory stored meanwhile sets it again
-                rows = await self.db.run(memory_expansion_todo)
+                budget = self.cfg.BOT_DAILY_TOKENS
+                rows = await self.db.run(memory_expansion_todo, 20, budget)
                 if not rows:
                     await self.expand_wake.wait()
                     continue
                 for r in rows:
                     await self._expand_turn()
+                    if budget and await self.db.run(usage_today, r["user_id"]) >= budget:
+                        continue  # its owner went past BOT_DAILY_TOKENS in this batch: tomorrow
                     reply, tokens = "", 0
                     for attempt in range(EXPAND_ATTEMPTS):
                         try:
@@ -5163,6 +5185,8 @@ class App:
                                         "it goes without" if attempt + 1 == EXPAND_ATTEMPTS else "asking again")
                     else:
                         self.stats["expansions_given_up"] += 1
+                    if tokens:
+                        await self.db.run(usage_add, r["user_id"], tokens, write=True)
                     stored = await self.db.run(memory_expansion_store, r["id"], r["text"], reply, write=True)
                     self.stats["expansions"] += stored
                     self.stats["expansion_tokens"] += tokens
@@ -5532,7 +5556,8 @@ async def _memory_remember(app, ctx, text, update=False):
     if cap and not ctx.superuser and await app.db.run(memory_count, ctx.user_id) >= cap:
         return f"我已经记了你{cap}件事，记不下更多了。说“你记得我什么”看看，用“忘记第N条”删掉一些不要的吧。"
     reply, question = await app.db.run(lambda c: memory_remember(c, ctx, fact, app.vec, update=update,
-                                                                 importance=importance, scope=scope), write=True)
+                                                                 importance=importance, scope=scope,
+                                                                 cap=0 if ctx.superuser else cap), write=True)
     _remember_question(app, (ctx.user_id, ctx.session), question)
     return "\n".join(x for x in (reply, question and question["prompt"]) if x) or "嗯，我知道了。"
 
@@ -5594,7 +5619,8 @@ async def reply_memory(app, ctx, text, card):
     if settle:  # 记住旺财三岁了 / 忘记榴莲: the speaker's memories decide whether it is a command
         kind, args = await app.db.run(lambda c: settle(c, ctx, **args))
     if kind is None and asked is not None:
-        reply = await app.db.run(lambda c: memory_answer(c, ctx, asked, text, app.vec), write=True)
+        cap = 0 if ctx.superuser else app.cfg.MEMORY_MAX_PER_USER
+        reply = await app.db.run(lambda c: memory_answer(c, ctx, asked, text, app.vec, cap=cap), write=True)
         if reply is not None:
             app.memory_asked.pop(key, None)
             await _mark_command(app, ctx)

@@ -567,3 +567,58 @@ def test_where_the_group_allows_every_member_writes_group_facts(start, llm):
         assert "本群记住了" in nc.reply_text()
     finally:
         nc.close()
+
+
+# 4 (Memory). Expansions charged to the memory's owner and served in turns; the cap holds per memory ##########
+
+def test_a_message_of_many_facts_stops_at_the_cap(start, llm):
+    runner = start(MEMORY_MAX_PER_USER=5, MEMORY_EXPAND=0)
+    nc = NapCat(runner.cfg.ONEBOT_PORT)
+    try:
+        pets = ["猫", "狗", "兔子", "仓鼠", "鹦鹉", "乌龟", "金鱼", "刺猬"]
+        reply = nc.ask(41, "记住，" + "；".join("我喜欢" + p for p in pets))
+        assert "这些记不下了：“我喜欢乌龟”“我喜欢金鱼”“我喜欢刺猬”" in reply, reply
+        assert len(runner.rows("SELECT id FROM memories WHERE user_id = '41'")) == 5  # was 8: checked once a message
+        assert "记不下更多了" in nc.ask(41, "记住，我住在杭州")
+        assert "好的" in nc.ask(42, "记住，" + "；".join("我喜欢" + p for p in pets))  # a superuser is exempt
+        assert len(runner.rows("SELECT id FROM memories WHERE user_id = '42'")) == 8
+    finally:
+        nc.close()
+
+
+def test_one_users_flood_of_memories_does_not_starve_anothers_expansion(env, llm):
+    victim = "我对青霉素过敏"
+    first = Runner(dict(env, MEMORY_EXPAND="0", MEMORY_RATE_LIMIT="0"))
+    try:
+        nc = NapCat(first.cfg.ONEBOT_PORT)
+        assert nc.ask(43, "记住，" + victim).startswith("好的")
+        for m in range(20):  # then 600 memories of another user, all newer
+            assert nc.ask(44, "记住，" + "；".join(f"我喜欢物品{m}号{k}" for k in range(30))).startswith("好的")
+        nc.close()
+    finally:
+        first.stop()
+    assert len(_memories(env["BOT_DB"], "44")) == 600
+    second = Runner(env)  # expansions on: the backlog of 601
+    try:
+        assert wait_for(lambda: victim in llm.expansion_requests(), 30), llm.expansion_requests()[:5]
+        assert llm.expansion_requests().index(victim) <= 1  # newest first alone asked it 601st
+    finally:
+        second.stop()
+
+
+def test_expansions_are_charged_to_the_owner_and_wait_past_the_budget(start, llm):
+    runner = start(BOT_DAILY_TOKENS=30)  # 15 tokens a call
+    nc = NapCat(runner.cfg.ONEBOT_PORT)
+    try:
+        nc.ask(45, "你好")
+        nc.ask(45, "在吗")  # 30 tokens: 45's budget is used up
+        assert nc.ask(45, "记住，我住在杭州").startswith("好的")
+        assert nc.ask(46, "记住，我住在苏州").startswith("好的")
+        assert wait_for(lambda: "我住在苏州" in llm.expansion_requests(), 15)
+        usage = lambda: {r["user_id"]: (r["calls"], r["tokens"]) for r in runner.rows("SELECT * FROM usage")}
+        assert wait_for(lambda: usage().get("46") == (1, 15)), usage()  # the expansion, charged to its owner
+        assert usage()["45"] == (2, 30)
+        assert "我住在杭州" not in llm.expansion_requests()
+        assert runner.rows("SELECT expansion FROM memories WHERE user_id = '45'") == [{"expansion": None}]  # tomorrow
+    finally:
+        nc.close()

@@ -531,11 +531,11 @@ def test_expansions_wait_out_an_llm_outage_and_give_up_only_on_unusable_replies(
 def test_an_expansion_for_words_the_memory_no_longer_has_is_dropped(kconn):
     c = ctx()
     say(kconn, c, "我住在北京")
-    (memory_id, text), = [tuple(r) for r in bot.memory_expansion_todo(kconn)]
+    (memory_id, text, _), = [tuple(r) for r in bot.memory_expansion_todo(kconn)]
     assert bot.memory_remember(kconn, c, "我搬到上海了", nothing, update=True)[0].startswith("已把")  # while the LLM answered
     assert bot.memory_expansion_store(kconn, memory_id, text, "首都 故宫 长城") is False
     assert bot.search_keyword(kconn, "memories_fts", "1", "故宫", expansion=True) == []
-    assert [tuple(r) for r in bot.memory_expansion_todo(kconn)] == [(memory_id, "我搬到上海了")]
+    assert [tuple(r)[:2] for r in bot.memory_expansion_todo(kconn)] == [(memory_id, "我搬到上海了")]
     assert bot.memory_expansion_store(kconn, memory_id, "我搬到上海了", "1. 魔都、外滩 上海\n2. shanghai") is True
     assert kconn.execute("SELECT expansion FROM memories").fetchone()[0] == "魔都 外滩 shanghai"
     assert bot.memory_expansion_todo(kconn) == []
@@ -544,7 +544,7 @@ def test_an_expansion_for_words_the_memory_no_longer_has_is_dropped(kconn):
 def test_a_reworded_memory_loses_its_old_expansion_from_the_index_at_once(kconn):
     c = ctx()
     say(kconn, c, "我住在北京")
-    (memory_id, text), = [tuple(r) for r in bot.memory_expansion_todo(kconn)]
+    (memory_id, text, _), = [tuple(r) for r in bot.memory_expansion_todo(kconn)]
     assert bot.memory_expansion_store(kconn, memory_id, text, "首都 故宫 长城")
     assert [i for i, _ in bot.search_keyword(kconn, "memories_fts", "1", "故宫", expansion=True)] == [memory_id]
     assert bot.search_keyword(kconn, "memories_fts", "1", "故宫") == []  # what forget and update search
@@ -561,7 +561,7 @@ def test_an_expansion_never_picks_what_a_forget_deletes(kconn):
     say(kconn, c, "我周末去水库钓鱼")
     for n in range(31):  # enough memories whose expansions mention 外公 and 钓鱼 to fill the keyword candidates
         say(kconn, c, f"我周末去第{n}号公园散步")
-    for memory_id, text in bot.memory_expansion_todo(kconn, limit=100):
+    for memory_id, text, _ in bot.memory_expansion_todo(kconn, limit=100):
         bot.memory_expansion_store(kconn, memory_id, text, "钓鱼 外公 河边 钓鱼竿" if "公园" in text else "童年")
     reply, asked = bot.memory_forget(kconn, c, "外公钓鱼的事", nothing)
     assert asked is not None and "河边钓鱼" in reply and "水库钓鱼" in reply  # both fit: it asks, as without expansions
