@@ -3132,12 +3132,19 @@ def memory_retag(conn, batch=500):
     return n
 
 
+def _here_sql(ctx):
+    """AND clause (and args) for the scopes seen here: in a group only its own and public memories name
+    anyone (a private one would show in the group through what 她 or 阿强 turns into)."""
+    return (" AND scope IN (?, ?)", list(ctx.scopes)) if ctx.scopes else ("", [])
+
+
 def _known_subjects(conn, ctx):
-    """The names of the people and pets the user has told of: {name: subject}.
+    """The names of the people and pets the user has told of (where they can be seen here): {name: subject}.
     From 我朋友阿强… (朋友阿强), 我家狗叫旺财 (狗) and 我养了一只猫叫橘子 (猫)."""
     names = {}
+    here, args = _here_sql(ctx)
     for r in conn.execute("SELECT subject, attribute, value FROM memories WHERE user_id = ? AND (subject NOT IN ('我', "
-                          "'你') OR attribute = '宠物')", (ctx.user_id,)):
+                          f"'你') OR attribute = '宠物'){here}", [ctx.user_id] + args):
         m = re.match(f"^(?:{_REL_RE})(.+)$", r["subject"])
         if m and r["subject"] not in RELATIONS:
             names[m.group(1)] = r["subject"]
@@ -3150,10 +3157,11 @@ def _known_subjects(conn, ctx):
 
 
 def _last_subject(conn, ctx):
-    """The person or pet the user named last (for 她 / 他 / 它), or None."""
+    """The person or pet the user named last (for 她 / 他 / 它) where it can be seen here, or None."""
+    here, args = _here_sql(ctx)
     rows = conn.execute("SELECT subject, attribute, value FROM memories WHERE user_id = ? "
-                        "AND (subject NOT IN ('我', '你') OR attribute = '宠物') ORDER BY updated_at DESC, id DESC LIMIT 1",
-                        (ctx.user_id,)).fetchall()
+                        f"AND (subject NOT IN ('我', '你') OR attribute = '宠物'){here} "
+                        "ORDER BY updated_at DESC, id DESC LIMIT 1", [ctx.user_id] + args).fetchall()
     if not rows:
         return None
     pet = _pet_of(rows[0]["value"]) if rows[0]["subject"] == "我" else None

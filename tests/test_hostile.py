@@ -622,3 +622,17 @@ def test_expansions_are_charged_to_the_owner_and_wait_past_the_budget(start, llm
         assert runner.rows("SELECT expansion FROM memories WHERE user_id = '45'") == [{"expansion": None}]  # tomorrow
     finally:
         nc.close()
+
+
+# 7 (Memory). In a group, 她 / 他 / 它 and names are resolved from what can be seen there only ###############
+
+def test_in_a_group_a_pronoun_is_never_resolved_from_a_private_memory(runner, napcat, llm):
+    group = {"group_id": 896, "at_bot": True}
+    assert napcat.ask(47, "记住，我男朋友喜欢打篮球").startswith("好的")  # private
+    reply = napcat.ask(47, "记住他喜欢猫", **group)
+    assert "是指谁" in reply and "男朋友" not in reply, reply
+    assert [r["text"] for r in runner.rows("SELECT text FROM memories WHERE user_id = '47'")] == ["我男朋友喜欢打篮球"]
+    assert "我男朋友喜欢猫" in napcat.ask(47, "记住他喜欢猫")  # in private the private memory counts, as before
+    assert napcat.ask(47, "记住，我妈妈喜欢月季(公开)").startswith("好的")  # a public one may name her
+    assert "我妈妈喜欢百合" in napcat.ask(47, "记住她喜欢百合", **group)
+
