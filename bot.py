@@ -3285,9 +3285,31 @@ def _import_problem(obj):
     return None
 
 
+def _import_new(conn, rows):
+    """The rows of an import not already there (same user, text, type, character and scope): importing an
+    export twice adds nothing. Their texts are cleaned on the way (as they are stored)."""
+    users = list({str(o["user_id"]) for o in rows})
+    have = set()
+    for i in range(0, len(users), 500):
+        part = users[i:i + 500]
+        have.update(tuple(r) for r in conn.execute(
+            "SELECT user_id, text, type, coalesce(character_id, ''), scope FROM memories "
+            f"WHERE user_id IN ({','.join('?' * len(part))})", part))
+    out = []
+    for o in rows:
+        o["text"] = text_clean(o["text"], 2000)
+        key = (str(o["user_id"]), o["text"], o.get("type") or "user_fact", o.get("character_id") or "",
+               o.get("scope") or "private")
+        if key not in have:  # a line said twice in the file is there the second time
+            have.add(key)
+            out.append(o)
+    return out
+
+
 def memory_import_rows(conn, embedder, lines, batch=1000):
-    """Imports JSON lines ({user_id, text, ...}) in one transaction, embedding in batches.
-    Returns (imported, errors) where errors are 'line N: why' strings; nothing is written on error."""
+    """Imports JSON lines ({user_id, text, ...}) in one transaction, embedding in batches; a memory already
+    there is skipped. Returns (imported, skipped, errors) where errors are 'line N: why' strings; nothing is
+    written on error."""
     rows, errors = [], []
     for n, line in enumerate(lines, 1):
         if not line.strip():
@@ -3303,9 +3325,10 @@ def memory_import_rows(conn, embedder, lines, batch=1000):
             continue
         rows.append(obj)
     if errors:
-        return 0, errors
+        return 0, 0, errors
     now = time.time()
     with db_tx(conn):
+        given, rows = len(rows), _import_new(conn, rows)
         # FTS5 writes every row a trigger adds as a segment of its own; one INSERT ... SELECT at the end
         # indexes the whole import at once, with the trigger's own expressions (back in the same transaction)
         trigger = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'memories_ai'").fetchone()
@@ -3313,7 +3336,7 @@ def memory_import_rows(conn, embedder, lines, batch=1000):
         start = last = conn.execute("SELECT coalesce(max(id), 0) FROM memories").fetchone()[0]
         for i in range(0, len(rows), batch):
             part = rows[i:i + batch]
-            texts = [text_clean(o["text"], 2000) for o in part]
+            texts = [o["text"] for o in part]
             values = []
             for o, text in zip(part, texts):
                 # an export's line says what the fact is: it is not taken apart again
@@ -3338,7 +3361,7 @@ def memory_import_rows(conn, embedder, lines, batch=1000):
         conn.execute("INSERT INTO memories_fts (rowid, tokens, owner, extra) SELECT id, mnemo_tokens(text) || ' ' || "
                      "areas, mnemo_owner(user_id), mnemo_tokens(expansion) FROM memories WHERE id > ?", (start,))
         conn.execute(trigger[0])
-    return len(rows), []
+    return len(rows), given - len(rows), []
 
 
 # -- Recall ------------------------------------------------------
@@ -6460,14 +6483,14 @@ def cli_memory_import(cfg, path):
         print(f"note: no embedding model ({embedder.error}); vectors are added when the bot next starts with one")
     t = time.perf_counter()
     try:
-        n, errors = memory_import_rows(conn, embedder, lines)
+        n, skipped, errors = memory_import_rows(conn, embedder, lines)
     finally:
         conn.close()
     if errors:
         raise ConfigError(f"{path}: {len(errors)} bad lines, nothing imported; first: {errors[0]}. "
                           "Fix: correct those lines")
     dt = time.perf_counter() - t
-    print(f"imported {n} memories in {dt:.2f}s ({n / max(dt, 1e-9):.0f}/s)")
+    print(f"imported {n} memories, skipped {skipped} already there, in {dt:.2f}s ({n / max(dt, 1e-9):.0f}/s)")
 
 
 def cli_character_import(cfg, path):

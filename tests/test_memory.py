@@ -790,7 +790,7 @@ def test_import_reports_bad_types_by_line(tmp_path):
     conn = bot.db_connect(tmp_path / "i.db")
     lines = ['{"user_id": "1", "text": 123}', '{"user_id": "1", "text": "好", "importance": "high"}',
              '{"user_id": "1", "text": "好", "type": "experience"}', '{"user_id": "1", "text": "好"}']
-    n, errors = bot.memory_import_rows(conn, embedder, lines)
+    n, _, errors = bot.memory_import_rows(conn, embedder, lines)
     assert n == 0 and [e.split(":")[0] for e in errors] == ["line 1", "line 2", "line 3"]
     assert conn.execute("SELECT count(*) FROM memories").fetchone()[0] == 0
 
@@ -804,7 +804,7 @@ def test_an_import_indexes_exactly_as_one_memory_at_a_time_does(tmp_path):
              {"user_id": "2", "text": "他喜欢喝茶", "subject": "爸爸", "attribute": "喜欢", "value": "喝茶"}]
     bulk = bot.db_connect(tmp_path / "bulk.db")
     bulk.execute("INSERT INTO memories (user_id, type, text, created_at, updated_at) VALUES ('9', 'user_fact', '旧的', 0, 0)")
-    assert bot.memory_import_rows(bulk, embedder, [json.dumps(x, ensure_ascii=False) for x in lines]) == (4, [])
+    assert bot.memory_import_rows(bulk, embedder, [json.dumps(x, ensure_ascii=False) for x in lines]) == (4, 0, [])
     one = bot.db_connect(tmp_path / "one.db")
     one.execute("INSERT INTO memories (user_id, type, text, created_at, updated_at) VALUES ('9', 'user_fact', '旧的', 0, 0)")
     with bot.db_tx(one):
