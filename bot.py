@@ -3995,6 +3995,9 @@ def memory_undo(conn, ctx, embed):
 
 #: How many times a fact must be said (this one included) before the bot offers to remember it.
 OFFER_AFTER = 3
+#: Characters read of each earlier message when counting how often a fact was said (its first clause is
+#: what counts): 50 long messages are not read whole for every reply.
+OFFER_READ_CHARS = 200
 
 
 def memory_worth_offering(conn, ctx, text):
@@ -4005,9 +4008,9 @@ def memory_worth_offering(conn, ctx, text):
     if not fact.attribute or not first.startswith("我"):
         return None
     said = 0
-    for (t,) in conn.execute("SELECT text FROM messages WHERE session = ? AND user_id = ? AND role = 'user' AND id < ? "
-                             "AND kind != 'ambient' ORDER BY id DESC LIMIT 50",
-                             (ctx.session, ctx.user_id, ctx.message_id or 1 << 62)):
+    for (t,) in conn.execute("SELECT substr(text, 1, ?) FROM messages WHERE session = ? AND user_id = ? "
+                             "AND role = 'user' AND id < ? AND kind != 'ambient' ORDER BY id DESC LIMIT 50",
+                             (OFFER_READ_CHARS, ctx.session, ctx.user_id, ctx.message_id or 1 << 62)):
         f = memory_fact(re.split(r"[，,。！!？?]", t.strip())[0])
         if (f.subject, f.attribute, f.key) == (fact.subject, fact.attribute, fact.key):
             said += 1

@@ -636,3 +636,12 @@ def test_in_a_group_a_pronoun_is_never_resolved_from_a_private_memory(runner, na
     assert napcat.ask(47, "记住，我妈妈喜欢月季(公开)").startswith("好的")  # a public one may name her
     assert "我妈妈喜欢百合" in napcat.ask(47, "记住她喜欢百合", **group)
 
+
+# Cost. What counts how often a fact was said reads the head of each earlier message, not all of it ##########
+
+def test_a_fact_said_at_the_head_of_long_messages_is_still_offered(runner, napcat, llm):
+    tail = varied_chinese(3000)
+    for text in ("我对芒果过敏，" + tail, "我对芒果过敏。" + tail):
+        napcat.event(48, text)
+        assert napcat.barrier(48)  # its (long) echo came before the marker's
+    assert "要我帮你记住吗？说“记住，我对芒果过敏”就行" in napcat.ask(48, "我对芒果过敏，这个蛋糕能吃吗")
