@@ -3287,7 +3287,8 @@ def _import_problem(obj):
 
 def _import_new(conn, rows):
     """The rows of an import not already there (same user, text, type, character and scope): importing an
-    export twice adds nothing. Their texts are cleaned on the way (as they are stored)."""
+    export twice adds nothing, while an export is still imported as it is. Their texts are cleaned on the way
+    (as they are stored)."""
     users = list({str(o["user_id"]) for o in rows})
     have = set()
     for i in range(0, len(users), 500):
@@ -3300,8 +3301,7 @@ def _import_new(conn, rows):
         o["text"] = text_clean(o["text"], 2000)
         key = (str(o["user_id"]), o["text"], o.get("type") or "user_fact", o.get("character_id") or "",
                o.get("scope") or "private")
-        if key not in have:  # a line said twice in the file is there the second time
-            have.add(key)
+        if key not in have:
             out.append(o)
     return out
 

@@ -67,7 +67,7 @@ def test_importing_an_export_twice_adds_nothing_the_second_time(cli_env, tmp_pat
     p = run_bot("memory", "import", again, env=cli_env)
     assert p.returncode == 0 and "imported 0 memories, skipped 4 already there" in p.stdout, p.stdout + p.stderr
     src.write_text('{"user_id": "2", "text": "我住在上海", "scope": "public"}\n'  # another scope: another memory
-                   '{"user_id": "3", "text": "我住在上海"}\n{"user_id": "3", "text": "我住在上海"}\n', encoding="utf-8")
+                   '{"user_id": "3", "text": "我住在上海"}\n{"user_id": "1", "text": "我住在北京"}\n', encoding="utf-8")
     assert "imported 2 memories, skipped 1 already there" in run_bot("memory", "import", src, env=cli_env).stdout
     assert len(sqlite_rows(cli_env["BOT_DB"], "SELECT id FROM memories")) == 6
 
