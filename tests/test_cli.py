@@ -53,6 +53,25 @@ def test_memory_import_of_bad_lines_writes_nothing(cli_env, tmp_path):
     assert sqlite_rows(cli_env["BOT_DB"], "SELECT text FROM memories") == [("我住在北京",)]
 
 
+def test_importing_an_export_twice_adds_nothing_the_second_time(cli_env, tmp_path):
+    made_db(cli_env, tmp_path)
+    src = tmp_path / "more.jsonl"
+    src.write_text('{"user_id": "1", "text": "我对花生过敏"}\n{"user_id": "2", "text": "我住在上海"}\n'
+                   '{"user_id": "2", "text": "你答应周五陪我练口语", "type": "experience", "character_id": "xiaoman"}\n',
+                   encoding="utf-8")
+    assert "imported 3 memories, skipped 0 already there" in run_bot("memory", "import", src, env=cli_env).stdout
+    export = run_bot("memory", "export", env=cli_env)
+    assert export.returncode == 0, export.stderr
+    again = tmp_path / "export.jsonl"
+    again.write_text(export.stdout, encoding="utf-8")
+    p = run_bot("memory", "import", again, env=cli_env)
+    assert p.returncode == 0 and "imported 0 memories, skipped 4 already there" in p.stdout, p.stdout + p.stderr
+    src.write_text('{"user_id": "2", "text": "我住在上海", "scope": "public"}\n'  # another scope: another memory
+                   '{"user_id": "3", "text": "我住在上海"}\n{"user_id": "1", "text": "我住在北京"}\n', encoding="utf-8")
+    assert "imported 2 memories, skipped 1 already there" in run_bot("memory", "import", src, env=cli_env).stdout
+    assert len(sqlite_rows(cli_env["BOT_DB"], "SELECT id FROM memories")) == 6
+
+
 def test_memory_export_without_a_database(cli_env):
     line = assert_one_error_line(run_bot("memory", "export", env=cli_env))
     assert "no database at" in line and "BOT_DB" in line

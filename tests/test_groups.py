@@ -366,7 +366,8 @@ def test_group_memory_reaches_that_group_only_and_its_owners_may_change_it(runne
         def ask(user, text, group=901, role="member"):
             nc.event(user, text, group_id=group, at_bot=True, role=role) if group else nc.event(user, text)
             return nc.reply_text().strip()
-        assert "本群记住了：“本群每周五晚上九点开黑”" in ask(71, "记住，本群每周五晚上九点开黑")
+        assert "只有群主、群管理员" in ask(71, "记住，本群每周五晚上九点开黑")  # MEMORY_GROUP_WRITERS=admins
+        assert "本群记住了：“本群每周五晚上九点开黑”" in ask(71, "记住，本群每周五晚上九点开黑", role="admin")
         assert "1. 本群每周五晚上九点开黑" in ask(72, "本群记得什么")
         ask(72, "周五有活动吗")
         assert "本群每周五晚上九点开黑" in "".join(m["content"] for m in llm.chat_requests()[-1]["json"]["messages"]
@@ -391,9 +392,9 @@ def test_group_facts_are_listed_and_forgotten_the_way_people_ask(runner, llm, li
         def ask(user, text, role="member"):
             nc.event(user, text, group_id=905, at_bot=True, role=role)
             return nc.reply_text().strip()
-        ask(81, "记住，本群每周五晚上九点开黑")
-        ask(81, "记住，本群群规是不许发广告")
-        ask(82, "记住，本群周六晚上也开黑")
+        ask(81, "记住，本群每周五晚上九点开黑", role="admin")
+        ask(81, "记住，本群群规是不许发广告", role="admin")
+        ask(82, "记住，本群周六晚上也开黑", role="owner")
         assert "1. 本群每周五晚上九点开黑" in ask(83, listing) and "3. 本群周六晚上也开黑" in ask(83, listing)
         assert "没有说到“团建”" in ask(81, "忘记本群团建的事")  # nothing fits: nothing deleted
         both = ask(81, "忘记本群开黑的事")  # two fit: the numbers, nothing deleted yet

@@ -552,11 +552,11 @@ def test_expansions_wait_out_an_llm_outage_and_give_up_only_on_unusable_replies(
 def test_an_expansion_for_words_the_memory_no_longer_has_is_dropped(kconn):
     c = ctx()
     say(kconn, c, "我住在北京")
-    (memory_id, text), = [tuple(r) for r in bot.memory_expansion_todo(kconn)]
+    (memory_id, text, _), = [tuple(r) for r in bot.memory_expansion_todo(kconn)]
     assert bot.memory_remember(kconn, c, "我搬到上海了", nothing, update=True)[0].startswith("已把")  # while the LLM answered
     assert bot.memory_expansion_store(kconn, memory_id, text, "首都 故宫 长城") is False
     assert bot.search_keyword(kconn, "memories_fts", "1", "故宫", expansion=True) == []
-    assert [tuple(r) for r in bot.memory_expansion_todo(kconn)] == [(memory_id, "我搬到上海了")]
+    assert [tuple(r)[:2] for r in bot.memory_expansion_todo(kconn)] == [(memory_id, "我搬到上海了")]
     assert bot.memory_expansion_store(kconn, memory_id, "我搬到上海了", "1. 魔都、外滩 上海\n2. shanghai") is True
     assert kconn.execute("SELECT expansion FROM memories").fetchone()[0] == "魔都 外滩 shanghai"
     assert bot.memory_expansion_todo(kconn) == []
@@ -565,7 +565,7 @@ def test_an_expansion_for_words_the_memory_no_longer_has_is_dropped(kconn):
 def test_a_reworded_memory_loses_its_old_expansion_from_the_index_at_once(kconn):
     c = ctx()
     say(kconn, c, "我住在北京")
-    (memory_id, text), = [tuple(r) for r in bot.memory_expansion_todo(kconn)]
+    (memory_id, text, _), = [tuple(r) for r in bot.memory_expansion_todo(kconn)]
     assert bot.memory_expansion_store(kconn, memory_id, text, "首都 故宫 长城")
     assert [i for i, _ in bot.search_keyword(kconn, "memories_fts", "1", "故宫", expansion=True)] == [memory_id]
     assert bot.search_keyword(kconn, "memories_fts", "1", "故宫") == []  # what forget and update search
@@ -582,7 +582,7 @@ def test_an_expansion_never_picks_what_a_forget_deletes(kconn):
     say(kconn, c, "我周末去水库钓鱼")
     for n in range(31):  # enough memories whose expansions mention 外公 and 钓鱼 to fill the keyword candidates
         say(kconn, c, f"我周末去第{n}号公园散步")
-    for memory_id, text in bot.memory_expansion_todo(kconn, limit=100):
+    for memory_id, text, _ in bot.memory_expansion_todo(kconn, limit=100):
         bot.memory_expansion_store(kconn, memory_id, text, "钓鱼 外公 河边 钓鱼竿" if "公园" in text else "童年")
     reply, asked = bot.memory_forget(kconn, c, "外公钓鱼的事", nothing)
     assert asked is not None and "河边钓鱼" in reply and "水库钓鱼" in reply  # both fit: it asks, as without expansions
@@ -811,7 +811,7 @@ def test_import_reports_bad_types_by_line(tmp_path):
     conn = bot.db_connect(tmp_path / "i.db")
     lines = ['{"user_id": "1", "text": 123}', '{"user_id": "1", "text": "好", "importance": "high"}',
              '{"user_id": "1", "text": "好", "type": "experience"}', '{"user_id": "1", "text": "好"}']
-    n, errors = bot.memory_import_rows(conn, embedder, lines)
+    n, _, errors = bot.memory_import_rows(conn, embedder, lines)
     assert n == 0 and [e.split(":")[0] for e in errors] == ["line 1", "line 2", "line 3"]
     assert conn.execute("SELECT count(*) FROM memories").fetchone()[0] == 0
 
@@ -825,7 +825,7 @@ def test_an_import_indexes_exactly_as_one_memory_at_a_time_does(tmp_path):
              {"user_id": "2", "text": "他喜欢喝茶", "subject": "爸爸", "attribute": "喜欢", "value": "喝茶"}]
     bulk = bot.db_connect(tmp_path / "bulk.db")
     bulk.execute("INSERT INTO memories (user_id, type, text, created_at, updated_at) VALUES ('9', 'user_fact', '旧的', 0, 0)")
-    assert bot.memory_import_rows(bulk, embedder, [json.dumps(x, ensure_ascii=False) for x in lines]) == (4, [])
+    assert bot.memory_import_rows(bulk, embedder, [json.dumps(x, ensure_ascii=False) for x in lines]) == (4, 0, [])
     one = bot.db_connect(tmp_path / "one.db")
     one.execute("INSERT INTO memories (user_id, type, text, created_at, updated_at) VALUES ('9', 'user_fact', '旧的', 0, 0)")
     with bot.db_tx(one):
