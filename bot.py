@@ -1013,11 +1013,38 @@ def text_search_text(text):
     return text[:half] + "\n" + text[-half:]
 
 
-def text_fts_query(text):
-    """An FTS5 query that can't be broken by user input.
+#: English words too common to find a turn by (what / when / did match every line of an English chat).
+EN_STOP_WORDS = frozenset(
+    "a an the and or but of to in on at for with by from as is are was were be been being do does did what when "
+    "where who whom which why how that this these those it its he she they them his her their you your i me my we "
+    "our us would could should will can has have had not no any some there".split())
+#: English endings cut before a prefix search (research finds researching, sunrise finds sunrises).
+EN_SUFFIXES = ("ing", "ies", "ied", "es", "ed", "s", "e", "y")
 
-    Example: text_fts_query('NEAR("北京') -> '"near" OR "北" OR "北京" OR "京"'"""
-    return " OR ".join(f'"{t}"' for t in text_query_tokens(text))
+
+def text_stem(token):
+    """The prefix an English word is searched by, or None for any other token.
+
+    Example: text_stem('painting') -> 'paint'
+    Example: text_stem('北京') -> None"""
+    if not (token.isascii() and token.isalpha()):
+        return None
+    for suffix in EN_SUFFIXES:
+        if token.endswith(suffix) and len(token) - len(suffix) >= 3:
+            return token[:-len(suffix)]
+    return token
+
+
+def text_fts_query(text, stem=False):
+    """An FTS5 query that can't be broken by user input. stem: English words are searched by their
+    stem as a prefix, and English stop words not at all (for chat turns, where they are most lines).
+
+    Example: text_fts_query('NEAR("北京') -> '"near" OR "北" OR "北京" OR "京"'
+    Example: text_fts_query('When did she paint?', stem=True) -> '"paint"*'"""
+    if not stem:
+        return " OR ".join(f'"{t}"' for t in text_query_tokens(text))
+    return " OR ".join(f'"{text_stem(t)}"*' if text_stem(t) else f'"{t}"'
+                       for t in text_query_tokens(text) if t not in EN_STOP_WORDS)
 
 
 def text_owner_token(owner):
@@ -1958,11 +1985,11 @@ def search_vec_put(conn, table, row_id, owner, vec):
                  (row_id, owner, np.asarray(vec, dtype=np.float32).tobytes()))
 
 
-def search_keyword(conn, table, owner, query, limit=SEARCH_CANDIDATES, expansion=False):
+def search_keyword(conn, table, owner, query, limit=SEARCH_CANDIDATES, expansion=False, stem=False):
     """BM25 over pre-tokenised text, only the owner's rows: [(rowid, score)], best first.
     expansion: memories_fts also searches its extra column (the LLM's words) at EXPANSION_WEIGHT;
-    only for recall, never for choosing what a forget or an update changes."""
-    q = text_fts_query(query)
+    only for recall, never for choosing what a forget or an update changes. stem: see text_fts_query."""
+    q = text_fts_query(query, stem)
     if not q:
         return []
     weights, columns = (("1.0, 0.0, " + str(EXPANSION_WEIGHT), "{tokens extra}") if expansion
@@ -2002,16 +2029,18 @@ def search_fuse(keyword, vector, min_similarity, strong_keyword):
     return sorted(((i, s) for i, s in scores.items() if i in passed), key=lambda x: -x[1])
 
 
-def _strong_match(query_tokens, text):
+def _strong_match(query_tokens, text, stem=False):
     """True when text shares a content word with the query (not only single characters or 怎么-like words).
-    Looked up in the text, not by tokenising it: a long stored message costs a few substring searches."""
+    Looked up in the text, not by tokenising it: a long stored message costs a few substring searches.
+    stem: an English word matches by its stem as a prefix, and stop words don't count (see text_fts_query)."""
     low = text.lower()
     for t in query_tokens:
-        if len(t) < 2 or t in SMALL_TALK or set(t) <= STOP_CHARS:
+        if len(t) < 2 or t in SMALL_TALK or set(t) <= STOP_CHARS or stem and t in EN_STOP_WORDS:
             continue
         if t[0] > "z" and t in low:  # a CJK bigram is in the text only inside one CJK run, as text_tokens cuts it
             return True
-        if t[0] <= "z" and re.search(rf"(?<![a-z0-9]){re.escape(t)}(?![a-z0-9])", low):
+        end = "" if stem and text_stem(t) else "(?![a-z0-9])"
+        if t[0] <= "z" and re.search(rf"(?<![a-z0-9]){re.escape(stem and text_stem(t) or t)}{end}", low):
             return True
     return False
 
@@ -5258,13 +5287,22 @@ def summary_rollup_store(conn, session, char, olds, text, method, vec):
     return sid
 
 
-#: Raw turns on each side of a recalled one that come with it (a question brings its answer).
-RECALL_NEIGHBOURS = 2
+#: Keyword hits read for each excerpt recall returns (more hits fill the excerpts, not more excerpts).
+RECALL_CANDIDATES = 4
+#: Turns apart two hits may be and still show as one excerpt (a stretch of talk about one thing).
+RECALL_GAP = 4
+#: Share of the hits right beside a turn added to its rank (a line among other hits is the likelier answer).
+RECALL_BESIDE_WEIGHT = 0.5
+#: Weight of a summary against a raw turn in recall's fusion (an extractive summary keeps a few lines of
+#: many; on LoCoMo a turn hit is more often the evidence, so summaries mostly fill what turns leave free).
+RECALL_SUMMARY_WEIGHT = 0.5
+_QUESTION_END = ("?", "？")
 
 
 def summary_recall(conn, session, character_id, query, vec, *, limit, min_similarity, before=1 << 62, skip=()):
     """Older summaries and raw turns of this chat and character that matter to query, fused by rank:
-    [(kind, id, text, message ids it shows)], best first. A raw turn comes with its neighbours."""
+    [(kind, id, text, message ids it shows)], best first. Turn hits up to RECALL_GAP apart are one
+    excerpt of just those turns; a hit that asks a question brings the turn after it (its answer)."""
     skip = set(skip)
     summaries = search_hybrid(
         conn, "summaries", f"{session}/{character_id}", query, vec, allowed=lambda ids: ids - skip,
@@ -5272,33 +5310,44 @@ def summary_recall(conn, session, character_id, query, vec, *, limit, min_simila
         text_of=lambda ids: {r[0]: r[1] for r in conn.execute(
             f"SELECT id, text FROM summaries WHERE id IN ({','.join('?' * len(ids))})", list(ids))} if ids else {})
     qt = text_query_tokens(query)
-    turns = []
-    for rowid, _ in search_keyword(conn, "messages_fts", session, query, limit=limit * 6):
+    score, asks = {}, set()
+    for rowid, s in search_keyword(conn, "messages_fts", session, query, limit=limit * RECALL_CANDIDATES, stem=True):
         r = conn.execute("SELECT id, speaker, text FROM messages WHERE id = ? AND character_id = ? AND id < ?",
                          (rowid, character_id, before)).fetchone()
-        if r and _strong_match(qt, r["speaker"] + " " + r["text"]):
-            turns.append(r["id"])
+        if r and _strong_match(qt, r["speaker"] + " " + r["text"], stem=True):
+            score[r["id"]] = s
+            if r["text"].rstrip().endswith(_QUESTION_END):
+                asks.add(r["id"])
+    beside = {m: score.get(m - 1, 0) + score.get(m + 1, 0) for m in score}
+    turns = sorted(score, key=lambda m: -(score[m] + RECALL_BESIDE_WEIGHT * beside[m]))
     fused = collections.defaultdict(float)
     for rank, (sid, _) in enumerate(summaries):
-        fused[("summary", sid)] += 1.0 / (RRF_K + rank)
+        fused[("summary", sid)] += RECALL_SUMMARY_WEIGHT / (RRF_K + rank)
     for rank, mid in enumerate(turns):
         fused[("turn", mid)] += 1.0 / (RRF_K + rank)
-    out, shown = [], set()
+    items = []  # (kind, id, message ids): a later hit near an excerpt joins it even when all places are taken
     for kind, i in sorted(fused, key=lambda x: -fused[x]):
-        if len(out) >= limit:
-            break
+        ids = {i, i + 1} if i in asks else {i}
+        near = kind == "turn" and next((it for it in items if it[2] and any(abs(i - j) <= RECALL_GAP for j in it[2])),
+                                       None)
+        if near:
+            near[2].update(ids)
+        elif len(items) < limit:
+            items.append((kind, i, ids if kind == "turn" else None))
+    out = []
+    for kind, i, ids in items:
         if kind == "summary":
-            text = conn.execute("SELECT text FROM summaries WHERE id = ?", (i,)).fetchone()[0]
-            out.append((kind, i, text, []))
+            out.append((kind, i, conn.execute("SELECT text FROM summaries WHERE id = ?", (i,)).fetchone()[0], []))
             continue
-        if i in shown:
-            continue
-        rows = conn.execute("SELECT id, speaker, text FROM messages WHERE session = ? AND character_id = ? AND id < ? "
-                            "AND kind = 'chat' AND id BETWEEN ? AND ? ORDER BY id",
-                            (session, character_id, before, i - RECALL_NEIGHBOURS, i + RECALL_NEIGHBOURS)).fetchall()
-        rows = [r for r in rows if r["id"] not in shown]
-        shown.update(r["id"] for r in rows)
-        out.append((kind, i, "\n".join(f"{r['speaker']}：{r['text']}" for r in rows), [r["id"] for r in rows]))
+        rows = conn.execute(f"SELECT id, speaker, text FROM messages WHERE session = ? AND character_id = ? AND id < ? "
+                            f"AND kind = 'chat' AND id IN ({','.join('?' * len(ids))}) ORDER BY id",
+                            (session, character_id, before, *sorted(ids))).fetchall()
+        lines = []
+        for n, r in enumerate(rows):
+            if n and r["id"] > rows[n - 1]["id"] + 1:
+                lines.append("…")  # the excerpt skips turns here
+            lines.append(f"{r['speaker']}：{r['text']}")
+        out.append((kind, i, "\n".join(lines), [r["id"] for r in rows]))
     return out
 
 

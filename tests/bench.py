@@ -233,6 +233,7 @@ def bench_locomo(embedder, path, every=10):
     counts = collections.Counter()
     share = {5: [], 10: []}
     spent = {5: [], 10: []}
+    took = []
     for n, sample in enumerate(data):
         conn = bot.db_connect(":memory:")
         if embedder.model is not None:
@@ -251,7 +252,9 @@ def bench_locomo(embedder, path, every=10):
                 continue
             q = qa["question"]
             vec = embedder.encode([q])[0] if embedder.model is not None else None
+            t0 = time.perf_counter()
             ranked = bot.summary_recall(conn, session, "assistant", q, vec, limit=10, min_similarity=embedder.floor)
+            took.append((time.perf_counter() - t0) * 1000)
             counts[qa["category"]] += 1
             for k in (5, 10):
                 got, tokens = set(), 0
@@ -267,6 +270,7 @@ def bench_locomo(embedder, path, every=10):
             {locomo_recall.CATS[c]: round(sums[k][c] / counts[c], 3) for c in sorted(counts)} for k in (5, 10)} | {
         "context_share@5": round(statistics.mean(share[5]), 4), "context_share@10": round(statistics.mean(share[10]), 4),
         "context_tokens@5": round(statistics.mean(spent[5]), 1), "context_tokens@10": round(statistics.mean(spent[10]), 1),
+        "recall_ms_p50": round(statistics.median(took), 2),
         "questions": total, "floor": "BM25 over single turns: recall@5 0.441, @10 0.518"}
 
 
@@ -634,12 +638,15 @@ def main(argv=None):
     parser.add_argument("--reply", action="store_true", help="only the reply latency at 0 and 100k memories (bot, fake LLM)")
     parser.add_argument("--runs", type=int, default=3, help="runs of the reply latency at 0 and 100k memories (median)")
     parser.add_argument("--quick", action="store_true", help="smaller sizes, no LoCoMo: a quick look")
+    parser.add_argument("--locomo", action="store_true", help="only LoCoMo recall (needs --data), model and keyword-only")
     parser.add_argument("--data", type=Path, help="folder of the public evaluation sets (memorybank/, locomo10.json)")
     parser.add_argument("--model", help="model2vec model id or folder (default: the test model, else EMBED_MODEL)")
     parser.add_argument("--footprint", action="store_true",
                         help="also run tests/footprint.py (builds a 500 MB model folder the first time; --quick: 1 run)")
     parser.add_argument("--tmp", type=Path, help="folder for the benchmark's databases (default: the system's temp folder)")
     args = parser.parse_args(argv)
+    if args.locomo and not (args.data and (args.data / "locomo10.json").exists()):
+        parser.error("--locomo needs --data DIR, a folder with locomo10.json and locomo_recall.py")
     model = args.model or model_folder() or bot.config_load().EMBED_MODEL
     results = {"machine": f"{os.cpu_count()} cores, Python {sys.version.split()[0]}, "
                           f"SQLite {bot._sqlite_module().sqlite_version}"}
@@ -651,11 +658,16 @@ def main(argv=None):
                 results["reply_while_another_floods"] = bench_floods(tmpdir, llm, model)
             finally:
                 llm.close()
+        if args.locomo:
+            for name in (model, "off"):
+                embedder = bot.Embedder(name)
+                results[f"locomo ({'keyword-only' if embedder.model is None else name})"] = bench_locomo(
+                    embedder, args.data / "locomo10.json")
         if args.reply or args.load:
             results["reply_at_scale"] = bench_reply_scale(tmpdir, model, runs=args.runs)
         if args.load:
             results["load"] = bench_load(tmpdir, model)
-        elif not (args.reply or args.flood):
+        elif not (args.reply or args.flood or args.locomo):
             embedder = bot.Embedder(model)
             results["model"] = f"{model} ({embedder.dim} dimensions)" if embedder.model is not None else f"none: {embedder.error}"
             results["rss_model_loaded_mb"] = round(_rss_mb(), 1)

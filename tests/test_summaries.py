@@ -175,3 +175,27 @@ def test_experience_from_turn_2_comes_back_at_turn_60(runner, napcat, llm):
     assert "杭州" in prompt and "表哥" in prompt
     recent = [m["content"] for m in llm.chat_requests()[-1]["json"]["messages"] if m["role"] != "system"]
     assert not any("杭州" in x for x in recent)  # it came from memory, not from the raw window
+
+
+@pytest.mark.parametrize("word, stem", [("painting", "paint"), ("researched", "research"), ("sunrises", "sunris"),
+                                        ("activities", "activit"), ("go", "go"), ("北京", None), ("2023", None)])
+def test_english_words_are_searched_by_their_stem(word, stem):
+    assert bot.text_stem(word) == stem
+
+
+def test_recall_shows_nearby_hits_as_one_excerpt_and_a_question_with_its_answer(tmp_path):
+    conn = bot.db_connect(tmp_path / "p.db")
+    talk = [("Anna", "What have you been researching lately?"), ("Ben", "Adoption agencies, mostly."),
+            ("Anna", "Nice weather today."), ("Ben", "Yes, sunny."), ("Anna", "I researched schools too."),
+            ("Ben", "Cool.")] + [("Anna", f"Filler line number {i}.") for i in range(20)] + \
+           [("Ben", "My research on agencies is done.")]
+    ids = [conn.execute("INSERT INTO messages (session, user_id, speaker, role, character_id, text, created_at) "
+                        "VALUES ('p:1', '1', ?, 'user', 'assistant', ?, 0)", (s, t)).lastrowid for s, t in talk]
+    got = bot.summary_recall(conn, "p:1", "assistant", "What was researched?", None, limit=5, min_similarity=0.5)
+    shown = [i for _, _, _, m in got for i in m]
+    assert len(got) == 2 and len(shown) == len(set(shown))
+    first = next(g for g in got if ids[0] in g[3])
+    # the question brings its answer; the hit two turns on joins the same excerpt, the small talk between does not
+    assert first[3] == [ids[0], ids[1], ids[4]] and "…" in first[2] and "sunny" not in first[2]
+    assert any(g[3] == [ids[-1]] for g in got)
+    assert bot.summary_recall(conn, "p:1", "assistant", "what did he do?", None, limit=5, min_similarity=0.5) == []
