@@ -2148,7 +2148,8 @@ def _cn_number(s):
 
 def _strip_tail(text):
     """Example: _strip_tail('撤销一下吧！') -> '撤销'"""
-    return _TAIL_RE.sub("", text.strip()) or text.strip()
+    text = text.strip()  # only the last 64 characters are looked at: _TAIL_RE is quadratic on a run of particles
+    return (text[:-64] + _TAIL_RE.sub("", text[-64:])) or text
 
 
 #: Traditional characters of the command words, read as simplified (記住 = 记住).
@@ -4805,10 +4806,17 @@ _LEAD_IN_RE = re.compile(rf"^([^，,。!！?？\n]{{0,20}}?)[{_PUNCT}]+(?={_word
 _LEAD_PRONOUN_RE = re.compile(rf"^((?:{_words_re(REMEMBER_WORDS)})[，,：:\s]*)(她|他|它)")
 
 
+#: Characters of a message the memory rules read: a memory is at most 500, so a longer head is no command, and
+#: the reply to a longer one ("最多500字") needs only the head.
+MEMORY_PARSE_CHARS = 600
+
+
 def memory_parse(text, names=()):
     """Reads a message as a memory command: (kind, {named arguments}), or (None, {}) for chat.
     Example: memory_parse('记住，我住在北京') -> ('remember', {'text': '我住在北京'})"""
-    t = text.strip()
+    # the rules' patterns backtrack on long runs (忘记 + 1,500 spaces took 47 s): they read a bounded head with
+    # runs of three or more punctuation marks or spaces folded to the first (！！！ -> ！; '); DROP' stays)
+    t = re.sub(rf"([{_PUNCT}?？])[{_PUNCT}?？]{{2,}}", r"\1", text.strip()[:MEMORY_PARSE_CHARS])
     for name in sorted(names, key=len, reverse=True):  # "小满，记住…": the character's name first
         if name and t.startswith(name) and len(t) > len(name) and (t[len(name)] in " ，,:：~～!！" or re.match(
                 _COMMAND_WORD_RE, t[len(name):])):

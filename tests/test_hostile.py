@@ -91,6 +91,34 @@ def test_a_76000_character_message_is_answered_and_costs_a_capped_search(start, 
         nc.close()
 
 
+#: Messages that made the memory rules backtrack for seconds to minutes (found by a hostile tester): runs of
+#: spaces or punctuation after a command word, runs of one particle.
+BACKTRACKERS = ["忘记" + " " * 1500 + "x(", "哦" + "，" * 3990 + "x(", "啊" * 3990 + "x", "记住我" + "哈" * 3990 + "x"]
+
+
+@pytest.mark.parametrize("text", BACKTRACKERS, ids=["spaces", "commas", "particles", "ha"])
+def test_the_memory_rules_read_a_pathological_message_in_bounded_time(text):
+    t = time.perf_counter()
+    bot.memory_parse(text)
+    bot._strip_tail(text)
+    assert time.perf_counter() - t < 1.0  # was 47 s, 168 s, 0.6 s: generous for a loaded machine, not a benchmark
+
+
+def test_a_pathological_message_does_not_hold_up_another_chat(start, llm):
+    runner = start()
+    nc = NapCat(runner.cfg.ONEBOT_PORT)
+    try:
+        for text in BACKTRACKERS:
+            nc.event(1, text)
+        t = time.monotonic()
+        nc.event(2, "你好", group_id=55, at_bot=True)
+        replies = [nc.reply_text(timeout=15) for _ in range(len(BACKTRACKERS) + 1)]  # theirs and the other chat's
+        assert any(r.endswith("你好") for r in replies), replies
+        assert time.monotonic() - t < 15  # was 47-168 s: the event loop was stuck in a regex
+    finally:
+        nc.close()
+
+
 def test_a_burst_of_long_messages_is_read_one_message_worth_at_a_time(start, llm):
     runner = start(BOT_MAX_MESSAGE=3000)
     nc = NapCat(runner.cfg.ONEBOT_PORT)
