@@ -2073,6 +2073,8 @@ def search_vec_backfill(conn, embedder):
 
 #: Separators and punctuation a command may have between its parts (full- and half-width).
 _PUNCT = "\\s，,。.:：!！~～、；;…"
+#: Emoji and their joiners, which end many a chat message (我结婚了💍) but say nothing a memory keeps.
+_EMOJI = "\U0001F000-\U0001FAFF\u2600-\u27BF\u200d\ufe0f"
 #: Particles a command word or a whole command may end with (记住哦, 记得噢, 撤销一下吧): every rule uses this list.
 PARTICLES = "哦喔噢啊呀吖啦嘛哈呢吧呗哟咯嘞喽"
 #: Particles cut from the end of a fact (我住在北京呗); not 吧, which ends words (酒吧, 网吧).
@@ -2123,7 +2125,7 @@ def _strip_tail(text):
 
 
 #: Traditional characters of the command words, read as simplified (記住 = 记住).
-_TRADITIONAL = str.maketrans(dict(zip("記憶刪銷說錯歡請幫關於麼們", "记忆删销说错欢请帮关于么们")))
+_TRADITIONAL = str.maketrans(dict(zip("記憶刪銷說錯歡請幫關於麼們還對條這個為", "记忆删销说错欢请帮关于么们还对条这个为")))
 #: What follows a command word in chat rather than a command ("记住了吗", "忘了带伞").
 _NOT_AN_OBJECT_RE = re.compile(r"^(?:了|吗|没|呢|啊|吧|嘛|不|得|住|过|带|拿|关|交|吃饭|喝水|睡觉|休息|提醒|告诉|叫我|帮我|给我|明天|今天|晚上|早上)")
 #: A 记住 that starts with a time (记住明天三点开会) is asked about, not taken as chat.
@@ -2816,21 +2818,26 @@ ATTRIBUTE_ONLY = {"work.job"}
 #: Life states: one value per subject and area at a time, so a new state replaces the old one
 #: (我抽烟 → 我戒烟了). (area, pattern on what is said of the subject, whole).
 LIFE_STATES = [
-    ("吸烟", r"(?:每天|经常|天天|平时|偶尔|也|还|不|已经|最近|开始|又|都|现在)*(?:抽烟|吸烟|戒烟|戒了烟|烟瘾很大)"),
+    ("吸烟", r"(?:每天|经常|天天|平时|偶尔|也|还|不|已经|最近|开始|又|都|现在)*(?:抽烟|吸烟|戒烟|戒了烟|烟瘾很大|复吸)"),
     ("饮酒", r"(?:每天|经常|天天|平时|偶尔|也|还|不|已经|最近|开始|又|都|现在)*(?:喝酒|戒酒|戒了酒|酗酒)"),
     ("感情", r"(?:现在|目前|已经|又|还是|一直|刚|终于)*(?:是)?(?:单身|脱单|有(?:女朋友|男朋友|对象)|谈恋爱|恋爱|在恋爱|已婚|"
-           r"结婚|离婚|订婚|分手|(?:和|跟)(?:我的?)?(?:女朋友|男朋友|对象|老婆|老公|前任)?\S{0,4}?(?:分手|离婚|结婚|在一起))"),
+           r"结婚|离婚|订婚|分手|(?:们|俩)(?:已经)?分(?:手)?|"
+           r"(?:和|跟)(?:我的?)?(?:女朋友|男朋友|对象|老婆|老公|前任)?\S{0,4}?(?:分手|分|离婚|结婚|在一起))"),
     ("学业", r"(?:现在|目前|已经|还|正|刚)*(?:在)?(?:读研|读博|读大学|上大学|读高中|上高中|毕业|考研|准备考\S{1,5}|备考\S{0,5}|考上\S{0,5}|"
            r"休学|复学|退学|保研)"),
-    ("工作状态", r"(?:现在|目前|已经|刚|还|正)*(?:在)?(?:找工作|找到工作|找到了工作|辞职|离职|失业|待业|被裁|裸辞|工作了|上班了|"
-             r"入职了|开始上班)"),
+    ("工作状态", r"(?:现在|目前|已经|刚|还|正)*(?:在)?(?:从\S{1,8}?)?(?:找工作|找到工作|找到了工作|辞职|离职|失业|待业|被裁|裸辞|"
+             r"工作了|上班了|入职了|开始上班|转正|跳槽\S{0,8})"),
     ("减肥", r"(?:现在|最近|正|已经|还|不|不再)*(?:在)?(?:减肥|瘦身)(?:成功)?"),
-    ("怀孕", r"(?:已经|刚|终于)*(?:怀孕|怀上|有了宝宝|生了|生完宝宝|生完孩子|生了宝宝|宝宝出生|当妈妈|当爸爸|流产)\S{0,4}"),
+    ("住处", r"(?:现在|目前|已经|还|又)*(?:搬出来|搬回)?(?:了)?(?:自己|和人|跟人)?(?:在外面)?(?:住(?:在)?(?:学校)?宿舍|住校|"
+           r"租房(?:子)?(?:住)?|合租|整租|买了?房|住(?:在)?家里|走读)"),
+    ("怀孕", r"(?:已经|刚|终于|在|正在)*(?:备孕|怀孕|怀上|有了宝宝|生了|生完宝宝|生完孩子|生了宝宝|宝宝出生|当妈妈|当爸爸|流产)\S{0,4}"),
 ]
 _LIFE_RES = [(a, re.compile(f"^(?:{p})(?:了|啦)?$")) for a, p in LIFE_STATES]
 #: A new state of an area that also ends another attribute (我辞职了: the employer goes; 我已经工作了: 学生).
-LIFE_ENDS = {"工作状态": {"工作单位": r"辞职|离职|失业|待业|被裁|裸辞", "职业": r"找到|工作|上班|入职"},
+LIFE_ENDS = {"工作状态": {"工作单位": r"辞职|离职|失业|待业|被裁|裸辞|跳槽", "职业": r"找到|工作|上班|入职|转正"},
              "学业": {"职业": r"毕业|退学"}}
+#: The 职业 values a new work state ends (a student's, an intern's); a nurse stays a nurse after 跳槽.
+_LIFE_ENDED_JOBS = r"学生|研究生|大学生|中学生|高中生|实习"
 #: Provinces and countries a corrected value may name (a place, not a company or a food).
 _PROVINCES = set("河北 山西 辽宁 吉林 黑龙江 江苏 浙江 安徽 福建 江西 山东 河南 湖北 湖南 广东 海南 四川 贵州 云南 陕西 甘肃 青海 "
                  "台湾 内蒙古 广西 西藏 宁夏 新疆 东北 中国 韩国 泰国".split())
@@ -2941,13 +2948,15 @@ def _subject_lead(piece):
 
 def _life_state(rest):
     """The life area a statement sets, or None. Example: _life_state('和女朋友分手了') -> '感情'"""
-    rest = re.sub(rf"[{_PUNCT}]+$", "", rest.strip())
-    return next((area for area, pattern in _LIFE_RES if pattern.match(rest)), None)
+    rest = re.sub(rf"[{_PUNCT}{_EMOJI}]+$", "", rest.strip())
+    first = re.split(rf"[\s{_PUNCT}]+", rest)[0]  # 我不减肥了 放弃了 / 我考上了，南大: the state comes first
+    said = {rest, first, re.sub(r"^(?:们|俩)", "", rest), re.sub(r"^(?:们|俩)", "", first)}  # 我们在备孕: a couple's
+    return next((area for area, pattern in _LIFE_RES if any(pattern.match(x) for x in said)), None)
 
 
 def memory_fact(text, last_subject=None, known=()):
     """Takes one fact apart. Example: memory_fact('我现在住在上海了').attribute -> '现居地'"""
-    text = re.sub(rf"(?:[。.!！~～]|(?<=.{{3}})[{_FACT_PARTICLES}])+$", "", text.strip())
+    text = re.sub(rf"(?:[。.!！~～{_EMOJI}]|(?<=.{{3}})[{_FACT_PARTICLES}])+$", "", text.strip())
     replaces = None
     m = re.match(rf"^(我|我的)?不是(.+?)[{_PUNCT}]+(?:而|其实)?是(.+)$", text)
     if m:  # 我不是住在北京，是住在天津
@@ -3929,7 +3938,7 @@ def memory_remember(conn, ctx, text, embed, *, update=False, importance=1, scope
             added.append(fact.text)
             if update or fact.replaces:
                 notes.append(fact.text)
-    reply = _remember_reply(added, replaced, same, notes, importance, scope)
+    reply = _remember_reply(added, replaced, same, notes, importance, scope, update)
     if ended:
         reply = "；".join(x for x in (f"好的，已忘记：{_quote(ended)}（说“撤销”可以恢复）", reply) if x)
     if full:
@@ -3947,7 +3956,7 @@ def _life_target(rows, fact):
         return same[-1]
     for attribute, pattern in LIFE_ENDS.get(fact.attribute, {}).items():
         ended = [r for r in rows if r["attribute"] == attribute and re.search(pattern, fact.value or "")
-                 and (attribute != "职业" or re.search(r"学生|研究生|大学生|中学生|高中生", r["value"] or ""))]
+                 and (attribute != "职业" or re.search(_LIFE_ENDED_JOBS, r["value"] or ""))]
         if ended:
             return ended[-1]
     return None
@@ -4003,12 +4012,12 @@ def _update_target(conn, ctx, rows, fact, vec, update):
     return pool[hits[0][0]], []
 
 
-def _remember_reply(added, replaced, same, notes, importance, scope):
+def _remember_reply(added, replaced, same, notes, importance, scope, update=True):
     """What a 记住 / 更正 did, in the user's words."""
     parts = []
     marks = ("（标为重要）" if importance > 1 else "") + ("（群聊里也可以用）" if scope == "public" else "")
-    for old, new in replaced:
-        parts.append(f"已把“{old}”改成“{new}”{marks}")
+    for old, new in replaced:  # a 记住 that replaces says what it replaced: 记住了：“我戒烟了”（替换了『我抽烟』）
+        parts.append(f"已把“{old}”改成“{new}”{marks}" if update else f"好的，记住了：“{new}”（替换了『{old}』）{marks}")
     fresh = [t for t in added if t not in notes]
     if fresh:
         parts.append(f"好的，记住了：{_quote(fresh)}{marks}")
@@ -4281,8 +4290,8 @@ def _ask_which_value(conn, rows, value, lead):
 
 
 def memory_correct_value(conn, ctx, said, embed):
-    """不对，是阿里 / 更正：是26: the value goes to the memory it fits: the one just changed when it fits,
-    else the only one that does; several or none: a numbered question. Returns (reply, question)."""
+    """不对，是阿里 / 更正：是26: the value goes to the only memory it fits; several or none: a numbered
+    question. Returns (reply, question)."""
     said = said.strip()
     whole = memory_fact("我" + said) if not said.startswith("我") else memory_fact(said)
     value = whole.value if whole.attribute and whole.value else re.sub(r"^(?:在|住在|对)|(?:工作|上班|过敏|的)$", "", said)
@@ -4293,8 +4302,8 @@ def memory_correct_value(conn, ctx, said, embed):
     if whole.attribute:  # 不对，是对芒果过敏: the allergy, whichever was said last
         fits = [r for r in rows if r["attribute"] == whole.attribute and r["subject"] == "我"]
     else:
-        kinds = _value_kinds(value)
-        fits = [last] if last is not None and _fits(last, kinds) else [r for r in rows if _fits(r, kinds)]
+        kinds = _value_kinds(value)  # the one just changed is no surer than another that fits too (老家 and 现居地)
+        fits = [r for r in rows if _fits(r, kinds)]
     if len(fits) == 1:
         return _set_value(conn, ctx, fits[0], value, embed), None
     if fits:
@@ -4853,6 +4862,11 @@ _REMEMBER_TAIL_RE = re.compile(rf"^(.{{2,}}?)[{_PUNCT}]*(?:你|请|麻烦)?(?:�
 _POINTER = r"(?:那条|那个|这条|这个|那件事|这件事)(?:记忆)?"
 #: Forget verbs after what they point at (X那条忘掉吧 / X那个别记了).
 _FORGET_AFTER = r"(?:就|给我|帮我)?(?:忘掉|忘了|忘记|删了|删掉|删除|去掉|不要了|别记了|别记着了|不用记了|不要记了|可以删了|删)"
+#: A request for the list in the ways people ask for it: who keeps it, what is kept, how to show it.
+_LIST_ASK = (r"(?:康康|看看|让我看看|给我看看|我想看看)?[，,\s]*(?:你|我在你这(?:儿|里|边)?)(?:都|还|到底)?(?:记|存)"
+             r"(?:了|下了|住了|着|得|住)?(?:关于)?我?(?:的)?(?:些|一些)?(?:啥|什么|哪些)(?:东西|事|事情|记忆|内容)?了?"
+             rf"(?:[，,\s]*(?:列一下|列出来|列个表|发我看看|发我瞅瞅|都发我瞅瞅|都发我看看|给我看看|让我看看|说说|康康))?"
+             rf"{_ANY_PARTICLE}*[?？]*")
 #: Rewrites to the canonical wordings memory_parse reads: (pattern, replacement), tried in order.
 MEMORY_REWRITES = [
     ("记", rf"^(记住|记一下|记下|记好|记着){_ANY_PARTICLE}+(?=[{_PUNCT}]|$)", r"\1"),  # 记住咯，… / 记住呗，…
@@ -4864,7 +4878,7 @@ MEMORY_REWRITES = [
     ("改成 改为 换成 应该是", rf"^(?:那个|把)?(?:我的)?({_words_re(_ATTRIBUTE_BY_WORD)})(?:改成|改为|换成|应该是)(.+)$", r"更正：\1是\2"),
     ("记错 错了 不对", rf"^(?:我的)?({_words_re(_ATTRIBUTE_BY_WORD)})(?:那条)?(?:记错了|错了|不对)[{_PUNCT}]*(?:应该)?是(.+)$",
      r"更正：\1是\2"),  # 生日记错了，是3月4日
-    ("记", r"^你(?:都|还)?记(?:了|下了|住了|着)(?:关于)?我(?:的)?(?:啥|什么|哪些|些啥)(?:东西|事)?$", "你记得我什么"),
+    ("记 存", rf"^{_LIST_ASK}$", "你记得我什么"),  # 你都记着我些什么 / 康康你都记了我啥 / 我在你这存了哪些记忆 列一下
     ("关于", rf"^(忘记|忘掉|删掉|删除|清除)关于(?!我的)(.+?)的(?:所有|全部|一切)(?:记忆|事情|事)?{_ANY_PARTICLE}*$", r"\1所有关于\2的"),
     ("两条 几条 三条 四条 两个 几个 三个 四个",
      rf"^(忘记|忘掉|删掉|删除)(.+?[和、跟].+?)(?:这|那)(?:两|几|三|四)(?:条|个)(?:记忆)?{_ANY_PARTICLE}*$", r"\1\2"),
