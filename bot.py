@@ -2076,7 +2076,7 @@ _PUNCT = "\\s，,。.:：!！~～、；;…"
 #: Emoji and their joiners, which end many a chat message (我结婚了💍) but say nothing a memory keeps.
 _EMOJI = "\U0001F000-\U0001FAFF\u2600-\u27BF\u200d\ufe0f"
 #: Particles a command word or a whole command may end with (记住哦, 记得噢, 撤销一下吧): every rule uses this list.
-PARTICLES = "哦喔噢啊呀吖啦嘛哈呢吧呗哟咯嘞喽"
+PARTICLES = "哦喔噢啊呀吖啦嘛哈呢吧呗哟咯嘞喽捏"
 #: Particles cut from the end of a fact (我住在北京呗); not 吧, which ends words (酒吧, 网吧).
 _FACT_PARTICLES = PARTICLES.replace("吧", "")
 #: What may end a command after its words: punctuation, particles, thanks, an emoji.
@@ -4111,8 +4111,9 @@ def memory_forget_numbers(conn, ctx, numbers):
     return _forget_rows(conn, ctx, [rows[n - 1] for n in numbers])
 
 
-def memory_forget(conn, ctx, what, embed):
-    """Deletes what the user pointed at (an attribute, a fact, someone); returns (reply, question)."""
+def memory_forget(conn, ctx, what, embed, one=False):
+    """Deletes what the user pointed at (an attribute, a fact, someone; one: a single memory of them, or
+    ask which); returns (reply, question)."""
     rows = memory_list(conn, ctx)
     if not rows:
         return "我这里还没有关于你的记忆。", None
@@ -4129,6 +4130,9 @@ def memory_forget(conn, ctx, what, embed):
         subject, _ = _subject_of(m.group(1), known)
         targets = [r for r in rows if r["subject"] == subject or r["subject"].startswith(subject) and subject != "我"
                    or subject in _ANIMALS and r["attribute"] == "宠物" and (_pet_of(r["value"]) or ("",))[0] == subject]
+        if one and len(targets) > 1:
+            asked = _which_question(conn, {"action": "forget", "ids": [r["id"] for r in targets], "text": what})
+            return asked["prompt"], asked
         if len({r["subject"] for r in targets if r["subject"] != "我"}) <= 1 or what.startswith(("所有", "全部", "一切")):
             return (_forget_rows(conn, ctx, targets) if targets else f"我没有记着{_who(subject)}的事，什么也没删。"), None
     targets = _forget_targets(conn, ctx, rows, what, embed)
@@ -4544,10 +4548,12 @@ def memory_worth_offering(conn, ctx, text):
 def memory_forget_each(conn, ctx, what, embed):
     """忘记猫和狗这两条: each part names one memory, all go as one undoable change; otherwise as
     memory_forget. Returns (reply, question)."""
+    one = len(what) > 2 and what.endswith("那条")  # 把我妈那条删了: one memory is meant; several fit → ask
+    what = what[:-2] if one else what
     parts = [p for p in re.split(r"[和、跟]|以及", what) if p.strip()]
     rows = memory_list(conn, ctx)
     if len(parts) < 2 or any(len(p) > 8 for p in parts) or "都" in what or not rows:
-        return memory_forget(conn, ctx, what, embed)
+        return memory_forget(conn, ctx, what, embed, one=one)
     found = []
     for part in parts:
         named = [r for r in rows if part.strip() in r["text"]]
@@ -4715,7 +4721,7 @@ def _read_forget(m):
     """忘记…: what the user points at. "忘记带伞了" is chat: a forget names a memory (我…, 第N条, 关于…, 那条,
     an attribute); a bare word (忘记榴莲) is forget_maybe, a command only when a memory mentions it."""
     what = _strip_tail((m.group(m.lastindex) or "").strip())
-    if not _object_ok(what, "关于|过敏"):
+    if not _object_ok(what, r"关于|过敏|.{1,8}(?:那条|这条)$"):  # 忘记住址那条: a pointer, not 忘记住了
         return None
     what = re.sub(r"(?:这件事|这事|这个|这一条|这条)$", "", what) or what
     pointer = re.match(r"^(?:那个|那条|这条|那件)(?=.)", what) and not re.search(r"怎么|如何|吗|什么|[?？]", what)
@@ -4725,7 +4731,8 @@ def _read_forget(m):
     separated = bool(m.group(1)) and not re.match(r"^(?:带|拿|关|交|吃|喝|买|说|做|写|打)", what)  # 忘记：花生 / 忘记 羽毛球
     if pointed or separated or what in _ATTRIBUTE_BY_WORD \
             or re.match(rf"^(?:我|关于|有关|第|所有关于|全部关于|她|他|它|my\b|i\b|that\b|{_REL_RE})", what, re.I):
-        what = pointed.group(1) if pointed else what
+        one = pointed and re.search(r"(?:那条|这条)$", what) and not re.search(r"都|全|所有", what)
+        what = pointed.group(1) + ("那条" if one else "") if pointed else what  # 我妈那条: one memory of hers
         return "forget", {"what": what if what.startswith(("所有", "全部")) else re.sub(r"^(?:关于|有关)", "", what)}
     question = re.search(r"怎么|如何|吗|什么|为什么|咋|[?？]", what)
     maybe = len(what) <= 8 and not _CHAT_FORGET_RE.match(what) and not question
@@ -4765,7 +4772,8 @@ MEMORY_COMMANDS = [
                   _read_numbers),
     MemoryCommand(rf"(?:公开|设为公开)第?\s*({_NUM})\s*[条个]?", _numbered("scope", public=True)),
     MemoryCommand(rf"(?:私密|设为私密)第?\s*({_NUM})\s*[条个]?", _numbered("scope", public=False)),
-    MemoryCommand(rf"(?:/forget\b|forget(?:\s+that|\s+(?=my\b|i\b))|{_words_re(FORGET_WORDS)})([{_PUNCT}]*)(.+)",
+    MemoryCommand(rf"(?:/forget\b|forget(?:\s+that|\s+(?=my\b|i\b)|\s+(?=[我\u4e00-\u9fff]))|{_words_re(FORGET_WORDS)})"
+                  rf"([{_PUNCT}]*)(.+)",
                   _read_forget, tail=True),
     MemoryCommand(rf"(?:/update\b|update|{_words_re(UPDATE_WORDS)})[{_PUNCT}]*(.+)", _read_update, tail=True),
     MemoryCommand(r"(?:其实(?:呢)?[，,]?|不对(?:不对)?[，,]?|错了[，,]?|actually[, ]+)((?:我|i\b|my\b).+)", _read_actually,
@@ -4861,7 +4869,8 @@ _REMEMBER_TAIL_RE = re.compile(rf"^(.{{2,}}?)[{_PUNCT}]*(?:你|请|麻烦)?(?:�
 #: Words that point at a stored memory (那条, 那个) before a forget verb.
 _POINTER = r"(?:那条|那个|这条|这个|那件事|这件事)(?:记忆)?"
 #: Forget verbs after what they point at (X那条忘掉吧 / X那个别记了).
-_FORGET_AFTER = r"(?:就|给我|帮我)?(?:忘掉|忘了|忘记|删了|删掉|删除|去掉|不要了|别记了|别记着了|不用记了|不要记了|可以删了|删)"
+_FORGET_AFTER = (r"(?:就|给我|帮我)?(?:忘掉|忘了|忘记|删了|删掉|删除|去掉|不要了|别记了|别记着了|不用记了|不要记了|可以删了|"
+                 r"删一下|删下|清掉|清除|删)")
 #: A request for the list in the ways people ask for it: who keeps it, what is kept, how to show it.
 _LIST_ASK = (r"(?:康康|看看|让我看看|给我看看|我想看看)?[，,\s]*(?:你|我在你这(?:儿|里|边)?)(?:都|还|到底)?(?:记|存)"
              r"(?:了|下了|住了|着|得|住)?(?:关于)?我?(?:的)?(?:些|一些)?(?:啥|什么|哪些)(?:东西|事|事情|记忆|内容)?了?"
@@ -4882,8 +4891,16 @@ MEMORY_REWRITES = [
     ("关于", rf"^(忘记|忘掉|删掉|删除|清除)关于(?!我的)(.+?)的(?:所有|全部|一切)(?:记忆|事情|事)?{_ANY_PARTICLE}*$", r"\1所有关于\2的"),
     ("两条 几条 三条 四条 两个 几个 三个 四个",
      rf"^(忘记|忘掉|删掉|删除)(.+?[和、跟].+?)(?:这|那)(?:两|几|三|四)(?:条|个)(?:记忆)?{_ANY_PARTICLE}*$", r"\1\2"),
-    ("把", rf"^把(?!第|刚)(?!.*(?:都|全|所有))(.+?)(?:的)?(?:{_POINTER})?(?:删了|删掉|删除|忘了|忘掉|去掉){_ANY_PARTICLE}*$", r"忘记\1那条"),
+    ("你记 记忆里", r"^把?(?:你(?:都)?(?:记得|记住|记着|存)的|你的记忆里|记忆里)(?:关于)?(?:我的?)?(?:东西|记忆|事)?"
+                 rf"(?:全|都|全部)(?:删了|删掉|删除|清空|清掉|忘了|忘掉){_ANY_PARTICLE}*$", "忘记关于我的一切"),  # 把你记得的关于我的全删了
+    ("记忆里", r"^(?:你的)?记忆里(?=关于|有关)", ""),  # 记忆里关于我工作的那条去掉
+    ("把", rf"^把(?!第|刚)(?!.*(?:都|全|所有))(.+?)(?:的)?(?:{_POINTER})?(?:删了|删掉|删除|忘了|忘掉|去掉|清掉|清除)"
+          rf"{_ANY_PARTICLE}*$", r"忘记\1那条"),
+    ("不对 错了", rf"^(第\s*{_NUM}\s*[条个])(?:不对|错了|记错了)[{_PUNCT}]*(?=删|去掉|不要)", r"\1"),  # 第一条不对 删了
     ("最后 最新 最近", r"^(?:最后|最新|最近)(?:那|一)条", "刚才那条"),  # 最后那条不用记了
+    ("弟", rf"弟(?=\s*{_NUM}\s*[条个])", "第"),  # 删掉弟1条: the IME's slip
+    ("撤", rf"^(?:把)?(?:刚才|刚刚|上一步|上一条)(?:那步|那一步|那下|的操作|那个操作)?(?:给我)?(?:撤销|撤回)(?:一下|下)?"
+          rf"{_ANY_PARTICLE}*$", "撤销"),  # 刚才那步撤回下嘛
     ("那条 那个 这条 这个 那件事 这件事",
      rf"^(?!刚才|刚刚|上一条|第)(.+?)(?:的)?{_POINTER}[{_PUNCT}]*{_FORGET_AFTER}{_ANY_PARTICLE}*$", r"忘记\1那条"),
     ("记", rf"^(?:别|不要|不用)再?记(?:着|住|得)(.+?)(?:了)?{_ANY_PARTICLE}*$", r"忘记\1"),  # 别再记着我前任了
@@ -4891,8 +4908,9 @@ MEMORY_REWRITES = [
 ]
 _MEMORY_REWRITES = [(words.split(), re.compile(p), r) for words, p, r in MEMORY_REWRITES]
 #: 以后叫我X / 你说话要…: what the user wants of the character (kept as an agreement with it).
-_WISH_RES = [(re.compile(r"^(?:以后|今后|从现在起|从今天起)?(?:请)?(?:你)?(?:就)?(?:要|得|可以)?叫我(?!起床|一声|吃|去|来|干|做|帮|回|别)"
-                         r"([^，,。!！?？]{1,10})$"), "记住，你以后叫我{0}"),
+_WISH_RES = [(re.compile(r"^(?:算了|不对)?[，,\s]*(?:还是)?(?:以后|今后|从现在起|从今天起)?(?:请)?(?:你)?(?:就)?(?:要|得|可以)?(?:还是)?"
+                         r"叫我(?!起床|一声|吃|去|来|干|做|帮|回|别)"
+                         rf"([^，,。!！?？]{{1,10}}?){_ANY_PARTICLE}?$"), "记住，你以后叫我{0}"),
              (re.compile(r"^你(?:以后|今后)?(?:说话|回复|回答|讲话|聊天|回消息)(?:的时候)?(?:要|得|别|不要|可以|尽量|能|多|少)"), "记住，{t}")]
 
 
@@ -4900,7 +4918,7 @@ def memory_normalise(text):
     """A memory message in the canonical wording the command table reads (chat is left alone).
     Example: memory_normalise('记住咯，我喜欢吃辣') -> '记住，我喜欢吃辣'
     Example: memory_normalise('榴莲那条忘掉吧') -> '忘记榴莲那条'"""
-    t = text.strip()
+    t = re.sub(rf"({_POINTER})[{_EMOJI}]+", r"\1", text.strip())  # 芒果那条🗑️删掉
     for words, pattern, repl in _MEMORY_REWRITES:
         if any(w in t for w in words):
             t = pattern.sub(repl, t, count=1)
