@@ -2832,7 +2832,8 @@ LIFE_STATES = [
            r"租房(?:子)?(?:住)?|合租|整租|买了?房|住(?:在)?家里|走读)"),
     ("怀孕", r"(?:已经|刚|终于|在|正在)*(?:备孕|怀孕|怀上|有了宝宝|生了|生完宝宝|生完孩子|生了宝宝|宝宝出生|当妈妈|当爸爸|流产)\S{0,4}"),
 ]
-_LIFE_RES = [(a, re.compile(f"^(?:{p})(?:了|啦)?$")) for a, p in LIFE_STATES]
+#: All areas in one pattern (one match a statement instead of one an area); the group's number is the area's.
+_LIFE_RE = re.compile("^(?:" + "|".join(f"(?P<L{i}>{p})" for i, (_, p) in enumerate(LIFE_STATES)) + ")(?:了|啦)?$")
 #: A new state of an area that also ends another attribute (我辞职了: the employer goes; 我已经工作了: 学生).
 LIFE_ENDS = {"工作状态": {"工作单位": r"辞职|离职|失业|待业|被裁|裸辞|跳槽", "职业": r"找到|工作|上班|入职|转正"},
              "学业": {"职业": r"毕业|退学"}}
@@ -2946,12 +2947,19 @@ def _subject_lead(piece):
     return piece[:m.end()].rstrip("的") if m else "我"
 
 
+#: Where a statement's first clause ends (the life state is said first: 我不减肥了 放弃了).
+_FIRST_CLAUSE_RE = re.compile(rf"[\s{_PUNCT}]+")
+
+
 def _life_state(rest):
     """The life area a statement sets, or None. Example: _life_state('和女朋友分手了') -> '感情'"""
     rest = re.sub(rf"[{_PUNCT}{_EMOJI}]+$", "", rest.strip())
-    first = re.split(rf"[\s{_PUNCT}]+", rest)[0]  # 我不减肥了 放弃了 / 我考上了，南大: the state comes first
-    said = {rest, first, re.sub(r"^(?:们|俩)", "", rest), re.sub(r"^(?:们|俩)", "", first)}  # 我们在备孕: a couple's
-    return next((area for area, pattern in _LIFE_RES if any(pattern.match(x) for x in said)), None)
+    first = _FIRST_CLAUSE_RE.split(rest, 1)[0]  # 我不减肥了 放弃了 / 我考上了，南大: the state comes first
+    said = (rest,) if first == rest else (rest, first)
+    if rest[:1] in ("们", "俩"):  # 我们在备孕: a couple's
+        said += tuple(x[1:] for x in said)
+    m = next((m for m in map(_LIFE_RE.match, said) if m), None)
+    return LIFE_STATES[int(m.lastgroup[1:])][0] if m else None
 
 
 def memory_fact(text, last_subject=None, known=()):
@@ -4914,11 +4922,17 @@ _WISH_RES = [(re.compile(r"^(?:算了|不对)?[，,\s]*(?:还是)?(?:以后|今�
              (re.compile(r"^你(?:以后|今后)?(?:说话|回复|回答|讲话|聊天|回消息)(?:的时候)?(?:要|得|别|不要|可以|尽量|能|多|少)"), "记住，{t}")]
 
 
+#: Emoji after a pointer (芒果那条🗑️删掉): dropped, so the forget rewrites read the verb after it.
+_POINTER_EMOJI_RE = re.compile(rf"({_POINTER})[{_EMOJI}]+")
+
+
 def memory_normalise(text):
     """A memory message in the canonical wording the command table reads (chat is left alone).
     Example: memory_normalise('记住咯，我喜欢吃辣') -> '记住，我喜欢吃辣'
     Example: memory_normalise('榴莲那条忘掉吧') -> '忘记榴莲那条'"""
-    t = re.sub(rf"({_POINTER})[{_EMOJI}]+", r"\1", text.strip())  # 芒果那条🗑️删掉
+    t = text.strip()
+    if "那" in t or "这" in t:  # 芒果那条🗑️删掉
+        t = _POINTER_EMOJI_RE.sub(r"\1", t)
     for words, pattern, repl in _MEMORY_REWRITES:
         if any(w in t for w in words):
             t = pattern.sub(repl, t, count=1)
