@@ -2102,8 +2102,10 @@ def search_vec_backfill(conn, embedder):
 
 #: Separators and punctuation a command may have between its parts (full- and half-width).
 _PUNCT = "\\s，,。.:：!！~～、；;…"
+#: Emoji and their joiners, which end many a chat message (我结婚了💍) but say nothing a memory keeps.
+_EMOJI = "\U0001F000-\U0001FAFF\u2600-\u27BF\u200d\ufe0f"
 #: Particles a command word or a whole command may end with (记住哦, 记得噢, 撤销一下吧): every rule uses this list.
-PARTICLES = "哦喔噢啊呀吖啦嘛哈呢吧呗哟咯嘞喽"
+PARTICLES = "哦喔噢啊呀吖啦嘛哈呢吧呗哟咯嘞喽捏"
 #: Particles cut from the end of a fact (我住在北京呗); not 吧, which ends words (酒吧, 网吧).
 _FACT_PARTICLES = PARTICLES.replace("吧", "")
 #: What may end a command after its words: punctuation, particles, thanks, an emoji.
@@ -2153,7 +2155,7 @@ def _strip_tail(text):
 
 
 #: Traditional characters of the command words, read as simplified (記住 = 记住).
-_TRADITIONAL = str.maketrans(dict(zip("記憶刪銷說錯歡請幫關於麼們", "记忆删销说错欢请帮关于么们")))
+_TRADITIONAL = str.maketrans(dict(zip("記憶刪銷說錯歡請幫關於麼們還對條這個為", "记忆删销说错欢请帮关于么们还对条这个为")))
 #: What follows a command word in chat rather than a command ("记住了吗", "忘了带伞").
 _NOT_AN_OBJECT_RE = re.compile(r"^(?:了|吗|没|呢|啊|吧|嘛|不|得|住|过|带|拿|关|交|吃饭|喝水|睡觉|休息|提醒|告诉|叫我|帮我|给我|明天|今天|晚上|早上)")
 #: A 记住 that starts with a time (记住明天三点开会) is asked about, not taken as chat.
@@ -2846,21 +2848,27 @@ ATTRIBUTE_ONLY = {"work.job"}
 #: Life states: one value per subject and area at a time, so a new state replaces the old one
 #: (我抽烟 → 我戒烟了). (area, pattern on what is said of the subject, whole).
 LIFE_STATES = [
-    ("吸烟", r"(?:每天|经常|天天|平时|偶尔|也|还|不|已经|最近|开始|又|都|现在)*(?:抽烟|吸烟|戒烟|戒了烟|烟瘾很大)"),
+    ("吸烟", r"(?:每天|经常|天天|平时|偶尔|也|还|不|已经|最近|开始|又|都|现在)*(?:抽烟|吸烟|戒烟|戒了烟|烟瘾很大|复吸)"),
     ("饮酒", r"(?:每天|经常|天天|平时|偶尔|也|还|不|已经|最近|开始|又|都|现在)*(?:喝酒|戒酒|戒了酒|酗酒)"),
     ("感情", r"(?:现在|目前|已经|又|还是|一直|刚|终于)*(?:是)?(?:单身|脱单|有(?:女朋友|男朋友|对象)|谈恋爱|恋爱|在恋爱|已婚|"
-           r"结婚|离婚|订婚|分手|(?:和|跟)(?:我的?)?(?:女朋友|男朋友|对象|老婆|老公|前任)?\S{0,4}?(?:分手|离婚|结婚|在一起))"),
+           r"结婚|离婚|订婚|分手|(?:们|俩)(?:已经)?分(?:手)?|"
+           r"(?:和|跟)(?:我的?)?(?:女朋友|男朋友|对象|老婆|老公|前任)?\S{0,4}?(?:分手|分|离婚|结婚|在一起))"),
     ("学业", r"(?:现在|目前|已经|还|正|刚)*(?:在)?(?:读研|读博|读大学|上大学|读高中|上高中|毕业|考研|准备考\S{1,5}|备考\S{0,5}|考上\S{0,5}|"
            r"休学|复学|退学|保研)"),
-    ("工作状态", r"(?:现在|目前|已经|刚|还|正)*(?:在)?(?:找工作|找到工作|找到了工作|辞职|离职|失业|待业|被裁|裸辞|工作了|上班了|"
-             r"入职了|开始上班)"),
+    ("工作状态", r"(?:现在|目前|已经|刚|还|正)*(?:在)?(?:从\S{1,8}?)?(?:找工作|找到工作|找到了工作|辞职|离职|失业|待业|被裁|裸辞|"
+             r"工作了|上班了|入职了|开始上班|转正|跳槽\S{0,8})"),
     ("减肥", r"(?:现在|最近|正|已经|还|不|不再)*(?:在)?(?:减肥|瘦身)(?:成功)?"),
-    ("怀孕", r"(?:已经|刚|终于)*(?:怀孕|怀上|有了宝宝|生了|生完宝宝|生完孩子|生了宝宝|宝宝出生|当妈妈|当爸爸|流产)\S{0,4}"),
+    ("住处", r"(?:现在|目前|已经|还|又)*(?:搬出来|搬回)?(?:了)?(?:自己|和人|跟人)?(?:在外面)?(?:住(?:在)?(?:学校)?宿舍|住校|"
+           r"租房(?:子)?(?:住)?|合租|整租|买了?房|住(?:在)?家里|走读)"),
+    ("怀孕", r"(?:已经|刚|终于|在|正在)*(?:备孕|怀孕|怀上|有了宝宝|生了|生完宝宝|生完孩子|生了宝宝|宝宝出生|当妈妈|当爸爸|流产)\S{0,4}"),
 ]
-_LIFE_RES = [(a, re.compile(f"^(?:{p})(?:了|啦)?$")) for a, p in LIFE_STATES]
+#: All areas in one pattern (one match a statement instead of one an area); the group's number is the area's.
+_LIFE_RE = re.compile("^(?:" + "|".join(f"(?P<L{i}>{p})" for i, (_, p) in enumerate(LIFE_STATES)) + ")(?:了|啦)?$")
 #: A new state of an area that also ends another attribute (我辞职了: the employer goes; 我已经工作了: 学生).
-LIFE_ENDS = {"工作状态": {"工作单位": r"辞职|离职|失业|待业|被裁|裸辞", "职业": r"找到|工作|上班|入职"},
+LIFE_ENDS = {"工作状态": {"工作单位": r"辞职|离职|失业|待业|被裁|裸辞|跳槽", "职业": r"找到|工作|上班|入职|转正"},
              "学业": {"职业": r"毕业|退学"}}
+#: The 职业 values a new work state ends (a student's, an intern's); a nurse stays a nurse after 跳槽.
+_LIFE_ENDED_JOBS = r"学生|研究生|大学生|中学生|高中生|实习"
 #: Provinces and countries a corrected value may name (a place, not a company or a food).
 _PROVINCES = set("河北 山西 辽宁 吉林 黑龙江 江苏 浙江 安徽 福建 江西 山东 河南 湖北 湖南 广东 海南 四川 贵州 云南 陕西 甘肃 青海 "
                  "台湾 内蒙古 广西 西藏 宁夏 新疆 东北 中国 韩国 泰国".split())
@@ -2969,15 +2977,24 @@ def _subject_lead(piece):
     return piece[:m.end()].rstrip("的") if m else "我"
 
 
+#: Where a statement's first clause ends (the life state is said first: 我不减肥了 放弃了).
+_FIRST_CLAUSE_RE = re.compile(rf"[\s{_PUNCT}]+")
+
+
 def _life_state(rest):
     """The life area a statement sets, or None. Example: _life_state('和女朋友分手了') -> '感情'"""
-    rest = re.sub(rf"[{_PUNCT}]+$", "", rest.strip())
-    return next((area for area, pattern in _LIFE_RES if pattern.match(rest)), None)
+    rest = re.sub(rf"[{_PUNCT}{_EMOJI}]+$", "", rest.strip())
+    first = _FIRST_CLAUSE_RE.split(rest, 1)[0]  # 我不减肥了 放弃了 / 我考上了，南大: the state comes first
+    said = (rest,) if first == rest else (rest, first)
+    if rest[:1] in ("们", "俩"):  # 我们在备孕: a couple's
+        said += tuple(x[1:] for x in said)
+    m = next((m for m in map(_LIFE_RE.match, said) if m), None)
+    return LIFE_STATES[int(m.lastgroup[1:])][0] if m else None
 
 
 def memory_fact(text, last_subject=None, known=()):
     """Takes one fact apart. Example: memory_fact('我现在住在上海了').attribute -> '现居地'"""
-    text = re.sub(rf"(?:[。.!！~～]|(?<=.{{3}})[{_FACT_PARTICLES}])+$", "", text.strip())
+    text = re.sub(rf"(?:[。.!！~～{_EMOJI}]|(?<=.{{3}})[{_FACT_PARTICLES}])+$", "", text.strip())
     replaces = None
     m = re.match(rf"^(我|我的)?不是(.+?)[{_PUNCT}]+(?:而|其实)?是(.+)$", text)
     if m:  # 我不是住在北京，是住在天津
@@ -3959,7 +3976,7 @@ def memory_remember(conn, ctx, text, embed, *, update=False, importance=1, scope
             added.append(fact.text)
             if update or fact.replaces:
                 notes.append(fact.text)
-    reply = _remember_reply(added, replaced, same, notes, importance, scope)
+    reply = _remember_reply(added, replaced, same, notes, importance, scope, update)
     if ended:
         reply = "；".join(x for x in (f"好的，已忘记：{_quote(ended)}（说“撤销”可以恢复）", reply) if x)
     if full:
@@ -3977,7 +3994,7 @@ def _life_target(rows, fact):
         return same[-1]
     for attribute, pattern in LIFE_ENDS.get(fact.attribute, {}).items():
         ended = [r for r in rows if r["attribute"] == attribute and re.search(pattern, fact.value or "")
-                 and (attribute != "职业" or re.search(r"学生|研究生|大学生|中学生|高中生", r["value"] or ""))]
+                 and (attribute != "职业" or re.search(_LIFE_ENDED_JOBS, r["value"] or ""))]
         if ended:
             return ended[-1]
     return None
@@ -4033,12 +4050,12 @@ def _update_target(conn, ctx, rows, fact, vec, update):
     return pool[hits[0][0]], []
 
 
-def _remember_reply(added, replaced, same, notes, importance, scope):
+def _remember_reply(added, replaced, same, notes, importance, scope, update=True):
     """What a 记住 / 更正 did, in the user's words."""
     parts = []
     marks = ("（标为重要）" if importance > 1 else "") + ("（群聊里也可以用）" if scope == "public" else "")
-    for old, new in replaced:
-        parts.append(f"已把“{old}”改成“{new}”{marks}")
+    for old, new in replaced:  # a 记住 that replaces says what it replaced: 记住了：“我戒烟了”（替换了『我抽烟』）
+        parts.append(f"已把“{old}”改成“{new}”{marks}" if update else f"好的，记住了：“{new}”（替换了『{old}』）{marks}")
     fresh = [t for t in added if t not in notes]
     if fresh:
         parts.append(f"好的，记住了：{_quote(fresh)}{marks}")
@@ -4132,8 +4149,9 @@ def memory_forget_numbers(conn, ctx, numbers):
     return _forget_rows(conn, ctx, [rows[n - 1] for n in numbers])
 
 
-def memory_forget(conn, ctx, what, embed):
-    """Deletes what the user pointed at (an attribute, a fact, someone); returns (reply, question)."""
+def memory_forget(conn, ctx, what, embed, one=False):
+    """Deletes what the user pointed at (an attribute, a fact, someone; one: a single memory of them, or
+    ask which); returns (reply, question)."""
     rows = memory_list(conn, ctx)
     if not rows:
         return "我这里还没有关于你的记忆。", None
@@ -4150,6 +4168,9 @@ def memory_forget(conn, ctx, what, embed):
         subject, _ = _subject_of(m.group(1), known)
         targets = [r for r in rows if r["subject"] == subject or r["subject"].startswith(subject) and subject != "我"
                    or subject in _ANIMALS and r["attribute"] == "宠物" and (_pet_of(r["value"]) or ("",))[0] == subject]
+        if one and len(targets) > 1:
+            asked = _which_question(conn, {"action": "forget", "ids": [r["id"] for r in targets], "text": what})
+            return asked["prompt"], asked
         if len({r["subject"] for r in targets if r["subject"] != "我"}) <= 1 or what.startswith(("所有", "全部", "一切")):
             return (_forget_rows(conn, ctx, targets) if targets else f"我没有记着{_who(subject)}的事，什么也没删。"), None
     targets = _forget_targets(conn, ctx, rows, what, embed)
@@ -4311,8 +4332,8 @@ def _ask_which_value(conn, rows, value, lead):
 
 
 def memory_correct_value(conn, ctx, said, embed):
-    """不对，是阿里 / 更正：是26: the value goes to the memory it fits: the one just changed when it fits,
-    else the only one that does; several or none: a numbered question. Returns (reply, question)."""
+    """不对，是阿里 / 更正：是26: the value goes to the only memory it fits; several or none: a numbered
+    question. Returns (reply, question)."""
     said = said.strip()
     whole = memory_fact("我" + said) if not said.startswith("我") else memory_fact(said)
     value = whole.value if whole.attribute and whole.value else re.sub(r"^(?:在|住在|对)|(?:工作|上班|过敏|的)$", "", said)
@@ -4323,8 +4344,8 @@ def memory_correct_value(conn, ctx, said, embed):
     if whole.attribute:  # 不对，是对芒果过敏: the allergy, whichever was said last
         fits = [r for r in rows if r["attribute"] == whole.attribute and r["subject"] == "我"]
     else:
-        kinds = _value_kinds(value)
-        fits = [last] if last is not None and _fits(last, kinds) else [r for r in rows if _fits(r, kinds)]
+        kinds = _value_kinds(value)  # the one just changed is no surer than another that fits too (老家 and 现居地)
+        fits = [r for r in rows if _fits(r, kinds)]
     if len(fits) == 1:
         return _set_value(conn, ctx, fits[0], value, embed), None
     if fits:
@@ -4565,10 +4586,12 @@ def memory_worth_offering(conn, ctx, text):
 def memory_forget_each(conn, ctx, what, embed):
     """忘记猫和狗这两条: each part names one memory, all go as one undoable change; otherwise as
     memory_forget. Returns (reply, question)."""
+    one = len(what) > 2 and what.endswith("那条")  # 把我妈那条删了: one memory is meant; several fit → ask
+    what = what[:-2] if one else what
     parts = [p for p in re.split(r"[和、跟]|以及", what) if p.strip()]
     rows = memory_list(conn, ctx)
     if len(parts) < 2 or any(len(p) > 8 for p in parts) or "都" in what or not rows:
-        return memory_forget(conn, ctx, what, embed)
+        return memory_forget(conn, ctx, what, embed, one=one)
     found = []
     for part in parts:
         named = [r for r in rows if part.strip() in r["text"]]
@@ -4736,7 +4759,7 @@ def _read_forget(m):
     """忘记…: what the user points at. "忘记带伞了" is chat: a forget names a memory (我…, 第N条, 关于…, 那条,
     an attribute); a bare word (忘记榴莲) is forget_maybe, a command only when a memory mentions it."""
     what = _strip_tail((m.group(m.lastindex) or "").strip())
-    if not _object_ok(what, "关于|过敏"):
+    if not _object_ok(what, r"关于|过敏|.{1,8}(?:那条|这条)$"):  # 忘记住址那条: a pointer, not 忘记住了
         return None
     what = re.sub(r"(?:这件事|这事|这个|这一条|这条)$", "", what) or what
     pointer = re.match(r"^(?:那个|那条|这条|那件)(?=.)", what) and not re.search(r"怎么|如何|吗|什么|[?？]", what)
@@ -4746,7 +4769,8 @@ def _read_forget(m):
     separated = bool(m.group(1)) and not re.match(r"^(?:带|拿|关|交|吃|喝|买|说|做|写|打)", what)  # 忘记：花生 / 忘记 羽毛球
     if pointed or separated or what in _ATTRIBUTE_BY_WORD \
             or re.match(rf"^(?:我|关于|有关|第|所有关于|全部关于|她|他|它|my\b|i\b|that\b|{_REL_RE})", what, re.I):
-        what = pointed.group(1) if pointed else what
+        one = pointed and re.search(r"(?:那条|这条)$", what) and not re.search(r"都|全|所有", what)
+        what = pointed.group(1) + ("那条" if one else "") if pointed else what  # 我妈那条: one memory of hers
         return "forget", {"what": what if what.startswith(("所有", "全部")) else re.sub(r"^(?:关于|有关)", "", what)}
     question = re.search(r"怎么|如何|吗|什么|为什么|咋|[?？]", what)
     maybe = len(what) <= 8 and not _CHAT_FORGET_RE.match(what) and not question
@@ -4786,7 +4810,8 @@ MEMORY_COMMANDS = [
                   _read_numbers),
     MemoryCommand(rf"(?:公开|设为公开)第?\s*({_NUM})\s*[条个]?", _numbered("scope", public=True)),
     MemoryCommand(rf"(?:私密|设为私密)第?\s*({_NUM})\s*[条个]?", _numbered("scope", public=False)),
-    MemoryCommand(rf"(?:/forget\b|forget(?:\s+that|\s+(?=my\b|i\b))|{_words_re(FORGET_WORDS)})([{_PUNCT}]*)(.+)",
+    MemoryCommand(rf"(?:/forget\b|forget(?:\s+that|\s+(?=my\b|i\b)|\s+(?=[我\u4e00-\u9fff]))|{_words_re(FORGET_WORDS)})"
+                  rf"([{_PUNCT}]*)(.+)",
                   _read_forget, tail=True),
     MemoryCommand(rf"(?:/update\b|update|{_words_re(UPDATE_WORDS)})[{_PUNCT}]*(.+)", _read_update, tail=True),
     MemoryCommand(r"(?:其实(?:呢)?[，,]?|不对(?:不对)?[，,]?|错了[，,]?|actually[, ]+)((?:我|i\b|my\b).+)", _read_actually,
@@ -4889,7 +4914,13 @@ _REMEMBER_TAIL_RE = re.compile(rf"^(.{{2,}}?)[{_PUNCT}]*(?:你|请|麻烦)?(?:�
 #: Words that point at a stored memory (那条, 那个) before a forget verb.
 _POINTER = r"(?:那条|那个|这条|这个|那件事|这件事)(?:记忆)?"
 #: Forget verbs after what they point at (X那条忘掉吧 / X那个别记了).
-_FORGET_AFTER = r"(?:就|给我|帮我)?(?:忘掉|忘了|忘记|删了|删掉|删除|去掉|不要了|别记了|别记着了|不用记了|不要记了|可以删了|删)"
+_FORGET_AFTER = (r"(?:就|给我|帮我)?(?:忘掉|忘了|忘记|删了|删掉|删除|去掉|不要了|别记了|别记着了|不用记了|不要记了|可以删了|"
+                 r"删一下|删下|清掉|清除|删)")
+#: A request for the list in the ways people ask for it: who keeps it, what is kept, how to show it.
+_LIST_ASK = (r"(?:康康|看看|让我看看|给我看看|我想看看)?[，,\s]*(?:你|我在你这(?:儿|里|边)?)(?:都|还|到底)?(?:记|存)"
+             r"(?:了|下了|住了|着|得|住)?(?:关于)?我?(?:的)?(?:些|一些)?(?:啥|什么|哪些)(?:东西|事|事情|记忆|内容)?了?"
+             rf"(?:[，,\s]*(?:列一下|列出来|列个表|发我看看|发我瞅瞅|都发我瞅瞅|都发我看看|给我看看|让我看看|说说|康康))?"
+             rf"{_ANY_PARTICLE}*[?？]*")
 #: Rewrites to the canonical wordings memory_parse reads: (pattern, replacement), tried in order.
 MEMORY_REWRITES = [
     ("记", rf"^(记住|记一下|记下|记好|记着){_ANY_PARTICLE}+(?=[{_PUNCT}]|$)", r"\1"),  # 记住咯，… / 记住呗，…
@@ -4901,12 +4932,20 @@ MEMORY_REWRITES = [
     ("改成 改为 换成 应该是", rf"^(?:那个|把)?(?:我的)?({_words_re(_ATTRIBUTE_BY_WORD)})(?:改成|改为|换成|应该是)(.+)$", r"更正：\1是\2"),
     ("记错 错了 不对", rf"^(?:我的)?({_words_re(_ATTRIBUTE_BY_WORD)})(?:那条)?(?:记错了|错了|不对)[{_PUNCT}]*(?:应该)?是(.+)$",
      r"更正：\1是\2"),  # 生日记错了，是3月4日
-    ("记", r"^你(?:都|还)?记(?:了|下了|住了|着)(?:关于)?我(?:的)?(?:啥|什么|哪些|些啥)(?:东西|事)?$", "你记得我什么"),
+    ("记 存", rf"^{_LIST_ASK}$", "你记得我什么"),  # 你都记着我些什么 / 康康你都记了我啥 / 我在你这存了哪些记忆 列一下
     ("关于", rf"^(忘记|忘掉|删掉|删除|清除)关于(?!我的)(.+?)的(?:所有|全部|一切)(?:记忆|事情|事)?{_ANY_PARTICLE}*$", r"\1所有关于\2的"),
     ("两条 几条 三条 四条 两个 几个 三个 四个",
      rf"^(忘记|忘掉|删掉|删除)(.+?[和、跟].+?)(?:这|那)(?:两|几|三|四)(?:条|个)(?:记忆)?{_ANY_PARTICLE}*$", r"\1\2"),
-    ("把", rf"^把(?!第|刚)(?!.*(?:都|全|所有))(.+?)(?:的)?(?:{_POINTER})?(?:删了|删掉|删除|忘了|忘掉|去掉){_ANY_PARTICLE}*$", r"忘记\1那条"),
+    ("你记 记忆里", r"^把?(?:你(?:都)?(?:记得|记住|记着|存)的|你的记忆里|记忆里)(?:关于)?(?:我的?)?(?:东西|记忆|事)?"
+                 rf"(?:全|都|全部)(?:删了|删掉|删除|清空|清掉|忘了|忘掉){_ANY_PARTICLE}*$", "忘记关于我的一切"),  # 把你记得的关于我的全删了
+    ("记忆里", r"^(?:你的)?记忆里(?=关于|有关)", ""),  # 记忆里关于我工作的那条去掉
+    ("把", rf"^把(?!第|刚)(?!.*(?:都|全|所有))(.+?)(?:的)?(?:{_POINTER})?(?:删了|删掉|删除|忘了|忘掉|去掉|清掉|清除)"
+          rf"{_ANY_PARTICLE}*$", r"忘记\1那条"),
+    ("不对 错了", rf"^(第\s*{_NUM}\s*[条个])(?:不对|错了|记错了)[{_PUNCT}]*(?=删|去掉|不要)", r"\1"),  # 第一条不对 删了
     ("最后 最新 最近", r"^(?:最后|最新|最近)(?:那|一)条", "刚才那条"),  # 最后那条不用记了
+    ("弟", rf"弟(?=\s*{_NUM}\s*[条个])", "第"),  # 删掉弟1条: the IME's slip
+    ("撤", rf"^(?:把)?(?:刚才|刚刚|上一步|上一条)(?:那步|那一步|那下|的操作|那个操作)?(?:给我)?(?:撤销|撤回)(?:一下|下)?"
+          rf"{_ANY_PARTICLE}*$", "撤销"),  # 刚才那步撤回下嘛
     ("那条 那个 这条 这个 那件事 这件事",
      rf"^(?!刚才|刚刚|上一条|第)(.+?)(?:的)?{_POINTER}[{_PUNCT}]*{_FORGET_AFTER}{_ANY_PARTICLE}*$", r"忘记\1那条"),
     ("记", rf"^(?:别|不要|不用)再?记(?:着|住|得)(.+?)(?:了)?{_ANY_PARTICLE}*$", r"忘记\1"),  # 别再记着我前任了
@@ -4914,9 +4953,14 @@ MEMORY_REWRITES = [
 ]
 _MEMORY_REWRITES = [(words.split(), re.compile(p), r) for words, p, r in MEMORY_REWRITES]
 #: 以后叫我X / 你说话要…: what the user wants of the character (kept as an agreement with it).
-_WISH_RES = [(re.compile(r"^(?:以后|今后|从现在起|从今天起)?(?:请)?(?:你)?(?:就)?(?:要|得|可以)?叫我(?!起床|一声|吃|去|来|干|做|帮|回|别)"
-                         r"([^，,。!！?？]{1,10})$"), "记住，你以后叫我{0}"),
+_WISH_RES = [(re.compile(r"^(?:算了|不对)?[，,\s]*(?:还是)?(?:以后|今后|从现在起|从今天起)?(?:请)?(?:你)?(?:就)?(?:要|得|可以)?(?:还是)?"
+                         r"叫我(?!起床|一声|吃|去|来|干|做|帮|回|别)"
+                         rf"([^，,。!！?？]{{1,10}}?){_ANY_PARTICLE}?$"), "记住，你以后叫我{0}"),
              (re.compile(r"^你(?:以后|今后)?(?:说话|回复|回答|讲话|聊天|回消息)(?:的时候)?(?:要|得|别|不要|可以|尽量|能|多|少)"), "记住，{t}")]
+
+
+#: Emoji after a pointer (芒果那条🗑️删掉): dropped, so the forget rewrites read the verb after it.
+_POINTER_EMOJI_RE = re.compile(rf"({_POINTER})[{_EMOJI}]+")
 
 
 def memory_normalise(text):
@@ -4924,6 +4968,8 @@ def memory_normalise(text):
     Example: memory_normalise('记住咯，我喜欢吃辣') -> '记住，我喜欢吃辣'
     Example: memory_normalise('榴莲那条忘掉吧') -> '忘记榴莲那条'"""
     t = text.strip()
+    if "那" in t or "这" in t:  # 芒果那条🗑️删掉
+        t = _POINTER_EMOJI_RE.sub(r"\1", t)
     for words, pattern, repl in _MEMORY_REWRITES:
         if any(w in t for w in words):
             t = pattern.sub(repl, t, count=1)

@@ -202,11 +202,12 @@ def test_the_name_then_a_command_word_addresses_the_bot(word):
     ("你叫我老大", "你", "称呼用户", "老大"),
     ("I live in Shanghai", "我", "现居地", "Shanghai"),
     ("我住院了", "我", None, None),
-    # a kind of lodging, or how far, is not a home: 现居地 is where they live (it takes the profile's place)
-    ("我住校", "我", None, None),
-    ("我住校，宿舍在六楼", "我", None, None),
-    ("我住在宿舍", "我", None, None),
-    ("我住学校宿舍", "我", None, None),
+    # a kind of lodging, or how far, is not a home: 现居地 is where they live (it takes the profile's place);
+    # a dorm or a rented flat is the life state 住处 (我住宿舍 → 我搬出来租房了 replaces it)
+    ("我住校", "我", "住处", "住校"),
+    ("我住校，宿舍在六楼", "我", "住处", "住校，宿舍在六楼"),
+    ("我住在宿舍", "我", "住处", "住在宿舍"),
+    ("我住学校宿舍", "我", "住处", "住学校宿舍"),
     ("我现在住在学校", "我", None, None),
     ("我住酒店", "我", None, None),
     ("我住在医院", "我", None, None),
@@ -255,7 +256,8 @@ def test_update_names_what_it_replaced_and_undo_restores(kconn):
     c = ctx()
     say(kconn, c, "我住在北京")
     say(kconn, c, "我对花生过敏")
-    assert say(kconn, c, "我现在住在上海了").startswith("已把“我住在北京”改成“我现在住在上海了”")
+    # a 记住 that replaces says what it replaced (an update says 已把…改成…)
+    assert say(kconn, c, "我现在住在上海了").startswith("好的，记住了：“我现在住在上海了”（替换了『我住在北京』）")
     assert texts(kconn) == ["我现在住在上海了", "我对花生过敏"]
     old = json.loads(kconn.execute("SELECT old_row FROM memory_history WHERE action = 'update'").fetchone()[0])
     assert old["text"] == "我住在北京"
@@ -284,7 +286,7 @@ def test_many_valued_attributes_change_only_the_named_value(kconn):
     rows = kconn.execute("SELECT text, importance FROM memories ORDER BY id").fetchall()
     assert [tuple(r) for r in rows] == [("我对芒果过敏", 1), ("我对青霉素过敏", 2)]
     say(kconn, c, "我喜欢猫")
-    assert "“我喜欢猫”改成“我讨厌猫”" in say(kconn, c, "我讨厌猫")  # the same thing, the opposite feeling
+    assert "“我讨厌猫”（替换了『我喜欢猫』）" in say(kconn, c, "我讨厌猫")  # the same thing, the opposite feeling
     assert say(kconn, c, "我喜欢爬山").startswith("好的，记住了")
 
 
