@@ -598,7 +598,7 @@ def db_check(path, immutable=False):
     """PRAGMA quick_check of a database file, opened read-only (with its -wal, as the bot would read it;
     immutable=True: the file alone). Returns 'ok' or what SQLite found wrong; never changes the file."""
     sqlite = _sqlite_module()
-    uri = f"file:{Path(path).resolve()}?" + ("immutable=1" if immutable else "mode=ro")
+    uri = f"file:{_db_uri_path(path)}?" + ("immutable=1" if immutable else "mode=ro")
     try:
         conn = sqlite.connect(uri, uri=True, timeout=5)
     except sqlite.Error as e:
@@ -674,11 +674,20 @@ def db_restore(source, path):
     return aside, version
 
 
+def _db_uri_path(path):
+    """A file's path for a file: URI (a folder named 50%25off must not be read as 50%off).
+    Example: _db_uri_path('/tmp/50%25off/bot.db') -> '/tmp/50%2525off/bot.db'"""
+    import urllib.parse
+    return urllib.parse.quote(str(Path(path).resolve()))
+
+
 def _db_version(path):
-    """The schema version (PRAGMA user_version) of a database file, read without changing it."""
-    conn = _sqlite_module().connect(f"file:{Path(path).resolve()}?immutable=1", uri=True)
+    """The schema version (PRAGMA user_version) of a database file, read without changing it; 0 when it lacks
+    Mnemo's own tables (an unrelated SQLite file that happens to carry a user_version)."""
+    conn = _sqlite_module().connect(f"file:{_db_uri_path(path)}?immutable=1", uri=True)
     try:
-        return conn.execute("PRAGMA user_version").fetchone()[0]
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        return conn.execute("PRAGMA user_version").fetchone()[0] if {"memories", "messages"} <= tables else 0
     finally:
         conn.close()
 
@@ -6009,10 +6018,11 @@ def _prompt_kept(row):
 
 
 def _turn_message(row, ctx, card):
+    """A stored turn as a chat message: chat-template tokens a member typed never reach the model as tokens."""
+    text = _SPECIAL_TOKEN_RE.sub("", row["text"])
     if row["role"] == "assistant":
-        return {"role": "assistant", "content": row["text"]}
-    content = f"{row['speaker']}：{row['text']}" if ctx.group_id else row["text"]
-    return {"role": "user", "content": content}
+        return {"role": "assistant", "content": text}
+    return {"role": "user", "content": f"{row['speaker']}：{text}" if ctx.group_id else text}
 
 
 def prompt_alternate(turns):
@@ -6041,7 +6051,7 @@ def prompt_assemble(card, ctx, text, parts, budget, min_turns=2):
     assistant by turns: card, rules, the reference block, the group's recent lines and the follow-up
     note are all parts of that one system message, each under its own head and framed as data."""
     system = character_system_prompt(card)
-    new = {"role": "user", "content": f"{ctx.speaker or '用户'}：{text}" if ctx.group_id else text}
+    new = _turn_message({"role": "user", "speaker": ctx.speaker or "用户", "text": text}, ctx, card)
     # the user's profile (who they are; a rule-made one quotes their 重要 and health memories) and their 重要 and
     # health memories are charged first: long turns or group facts never push them out
     profile = [character_filter(card, parts["profile"])] if parts.get("profile") else []
