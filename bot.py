@@ -2145,6 +2145,10 @@ def _words_re(words):
     return "|".join(map(re.escape, sorted(words, key=len, reverse=True)))
 
 
+#: The one-character digits a Chinese number is built of around 十.
+_CN_ONES = set("零一二两三四五六七八九")
+
+
 def _cn_number(s):
     """Example: _cn_number('十二') -> 12"""
     if s.isdigit():
@@ -2153,6 +2157,8 @@ def _cn_number(s):
         s = "一" + s
     if "十" in s:
         tens, _, ones = s.partition("十")
+        if tens not in _CN_ONES or ones and ones not in _CN_ONES:
+            return 0  # 十二三 / 九十十: no number (it was a KeyError, or 100); 0 names no memory
         return _CN_DIGITS[tens] * 10 + (_CN_DIGITS[ones] if ones else 0)
     return _CN_DIGITS.get(s, 0)
 
