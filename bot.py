@@ -267,7 +267,7 @@ def config_load(environ=None, dotenv=None):
     for key in SECRETS:
         if not cfg[key].isascii():  # httpx can't send it as a header; most often the README's placeholder
             raise ConfigError(f"{key} has characters other than ASCII (still the placeholder 'sk-你的密钥'?). "
-                              f"Fix: put your real key in .env: {key}=sk-...")
+                              f"Fix: put your own key in .env as {key}=<your key>")
     if cfg["MEMORY_GROUP_WRITERS"] not in ("admins", "all"):
         raise ConfigError(f"MEMORY_GROUP_WRITERS must be admins or all, got {cfg['MEMORY_GROUP_WRITERS']!r}. "
                           "Fix: set MEMORY_GROUP_WRITERS=admins (or all, where every member may)")
