@@ -26,9 +26,9 @@ A wrong change: a not_has substring in a memory after the conversation, or more 
 (an invented or kept-by-mistake fact): the figure that must stay 0.
 
 --llm fixtures (default): chat requests are echoed; a memory-plan request (bot.MEMORY_PLAN_PROMPT) is
-answered from tests/data/planner_answers.jsonl, matched by its prompt through
-tests/data/planner_prompts.jsonl; a plan prompt with no recorded answer gets HTTP 503 (counted as
-"unanswered plans"). --llm down: every request gets HTTP 503.
+answered from tests/data/planner_answers.jsonl (and each blind set's <set>_plan_answers.jsonl), matched
+by its prompt through the paired *_prompts.jsonl; a plan prompt with no recorded answer gets HTTP 503 (counted
+as "unanswered plans"). --llm down: every request gets HTTP 503.
 """
 
 import argparse
@@ -73,22 +73,26 @@ def load_rows(path):
 
 
 def load_fixtures():
-    """{plan prompt (the user message of a plan request): recorded answer}."""
+    """{plan prompt (the user message of a plan request): recorded answer}, from every pair of recorded files in
+    tests/data: planner_prompts/answers.jsonl and each blind set's <set>_plan_prompts/answers.jsonl."""
     data = ROOT / "tests" / "data"
-    prompts, answers = data / "planner_prompts.jsonl", data / "planner_answers.jsonl"
-    if not prompts.exists() or not answers.exists():
-        return {}
-    by_id = {}
-    for line in prompts.read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            p = json.loads(line)
-            by_id[p["id"]] = p["messages"][-1]["content"]
+    pairs = [(data / "planner_prompts.jsonl", data / "planner_answers.jsonl")]
+    pairs += [(p, p.with_name(p.name.replace("_plan_prompts", "_plan_answers")))
+              for p in sorted(data.glob("*_plan_prompts.jsonl"))]
     out = {}
-    for line in answers.read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            a = json.loads(line)
-            if a.get("id") in by_id:
-                out[by_id[a["id"]]] = a["answer"]
+    for prompts, answers in pairs:
+        if not prompts.exists() or not answers.exists():
+            continue
+        by_id = {}
+        for line in prompts.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                p = json.loads(line)
+                by_id[p["id"]] = p["messages"][-1]["content"]
+        for line in answers.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                a = json.loads(line)
+                if a.get("id") in by_id:
+                    out[by_id[a["id"]]] = a["answer"]
     return out
 
 
