@@ -237,7 +237,7 @@ def main(argv=None):
     tmp = tempfile.mkdtemp(prefix="mnemo-trial-")
     trial = Trial(args.llm, tmp)
     by_kind, by_split = collections.defaultdict(lambda: [0, 0]), collections.defaultdict(lambda: [0, 0])
-    failed, wrong_rows, plans, results = [], [], 0, {}
+    failed, wrong_rows, asked_rows, plans, results = [], [], [], 0, {}
     started = time.monotonic()
     try:
         for row in rows:
@@ -250,6 +250,8 @@ def main(argv=None):
             plans += res["plans"]
             if res["wrong"]:
                 wrong_rows.append(row["id"])
+            elif not ok and res["last"] == "asks" and row["expect"].get("last") == "done":
+                asked_rows.append(row["id"])
             if not ok:
                 failed.append(row["id"])
                 if args.verbose:
@@ -275,6 +277,10 @@ def main(argv=None):
     for kind, (p, n) in sorted(by_kind.items()):
         print(f"  {kind}: {p}/{n}")
     print(f"wrong changes: {len(wrong_rows)} conversations" + (f" ({', '.join(wrong_rows)})" if wrong_rows else ""))
+    # Not a pass: the user had to answer a question the set expected the bot to settle; but nothing went wrong
+    # and nothing went silently to chat, which is what the LLM-down path promises.
+    print(f"asked instead of acting (a failure, no wrong change): {len(asked_rows)} conversations"
+          + (f" ({', '.join(asked_rows)})" if asked_rows else ""))
     if failed:
         print("failing: " + ", ".join(failed))
     return 0
