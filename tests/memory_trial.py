@@ -23,7 +23,8 @@ changed during the turn; chat = the chat LLM was asked for it and nothing change
 list with no question mark (or the empty list); asks = a question back (？ / 吗 / 回复…); other = anything
 else (e.g. 没有第9条: a clear answer that changed nothing).
 A wrong change: a not_has substring in a memory after the conversation, or more memories than count
-(an invented or kept-by-mistake fact): the figure that must stay 0.
+(an invented or kept-by-mistake fact): the figure that must stay 0. Not counted as one (only as a failure):
+the last turn asked a question and changed nothing, so what is still there is as the user left it.
 
 --llm fixtures (default): chat requests are echoed; a memory-plan request (bot.MEMORY_PLAN_PROMPT) is
 answered from tests/data/planner_answers.jsonl (and each blind set's <set>_plan_answers.jsonl), matched
@@ -180,14 +181,18 @@ class Trial:
         for s in ex.get("has", []):
             if not any(s in m for m in memories):
                 problems.append(f"no memory has {s!r}")
+        # The bot asked and left the memories as they were: what is still there is unfinished, not a wrong change
+        # (the wrong change is a memory changed or deleted that the user didn't point at, or an invented one).
+        held = last == "asks" and before == after
         for s in ex.get("not_has", []):
             bad = [m for m in memories if s in m]
             if bad:
                 problems.append(f"{s!r} still in {bad}")
-                wrong.append(f"not_has {s!r}")
+                if not held:
+                    wrong.append(f"not_has {s!r}")
         if ex.get("count") is not None and len(memories) != ex["count"]:
             problems.append(f"{len(memories)} memories, wanted {ex['count']}")
-            if len(memories) > ex["count"]:
+            if len(memories) > ex["count"] and not held:
                 wrong.append(f"count {len(memories)} > {ex['count']}")
         if ex.get("last") and last != ex["last"]:
             problems.append(f"last reply was {last}, wanted {ex['last']}")
