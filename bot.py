@@ -259,6 +259,7 @@ def config_load(environ=None, dotenv=None):
             warnings.append(f"unknown setting {key}" + (f"; did you mean {near[0]}?" if near else ""))
     if not 0 < cfg["ONEBOT_PORT"] < 65536:
         raise ConfigError(f"ONEBOT_PORT must be 1-65535, got {cfg['ONEBOT_PORT']}. Fix: set ONEBOT_PORT=8080")
+    cfg["ONEBOT_HOST"] = _config_host(cfg["ONEBOT_HOST"])
     if cfg["LLM_TIMEOUT"] <= 0:
         raise ConfigError("LLM_TIMEOUT must be more than 0 seconds. Fix: set LLM_TIMEOUT=60")
     if not re.match(r"https?://", cfg["LLM_BASE_URL"]):
@@ -285,6 +286,29 @@ def config_load(environ=None, dotenv=None):
     ns.superusers = set(_split_list(cfg["BOT_SUPERUSERS"]))
     ns.nicknames = [x for x in _split_list(cfg["BOT_NICKNAMES"]) if x]
     return ns
+
+
+def _config_host(host):
+    """ONEBOT_HOST as a socket takes it: an IPv6 address without its brackets. A URL, a port in it, or a broken
+    address is a ConfigError; a name is looked up when the port is opened.
+
+    Example: _config_host('[::1]') -> '::1'
+    Example: _config_host('0.0.0.0') -> '0.0.0.0'"""
+    import ipaddress
+    bare = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    with contextlib.suppress(ValueError):
+        return str(ipaddress.ip_address(bare))
+    if "/" in host:
+        raise ConfigError(f"ONEBOT_HOST takes an address, not a URL ({host}). Fix: set ONEBOT_HOST=127.0.0.1 "
+                          f"(NapCat on this machine; the port goes in ONEBOT_PORT)")
+    m = re.fullmatch(r"\[([^\[\]]+)\]:(\d+)|([^:\[\]]+):(\d+)", host)  # [::1]:8080, 127.0.0.1:8080, name:8080
+    if m:
+        raise ConfigError(f"ONEBOT_HOST has a port in it ({host}). Fix: set ONEBOT_HOST={m[1] or m[3]} and "
+                          f"ONEBOT_PORT={m[2] or m[4]}")
+    if not re.fullmatch(r"[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?", host):
+        raise ConfigError(f"ONEBOT_HOST={host} is not an address. Fix: set ONEBOT_HOST=127.0.0.1 (NapCat on this "
+                          f"machine), ::1, or 0.0.0.0 (NapCat on another machine, with ONEBOT_ACCESS_TOKEN set)")
+    return host
 
 
 def _split_list(value):
@@ -7509,17 +7533,39 @@ async def onebot_on_poke(app, bot, event):
 
 def _listen(host, port):
     """Binds the WebSocket port before the ready line, so the line is true when printed."""
+    import errno
     import socket
-    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    where = f"ONEBOT_HOST={host} is no address of this machine"
+    elsewhere = "ONEBOT_HOST=0.0.0.0 (NapCat on another machine, with ONEBOT_ACCESS_TOKEN set)"
+    try:  # a name (localhost) listens on its IPv4 address when it has one, as NapCat's ws://localhost finds it
+        found = sorted(socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE),
+                       key=lambda info: info[0] != socket.AF_INET)
+    except socket.gaierror as e:
+        raise ConfigError(f"{where} (looking it up: {e.strerror}). Fix: set ONEBOT_HOST=127.0.0.1 (NapCat on this "
+                          f"machine) or {elsewhere}")
+    family, _, _, _, address = found[0]
+    try:
+        sock = socket.socket(family, socket.SOCK_STREAM)
+    except OSError as e:  # IPv6 turned off on this machine
+        raise ConfigError(f"can't open a socket for ONEBOT_HOST={host} ({e.strerror}). Fix: set ONEBOT_HOST=127.0.0.1")
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # accepted sockets inherit it: no 40 ms Nagle stalls
     try:
-        sock.bind((host, port))
+        sock.bind(address)
         sock.listen(128)
     except OSError as e:
         sock.close()
-        raise ConfigError(f"can't listen on {host}:{port} ({e.strerror}). "
-                          f"Fix: stop the program using that port, or set ONEBOT_PORT to another port")
+        shown = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        if e.errno == errno.EADDRINUSE:
+            raise ConfigError(f"can't listen on {shown}: the port is in use. "
+                              f"Fix: stop the program using that port, or set ONEBOT_PORT to another port")
+        if e.errno == errno.EADDRNOTAVAIL:
+            raise ConfigError(f"{where}. Fix: set ONEBOT_HOST=127.0.0.1 (NapCat on this machine), one of this "
+                              f"machine's addresses (ip addr), or {elsewhere}")
+        if e.errno == errno.EACCES:
+            raise ConfigError(f"can't listen on {shown}: ports below 1024 need root. Fix: set ONEBOT_PORT=8080")
+        raise ConfigError(f"can't listen on {shown} ({e.strerror}). Fix: check ONEBOT_HOST and ONEBOT_PORT "
+                          f"(ONEBOT_HOST=127.0.0.1, ONEBOT_PORT=8080 work on most machines)")
     sock.setblocking(False)
     return sock.detach()
 
@@ -7528,7 +7574,8 @@ def _ready_line(app):
     cfg = app.cfg
     n = len(app.characters.get()["order"])
     vec = "vector search on" if app.embedder.model is not None else "vector search off"
-    return (f"Mnemo ready: ws://{cfg.ONEBOT_HOST}:{cfg.ONEBOT_PORT}/ws/ "
+    host = f"[{cfg.ONEBOT_HOST}]" if ":" in cfg.ONEBOT_HOST else cfg.ONEBOT_HOST
+    return (f"Mnemo ready: ws://{host}:{cfg.ONEBOT_PORT}/ws/ "
             f"({n} characters, schema v{SCHEMA_VERSION}, {vec})")
 
 
