@@ -6397,8 +6397,9 @@ def _store_message(conn, app, ctx, role, text, onebot_id=None):
                                  kind="command" if ctx.command else "chat")
 
 
-async def reply_handle(app, ctx, text, onebot_id=None):
-    """Stores a message, then answers it in its chat's order; returns the reply (already stored)."""
+async def reply_handle(app, ctx, text, onebot_id=None, pictures=()):
+    """Stores a message, then answers it in its chat's order; returns the reply (already stored). Its pictures
+    (URLs) are fetched only for a message that will be answered: never one dropped, over the queue or rate limited."""
     raw_len = len(text or "")
     app.last_message = time.monotonic()
     text = text_clean(text, app.cfg.BOT_MAX_MESSAGE)
@@ -6414,6 +6415,8 @@ async def reply_handle(app, ctx, text, onebot_id=None):
             reply = "消息有点多，我先回前面的，你稍等一下再说哦。"
             await app.db.run(_store_message, app, ctx, "assistant", reply, write=True)
         else:
+            if pictures and await _pictures_wanted(app, ctx):
+                reply_pictures(app, ctx, pictures)
             entry = _burst_enter(app, ctx, text)
             await _pictures_wait(app, ctx)
             async with app.locks[ctx.session]:
@@ -6462,6 +6465,17 @@ def _flooding(app, ctx, text):
                     ctx.user_id, limit)
     app.stats["flood_dropped"] += 1
     return True
+
+
+async def _pictures_wanted(app, ctx):
+    """Whether a message's pictures are worth fetching: a vision model is set, its group is not paused, and its
+    sender has room in BOT_RATE_LIMIT and BOT_DAILY_TOKENS (else the reply is 你说得太快啦, and nothing is fetched)."""
+    if not app.cfg.VISION_MODEL or ctx.group_id and await app.db.run(session_paused, ctx.session):
+        return False
+    if _rate_full(app.rate[ctx.user_id], app.cfg.BOT_RATE_LIMIT):
+        return False
+    return not app.cfg.BOT_DAILY_TOKENS or (await app.db.run(usage_today, ctx.user_id)
+                                            + app.reserved[ctx.user_id]) < app.cfg.BOT_DAILY_TOKENS
 
 
 async def _pictures_wait(app, ctx):
@@ -7159,6 +7173,12 @@ async def _picture_describe(app, ctx, url):
     return text
 
 
+def _rate_full(times, limit):
+    """Whether all limit places a minute in times (a deque of monotonic times) are taken; takes none."""
+    now = time.monotonic()
+    return bool(limit) and sum(now - t <= 60 for t in times) >= limit
+
+
 def _rate_take(times, limit):
     """Takes one of limit places a minute in times (a deque of monotonic times): False when none is free."""
     now = time.monotonic()
@@ -7487,10 +7507,7 @@ async def onebot_on_message(app, bot, event):
     name = text_neutral_name(text_clean(str(speaker)))[:40]
     ctx = Ctx(user_id=user_id, session=session, character_id="", speaker=name, group_id=group_id,
               superuser=user_id in app.cfg.superusers, role=str(sender.get("role") or ""))
-    urls = onebot_picture_urls(event.message)
-    if urls and app.cfg.VISION_MODEL and not (group_id and await app.db.run(session_paused, session)):
-        reply_pictures(app, ctx, urls)
-    reply = await reply_handle(app, ctx, text, onebot_id=event.message_id)
+    reply = await reply_handle(app, ctx, text, onebot_id=event.message_id, pictures=onebot_picture_urls(event.message))
     if reply is None:
         return
     try:

@@ -424,6 +424,46 @@ def test_a_paused_group_fetches_no_pictures(start, llm, pictures):
         nc.close()
 
 
+def test_pictures_of_a_message_that_is_not_answered_are_not_fetched(start, llm, pictures, tmp_path):
+    """Found by a hostile tester: a rate-limited or dropped message's pictures were still downloaded (bandwidth, and
+    a way to make the bot fetch any URL). Told 你说得太快啦, past the day's tokens, dropped in a flood, over the chat's
+    queue: no fetch. A message that is answered still has its picture fetched and described."""
+    names = ["rate.png", "flood.png", "queue.png", "budget.png", "answered.png"]
+    for i, name in enumerate(names):
+        pictures.pictures[name] = (png(rgb=(i, 9, 9)), 0)
+    runner = start(VISION_MODEL="vl-test", BOT_RATE_LIMIT=1, BOT_QUEUE_LIMIT=1)
+    nc = NapCat(runner.cfg.ONEBOT_PORT)
+    try:
+        assert nc.ask(1, "你好") == "echo:你好"  # the minute's one LLM message
+        nc.event(1, message=picture_message([pictures.url("rate.png")], "看这个"))
+        assert nc.reply_text().startswith("你说得太快啦")
+        for _ in range(3):  # memory commands fill the minute's FLOOD_FACTOR x 1 arrivals, and are answered
+            nc.ask(2, "你记得我什么")
+        nc.event(2, message=picture_message([pictures.url("flood.png")], "看这个"))  # dropped
+        assert nc.barrier(2, "你记得我什么", answer="还没有") == []
+        llm.delay = 1.0
+        nc.event(3, "慢慢说", group_id=894, at_bot=True)
+        assert wait_for(lambda: llm.inflight)
+        nc.event(4, message=picture_message([pictures.url("queue.png")], "看这个", at_bot=True), group_id=894)
+        assert "消息有点多" in nc.reply_text()  # before the slow reply: over BOT_QUEUE_LIMIT
+        assert nc.reply_text().endswith("慢慢说")
+        llm.delay = 0.0
+        nc.event(5, message=picture_message([pictures.url("answered.png")], "这张呢"))
+        assert nc.reply_text() == "echo:[图片：一只橘猫趴在键盘上]这张呢"
+    finally:
+        nc.close()
+    runner.stop()
+    budget = start(VISION_MODEL="vl-test", BOT_DAILY_TOKENS=15, BOT_DB=tmp_path / "budget.db")  # 15 tokens a call
+    nc = NapCat(budget.cfg.ONEBOT_PORT)
+    try:
+        assert nc.ask(6, "你好") == "echo:你好"
+        nc.event(6, message=picture_message([pictures.url("budget.png")], "看这个"))
+        assert nc.reply_text().startswith("今天我们聊得太多啦")
+    finally:
+        nc.close()
+    assert pictures.hits == {"answered.png": 1}  # was one fetch for each of the five
+
+
 def test_pictures_count_against_the_rate_limit(start, llm, pictures):
     for i in range(30):
         pictures.pictures[f"p{i}.png"] = (png(rgb=(i, 0, 0)), 0)  # 30 different pictures: no cache hits
