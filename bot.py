@@ -769,6 +769,9 @@ def usage_biggest_memory_users(conn, n=3):
                                            "ORDER BY 2 DESC LIMIT ?", (n,))]
 
 
+#: Seconds between looks at whether BOT_DB still names the file the bot opened (every write looks too): a copy put
+#: over it while the bot runs is a new file there, and the bot would write on into the old one, which nobody sees.
+DB_LOOK_SECONDS = 2.0
 #: Who the database work of the running task is for (a QQ number; '' = the bot's own work). Set per message.
 DB_OWNER = contextvars.ContextVar("DB_OWNER", default="")
 
@@ -835,6 +838,9 @@ class Database:
             raise
         self.dirty = False  # written since the last checkpoint
         self._lock_fd = None
+        self.identity = _db_identity(self.path)  # (st_dev, st_ino) of the file opened
+        self.replaced = None  # what happened once BOT_DB names another file: then nothing more runs
+        self.looked = time.monotonic()
 
     def lock(self):
         """Refuses a second bot.py on the same file (the lock goes away with the process)."""
@@ -848,10 +854,43 @@ class Database:
                                f"Fix: stop it first (systemctl stop mnemo), or set BOT_DB to another file")
 
     async def run(self, fn, *args, write=False):
-        """Runs fn(conn, *args) on the database thread."""
+        """Runs fn(conn, *args) on the database thread, after a look at the file when one is due (every write)."""
+        if self.replaced:
+            raise StorageError(self.replaced)
         if write:
             self.dirty = True
-        return await asyncio.wrap_future(self.pool.submit(fn, self.conn, *args, owner=DB_OWNER.get()))
+        return await asyncio.wrap_future(self.pool.submit(self._job, fn, args, write, owner=DB_OWNER.get()))
+
+    def _job(self, fn, args, write):
+        if write or time.monotonic() - self.looked >= DB_LOOK_SECONDS:
+            self.look()
+        if self.replaced:
+            raise StorageError(self.replaced)
+        return fn(self.conn, *args)
+
+    def look(self):
+        """On the database thread: when BOT_DB no longer names the file open (a copy put over it, or it was moved
+        away), the open one is saved beside it, its -wal emptied (never to be replayed onto the new file) and
+        closed, and one ERROR says what to do; nothing more is written, so nothing goes where nobody sees it."""
+        self.looked = time.monotonic()
+        now = _db_identity(self.path)
+        if self.replaced or now == self.identity:
+            return
+        saved = Path(f"{self.path}.in-use-{time.strftime('%Y%m%d-%H%M%S')}")
+        try:
+            self.conn.execute("VACUUM INTO ?", (str(saved),))
+            kept, back = f"the database it was using, with every write up to now, is saved as {saved}", \
+                f"; or, to go on with the one it was using, first run bot.py restore {saved}"
+        except Exception as e:  # noqa: BLE001 - said in the one ERROR
+            kept, back = f"the database it was using could not be saved ({e})", ""
+        with contextlib.suppress(Exception):
+            self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # into the old file; the -wal left is empty
+        with contextlib.suppress(Exception):
+            self.conn.close()
+        what = "was replaced by another file (a copy put over it?)" if now else "was moved away or deleted"
+        self.replaced = f"BOT_DB {self.path} {what} while the bot ran; nothing more is written or answered"
+        log.error("%s; %s. Fix: stop the bot (Ctrl-C or systemctl stop mnemo) and start it again to use the file "
+                  "now at %s%s", self.replaced, kept, self.path, back)
 
     def checkpoint(self, conn=None):
         """Moves the WAL into bot.db, so a plain copy of bot.db holds every acknowledged write."""
@@ -866,6 +905,15 @@ class Database:
         self.pool.shutdown()
         if self._lock_fd is not None:
             os.close(self._lock_fd)
+
+
+def _db_identity(path):
+    """(st_dev, st_ino) of the file at path, or None when there is none: which file the path names."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
 
 
 def session_key(user_id="", group_id=""):
@@ -5597,7 +5645,8 @@ class SummaryWorker:
         except asyncio.CancelledError:
             raise
         except Exception:
-            log.exception("summary of %s failed; it will be tried again after the next message", session)
+            if not self.db.replaced:  # (its one ERROR says why)
+                log.exception("summary of %s failed; it will be tried again after the next message", session)
 
     async def write(self, card, turns, level=0, payer=None):
         """The LLM's summary, or the extractive one when the LLM fails or the payer (summary_payer) is past
@@ -6226,12 +6275,20 @@ class App:
         return task
 
     async def _checkpoint_loop(self):
-        while True:
+        """Moves the WAL into bot.db after writes, and looks at the file when idle (Database.look); once BOT_DB is
+        another file, the background work ends."""
+        while not self.db.replaced:
             await asyncio.sleep(CHECKPOINT_SECONDS)
             if self.db.dirty:
                 self.db.dirty = False  # cleared before the checkpoint is queued: later writes set it again
                 with contextlib.suppress(Exception):
                     await self.db.run(self.db.checkpoint)
+            elif time.monotonic() - self.db.looked >= DB_LOOK_SECONDS:
+                with contextlib.suppress(Exception):
+                    await self.db.run(lambda conn: None)
+        for task in list(self.tasks):
+            if task is not asyncio.current_task():
+                task.cancel()
 
     async def _expand_loop(self):
         """Asks the LLM, one memory at a time, newest first in turns across owners, for the words of each new or
@@ -6280,6 +6337,8 @@ class App:
                 log.warning("expansions wait %g s: %s", wait, e)
                 await asyncio.sleep(wait)
             except Exception:  # the database busy (a big import), or a bug: never the end of expansions
+                if self.db.replaced:  # ...but BOT_DB is another file now (its one ERROR says so)
+                    return
                 log.exception("expansions: unexpected error; trying again in %d s", EXPAND_RETRY_SECONDS)
                 await asyncio.sleep(EXPAND_RETRY_SECONDS)
 
@@ -6318,6 +6377,8 @@ class App:
                 self.stats["profile_failures"] += 1
                 log.warning("profile of %s not written: %s", ctx.user_id, self.llm.redact(str(e)))
             except Exception:
+                if self.db.replaced:
+                    return
                 log.exception("profiles: unexpected error")
                 await asyncio.sleep(EXPAND_QUIET_SECONDS)
 
@@ -6428,6 +6489,8 @@ async def reply_handle(app, ctx, text, onebot_id=None, pictures=()):
                 try:
                     reply = await _respond(app, ctx, text, card, truncated=raw_len > app.cfg.BOT_MAX_MESSAGE)
                 except Exception:
+                    if app.db.replaced:  # nothing is stored or answered any more (its one ERROR says so)
+                        raise
                     log.exception("handling a message in %s failed", ctx.session)
                     reply = "抱歉，我这边出了点问题，这条消息已经记下了，请稍后再试。"
                 if reply is not None:  # stored before the next message of this chat is handled
@@ -7460,7 +7523,8 @@ def onebot_create(app):
         try:
             await onebot_on_message(app, bot, event)
         except Exception:
-            log.exception("message from %s not handled", event.get("user_id"))
+            if not app.db.replaced:  # (its one ERROR says why)
+                log.exception("message from %s not handled", event.get("user_id"))
 
     @bot.on_notice("notify.poke")
     async def _on_poke(event):
@@ -7470,7 +7534,8 @@ def onebot_create(app):
         try:
             await onebot_on_poke(app, bot, event)
         except Exception:
-            log.exception("poke from %s not handled", event.get("user_id"))
+            if not app.db.replaced:
+                log.exception("poke from %s not handled", event.get("user_id"))
 
     @bot.on_meta_event("lifecycle.connect")
     async def _on_connect(event):
@@ -7483,6 +7548,8 @@ def onebot_create(app):
 async def onebot_on_message(app, bot, event):
     self_id, user_id = str(event.self_id), str(event.get("user_id"))
     if user_id == self_id or not user_id.isdigit():  # no sender (a malformed event): nobody to store it under
+        return
+    if app.db.replaced:  # said once, as an ERROR: nothing more is stored or answered
         return
     DB_OWNER.set(user_id)  # this event's task: its database work queues as this user's (served in turn)
     text, at_me = onebot_text(event.message, self_id)
@@ -7523,7 +7590,7 @@ async def onebot_on_poke(app, bot, event):
     """A poke at the bot (notify / poke, target_id = the bot) is answered like a message saying POKE_TEXT:
     stored, rate-limited, a short in-character LLM reply; in a group it neither quotes nor @s."""
     self_id, user_id = str(event.self_id), str(event.get("user_id"))
-    if str(event.get("target_id")) != self_id or user_id == self_id or not user_id.isdigit():
+    if str(event.get("target_id")) != self_id or user_id == self_id or not user_id.isdigit() or app.db.replaced:
         return
     DB_OWNER.set(user_id)
     group_id = str(event.group_id) if event.get("group_id") else ""

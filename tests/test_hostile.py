@@ -148,6 +148,14 @@ def _memories(path, user_id):
         conn.close()
 
 
+def _rows(path, sql):
+    conn = bot.db_connect(path, create=False)
+    try:
+        return conn.execute(sql).fetchall()
+    finally:
+        conn.close()
+
+
 def _killed_with_a_wal(env, procs, tmp_path):
     """A bot that stored 我住在成都, was backed up, stored 我对花生过敏 and was killed with kill -9:
     bot.db with its -wal beside it. Returns the backup's path."""
@@ -227,6 +235,68 @@ def test_restore_refuses_while_the_bot_runs_and_a_damaged_or_foreign_copy(env, p
     assert "no backup at" in assert_one_error_line(run_bot("restore", tmp_path / "nope.db", env=env))
     assert _memories(env["BOT_DB"], "7") == ["我住在成都"]
     assert not list(tmp_path.glob("bot.db.before-restore-*"))
+
+
+def test_a_copy_over_the_live_database_stops_the_bot_and_loses_nothing(env, procs, tmp_path):
+    """Found by a hostile tester: a backup copied over bot.db while the bot ran (a new file in its place, as mv,
+    rsync or a file manager make it) left the bot writing on into the old file, which nobody sees again. Now it is
+    noticed before the next write: one ERROR, nothing more written or answered, the database in use saved beside,
+    and its -wal emptied so that even a kill -9 leaves the copy as it was put there."""
+    p = BotProcess(dict(env, ONEBOT_PORT=str(free_port())))
+    procs.append(p)
+    p.wait_ready()
+    db = Path(env["BOT_DB"])
+    nc = NapCat(p.port)
+    try:
+        assert nc.ask(7, "记住，我住在成都").startswith("好的，记住了")
+        backup = tmp_path / "backup-20260101-000000.db"
+        assert run_bot("backup", backup, env=env).returncode == 0
+        assert nc.ask(7, "记住，我对花生过敏").startswith("好的，记住了")
+        incoming = tmp_path / "incoming.db"
+        incoming.write_bytes(backup.read_bytes())
+        incoming.replace(db)  # the hand copy: another file now at BOT_DB
+        assert wait_for(lambda: "ERROR" in p.stdout + p.stderr, 15)  # noticed with nobody talking
+        nc.event(7, "还在吗")
+        nc.event(7, "你记得我什么")
+        errors = [ln for ln in (p.stdout + p.stderr).splitlines() if "ERROR" in ln]
+        assert len(errors) == 1 and "was replaced by another file" in errors[0] and "bot.py restore" in errors[0]
+        saved = sorted(tmp_path.glob("bot.db.in-use-*"))
+        assert len(saved) == 1 and str(saved[0]) in errors[0]
+    finally:
+        nc.close()
+    p.proc.kill()  # the worst way to stop it: no clean close
+    p.finish()
+    assert nc.sent.empty()  # neither message was answered
+    assert _memories(saved[0], "7") == ["我住在成都", "我对花生过敏"]  # every write up to the copy is kept
+    assert bot.db_check(db) == "ok" and _memories(db, "7") == ["我住在成都"]  # the copy as it was put there
+    assert not _rows(db, "SELECT id FROM messages WHERE text = '还在吗'")
+    done = run_bot("restore", saved[0], env=env)  # what the ERROR's Fix says, to go on with the one in use
+    assert done.returncode == 0, done.stderr
+    assert _memories(db, "7") == ["我住在成都", "我对花生过敏"]
+
+
+def test_a_copy_over_the_live_database_is_noticed_before_the_next_write(env, monkeypatch, tmp_path, caplog):
+    """Looks while idle aside (here one an hour), every write looks first: a memory asked for after the swap goes
+    into neither file, and the member is not told it was kept."""
+    monkeypatch.setattr(bot, "DB_LOOK_SECONDS", 3600)
+    caplog.set_level("ERROR", logger="mnemo")
+    runner = Runner(env)
+    nc = NapCat(runner.cfg.ONEBOT_PORT)
+    db = Path(env["BOT_DB"])
+    try:
+        assert nc.ask(8, "记住，我住在成都").startswith("好的，记住了")
+        copy = tmp_path / "copy.db"
+        runner.db(lambda conn: bot.db_backup(conn, copy))
+        copy.replace(db)
+        nc.event(8, "记住，我对花生过敏")
+        assert wait_for(lambda: "was replaced by another file" in caplog.text)
+    finally:
+        nc.close()
+        runner.stop()
+    assert nc.sent.empty()
+    saved = next(tmp_path.glob("bot.db.in-use-*"))
+    assert _memories(saved, "8") == ["我住在成都"] and _memories(db, "8") == ["我住在成都"]
+    assert not _rows(saved, "SELECT id FROM messages WHERE text LIKE '%花生%'")  # not stored after the swap
 
 
 def test_a_damaged_database_is_one_error_at_start_naming_the_newest_backup(env, procs, tmp_path):
