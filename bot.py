@@ -879,18 +879,23 @@ class Database:
         saved = Path(f"{self.path}.in-use-{time.strftime('%Y%m%d-%H%M%S')}")
         try:
             self.conn.execute("VACUUM INTO ?", (str(saved),))
-            kept, back = f"the database it was using, with every write up to now, is saved as {saved}", \
-                f"; or, to go on with the one it was using, first run bot.py restore {saved}"
+            kept, restore = f"the database it was using, with every write up to now, is saved as {saved}", \
+                f"bot.py restore {saved}"
         except Exception as e:  # noqa: BLE001 - said in the one ERROR
-            kept, back = f"the database it was using could not be saved ({e})", ""
+            kept, restore = f"the database it was using could not be saved ({e})", "bot.py restore YOUR-BACKUP.db"
         with contextlib.suppress(Exception):
             self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # into the old file; the -wal left is empty
         with contextlib.suppress(Exception):
             self.conn.close()
-        what = "was replaced by another file (a copy put over it?)" if now else "was moved away or deleted"
+        stop = "stop the bot (Ctrl-C or systemctl stop mnemo)"
+        if now:
+            what = "was replaced by another file (a copy put over it?)"
+            fix = f"{stop} and start it again to use the file now at {self.path}; or, to go on with the one it " \
+                  f"was using, first run {restore}"
+        else:  # started again as it is, the bot would begin an empty database
+            what, fix = "was moved away or deleted", f"{stop}, run {restore}, then start it again"
         self.replaced = f"BOT_DB {self.path} {what} while the bot ran; nothing more is written or answered"
-        log.error("%s; %s. Fix: stop the bot (Ctrl-C or systemctl stop mnemo) and start it again to use the file "
-                  "now at %s%s", self.replaced, kept, self.path, back)
+        log.error("%s; %s. Fix: %s", self.replaced, kept, fix)
 
     def checkpoint(self, conn=None):
         """Moves the WAL into bot.db, so a plain copy of bot.db holds every acknowledged write."""

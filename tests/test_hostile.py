@@ -275,9 +275,11 @@ def test_a_copy_over_the_live_database_stops_the_bot_and_loses_nothing(env, proc
     assert _memories(db, "7") == ["我住在成都", "我对花生过敏"]
 
 
-def test_a_copy_over_the_live_database_is_noticed_before_the_next_write(env, monkeypatch, tmp_path, caplog):
+@pytest.mark.parametrize("how", ["copied-over", "deleted"])
+def test_a_copy_over_the_live_database_is_noticed_before_the_next_write(env, monkeypatch, tmp_path, caplog, how):
     """Looks while idle aside (here one an hour), every write looks first: a memory asked for after the swap goes
-    into neither file, and the member is not told it was kept."""
+    into neither file, and the member is not told it was kept. A deleted BOT_DB is told to be restored first (started
+    as it is, the bot would begin an empty database)."""
     monkeypatch.setattr(bot, "DB_LOOK_SECONDS", 3600)
     caplog.set_level("ERROR", logger="mnemo")
     runner = Runner(env)
@@ -287,16 +289,24 @@ def test_a_copy_over_the_live_database_is_noticed_before_the_next_write(env, mon
         assert nc.ask(8, "记住，我住在成都").startswith("好的，记住了")
         copy = tmp_path / "copy.db"
         runner.db(lambda conn: bot.db_backup(conn, copy))
-        copy.replace(db)
+        if how == "copied-over":
+            copy.replace(db)
+        else:
+            db.unlink()
         nc.event(8, "记住，我对花生过敏")
-        assert wait_for(lambda: "was replaced by another file" in caplog.text)
+        assert wait_for(lambda: "nothing more is written or answered" in caplog.text)
     finally:
         nc.close()
         runner.stop()
     assert nc.sent.empty()
     saved = next(tmp_path.glob("bot.db.in-use-*"))
-    assert _memories(saved, "8") == ["我住在成都"] and _memories(db, "8") == ["我住在成都"]
+    assert _memories(saved, "8") == ["我住在成都"]
     assert not _rows(saved, "SELECT id FROM messages WHERE text LIKE '%花生%'")  # not stored after the swap
+    if how == "copied-over":
+        assert "was replaced by another file" in caplog.text and _memories(db, "8") == ["我住在成都"]
+    else:
+        assert "was moved away or deleted" in caplog.text and f"run bot.py restore {saved}, then start" in caplog.text
+        assert not db.exists()
 
 
 def test_a_damaged_database_is_one_error_at_start_naming_the_newest_backup(env, procs, tmp_path):
