@@ -406,22 +406,23 @@ class PictureServer:
 # A WebSocket client playing NapCat ###########################################
 
 class NapCat:
-    """Connects to ws://127.0.0.1:PORT/ws/ as a OneBot v11 implementation (Universal role),
+    """Connects to ws://127.0.0.1:PORT/ws/ (or another host) as a OneBot v11 implementation (Universal role),
     sends message events and answers the bot's API calls, recording every send_msg (and when it came)."""
 
     _ids = itertools.count(1000)
 
-    def __init__(self, port, self_id="10001", token=None, path="/ws/"):
+    def __init__(self, port, self_id="10001", token=None, path="/ws/", host="127.0.0.1"):
         self.self_id = self_id
         self.sent = queue.Queue()  # send_msg params, in order
         self.arrivals = queue.Queue()  # (user or group id, time.perf_counter()) of each send_msg
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+        self.sock = socket.create_connection((host, port), timeout=10)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.ws = wsproto.WSConnection(wsproto.ConnectionType.CLIENT)
         headers = [("X-Self-ID", self_id), ("X-Client-Role", "Universal"), ("User-Agent", "NapCat-test")]
         if token:
             headers.append(("Authorization", f"Bearer {token}"))
-        self.sock.sendall(self.ws.send(wse.Request(host=f"127.0.0.1:{port}", target=path, extra_headers=headers)))
+        netloc = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        self.sock.sendall(self.ws.send(wse.Request(host=netloc, target=path, extra_headers=headers)))
         self.status = None
         self._buf_lock = threading.Lock()
         self._text = ""

@@ -3,13 +3,14 @@ wrong ends in one `Error: ... Fix: ...` line on stderr and exit 1, never a trace
 what was there (the database, characters.json) as it was."""
 
 import shutil
+import socket
 import sqlite3
 import sys
 
 import pytest
 
 from conftest import assert_one_error_line
-from fakes import ROOT, free_port, run_bot
+from fakes import ROOT, BotProcess, NapCat, free_port, run_bot
 
 
 @pytest.fixture
@@ -205,3 +206,44 @@ def sqlite_rows(path, sql):
         return conn.execute(sql).fetchall()
     finally:
         conn.close()
+
+
+# ONEBOT_HOST ##################################################################
+
+@pytest.mark.parametrize("host", ["::1", "[::1]", "localhost"])
+def test_a_loopback_host_in_any_spelling_starts_the_bot(cli_env, procs, llm, host):
+    """Found by a hostile tester: ONEBOT_HOST=[::1] was read as a host name, and the Fix said the port was taken."""
+    p = BotProcess(dict(cli_env, ONEBOT_HOST=host, LLM_BASE_URL=llm.url, LLM_API_KEY="sk-x"))
+    procs.append(p)
+    p.wait_ready()
+    url = "ws://localhost" if host == "localhost" else "ws://[::1]"
+    assert f"Mnemo ready: {url}:{cli_env['ONEBOT_PORT']}/ws/" in p.stdout  # the address NapCat is given works
+    nc = NapCat(p.port, host="::1" if ":" in host else "127.0.0.1")
+    try:
+        assert nc.ask(1, "你好") == "echo:你好"
+    finally:
+        nc.close()
+
+
+@pytest.mark.parametrize("host,expect,fix", [
+    ("127.0.0.1:8080", "ONEBOT_HOST has a port in it", "set ONEBOT_HOST=127.0.0.1 and ONEBOT_PORT=8080"),
+    ("[::1]:8080", "ONEBOT_HOST has a port in it", "set ONEBOT_HOST=::1 and ONEBOT_PORT=8080"),
+    ("ws://127.0.0.1:8080/ws/", "ONEBOT_HOST takes an address, not a URL", "set ONEBOT_HOST=127.0.0.1"),
+    ("[::1", "ONEBOT_HOST=[::1 is not an address", "set ONEBOT_HOST=127.0.0.1"),
+    ("no-such-host.invalid", "ONEBOT_HOST=no-such-host.invalid is no address of this machine", "ONEBOT_HOST=127.0.0.1"),
+    ("192.0.2.1", "ONEBOT_HOST=192.0.2.1 is no address of this machine", "ONEBOT_HOST=0.0.0.0"),
+], ids=["port", "v6-port", "url", "bracket", "unknown-name", "not-this-machine"])
+def test_a_bad_host_is_one_error_naming_the_fix(cli_env, host, expect, fix):
+    line = assert_one_error_line(run_bot(env=dict(cli_env, ONEBOT_HOST=host, ONEBOT_ACCESS_TOKEN="t0ken-long-enough"),
+                                         timeout=60))
+    assert line.startswith("Error: " + expect) and fix in line, line
+    assert "ONEBOT_PORT to another port" not in line  # the port was never the trouble
+
+
+def test_a_port_in_use_names_the_port(cli_env):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        line = assert_one_error_line(run_bot(env=dict(cli_env, ONEBOT_PORT=port), timeout=60))
+    assert f"127.0.0.1:{port}" in line and "is in use" in line and "ONEBOT_PORT" in line
