@@ -105,7 +105,7 @@ DEFAULTS = {
     "BOT_RATE_LIMIT": 20,  # messages a minute per user that reach the LLM; 0 turns the limit off
     "BOT_DAILY_TOKENS": 0,  # LLM tokens a user may use a day; 0 = no budget
     "BOT_MAX_MESSAGE": 4000,  # characters of one message that are kept; the rest is cut with a note
-    "BOT_QUEUE_LIMIT": 20,  # messages one chat may have waiting; more get a 'slow down' reply (still stored)
+    "BOT_QUEUE_LIMIT": 20,  # messages one member may have waiting in a chat; more get a 'slow down' reply (stored)
     "BOT_LOG_LEVEL": "INFO",  # DEBUG shows prompts and LLM traffic
     # model2vec model: Hugging Face id or local folder; 'off' = keyword search only
     "EMBED_MODEL": "minishlab/potion-multilingual-128M",
@@ -6113,6 +6113,58 @@ LLM_DOWN_REPLY = "抱歉，我刚才走神了，没听清……等一下再和�
 CHECKPOINT_SECONDS = 0.5
 
 
+class FairLock:
+    """A chat's one-reply-at-a-time lock that lets its members in by turns (round robin), each member's
+    messages in the order they came: one member's backlog in a group holds another's next message back by
+    the reply being written, not by the whole backlog (asyncio.Lock serves everyone first come, first served)."""
+
+    def __init__(self):
+        self.holder = None  # the member whose message holds the lock, or None when it is free
+        self.lines = collections.OrderedDict()  # member -> deque of futures waiting; members in turn order
+
+    async def acquire(self, member):
+        if self.holder is None and not self.lines:
+            self.holder = member
+            return
+        future = asyncio.get_running_loop().create_future()
+        self.lines.setdefault(member, collections.deque()).append(future)
+        try:
+            await future
+        except asyncio.CancelledError:
+            if future.done() and not future.cancelled():
+                self.release()  # handed over just as it was cancelled: pass it on
+            else:
+                line = self.lines.get(member)
+                if line is not None and future in line:
+                    line.remove(future)
+                    if not line:
+                        del self.lines[member]
+            raise
+
+    def release(self):
+        """Hands the lock to the next member in turn (the one that held it goes to the back of the turns)."""
+        if self.holder in self.lines:
+            self.lines.move_to_end(self.holder)
+        self.holder = None
+        while self.lines:
+            member, line = next(iter(self.lines.items()))
+            future = line.popleft()
+            if not line:
+                del self.lines[member]
+            if not future.done():
+                self.holder = member
+                future.set_result(None)
+                return
+
+    @contextlib.asynccontextmanager
+    async def held(self, member):
+        await self.acquire(member)
+        try:
+            yield
+        finally:
+            self.release()
+
+
 class App:
     """The running bot: settings, database, cards, model, LLM client, summaries and per-chat state."""
 
@@ -6128,8 +6180,9 @@ class App:
             cfg.MEMORY_MIN_SIMILARITY = self.embedder.floor
         self.lore_version = 0  # the characters.version whose lore is in the database
         self.stats = collections.Counter()
-        self.locks = collections.defaultdict(asyncio.Lock)  # one reply at a time per chat
+        self.locks = collections.defaultdict(FairLock)  # one reply at a time per chat, its members by turns
         self.pending = collections.Counter()  # messages waiting per chat
+        self.queued = collections.Counter()  # (chat, member) -> their messages waiting in it (BOT_QUEUE_LIMIT)
         self.waiting = collections.defaultdict(list)  # chat -> messages waiting for its lock, in order (bursts)
         self.sending = {}  # chat -> a future done when its last reply is all sent (parts never interleave)
         self.rate = collections.defaultdict(collections.deque)  # user -> times of recent LLM messages
@@ -6363,15 +6416,17 @@ async def reply_handle(app, ctx, text, onebot_id=None):
     ctx.message_id = await app.db.run(_store_message, app, ctx, "user", text, onebot_id, write=True)
     app.stats["messages"] += 1
     app.pending[ctx.session] += 1
+    mine = (ctx.session, ctx.user_id)
+    app.queued[mine] += 1
     reply = None
     try:
-        if app.pending[ctx.session] > app.cfg.BOT_QUEUE_LIMIT:
+        if app.queued[mine] > app.cfg.BOT_QUEUE_LIMIT:  # the member's own share: others in the chat keep theirs
             reply = "消息有点多，我先回前面的，你稍等一下再说哦。"
             await app.db.run(_store_message, app, ctx, "assistant", reply, write=True)
         else:
             entry = _burst_enter(app, ctx, text)
             await _pictures_wait(app, ctx)
-            async with app.locks[ctx.session]:
+            async with app.locks[ctx.session].held(ctx.user_id):
                 if _burst_taken(app, ctx, entry):
                     return None  # it went to the LLM with an earlier message of its burst: that reply answers it
                 text = await _pictures_in(app, ctx, text)
@@ -6386,6 +6441,9 @@ async def reply_handle(app, ctx, text, onebot_id=None):
                     await app.db.run(_store_message, app, ctx, "assistant", FORGOTTEN_TEXT if ctx.forgotten else reply,
                                      write=True)
     finally:
+        app.queued[mine] -= 1
+        if not app.queued[mine]:
+            del app.queued[mine]
         app.pending[ctx.session] -= 1
         if not app.pending[ctx.session]:
             del app.pending[ctx.session]

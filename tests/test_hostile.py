@@ -137,6 +137,32 @@ def test_a_burst_of_long_messages_is_read_one_message_worth_at_a_time(start, llm
         nc.close()
 
 
+def test_a_members_backlog_holds_another_member_of_the_group_back_by_one_reply(start, llm):
+    """A hostile tester's 25 messages in a group made another member's answer wait 21 times as long: the
+    chat's line is served by member in turns, and BOT_QUEUE_LIMIT is each member's own share of it."""
+    runner = start(BOT_QUEUE_LIMIT=5, BOT_MAX_MESSAGE=150)  # 100-character messages: no two join in a burst
+    gate = threading.Event()
+    llm.answer = lambda body: {"gate": gate}  # the first reply is being written while the line forms
+    nc = NapCat(runner.cfg.ONEBOT_PORT)
+    group = {"group_id": 950, "at_bot": True}
+    try:
+        flood = [f"刷屏{i}：" + varied_chinese(100, seed=i) for i in range(8)]
+        for text in flood:
+            nc.event(61, text, **group)
+        assert [nc.reply_text().strip() for _ in range(3)] == ["消息有点多，我先回前面的，你稍等一下再说哦。"] * 3  # past 5
+        assert wait_for(lambda: len(llm.chat_requests()) == 1)
+        nc.event(62, "轮到我了吗", **group)
+        # once its row is stored, the message is in the line (the database thread answers in order)
+        assert wait_for(lambda: runner.rows("SELECT 1 FROM messages WHERE text = '轮到我了吗'"))
+        gate.set()
+        replies = [nc.reply_text(timeout=30).strip() for _ in range(6)]
+        assert replies[1].endswith("轮到我了吗"), replies  # after the reply under way, not after the backlog
+        assert [r for r in replies if "刷屏" in r] == [f"echo:测试用户：{t}" for t in flood[:5]]  # theirs in order
+    finally:
+        gate.set()
+        nc.close()
+
+
 # 3. A restore that can't go wrong ###########################################
 
 def _memories(path, user_id):
