@@ -81,6 +81,10 @@ class LLMBalanceError(LLMError):
     """The provider's account has no balance or quota left: nothing works until it is topped up."""
 
 
+class LLMBudgetError(LLMError):
+    """The payer is past BOT_DAILY_TOKENS, counting the tokens that calls under way hold: no call was made."""
+
+
 #####################################################################
 # Config ############################################################
 #####################################################################
@@ -6109,6 +6113,8 @@ def prompt_assemble(card, ctx, text, parts, budget, min_turns=2):
 PROMPT_MIN_MESSAGE_TOKENS = 200
 #: Said when the LLM can't be reached (the log says why); worded so that any character can say it.
 LLM_DOWN_REPLY = "抱歉，我刚才走神了，没听清……等一下再和我说好吗？"
+#: Said to a user past BOT_DAILY_TOKENS (the message is stored all the same).
+BUDGET_REPLY = "今天我们聊得太多啦，我得休息了，明天再来找我吧。（这条我记下了）"
 #: Seconds between checkpoints of the WAL into bot.db (so a plain copy of bot.db is current).
 CHECKPOINT_SECONDS = 0.5
 
@@ -6532,7 +6538,7 @@ async def _rate_limited(app, ctx):
     if app.cfg.BOT_DAILY_TOKENS and (await app.db.run(usage_today, ctx.user_id)
                                      + app.reserved[ctx.user_id]) >= app.cfg.BOT_DAILY_TOKENS:
         app.stats["budget_hit"] += 1
-        return "今天我们聊得太多啦，我得休息了，明天再来找我吧。（这条我记下了）"
+        return BUDGET_REPLY
     if not _rate_take(app.rate[ctx.user_id], app.cfg.BOT_RATE_LIMIT):
         app.stats["rate_limited"] += 1
         return "你说得太快啦，我有点跟不上，歇一分钟再聊吧。（这条我记下了）"
@@ -6571,9 +6577,8 @@ async def reply_llm(app, ctx, text, card):
                     len(short[0]["content"]), f", the message {len(text)} -> {len(cut)} characters" if cut != text
                     else "")
         return short
-    tokens = 0
     try:
-        reply, tokens = await app.llm.chat(messages, shrink=shorter)
+        reply, _ = await _llm_charged(app, ctx.user_id, messages, shrink=shorter)
         why = character_ooc(card, reply, cards)
         if why:
             app.stats["ooc_hits"] += 1
@@ -6581,10 +6586,9 @@ async def reply_llm(app, ctx, text, card):
             note = (f"注意：你上一次的回复出戏了（{why}）。这次必须完全以{card['name']}的身份回答，"
                     f"不要自称AI或程序，不要提到其他角色，不要提{card['name']}不可能知道的东西。")
             try:
-                reply, more = await app.llm.chat(_noted(messages, note),
-                                                 shrink=lambda m, n: _noted(shorter(m, n), note))
-                tokens += more
-            except LLMError:
+                reply, _ = await _llm_charged(app, ctx.user_id, _noted(messages, note),
+                                              shrink=lambda m, n: _noted(shorter(m, n), note))
+            except LLMError:  # down, or the budget held by other replies under way
                 reply = None  # the first reply broke character: better the fallback than an apology
             if reply is None or character_ooc(card, reply, cards):
                 app.stats["ooc_fallbacks"] += 1
@@ -6599,15 +6603,14 @@ async def reply_llm(app, ctx, text, card):
         app.stats["llm_refusals"] += 1
         log.info("LLM refused for %s: %s", ctx.session, app.llm.redact(str(e)))
         return random.choice(card.get("memory", {}).get("fallback_replies") or [DEFAULT_FALLBACK])
+    except LLMBudgetError:  # replies under way in other chats hold the rest of the day's tokens
+        return BUDGET_REPLY
     except LLMError as e:
         app.stats["llm_errors"] += 1
         # an empty account was logged with its Fix (hourly) by the client; the rest is logged here
         (log.debug if isinstance(e, LLMBalanceError) else log.warning)(
             "LLM failed for %s: %s", ctx.session, app.llm.redact(str(e)))
         return LLM_DOWN_REPLY
-    finally:
-        if tokens:
-            await app.db.run(usage_add, ctx.user_id, tokens, write=True)
     return reply
 
 
@@ -6849,17 +6852,15 @@ async def reply_memory_plan(app, ctx, text, rule_ask=None):
         return None
     key = (ctx.user_id, ctx.session)
     app.stats["memory_plans"] += 1
-    ops, hint, tokens = "the speaker's LLM limit", "", 0
+    ops, hint = "the speaker's LLM limit", ""
     if not await _rate_limited(app, ctx):  # the call counts against the speaker's rate and budget
         messages, candidates, said = await app.db.run(memory_plan_prompt, ctx, text)
         try:
-            reply, tokens = await app.llm.chat(messages, max_tokens=300, timeout=min(app.cfg.LLM_TIMEOUT, 20))
+            reply, _ = await _llm_charged(app, ctx.user_id, messages, max_tokens=300,
+                                          timeout=min(app.cfg.LLM_TIMEOUT, 20))
             ops = memory_plan_read(reply, text, candidates, said)
         except LLMError as e:
             ops = f"LLM: {app.llm.redact(str(e))}"
-        finally:
-            if tokens:
-                await app.db.run(usage_add, ctx.user_id, tokens, write=True)
     if isinstance(ops, list) and [o["op"] for o in ops] == ["none"] and rule_ask is None:
         return None  # the LLM read it as chat
     await _mark_command(app, ctx)
@@ -7191,7 +7192,7 @@ async def _budget_reserve(app, payer, tokens):
         used = await app.db.run(usage_today, payer) + app.reserved[payer]
         if used >= app.cfg.BOT_DAILY_TOKENS:
             app.stats["budget_hit"] += 1
-            raise LLMError(f"{payer} is past BOT_DAILY_TOKENS")
+            raise LLMBudgetError(f"{payer} is past BOT_DAILY_TOKENS")
     app.reserved[payer] += tokens
     try:
         yield
@@ -7199,6 +7200,18 @@ async def _budget_reserve(app, payer, tokens):
         app.reserved[payer] -= tokens
         if not app.reserved[payer]:
             del app.reserved[payer]
+
+
+async def _llm_charged(app, payer, messages, max_tokens=None, **kw):
+    """app.llm.chat charged to payer: the most it may cost (the prompt's tokens and max_tokens) is held against
+    BOT_DAILY_TOKENS while it runs, then the tokens it used are counted (nothing when it fails), so replies at
+    once in many chats can't all pass the check. Raises LLMBudgetError, making no call, when payer is past it."""
+    held = sum(text_count_tokens(_llm_text(m["content"])) for m in messages) + (max_tokens or app.cfg.LLM_MAX_TOKENS)
+    async with _budget_reserve(app, payer, held):
+        reply, tokens = await app.llm.chat(messages, max_tokens=max_tokens, **kw)
+        if tokens:
+            await app.db.run(usage_add, payer, tokens, write=True)
+    return reply, tokens
 
 
 async def _pictures_in(app, ctx, text):

@@ -545,6 +545,34 @@ def test_summaries_are_charged_to_the_user_and_the_group(start, llm):
         nc.close()
 
 
+def test_replies_at_once_in_many_chats_can_not_race_past_the_daily_budget(start, llm):
+    """Replies checked the budget before any was counted: a hostile tester's replies at once in many chats used
+    9.9 times BOT_DAILY_TOKENS. Each holds the most it may cost while it runs, settles to what it used after."""
+    runner = start(BOT_DAILY_TOKENS=30)  # the fake LLM reports 15 tokens a call: two replies use it all
+    nc = NapCat(runner.cfg.ONEBOT_PORT)
+    usage = lambda: runner.rows("SELECT calls, tokens FROM usage WHERE user_id = '71'")
+    try:
+        llm.script = [{"status": 401, "body": "{}"}]
+        assert nc.ask(71, "这次会失败") == bot.LLM_DOWN_REPLY  # a failed call holds nothing afterwards
+        assert usage() == []
+        gate = threading.Event()
+        llm.answer = lambda body: {"gate": gate}  # the replies are slow: all eight are asked for meanwhile
+        for g in range(8):
+            nc.event(71, f"第{g}个群", group_id=960 + g, at_bot=True)
+        assert wait_for(lambda: len(llm.chat_requests()) + nc.sent.qsize() >= 1 + 8)
+        gate.set()
+        replies = [nc.reply_text(timeout=30).strip() for _ in range(8)]
+        assert len(llm.chat_requests()) == 1 + 1  # the failed one, then one of the eight (was all eight)
+        assert replies.count(bot.BUDGET_REPLY) == 7 and [r for r in replies if r.startswith("echo:")], replies
+        assert usage() == [{"calls": 1, "tokens": 15}]  # settled to what it used: room for one more
+        assert nc.ask(71, "还能再聊一句吗") == "echo:还能再聊一句吗"
+        assert nc.ask(71, "再来一句") == bot.BUDGET_REPLY
+        assert usage() == [{"calls": 2, "tokens": 30}]
+    finally:
+        llm.answer = None
+        nc.close()
+
+
 def test_a_user_past_the_budget_gets_an_extractive_summary(start, llm):
     runner = start(SUMMARY_EVERY=2, BOT_DAILY_TOKENS=30)  # 15 tokens a call: two replies use it all
     nc = NapCat(runner.cfg.ONEBOT_PORT)
