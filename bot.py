@@ -114,7 +114,7 @@ DEFAULTS = {
     # model2vec model: Hugging Face id or local folder; 'off' = keyword search only
     "EMBED_MODEL": "minishlab/potion-multilingual-128M",
     "MEMORY_TOP_K": 5,  # most memories put in one prompt
-    "MEMORY_RATE_LIMIT": 30,  # memory changes (记住/忘记/撤销) a minute per user; 0 = no limit; superusers are exempt
+    "MEMORY_RATE_LIMIT": 30,  # memory changes (记住/忘记/撤销) a minute per user, as many lists; 0 = off; not superusers
     "MEMORY_MAX_PER_USER": 1000,  # memories one user may keep; 0 = no cap; superusers are exempt
     "MEMORY_MAX_PER_GROUP": 50,  # facts one group may keep (记住，本群…); 0 = no cap; superusers are exempt
     # who may add or change a group's facts: 'admins' (its owner, admins and superusers) or 'all' (small groups)
@@ -6200,6 +6200,8 @@ class App:
         self.wipe_asked = {}  # user -> time they asked to forget everything
         self.memory_asked = {}  # (user, session) -> the which-one question waiting for its answer
         self.memory_rate = collections.defaultdict(collections.deque)  # user -> times of recent memory changes
+        self.memory_reads = collections.defaultdict(collections.deque)  # user -> times of recent memory lists
+        self.memory_read_warned = {}  # user -> when they were last told to read their memories less often
         self.memory_used = {}  # (user, session) -> ids of the memories in the last reply's prompt (你怎么知道的)
         self.llm = LLMClient(cfg)
         self.summaries = SummaryWorker(cfg, self.db, self.llm, self.vec, self.card_by_id, self.stats)
@@ -6520,7 +6522,7 @@ async def _respond(app, ctx, text, card, truncated=False):
             app.expand_wake.set()  # a new or reworded memory gets its expansion
             if handler is reply_memory:
                 app.profile_kick(ctx)  # and the profile is written again (nothing is asked when nothing changed)
-            return reply
+            return reply or None  # "": handled, nothing to say (a read past the limit, whose sender was told)
     if not text.strip():
         return "嗯？叫我有什么事吗？"
     limited = await _rate_limited(app, ctx)
@@ -6772,7 +6774,7 @@ class MemoryAction:
     """What a kind of memory command does: a row of MEMORY_ACTIONS."""
     handler: object  # async handler(app, ctx, **the named arguments MEMORY_COMMANDS read) -> the reply
     who: tuple = ()  # what the speaker must be, checked in this order: keys of COMMAND_WHO
-    limited: bool = True  # counts against MEMORY_RATE_LIMIT (reading doesn't; a wipe's two steps do)
+    limited: bool = True  # a change against MEMORY_RATE_LIMIT (False: a list, counted apart; a wipe's steps change)
 
 
 #: kind (as MEMORY_COMMANDS in Memory reads it) -> what it does. The phrasings are Memory's table, the doing
@@ -6818,7 +6820,9 @@ async def reply_memory(app, ctx, text, card):
     names = [c["name"] for c in app.characters.get()["cards"].values()] + app.cfg.nicknames
     if _SHOW_WORK_RE.fullmatch(_strip_tail(text)):  # 你刚才用了我哪些记忆 / 你怎么知道的
         await _mark_command(app, ctx)
-        return await app.db.run(memory_show_work, ctx, app.memory_used.get(key, []))
+        limited = _memory_read_limited(app, ctx)
+        return limited if limited is not None else await app.db.run(memory_show_work, ctx,
+                                                                    app.memory_used.get(key, []))
     kind, args = memory_parse(text, names)
     settle = MEMORY_SETTLE.get(kind)
     if settle:  # 记住旺财三岁了 / 忘记榴莲: the speaker's memories decide whether it is a command
@@ -6840,8 +6844,8 @@ async def reply_memory(app, ctx, text, card):
         allowed, refusal = COMMAND_WHO[need]
         if not allowed(ctx):
             return refusal
-    limited = action.limited and _memory_limited(app, ctx)
-    return limited or await action.handler(app, ctx, **args)
+    limited = _memory_limited(app, ctx) if action.limited else _memory_read_limited(app, ctx)
+    return limited if limited is not None else await action.handler(app, ctx, **args)
 
 
 async def reply_memory_plan(app, ctx, text, rule_ask=None):
@@ -6913,6 +6917,19 @@ def _memory_limited(app, ctx):
         return "你改记忆改得太快啦，歇一分钟再来吧。（刚才这条没有记）"
     times.append(now)
     return None
+
+
+def _memory_read_limited(app, ctx):
+    """None when the user may see their memories (你记得我什么, 本群记得什么, 你怎么知道的): MEMORY_RATE_LIMIT
+    a minute, counted apart from changes. Past it, 'slow down' once a minute and "" (nothing said) meanwhile:
+    a flood of lists gets one answer, not one list each."""
+    if ctx.superuser or _rate_take(app.memory_reads[ctx.user_id], app.cfg.MEMORY_RATE_LIMIT):
+        return None
+    app.stats["memory_reads_limited"] += 1
+    if time.monotonic() - app.memory_read_warned.get(ctx.user_id, -60) < 60:
+        return ""
+    app.memory_read_warned[ctx.user_id] = time.monotonic()
+    return "你查记忆查得太快啦，歇一分钟再来看吧。"
 
 
 async def _character_list(app, ctx, arg, card):

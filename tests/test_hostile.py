@@ -18,7 +18,8 @@ import wsproto.events as wse
 
 import bot
 from conftest import Runner, assert_one_error_line
-from fakes import BotProcess, NapCat, PictureServer, free_port, is_summary_request, png, run_bot, system_part, wait_for
+from fakes import (BotProcess, NapCat, PictureServer, free_port, is_summary_request, png, run_bot, system_part, text_of,
+                   wait_for)
 
 
 def varied_chinese(n, seed=1):
@@ -595,6 +596,29 @@ def test_the_wipe_and_its_confirmation_are_rate_limited(start, llm):
         assert nc.ask(24, "忘记关于我的一切").startswith("确定要删除")
         assert nc.ask(24, "确认删除").startswith("你改记忆改得太快啦")
         assert runner.rows("SELECT text FROM memories WHERE user_id = '24'") == [{"text": "我住在杭州"}]
+    finally:
+        nc.close()
+
+
+def test_a_flood_of_memory_lists_gets_one_slow_down_and_a_change_past_the_limit_says_it_was_not_saved(start, llm):
+    """1,000 x 本群记得什么 made 1,000 bot messages: lists count against MEMORY_RATE_LIMIT (apart from changes),
+    and past it the sender hears 'slow down' once; a change past the limit is still answered, saying so."""
+    runner = start(MEMORY_RATE_LIMIT=3)
+    nc = NapCat(runner.cfg.ONEBOT_PORT)
+    group = {"group_id": 970, "at_bot": True}
+    try:
+        for i in range(12):
+            nc.event(25, "本群记得什么" if i % 2 else "你记得我什么", **group)
+        replies = [text_of(p).strip() for p in nc.barrier(25, **group)]
+        assert len(replies) == 3 + 1, replies  # was 12
+        assert replies[-1] == "你查记忆查得太快啦，歇一分钟再来看吧。"
+        assert nc.ask(26, "本群记得什么", **group).strip().startswith("本群")  # another member's own count
+        stored = [nc.ask(25, f"记住，我第{i}次来这个群", **group).strip() for i in range(5)]
+        assert [x.startswith("好的") for x in stored] == [True] * 3 + [False] * 2  # changes: a count of their own
+        assert stored[3:] == ["你改记忆改得太快啦，歇一分钟再来吧。（刚才这条没有记）"] * 2
+        assert len(runner.rows("SELECT id FROM memories WHERE user_id = '25'")) == 3
+        nc.event(25, "你记得我什么", **group)
+        assert nc.barrier(25, **group) == []  # still the same minute: nothing more said
     finally:
         nc.close()
 
