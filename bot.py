@@ -6414,7 +6414,8 @@ def _store_message(conn, app, ctx, role, text, onebot_id=None):
 
 
 async def reply_handle(app, ctx, text, onebot_id=None):
-    """Stores a message, then answers it in its chat's order; returns the reply (already stored)."""
+    """Stores a message, then answers it in its turn (a chat's members by turns, each one's messages in order);
+    returns the reply (already stored)."""
     raw_len = len(text or "")
     app.last_message = time.monotonic()
     text = text_clean(text, app.cfg.BOT_MAX_MESSAGE)
