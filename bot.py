@@ -6113,6 +6113,10 @@ def prompt_assemble(card, ctx, text, parts, budget, min_turns=2):
 PROMPT_MIN_MESSAGE_TOKENS = 200
 #: Said when the LLM can't be reached (the log says why); worded so that any character can say it.
 LLM_DOWN_REPLY = "抱歉，我刚才走神了，没听清……等一下再和我说好吗？"
+#: Said once to a member whose messages waiting in a chat pass BOT_QUEUE_LIMIT (the further ones are stored).
+QUEUE_REPLY = "消息有点多，我先回前面的，你稍等一下再说哦。"
+#: Said to each memory change past BOT_QUEUE_LIMIT: it was stored as a message, not carried out.
+QUEUE_CHANGE_REPLY = "消息有点多，刚才这条没有记下，等我回完前面的再说一次吧。"
 #: Said to a user past BOT_DAILY_TOKENS (the message is stored all the same).
 BUDGET_REPLY = "今天我们聊得太多啦，我得休息了，明天再来找我吧。（这条我记下了）"
 #: Seconds between checkpoints of the WAL into bot.db (so a plain copy of bot.db is current).
@@ -6189,6 +6193,7 @@ class App:
         self.locks = collections.defaultdict(FairLock)  # one reply at a time per chat, its members by turns
         self.pending = collections.Counter()  # messages waiting per chat
         self.queued = collections.Counter()  # (chat, member) -> their messages waiting in it (BOT_QUEUE_LIMIT)
+        self.queue_warned = set()  # (chat, member) told their backlog is full, until it is empty again
         self.waiting = collections.defaultdict(list)  # chat -> messages waiting for its lock, in order (bursts)
         self.sending = {}  # chat -> a future done when its last reply is all sent (parts never interleave)
         self.rate = collections.defaultdict(collections.deque)  # user -> times of recent LLM messages
@@ -6430,8 +6435,11 @@ async def reply_handle(app, ctx, text, onebot_id=None):
     reply = None
     try:
         if app.queued[mine] > app.cfg.BOT_QUEUE_LIMIT:  # the member's own share: others in the chat keep theirs
-            reply = "消息有点多，我先回前面的，你稍等一下再说哦。"
-            await app.db.run(_store_message, app, ctx, "assistant", reply, write=True)
+            change = _memory_said(app, ctx, text, lists=False)
+            if change or mine not in app.queue_warned:  # told once a backlog; a memory change each time
+                app.queue_warned.add(mine)
+                reply = QUEUE_CHANGE_REPLY if change else QUEUE_REPLY
+                await app.db.run(_store_message, app, ctx, "assistant", reply, write=True)
         else:
             entry = _burst_enter(app, ctx, text)
             await _pictures_wait(app, ctx)
@@ -6453,6 +6461,7 @@ async def reply_handle(app, ctx, text, onebot_id=None):
         app.queued[mine] -= 1
         if not app.queued[mine]:
             del app.queued[mine]
+            app.queue_warned.discard(mine)
         app.pending[ctx.session] -= 1
         if not app.pending[ctx.session]:
             del app.pending[ctx.session]
@@ -6474,9 +6483,7 @@ def _flooding(app, ctx, text):
     limit = app.cfg.BOT_RATE_LIMIT * FLOOD_FACTOR
     if not limit or ctx.superuser or _rate_take(app.arrivals[ctx.user_id], limit):
         return False
-    names = [c["name"] for c in app.characters.get()["cards"].values()] + app.cfg.nicknames
-    if memory_parse(text, names)[0] or memory_shaped_words(text, weak=True) \
-            or (ctx.user_id, ctx.session) in app.memory_asked or ctx.user_id in app.wipe_asked:
+    if _memory_said(app, ctx, text):
         return False
     if time.monotonic() - app.flood_warned.get(ctx.user_id, -60) >= 60:
         app.flood_warned[ctx.user_id] = time.monotonic()
@@ -6484,6 +6491,17 @@ def _flooding(app, ctx, text):
                     ctx.user_id, limit)
     app.stats["flood_dropped"] += 1
     return True
+
+
+def _memory_said(app, ctx, text, lists=True):
+    """Whether a message asks something of the memory: a command, words about it, the answer to its question
+    (lists=False: a change only, not 你记得我什么)."""
+    names = [c["name"] for c in app.characters.get()["cards"].values()] + app.cfg.nicknames
+    kind = memory_parse(text, names)[0]
+    if kind in MEMORY_ACTIONS and not MEMORY_ACTIONS[kind].limited:
+        return lists
+    return bool(kind or memory_shaped_words(text, weak=True) or (ctx.user_id, ctx.session) in app.memory_asked
+                or ctx.user_id in app.wipe_asked)
 
 
 async def _pictures_wait(app, ctx):

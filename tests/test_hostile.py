@@ -150,7 +150,7 @@ def test_a_members_backlog_holds_another_member_of_the_group_back_by_one_reply(s
         flood = [f"刷屏{i}：" + varied_chinese(100, seed=i) for i in range(8)]
         for text in flood:
             nc.event(61, text, **group)
-        assert [nc.reply_text().strip() for _ in range(3)] == ["消息有点多，我先回前面的，你稍等一下再说哦。"] * 3  # past 5
+        assert nc.reply_text().strip() == bot.QUEUE_REPLY  # past 5: told once, the other two only stored
         assert wait_for(lambda: len(llm.chat_requests()) == 1)
         nc.event(62, "轮到我了吗", **group)
         # once its row is stored, the message is in the line (the database thread answers in order)
@@ -620,6 +620,35 @@ def test_a_flood_of_memory_lists_gets_one_slow_down_and_a_change_past_the_limit_
         nc.event(25, "你记得我什么", **group)
         assert nc.barrier(25, **group) == []  # still the same minute: nothing more said
     finally:
+        nc.close()
+
+
+def test_past_the_queue_limit_a_flood_of_lists_gets_one_notice_and_each_change_says_it_was_not_saved(start, llm):
+    """1,000 x 本群记得什么 sent at once were 1,000 bot messages (980 of them 'too many waiting'): a member past
+    BOT_QUEUE_LIMIT is told once; a memory change past it is told each time that it was not saved."""
+    runner = start(BOT_QUEUE_LIMIT=3, MEMORY_RATE_LIMIT=0)
+    gate = threading.Event()
+    llm.answer = lambda body: {"gate": gate}  # the member's chat message is at the LLM while the rest come
+    nc = NapCat(runner.cfg.ONEBOT_PORT)
+    group = {"group_id": 971, "at_bot": True}
+    try:
+        nc.event(27, "先聊一句", **group)
+        assert wait_for(lambda: llm.chat_requests())
+        for _ in range(6):
+            nc.event(27, "本群记得什么", **group)
+        for text in ("记住，我喜欢猫", "记住，我喜欢狗"):
+            nc.event(27, text, **group)
+        told = [nc.reply_text().strip() for _ in range(3)]  # was 6 x the same notice
+        assert told == [bot.QUEUE_REPLY, bot.QUEUE_CHANGE_REPLY, bot.QUEUE_CHANGE_REPLY]
+        gate.set()
+        answered = [nc.reply_text().strip() for _ in range(3)]
+        assert answered[0] == "echo:测试用户：先聊一句" and all(a.startswith("本群") for a in answered[1:])
+        assert nc.barrier(27, **group) == []
+        assert runner.rows("SELECT text FROM memories WHERE user_id = '27'") == []  # as the two replies said
+        stored = runner.rows("SELECT text FROM messages WHERE user_id = '27' AND role = 'user' AND text LIKE '记住%'")
+        assert len(stored) == 2  # kept in the chat's history all the same
+    finally:
+        gate.set()
         nc.close()
 
 
