@@ -7223,7 +7223,7 @@ def _rate_take(times, limit):
 @contextlib.asynccontextmanager
 async def _budget_reserve(app, payer, tokens):
     """Holds tokens of payer's BOT_DAILY_TOKENS for one LLM call while it runs: calls at once can't all pass the
-    check before any is counted. Raises LLMError when the payer is past the budget, counting what is held."""
+    check before any is counted. Raises LLMBudgetError when the payer is past the budget, counting what is held."""
     if app.cfg.BOT_DAILY_TOKENS:
         used = await app.db.run(usage_today, payer) + app.reserved[payer]
         if used >= app.cfg.BOT_DAILY_TOKENS:
@@ -7242,7 +7242,8 @@ async def _llm_charged(app, payer, messages, max_tokens=None, **kw):
     """app.llm.chat charged to payer: the most it may cost (the prompt's tokens and max_tokens) is held against
     BOT_DAILY_TOKENS while it runs, then the tokens it used are counted (nothing when it fails), so replies at
     once in many chats can't all pass the check. Raises LLMBudgetError, making no call, when payer is past it."""
-    held = sum(text_count_tokens(_llm_text(m["content"])) for m in messages) + (max_tokens or app.cfg.LLM_MAX_TOKENS)
+    held = app.cfg.BOT_DAILY_TOKENS and (sum(text_count_tokens(_llm_text(m["content"])) for m in messages)
+                                         + (max_tokens or app.cfg.LLM_MAX_TOKENS))
     async with _budget_reserve(app, payer, held):
         reply, tokens = await app.llm.chat(messages, max_tokens=max_tokens, **kw)
         if tokens:
