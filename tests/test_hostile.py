@@ -141,7 +141,7 @@ def test_a_burst_of_long_messages_is_read_one_message_worth_at_a_time(start, llm
 def test_a_members_backlog_holds_another_member_of_the_group_back_by_one_reply(start, llm):
     """A hostile tester's 25 messages in a group made another member's answer wait 21 times as long: the
     chat's line is served by member in turns, and BOT_QUEUE_LIMIT is each member's own share of it."""
-    runner = start(BOT_QUEUE_LIMIT=5, BOT_MAX_MESSAGE=150)  # 100-character messages: no two join in a burst
+    runner = start(BOT_QUEUE_LIMIT=5, BOT_MAX_MESSAGE=150, LLM_TIMEOUT=30)  # 100 characters: no two join in a burst
     gate = threading.Event()
     llm.answer = lambda body: {"gate": gate}  # the first reply is being written while the line forms
     nc = NapCat(runner.cfg.ONEBOT_PORT)
@@ -549,7 +549,7 @@ def test_summaries_are_charged_to_the_user_and_the_group(start, llm):
 def test_replies_at_once_in_many_chats_can_not_race_past_the_daily_budget(start, llm):
     """Replies checked the budget before any was counted: a hostile tester's replies at once in many chats used
     9.9 times BOT_DAILY_TOKENS. Each holds the most it may cost while it runs, settles to what it used after."""
-    runner = start(BOT_DAILY_TOKENS=30)  # the fake LLM reports 15 tokens a call: two replies use it all
+    runner = start(BOT_DAILY_TOKENS=30, LLM_TIMEOUT=30)  # the fake LLM reports 15 tokens a call: two use it all
     nc = NapCat(runner.cfg.ONEBOT_PORT)
     usage = lambda: runner.rows("SELECT calls, tokens FROM usage WHERE user_id = '71'")
     try:
@@ -626,7 +626,7 @@ def test_a_flood_of_memory_lists_gets_one_slow_down_and_a_change_past_the_limit_
 def test_past_the_queue_limit_a_flood_of_lists_gets_one_notice_and_each_change_says_it_was_not_saved(start, llm):
     """1,000 x 本群记得什么 sent at once were 1,000 bot messages (980 of them 'too many waiting'): a member past
     BOT_QUEUE_LIMIT is told once; a memory change past it is told each time that it was not saved."""
-    runner = start(BOT_QUEUE_LIMIT=3, MEMORY_RATE_LIMIT=0)
+    runner = start(BOT_QUEUE_LIMIT=3, MEMORY_RATE_LIMIT=0, LLM_TIMEOUT=30)  # the gate, not a timeout, ends the wait
     gate = threading.Event()
     llm.answer = lambda body: {"gate": gate}  # the member's chat message is at the LLM while the rest come
     nc = NapCat(runner.cfg.ONEBOT_PORT)
