@@ -109,7 +109,7 @@ DEFAULTS = {
     "BOT_RATE_LIMIT": 20,  # messages a minute per user that reach the LLM; 0 turns the limit off
     "BOT_DAILY_TOKENS": 0,  # LLM tokens a user may use a day; 0 = no budget
     "BOT_MAX_MESSAGE": 4000,  # characters of one message that are kept; the rest is cut with a note
-    "BOT_QUEUE_LIMIT": 20,  # messages one member may have waiting in a chat; more get a 'slow down' reply (stored)
+    "BOT_QUEUE_LIMIT": 20,  # messages one member may have waiting in a chat; past it: stored, 'slow down' said once
     "BOT_LOG_LEVEL": "INFO",  # DEBUG shows prompts and LLM traffic
     # model2vec model: Hugging Face id or local folder; 'off' = keyword search only
     "EMBED_MODEL": "minishlab/potion-multilingual-128M",
