@@ -81,6 +81,10 @@ class LLMBalanceError(LLMError):
     """The provider's account has no balance or quota left: nothing works until it is topped up."""
 
 
+class LLMBudgetError(LLMError):
+    """The payer is past BOT_DAILY_TOKENS, counting the tokens that calls under way hold: no call was made."""
+
+
 #####################################################################
 # Config ############################################################
 #####################################################################
@@ -105,12 +109,12 @@ DEFAULTS = {
     "BOT_RATE_LIMIT": 20,  # messages a minute per user that reach the LLM; 0 turns the limit off
     "BOT_DAILY_TOKENS": 0,  # LLM tokens a user may use a day; 0 = no budget
     "BOT_MAX_MESSAGE": 4000,  # characters of one message that are kept; the rest is cut with a note
-    "BOT_QUEUE_LIMIT": 20,  # messages one chat may have waiting; more get a 'slow down' reply (still stored)
+    "BOT_QUEUE_LIMIT": 20,  # messages one member may have waiting in a chat; past it: stored, 'slow down' said once
     "BOT_LOG_LEVEL": "INFO",  # DEBUG shows prompts and LLM traffic
     # model2vec model: Hugging Face id or local folder; 'off' = keyword search only
     "EMBED_MODEL": "minishlab/potion-multilingual-128M",
     "MEMORY_TOP_K": 5,  # most memories put in one prompt
-    "MEMORY_RATE_LIMIT": 30,  # memory changes (记住/忘记/撤销) a minute per user; 0 = no limit; superusers are exempt
+    "MEMORY_RATE_LIMIT": 30,  # memory changes (记住/忘记/撤销) a minute per user, as many lists; 0 = off; not superusers
     "MEMORY_MAX_PER_USER": 1000,  # memories one user may keep; 0 = no cap; superusers are exempt
     "MEMORY_MAX_PER_GROUP": 50,  # facts one group may keep (记住，本群…); 0 = no cap; superusers are exempt
     # who may add or change a group's facts: 'admins' (its owner, admins and superusers) or 'all' (small groups)
@@ -6208,8 +6212,66 @@ def prompt_assemble(card, ctx, text, parts, budget, min_turns=2):
 PROMPT_MIN_MESSAGE_TOKENS = 200
 #: Said when the LLM can't be reached (the log says why); worded so that any character can say it.
 LLM_DOWN_REPLY = "抱歉，我刚才走神了，没听清……等一下再和我说好吗？"
+#: Said once to a member whose messages waiting in a chat pass BOT_QUEUE_LIMIT (the further ones are stored).
+QUEUE_REPLY = "消息有点多，我先回前面的，你稍等一下再说哦。"
+#: Said to each memory change past BOT_QUEUE_LIMIT: it was stored as a message, not carried out.
+QUEUE_CHANGE_REPLY = "消息有点多，刚才这条没有记下，等我回完前面的再说一次吧。"
+#: Said to a user past BOT_DAILY_TOKENS (the message is stored all the same).
+BUDGET_REPLY = "今天我们聊得太多啦，我得休息了，明天再来找我吧。（这条我记下了）"
 #: Seconds between checkpoints of the WAL into bot.db (so a plain copy of bot.db is current).
 CHECKPOINT_SECONDS = 0.5
+
+
+class FairLock:
+    """A chat's one-reply-at-a-time lock that lets its members in by turns (round robin), each member's
+    messages in the order they came: one member's backlog in a group holds another's next message back by
+    the reply being written, not by the whole backlog (asyncio.Lock serves everyone first come, first served)."""
+
+    def __init__(self):
+        self.holder = None  # the member whose message holds the lock, or None when it is free
+        self.lines = collections.OrderedDict()  # member -> deque of futures waiting; members in turn order
+
+    async def acquire(self, member):
+        if self.holder is None and not self.lines:
+            self.holder = member
+            return
+        future = asyncio.get_running_loop().create_future()
+        self.lines.setdefault(member, collections.deque()).append(future)
+        try:
+            await future
+        except asyncio.CancelledError:
+            if future.done() and not future.cancelled():
+                self.release()  # handed over just as it was cancelled: pass it on
+            else:
+                line = self.lines.get(member)
+                if line is not None and future in line:
+                    line.remove(future)
+                    if not line:
+                        del self.lines[member]
+            raise
+
+    def release(self):
+        """Hands the lock to the next member in turn (the one that held it goes to the back of the turns)."""
+        if self.holder in self.lines:
+            self.lines.move_to_end(self.holder)
+        self.holder = None
+        while self.lines:
+            member, line = next(iter(self.lines.items()))
+            future = line.popleft()
+            if not line:
+                del self.lines[member]
+            if not future.done():
+                self.holder = member
+                future.set_result(None)
+                return
+
+    @contextlib.asynccontextmanager
+    async def held(self, member):
+        await self.acquire(member)
+        try:
+            yield
+        finally:
+            self.release()
 
 
 class App:
@@ -6227,8 +6289,10 @@ class App:
             cfg.MEMORY_MIN_SIMILARITY = self.embedder.floor
         self.lore_version = 0  # the characters.version whose lore is in the database
         self.stats = collections.Counter()
-        self.locks = collections.defaultdict(asyncio.Lock)  # one reply at a time per chat
+        self.locks = collections.defaultdict(FairLock)  # one reply at a time per chat, its members by turns
         self.pending = collections.Counter()  # messages waiting per chat
+        self.queued = collections.Counter()  # (chat, member) -> their messages waiting in it (BOT_QUEUE_LIMIT)
+        self.queue_warned = set()  # (chat, member) told their backlog is full, until it is empty again
         self.waiting = collections.defaultdict(list)  # chat -> messages waiting for its lock, in order (bursts)
         self.sending = {}  # chat -> a future done when its last reply is all sent (parts never interleave)
         self.rate = collections.defaultdict(collections.deque)  # user -> times of recent LLM messages
@@ -6240,6 +6304,8 @@ class App:
         self.wipe_asked = {}  # user -> time they asked to forget everything
         self.memory_asked = {}  # (user, session) -> the which-one question waiting for its answer
         self.memory_rate = collections.defaultdict(collections.deque)  # user -> times of recent memory changes
+        self.memory_reads = collections.defaultdict(collections.deque)  # user -> times of recent memory lists
+        self.memory_read_warned = {}  # user -> when they were last told to read their memories less often
         self.memory_used = {}  # (user, session) -> ids of the memories in the last reply's prompt (你怎么知道的)
         self.llm = LLMClient(cfg)
         self.summaries = SummaryWorker(cfg, self.db, self.llm, self.vec, self.card_by_id, self.stats)
@@ -6464,8 +6530,9 @@ def _store_message(conn, app, ctx, role, text, onebot_id=None):
 
 
 async def reply_handle(app, ctx, text, onebot_id=None, pictures=()):
-    """Stores a message, then answers it in its chat's order; returns the reply (already stored). Its pictures
-    (URLs) are fetched only for a message that will be answered: never one dropped, over the queue or rate limited."""
+    """Stores a message, then answers it in its turn (a chat's members by turns, each one's messages in order);
+    returns the reply (already stored). Its pictures (URLs) are fetched only for a message that will be answered:
+    never one dropped, over the queue or rate limited."""
     raw_len = len(text or "")
     app.last_message = time.monotonic()
     text = text_clean(text, app.cfg.BOT_MAX_MESSAGE)
@@ -6475,17 +6542,22 @@ async def reply_handle(app, ctx, text, onebot_id=None, pictures=()):
     ctx.message_id = await app.db.run(_store_message, app, ctx, "user", text, onebot_id, write=True)
     app.stats["messages"] += 1
     app.pending[ctx.session] += 1
+    mine = (ctx.session, ctx.user_id)
+    app.queued[mine] += 1
     reply = None
     try:
-        if app.pending[ctx.session] > app.cfg.BOT_QUEUE_LIMIT:
-            reply = "消息有点多，我先回前面的，你稍等一下再说哦。"
-            await app.db.run(_store_message, app, ctx, "assistant", reply, write=True)
+        if app.queued[mine] > app.cfg.BOT_QUEUE_LIMIT:  # the member's own share: others in the chat keep theirs
+            change = _memory_said(app, ctx, text, lists=False)
+            if change or mine not in app.queue_warned:  # told once a backlog; a memory change each time
+                app.queue_warned.add(mine)
+                reply = QUEUE_CHANGE_REPLY if change else QUEUE_REPLY
+                await app.db.run(_store_message, app, ctx, "assistant", reply, write=True)
         else:
             if pictures and await _pictures_wanted(app, ctx):
                 reply_pictures(app, ctx, pictures)
             entry = _burst_enter(app, ctx, text)
             await _pictures_wait(app, ctx)
-            async with app.locks[ctx.session]:
+            async with app.locks[ctx.session].held(ctx.user_id):
                 if _burst_taken(app, ctx, entry):
                     return None  # it went to the LLM with an earlier message of its burst: that reply answers it
                 text = await _pictures_in(app, ctx, text)
@@ -6502,6 +6574,10 @@ async def reply_handle(app, ctx, text, onebot_id=None, pictures=()):
                     await app.db.run(_store_message, app, ctx, "assistant", FORGOTTEN_TEXT if ctx.forgotten else reply,
                                      write=True)
     finally:
+        app.queued[mine] -= 1
+        if not app.queued[mine]:
+            del app.queued[mine]
+            app.queue_warned.discard(mine)
         app.pending[ctx.session] -= 1
         if not app.pending[ctx.session]:
             del app.pending[ctx.session]
@@ -6523,9 +6599,7 @@ def _flooding(app, ctx, text):
     limit = app.cfg.BOT_RATE_LIMIT * FLOOD_FACTOR
     if not limit or ctx.superuser or _rate_take(app.arrivals[ctx.user_id], limit):
         return False
-    names = [c["name"] for c in app.characters.get()["cards"].values()] + app.cfg.nicknames
-    if memory_parse(text, names)[0] or memory_shaped_words(text, weak=True) \
-            or (ctx.user_id, ctx.session) in app.memory_asked or ctx.user_id in app.wipe_asked:
+    if _memory_said(app, ctx, text):
         return False
     if time.monotonic() - app.flood_warned.get(ctx.user_id, -60) >= 60:
         app.flood_warned[ctx.user_id] = time.monotonic()
@@ -6544,6 +6618,17 @@ async def _pictures_wanted(app, ctx):
         return False
     return not app.cfg.BOT_DAILY_TOKENS or (await app.db.run(usage_today, ctx.user_id)
                                             + app.reserved[ctx.user_id]) < app.cfg.BOT_DAILY_TOKENS
+
+
+def _memory_said(app, ctx, text, lists=True):
+    """Whether a message asks something of the memory: a command, words about it, the answer to its question
+    (lists=False: a change only, not 你记得我什么)."""
+    names = [c["name"] for c in app.characters.get()["cards"].values()] + app.cfg.nicknames
+    kind = memory_parse(text, names)[0]
+    if kind in MEMORY_ACTIONS and not MEMORY_ACTIONS[kind].limited:
+        return lists
+    return bool(kind or memory_shaped_words(text, weak=True) or (ctx.user_id, ctx.session) in app.memory_asked
+                or ctx.user_id in app.wipe_asked)
 
 
 async def _pictures_wait(app, ctx):
@@ -6583,7 +6668,7 @@ async def _respond(app, ctx, text, card, truncated=False):
             app.expand_wake.set()  # a new or reworded memory gets its expansion
             if handler is reply_memory:
                 app.profile_kick(ctx)  # and the profile is written again (nothing is asked when nothing changed)
-            return reply
+            return reply or None  # "": handled, nothing to say (a read past the limit, whose sender was told)
     if not text.strip():
         return "嗯？叫我有什么事吗？"
     limited = await _rate_limited(app, ctx)
@@ -6601,7 +6686,7 @@ async def _rate_limited(app, ctx):
     if app.cfg.BOT_DAILY_TOKENS and (await app.db.run(usage_today, ctx.user_id)
                                      + app.reserved[ctx.user_id]) >= app.cfg.BOT_DAILY_TOKENS:
         app.stats["budget_hit"] += 1
-        return "今天我们聊得太多啦，我得休息了，明天再来找我吧。（这条我记下了）"
+        return BUDGET_REPLY
     if not _rate_take(app.rate[ctx.user_id], app.cfg.BOT_RATE_LIMIT):
         app.stats["rate_limited"] += 1
         return "你说得太快啦，我有点跟不上，歇一分钟再聊吧。（这条我记下了）"
@@ -6640,9 +6725,8 @@ async def reply_llm(app, ctx, text, card):
                     len(short[0]["content"]), f", the message {len(text)} -> {len(cut)} characters" if cut != text
                     else "")
         return short
-    tokens = 0
     try:
-        reply, tokens = await app.llm.chat(messages, shrink=shorter)
+        reply, _ = await _llm_charged(app, ctx.user_id, messages, shrink=shorter)
         why = character_ooc(card, reply, cards)
         if why:
             app.stats["ooc_hits"] += 1
@@ -6650,10 +6734,9 @@ async def reply_llm(app, ctx, text, card):
             note = (f"注意：你上一次的回复出戏了（{why}）。这次必须完全以{card['name']}的身份回答，"
                     f"不要自称AI或程序，不要提到其他角色，不要提{card['name']}不可能知道的东西。")
             try:
-                reply, more = await app.llm.chat(_noted(messages, note),
-                                                 shrink=lambda m, n: _noted(shorter(m, n), note))
-                tokens += more
-            except LLMError:
+                reply, _ = await _llm_charged(app, ctx.user_id, _noted(messages, note),
+                                              shrink=lambda m, n: _noted(shorter(m, n), note))
+            except LLMError:  # down, or the budget held by other replies under way
                 reply = None  # the first reply broke character: better the fallback than an apology
             if reply is None or character_ooc(card, reply, cards):
                 app.stats["ooc_fallbacks"] += 1
@@ -6668,15 +6751,14 @@ async def reply_llm(app, ctx, text, card):
         app.stats["llm_refusals"] += 1
         log.info("LLM refused for %s: %s", ctx.session, app.llm.redact(str(e)))
         return random.choice(card.get("memory", {}).get("fallback_replies") or [DEFAULT_FALLBACK])
+    except LLMBudgetError:  # replies under way in other chats hold the rest of the day's tokens
+        return BUDGET_REPLY
     except LLMError as e:
         app.stats["llm_errors"] += 1
         # an empty account was logged with its Fix (hourly) by the client; the rest is logged here
         (log.debug if isinstance(e, LLMBalanceError) else log.warning)(
             "LLM failed for %s: %s", ctx.session, app.llm.redact(str(e)))
         return LLM_DOWN_REPLY
-    finally:
-        if tokens:
-            await app.db.run(usage_add, ctx.user_id, tokens, write=True)
     return reply
 
 
@@ -6838,7 +6920,7 @@ class MemoryAction:
     """What a kind of memory command does: a row of MEMORY_ACTIONS."""
     handler: object  # async handler(app, ctx, **the named arguments MEMORY_COMMANDS read) -> the reply
     who: tuple = ()  # what the speaker must be, checked in this order: keys of COMMAND_WHO
-    limited: bool = True  # counts against MEMORY_RATE_LIMIT (reading doesn't; a wipe's two steps do)
+    limited: bool = True  # a change against MEMORY_RATE_LIMIT (False: a list, counted apart; a wipe's steps change)
 
 
 #: kind (as MEMORY_COMMANDS in Memory reads it) -> what it does. The phrasings are Memory's table, the doing
@@ -6884,7 +6966,9 @@ async def reply_memory(app, ctx, text, card):
     names = [c["name"] for c in app.characters.get()["cards"].values()] + app.cfg.nicknames
     if _SHOW_WORK_RE.fullmatch(_strip_tail(text)):  # 你刚才用了我哪些记忆 / 你怎么知道的
         await _mark_command(app, ctx)
-        return await app.db.run(memory_show_work, ctx, app.memory_used.get(key, []))
+        limited = _memory_read_limited(app, ctx)
+        return limited if limited is not None else await app.db.run(memory_show_work, ctx,
+                                                                    app.memory_used.get(key, []))
     kind, args = memory_parse(text, names)
     settle = MEMORY_SETTLE.get(kind)
     if settle:  # 记住旺财三岁了 / 忘记榴莲: the speaker's memories decide whether it is a command
@@ -6906,8 +6990,8 @@ async def reply_memory(app, ctx, text, card):
         allowed, refusal = COMMAND_WHO[need]
         if not allowed(ctx):
             return refusal
-    limited = action.limited and _memory_limited(app, ctx)
-    return limited or await action.handler(app, ctx, **args)
+    limited = _memory_limited(app, ctx) if action.limited else _memory_read_limited(app, ctx)
+    return limited if limited is not None else await action.handler(app, ctx, **args)
 
 
 async def reply_memory_plan(app, ctx, text, rule_ask=None):
@@ -6918,17 +7002,15 @@ async def reply_memory_plan(app, ctx, text, rule_ask=None):
         return None
     key = (ctx.user_id, ctx.session)
     app.stats["memory_plans"] += 1
-    ops, hint, tokens = "the speaker's LLM limit", "", 0
+    ops, hint = "the speaker's LLM limit", ""
     if not await _rate_limited(app, ctx):  # the call counts against the speaker's rate and budget
         messages, candidates, said = await app.db.run(memory_plan_prompt, ctx, text)
         try:
-            reply, tokens = await app.llm.chat(messages, max_tokens=300, timeout=min(app.cfg.LLM_TIMEOUT, 20))
+            reply, _ = await _llm_charged(app, ctx.user_id, messages, max_tokens=300,
+                                          timeout=min(app.cfg.LLM_TIMEOUT, 20))
             ops = memory_plan_read(reply, text, candidates, said)
         except LLMError as e:
             ops = f"LLM: {app.llm.redact(str(e))}"
-        finally:
-            if tokens:
-                await app.db.run(usage_add, ctx.user_id, tokens, write=True)
     if isinstance(ops, list) and [o["op"] for o in ops] == ["none"] and rule_ask is None:
         return None  # the LLM read it as chat
     await _mark_command(app, ctx)
@@ -6981,6 +7063,19 @@ def _memory_limited(app, ctx):
         return "你改记忆改得太快啦，歇一分钟再来吧。（刚才这条没有记）"
     times.append(now)
     return None
+
+
+def _memory_read_limited(app, ctx):
+    """None when the user may see their memories (你记得我什么, 本群记得什么, 你怎么知道的): MEMORY_RATE_LIMIT
+    a minute, counted apart from changes. Past it, 'slow down' once a minute and "" (nothing said) meanwhile:
+    a flood of lists gets one answer, not one list each."""
+    if ctx.superuser or _rate_take(app.memory_reads[ctx.user_id], app.cfg.MEMORY_RATE_LIMIT):
+        return None
+    app.stats["memory_reads_limited"] += 1
+    if time.monotonic() - app.memory_read_warned.get(ctx.user_id, -60) < 60:
+        return ""
+    app.memory_read_warned[ctx.user_id] = time.monotonic()
+    return "你查记忆查得太快啦，歇一分钟再来看吧。"
 
 
 async def _character_list(app, ctx, arg, card):
@@ -7261,12 +7356,12 @@ def _rate_take(times, limit):
 @contextlib.asynccontextmanager
 async def _budget_reserve(app, payer, tokens):
     """Holds tokens of payer's BOT_DAILY_TOKENS for one LLM call while it runs: calls at once can't all pass the
-    check before any is counted. Raises LLMError when the payer is past the budget, counting what is held."""
+    check before any is counted. Raises LLMBudgetError when the payer is past the budget, counting what is held."""
     if app.cfg.BOT_DAILY_TOKENS:
         used = await app.db.run(usage_today, payer) + app.reserved[payer]
         if used >= app.cfg.BOT_DAILY_TOKENS:
             app.stats["budget_hit"] += 1
-            raise LLMError(f"{payer} is past BOT_DAILY_TOKENS")
+            raise LLMBudgetError(f"{payer} is past BOT_DAILY_TOKENS")
     app.reserved[payer] += tokens
     try:
         yield
@@ -7274,6 +7369,19 @@ async def _budget_reserve(app, payer, tokens):
         app.reserved[payer] -= tokens
         if not app.reserved[payer]:
             del app.reserved[payer]
+
+
+async def _llm_charged(app, payer, messages, max_tokens=None, **kw):
+    """app.llm.chat charged to payer: the most it may cost (the prompt's tokens and max_tokens) is held against
+    BOT_DAILY_TOKENS while it runs, then the tokens it used are counted (nothing when it fails), so replies at
+    once in many chats can't all pass the check. Raises LLMBudgetError, making no call, when payer is past it."""
+    held = app.cfg.BOT_DAILY_TOKENS and (sum(text_count_tokens(_llm_text(m["content"])) for m in messages)
+                                         + (max_tokens or app.cfg.LLM_MAX_TOKENS))
+    async with _budget_reserve(app, payer, held):
+        reply, tokens = await app.llm.chat(messages, max_tokens=max_tokens, **kw)
+        if tokens:
+            await app.db.run(usage_add, payer, tokens, write=True)
+    return reply, tokens
 
 
 async def _pictures_in(app, ctx, text):

@@ -4,6 +4,7 @@
     .venv/bin/python tests/bench.py [--json] [--quick] [--data DIR]    # search, import, recall, OOC, prompt size
     .venv/bin/python tests/bench.py --load [--json]                  # the bot as a process: load, soak, kill -9
     .venv/bin/python tests/bench.py --flood [--json]                 # another user's replies while one floods
+    .venv/bin/python tests/bench.py --flood-group [--json]           # only its same-group case
     .venv/bin/python tests/bench.py --reply [--runs N]               # reply latency at 0 and 100k memories
     .venv/bin/python tests/bench.py --footprint [--quick]            # also tests/footprint.py: start time, RSS, encode speed
 
@@ -27,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from fakes import ROOT, BotProcess, FakeLLM, NapCat, free_port, model_folder
+from fakes import ROOT, BotProcess, FakeLLM, NapCat, free_port, model_folder, text_of
 import bot
 import footprint
 
@@ -528,6 +529,61 @@ def bench_floods(tmpdir, llm, model):
     return [bench_flood(tmpdir, llm, model, delay, every=every) for delay, every in runs]
 
 
+def _group_reply(nap, user_id, timeout):
+    """(perf_counter() when it came, its text) of the next reply in a group to user_id (a reply @-s its asker;
+    replies to others pass by), or (None, '') after timeout seconds."""
+    deadline = time.perf_counter() + timeout
+    while time.perf_counter() < deadline:
+        got = nap.wait_replies(1, max(0.0, deadline - time.perf_counter()))
+        if not got:
+            break
+        params = nap.sent.get(timeout=5)
+        if any(s["type"] == "at" and s["data"]["qq"] == str(user_id) for s in params["message"]):
+            return got[0][1], text_of(params).strip()
+    return None, ""
+
+
+def bench_group_flood(tmpdir, llm, model, llm_delay=1.0, burst=25, rounds=3, chars=4000):
+    """A member's reply time in a group while another member of the same group has `burst` messages of chars
+    characters waiting (sent at once; the victim asks once the first of them is answered), against the
+    victim's quiet reply time in that group. Each round a new flooder and victim (BOT_RATE_LIMIT is per user),
+    and the next round starts when the group is quiet again. The LLM answers in llm_delay seconds."""
+    llm.delay = llm_delay
+    proc, nap = _start_bot(llm, tmpdir, "group_flood.db", model, BOT_RATE_LIMIT=20, REPLY_SPLIT=0)
+    group, rng = 777, random.Random(7)
+    try:
+        quiet, flooded, turned_away = [], [], 0
+        for i in range(rounds + 1):  # the first is a warm-up
+            t0 = time.perf_counter()
+            nap.event(300 + i, f"第{i}个安静的问题：{_bench_texts(random.Random(i), 1)[0]}", group_id=group, at_bot=True)
+            at, _ = _group_reply(nap, 300 + i, 30)
+            if i:
+                quiet.append((at - t0) * 1000)
+        for i in range(rounds):
+            flooder, victim = 400 + i, 500 + i
+            for _ in range(burst):
+                nap.event(flooder, _varied_chinese(rng, chars), group_id=group, at_bot=True)
+            while "echo:" not in _group_reply(nap, flooder, 60)[1]:
+                pass  # past BOT_QUEUE_LIMIT some are told to wait at once; the first answer is an echo
+            t0 = time.perf_counter()
+            nap.event(victim, f"第{i}个群里的问题：{_bench_texts(random.Random(100 + i), 1)[0]}", group_id=group,
+                      at_bot=True)
+            at, text = _group_reply(nap, victim, 120)
+            turned_away += "消息有点多" in text
+            flooded.append((at - t0) * 1000 if at and "echo:" in text else float("nan"))
+            while nap.wait_replies(1, max(3.0, 2 * llm_delay + 1)):  # the rest of the flood: quiet again
+                nap.sent.get(timeout=5)
+        answered = [x for x in flooded if x == x]
+        p50_quiet, p50_flood = statistics.median(quiet), statistics.median(answered) if answered else float("nan")
+        return {"llm_delay_s": llm_delay, "flood_burst": burst, "rounds": rounds, "victims_turned_away": turned_away,
+                "quiet_p50_ms": round(p50_quiet, 1), "victim_p50_ms": round(p50_flood, 1),
+                "victim_ms": [round(x) for x in flooded], "ratio_p50": round(p50_flood / p50_quiet, 2)}
+    finally:
+        nap.close()
+        proc.finish(signal.SIGTERM)
+        llm.delay = 0.0
+
+
 def bench_reply_scale(tmpdir, model, runs=3, messages=200, sizes=(0, 100_000)):
     """Reply latency through QQ (fake LLM, instant) with 0 and with 100k memories of other users in the
     database, as a user has them right after `memory import`: the expansions of the whole import still
@@ -634,7 +690,10 @@ def main(argv=None):
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
     parser.add_argument("--load", action="store_true", help="only the load, soak and crash runs (bot, fake LLM, NapCat)")
     parser.add_argument("--flood", action="store_true",
-                        help="only another user's reply time while one floods with 4,000-character messages")
+                        help="only another user's reply time while one floods with 4,000-character messages "
+                             "(another chat's user, and another member of the flooder's group)")
+    parser.add_argument("--flood-group", action="store_true",
+                        help="only the same-group case of --flood: a member's reply while another member floods")
     parser.add_argument("--reply", action="store_true", help="only the reply latency at 0 and 100k memories (bot, fake LLM)")
     parser.add_argument("--runs", type=int, default=3, help="runs of the reply latency at 0 and 100k memories (median)")
     parser.add_argument("--quick", action="store_true", help="smaller sizes, no LoCoMo: a quick look")
@@ -656,6 +715,13 @@ def main(argv=None):
             llm = FakeLLM()
             try:
                 results["reply_while_another_floods"] = bench_floods(tmpdir, llm, model)
+                results["same_group_member_while_another_floods"] = bench_group_flood(tmpdir, llm, model)
+            finally:
+                llm.close()
+        elif args.flood_group:
+            llm = FakeLLM()
+            try:
+                results["same_group_member_while_another_floods"] = bench_group_flood(tmpdir, llm, model)
             finally:
                 llm.close()
         if args.locomo:
@@ -667,7 +733,7 @@ def main(argv=None):
             results["reply_at_scale"] = bench_reply_scale(tmpdir, model, runs=args.runs)
         if args.load:
             results["load"] = bench_load(tmpdir, model)
-        elif not (args.reply or args.flood or args.locomo):
+        elif not (args.reply or args.flood or args.flood_group or args.locomo):
             embedder = bot.Embedder(model)
             results["model"] = f"{model} ({embedder.dim} dimensions)" if embedder.model is not None else f"none: {embedder.error}"
             results["rss_model_loaded_mb"] = round(_rss_mb(), 1)

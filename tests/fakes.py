@@ -99,7 +99,8 @@ def is_plan_request(body):
 
 class FakeLLM:
     """An OpenAI-compatible chat server. Replies 'echo:<last user message>' unless scripted:
-    script items are str (a reply), or dict(status=, headers=, body=, delay=, reply=).
+    script items are str (a reply), or dict(status=, headers=, body=, delay=, reply=, gate=a threading.Event
+    the answer waits for).
     Summary requests take their items from summary_script and wait summary_delay; requests with a
     picture are answered vision_reply; a memory's expansion request gets expansions[memory text] (a reply, or a dict like a script item),
     else the memory's own words. answer(body), when set, is asked first: a script item, or None for the
@@ -169,6 +170,8 @@ class FakeLLM:
 
             def _answer(self, body, item, summary):
                 item = {"reply": item} if isinstance(item, str) else item or {}
+                if "gate" in item:  # a threading.Event the test sets: the answer waits for it, other requests don't
+                    item["gate"].wait(30)
                 time.sleep(item.get("delay", llm.summary_delay if summary else llm.delay))
                 if "body" in item:
                     payload = item["body"].encode() if isinstance(item["body"], str) else item["body"]

@@ -19,7 +19,8 @@ import wsproto.events as wse
 
 import bot
 from conftest import Runner, assert_one_error_line
-from fakes import BotProcess, NapCat, PictureServer, free_port, is_summary_request, png, run_bot, system_part, wait_for
+from fakes import (BotProcess, NapCat, PictureServer, free_port, is_summary_request, png, run_bot, system_part, text_of,
+                   wait_for)
 
 
 def varied_chinese(n, seed=1):
@@ -135,6 +136,32 @@ def test_a_burst_of_long_messages_is_read_one_message_worth_at_a_time(start, llm
         for r in llm.chat_requests()[1:]:
             assert len(r["json"]["messages"][-1]["content"]) <= runner.cfg.BOT_MAX_MESSAGE
     finally:
+        nc.close()
+
+
+def test_a_members_backlog_holds_another_member_of_the_group_back_by_one_reply(start, llm):
+    """A hostile tester's 25 messages in a group made another member's answer wait 21 times as long: the
+    chat's line is served by member in turns, and BOT_QUEUE_LIMIT is each member's own share of it."""
+    runner = start(BOT_QUEUE_LIMIT=5, BOT_MAX_MESSAGE=150, LLM_TIMEOUT=30)  # 100 characters: no two join in a burst
+    gate = threading.Event()
+    llm.answer = lambda body: {"gate": gate}  # the first reply is being written while the line forms
+    nc = NapCat(runner.cfg.ONEBOT_PORT)
+    group = {"group_id": 950, "at_bot": True}
+    try:
+        flood = [f"刷屏{i}：" + varied_chinese(100, seed=i) for i in range(8)]
+        for text in flood:
+            nc.event(61, text, **group)
+        assert nc.reply_text().strip() == bot.QUEUE_REPLY  # past 5: told once, the other two only stored
+        assert wait_for(lambda: len(llm.chat_requests()) == 1)
+        nc.event(62, "轮到我了吗", **group)
+        # once its row is stored, the message is in the line (the database thread answers in order)
+        assert wait_for(lambda: runner.rows("SELECT 1 FROM messages WHERE text = '轮到我了吗'"))
+        gate.set()
+        replies = [nc.reply_text(timeout=30).strip() for _ in range(6)]
+        assert replies[1].endswith("轮到我了吗"), replies  # after the reply under way, not after the backlog
+        assert [r for r in replies if "刷屏" in r] == [f"echo:测试用户：{t}" for t in flood[:5]]  # theirs in order
+    finally:
+        gate.set()
         nc.close()
 
 
@@ -524,8 +551,8 @@ def test_pictures_of_a_message_that_is_not_answered_are_not_fetched(start, llm, 
         llm.delay = 1.0
         nc.event(3, "慢慢说", group_id=894, at_bot=True)
         assert wait_for(lambda: llm.inflight)
-        nc.event(4, message=picture_message([pictures.url("queue.png")], "看这个", at_bot=True), group_id=894)
-        assert "消息有点多" in nc.reply_text()  # before the slow reply: over BOT_QUEUE_LIMIT
+        nc.event(3, message=picture_message([pictures.url("queue.png")], "看这个", at_bot=True), group_id=894)
+        assert "消息有点多" in nc.reply_text()  # before the slow reply: over the member's BOT_QUEUE_LIMIT
         assert nc.reply_text().endswith("慢慢说")
         llm.delay = 0.0
         nc.event(5, message=picture_message([pictures.url("answered.png")], "这张呢"))
@@ -640,6 +667,34 @@ def test_summaries_are_charged_to_the_user_and_the_group(start, llm):
         nc.close()
 
 
+def test_replies_at_once_in_many_chats_can_not_race_past_the_daily_budget(start, llm):
+    """Replies checked the budget before any was counted: a hostile tester's replies at once in many chats used
+    9.9 times BOT_DAILY_TOKENS. Each holds the most it may cost while it runs, settles to what it used after."""
+    runner = start(BOT_DAILY_TOKENS=30, LLM_TIMEOUT=30)  # the fake LLM reports 15 tokens a call: two use it all
+    nc = NapCat(runner.cfg.ONEBOT_PORT)
+    usage = lambda: runner.rows("SELECT calls, tokens FROM usage WHERE user_id = '71'")
+    try:
+        llm.script = [{"status": 401, "body": "{}"}]
+        assert nc.ask(71, "这次会失败") == bot.LLM_DOWN_REPLY  # a failed call holds nothing afterwards
+        assert usage() == []
+        gate = threading.Event()
+        llm.answer = lambda body: {"gate": gate}  # the replies are slow: all eight are asked for meanwhile
+        for g in range(8):
+            nc.event(71, f"第{g}个群", group_id=960 + g, at_bot=True)
+        assert wait_for(lambda: len(llm.chat_requests()) + nc.sent.qsize() >= 1 + 8)
+        gate.set()
+        replies = [nc.reply_text(timeout=30).strip() for _ in range(8)]
+        assert len(llm.chat_requests()) == 1 + 1  # the failed one, then one of the eight (was all eight)
+        assert replies.count(bot.BUDGET_REPLY) == 7 and [r for r in replies if r.startswith("echo:")], replies
+        assert usage() == [{"calls": 1, "tokens": 15}]  # settled to what it used: room for one more
+        assert nc.ask(71, "还能再聊一句吗") == "echo:还能再聊一句吗"
+        assert nc.ask(71, "再来一句") == bot.BUDGET_REPLY
+        assert usage() == [{"calls": 2, "tokens": 30}]
+    finally:
+        llm.answer = None
+        nc.close()
+
+
 def test_a_user_past_the_budget_gets_an_extractive_summary(start, llm):
     runner = start(SUMMARY_EVERY=2, BOT_DAILY_TOKENS=30)  # 15 tokens a call: two replies use it all
     nc = NapCat(runner.cfg.ONEBOT_PORT)
@@ -663,6 +718,58 @@ def test_the_wipe_and_its_confirmation_are_rate_limited(start, llm):
         assert nc.ask(24, "确认删除").startswith("你改记忆改得太快啦")
         assert runner.rows("SELECT text FROM memories WHERE user_id = '24'") == [{"text": "我住在杭州"}]
     finally:
+        nc.close()
+
+
+def test_a_flood_of_memory_lists_gets_one_slow_down_and_a_change_past_the_limit_says_it_was_not_saved(start, llm):
+    """1,000 x 本群记得什么 made 1,000 bot messages: lists count against MEMORY_RATE_LIMIT (apart from changes),
+    and past it the sender hears 'slow down' once; a change past the limit is still answered, saying so."""
+    runner = start(MEMORY_RATE_LIMIT=3)
+    nc = NapCat(runner.cfg.ONEBOT_PORT)
+    group = {"group_id": 970, "at_bot": True}
+    try:
+        for i in range(12):
+            nc.event(25, "本群记得什么" if i % 2 else "你记得我什么", **group)
+        replies = [text_of(p).strip() for p in nc.barrier(25, **group)]
+        assert len(replies) == 3 + 1, replies  # was 12
+        assert replies[-1] == "你查记忆查得太快啦，歇一分钟再来看吧。"
+        assert nc.ask(26, "本群记得什么", **group).strip().startswith("本群")  # another member's own count
+        stored = [nc.ask(25, f"记住，我第{i}次来这个群", **group).strip() for i in range(5)]
+        assert [x.startswith("好的") for x in stored] == [True] * 3 + [False] * 2  # changes: a count of their own
+        assert stored[3:] == ["你改记忆改得太快啦，歇一分钟再来吧。（刚才这条没有记）"] * 2
+        assert len(runner.rows("SELECT id FROM memories WHERE user_id = '25'")) == 3
+        nc.event(25, "你记得我什么", **group)
+        assert nc.barrier(25, **group) == []  # still the same minute: nothing more said
+    finally:
+        nc.close()
+
+
+def test_past_the_queue_limit_a_flood_of_lists_gets_one_notice_and_each_change_says_it_was_not_saved(start, llm):
+    """1,000 x 本群记得什么 sent at once were 1,000 bot messages (980 of them 'too many waiting'): a member past
+    BOT_QUEUE_LIMIT is told once; a memory change past it is told each time that it was not saved."""
+    runner = start(BOT_QUEUE_LIMIT=3, MEMORY_RATE_LIMIT=0, LLM_TIMEOUT=30)  # the gate, not a timeout, ends the wait
+    gate = threading.Event()
+    llm.answer = lambda body: {"gate": gate}  # the member's chat message is at the LLM while the rest come
+    nc = NapCat(runner.cfg.ONEBOT_PORT)
+    group = {"group_id": 971, "at_bot": True}
+    try:
+        nc.event(27, "先聊一句", **group)
+        assert wait_for(lambda: llm.chat_requests())
+        for _ in range(6):
+            nc.event(27, "本群记得什么", **group)
+        for text in ("记住，我喜欢猫", "记住，我喜欢狗"):
+            nc.event(27, text, **group)
+        told = [nc.reply_text().strip() for _ in range(3)]  # was 6 x the same notice
+        assert told == [bot.QUEUE_REPLY, bot.QUEUE_CHANGE_REPLY, bot.QUEUE_CHANGE_REPLY]
+        gate.set()
+        answered = [nc.reply_text().strip() for _ in range(3)]
+        assert answered[0] == "echo:测试用户：先聊一句" and all(a.startswith("本群") for a in answered[1:])
+        assert nc.barrier(27, **group) == []
+        assert runner.rows("SELECT text FROM memories WHERE user_id = '27'") == []  # as the two replies said
+        stored = runner.rows("SELECT text FROM messages WHERE user_id = '27' AND role = 'user' AND text LIKE '记住%'")
+        assert len(stored) == 2  # kept in the chat's history all the same
+    finally:
+        gate.set()
         nc.close()
 
 
