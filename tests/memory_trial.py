@@ -23,7 +23,9 @@ changed during the turn; chat = the chat LLM was asked for it and nothing change
 list with no question mark (or the empty list); asks = a question back (？ / 吗 / 回复…); other = anything
 else (e.g. 没有第9条: a clear answer that changed nothing).
 A wrong change: a not_has substring in a memory after the conversation, or more memories than count
-(an invented or kept-by-mistake fact): the figure that must stay 0.
+(an invented or kept-by-mistake fact): the figure that must stay 0. Those of them whose last reply asks and
+whose last turn changed nothing are also counted apart: the old memory is still there because the user
+was asked (with the LLM down, a question is all the bot can do), not because it was changed or kept silently.
 
 --llm fixtures (default): chat requests are echoed; a memory-plan request (bot.MEMORY_PLAN_PROMPT) is
 answered from tests/data/planner_answers.jsonl (and each blind set's <set>_plan_answers.jsonl), matched
@@ -216,7 +218,7 @@ class Trial:
                     problems.append(f"prompt for {ask!r} has {s!r}")
                     wrong.append(f"prompt has {s!r}")
         return {"replies": replies, "last": last, "memories": memories, "problems": problems, "wrong": wrong,
-                "plans": plans, "plan_prompts": dumped}
+                "plans": plans, "plan_prompts": dumped, "pending": bool(wrong) and last == "asks" and after == before}
 
 
 def main(argv=None):
@@ -275,6 +277,10 @@ def main(argv=None):
     for kind, (p, n) in sorted(by_kind.items()):
         print(f"  {kind}: {p}/{n}")
     print(f"wrong changes: {len(wrong_rows)} conversations" + (f" ({', '.join(wrong_rows)})" if wrong_rows else ""))
+    pending = [r for r in wrong_rows if results[r]["pending"]]
+    if pending:  # the stale memory stays because the user is asked (the last turn changed nothing)
+        print(f"  of them asked on the last turn, nothing changed: {len(pending)} ({', '.join(pending)}); "
+              f"changed wrongly or silently kept: {len(wrong_rows) - len(pending)}")
     if failed:
         print("failing: " + ", ".join(failed))
     return 0
