@@ -2865,14 +2865,15 @@ ATTRIBUTE_ONLY = {"work.job"}
 LIFE_STATES = [
     ("吸烟", r"(?:每天|经常|天天|平时|偶尔|也|还|不|已经|最近|开始|又|都|现在)*(?:抽烟|吸烟|戒烟|戒了烟|烟瘾很大|复吸)"),
     ("饮酒", r"(?:每天|经常|天天|平时|偶尔|也|还|不|已经|最近|开始|又|都|现在)*(?:喝酒|戒酒|戒了酒|酗酒)"),
-    ("感情", r"(?:现在|目前|已经|又|还是|一直|刚|终于)*(?:是)?(?:单身|脱单|有(?:女朋友|男朋友|对象)|谈恋爱|恋爱|在恋爱|已婚|"
+    ("感情", r"(?:现在|目前|已经|又|还是|一直|刚|终于|正在|在)*(?:是)?(?:单身(?:狗)?|脱单|有(?:女朋友|男朋友|对象)|谈恋爱|恋爱|在恋爱|已婚|"
            r"结婚|离婚|订婚|分手|(?:们|俩)(?:已经)?分(?:手)?|"
            r"(?:和|跟)(?:我的?)?(?:女朋友|男朋友|对象|老婆|老公|前任)?\S{0,4}?(?:分手|分|离婚|结婚|在一起))"),
     ("学业", r"(?:现在|目前|已经|还|正|刚)*(?:在)?(?:读研|读博|读大学|上大学|读高中|上高中|毕业|考研|准备考\S{1,5}|备考\S{0,5}|考上\S{0,5}|"
            r"休学|复学|退学|保研)"),
-    ("工作状态", r"(?:现在|目前|已经|刚|还|正)*(?:在)?(?:从\S{1,8}?)?(?:找工作|找到工作|找到了工作|辞职|离职|失业|待业|被裁|裸辞|"
+    ("工作状态", r"(?:现在|目前|已经|刚|还|正)*(?:在)?(?:从\S{1,8}?)?(?:找工作|找到工作|找到了工作|辞职|离职|失业|待业(?:在家|中)?|被裁|裸辞|"
              r"工作了|上班了|入职了|开始上班|转正|跳槽\S{0,8})"),
     ("减肥", r"(?:现在|最近|正|已经|还|不|不再)*(?:在)?(?:减肥|瘦身)(?:成功)?"),
+    ("吃素", r"(?:现在|已经|开始|又|还|不再|一直|是)*(?:吃素|吃斋|素食主义者|素食者|吃肉|吃荤|不吃肉)"),
     ("住处", r"(?:现在|目前|已经|还|又)*(?:搬出来|搬回)?(?:了)?(?:自己|和人|跟人)?(?:在外面)?(?:住(?:在)?(?:学校)?宿舍|住校|"
            r"租房(?:子)?(?:住)?|合租|整租|买了?房|住(?:在)?家里|走读)"),
     ("怀孕", r"(?:已经|刚|终于|在|正在)*(?:备孕|怀孕|怀上|有了宝宝|生了|生完宝宝|生完孩子|生了宝宝|宝宝出生|当妈妈|当爸爸|流产)\S{0,4}"),
@@ -2901,7 +2902,7 @@ LIFE_AREAS = {
     "工作": ("work.job_change work.job work.student_job_intern work.retired work.homemaker", r"上班|工作|辞职|失业|待业",
            "工作状态 职业 工作单位"),
     "住处": ("place.housing_rent", r"宿舍|租房|合租|买房", "住处"),
-    "吃素": ("diet.vegetarian", r"吃素|素食|吃肉|吃荤", "喜欢 讨厌 忌口"),
+    "吃素": ("diet.vegetarian", r"吃素|素食|吃肉|吃荤", "吃素 喜欢 讨厌 忌口"),
     "吃辣": ("diet.spicy_avoid diet.spicy_like", r"辣", "喜欢 讨厌 忌口"),
     "减肥": ("diet.weight_loss", r"减肥|瘦身", "减肥"),
 }
@@ -3145,6 +3146,10 @@ def _one_subject(words):
     return "我" + m.group(1) if m and m.group(1) not in ("爸妈", "父母") else None
 
 
+#: How a clause that adds detail or a comment to the one before starts (我喜欢周杰伦，特别是晴天 / …，好烦).
+_DETAIL_RE = re.compile(r"^(?:特别|尤其|比如|例如|就是|但|不过|因为|所以|而且|还是|是|也|叫|像|包括|除了|好|很|超|太|真|挺|蛮|有点)")
+
+
 def memory_unlist(text):
     """One fact per subject and per value, also inside a clause; then memory_split.
     Example: memory_unlist('我和我老婆都喜欢爬山') -> ['我喜欢爬山', '我老婆喜欢爬山']"""
@@ -3154,6 +3159,13 @@ def memory_unlist(text):
     if m and _pet_of(m.group(4)):  # 我养了两只猫，一只叫大橘一只叫小黑 (two brothers stay one memory: one 名字 each)
         names = re.findall(r"一(?:只|条|个)(?:叫|名叫|是)([^，,。；;一另]{1,6})", m.group(5))
         return [f"{m.group(1)}{m.group(2)}一{m.group(3)}{m.group(4)}叫{n}" for n in names]
+    chain = re.split(r"[，,]", t)
+    first = memory_fact(chain[0]) if 2 < len(t) <= 60 and len(chain) > 1 else None
+    kind = lambda x: {a.split(".")[0] for a in memory_areas(x, message=True)}  # noqa: E731 - sport, diet …
+    if first and first.attribute in _LISTED_ATTRIBUTES and first.value and all(
+            1 <= len(c) <= 6 and not memory_has_subject(c) and not _DETAIL_RE.match(c)
+            and memory_fact("我" + c).attribute is None and kind(c) & kind(first.value) for c in chain[1:]):
+        t = "、".join(chain)  # 我喜欢打篮球，羽毛球，乒乓球: more things of the first one's kind (好烦 is a comment)
     out = []
     for piece in memory_split(t):
         m = re.match(r"^(?:我的?)?(爸妈|父母)(?:都|也都)(.+)$", piece) or re.match(r"^(.+?)(?:和|跟|与|、)(.+?)(?:都|也都)(.+)$", piece)
@@ -3281,18 +3293,19 @@ _LIFE_AREA_OF = {x: a for a, xs in _LIFE_ATTRIBUTES.items() for x in xs if x not
 _LIFE_STATE_ATTRIBUTES = {a for a, _ in LIFE_STATES}
 
 
-def memory_life_areas(text, subject, attribute, areas, stated=True):
+def memory_life_areas(text, subject, attribute, areas, stated=True, only=None):
     """{(whose, area)}: the life areas a fact is in. text: what it says of its subject; areas: the life areas
     its topics name. stated: only the areas it states (a partner's, child's or pet's only by a life event);
-    else also those its subject is in by being there (我女朋友叫小雨: the user's 感情).
+    else also those its subject is in by being there (我女朋友叫小雨: the user's 感情). only: the areas to look for.
     Example: memory_life_areas('上个月走了', '狗', None, set()) -> {('我', '宠物')}"""
     if stated and _LIFE_MORE_RE.match(text):  # 我还养了一只狗: one more, no change
         return set()
     out = set()
     if attribute in _LIFE_AREA_OF:
         out.add(_LIFE_AREA_OF[attribute])
-    for area, words in _LIFE_WORD_RES.items():
-        if (attribute is None or attribute in _LIFE_ATTRIBUTES[area]) and (area in areas or words.search(text)):
+    for area in only or _LIFE_WORD_RES:
+        if (attribute is None or attribute in _LIFE_ATTRIBUTES[area]) \
+                and (area in areas or _LIFE_WORD_RES[area].search(text)):
             out.add(area)
     out = {("我" if subject in _LIFE_SHARED.get(a, ()) else subject, a) for a in out}
     for area, subjects in _LIFE_SHARED.items():
@@ -4067,23 +4080,28 @@ def memory_remember(conn, ctx, text, embed, *, update=False, importance=1, scope
     return reply, _which_question(conn, asked)
 
 
-def _life_clashes(rows, fact, known):
-    """The stored memories a new fact may contradict: the same owner's, in a life area the fact states,
-    where no rule says they are different things (职业 and 工作单位 are both true at once)."""
+def _life_stated(fact, known):
+    """{(whose, area)}: the life areas a new fact states (memory_life_areas of what it says of its subject)."""
     if fact.subject == "你":
-        return []
+        return set()
     rest = _subject_of(fact.text, known)[1]
     topics = {_LIFE_TOPIC_AREAS[t] for t in memory_areas(rest, fact.attribute, fact.subject) if t in _LIFE_TOPIC_AREAS}
-    stated = memory_life_areas(rest, fact.subject, fact.attribute, topics)
-    if not stated:
-        return []
+    return memory_life_areas(rest, fact.subject, fact.attribute, topics)
+
+
+def _life_clashes(rows, fact, stated):
+    """The stored memories a new fact (stating the life areas stated) may contradict: the same owner's, in
+    one of those areas, where no rule says they are different things (职业 and 工作单位 are both true at once)."""
+    owners, only = {who for who, _ in stated}, {area for _, area in stated}
     out = []
     for r in rows:
+        if r["subject"] not in owners and not ("我" in owners and any(r["subject"] in s for s in _LIFE_SHARED.values())):
+            continue  # another person's memory (cheap: most rows stop here)
         both = {r["attribute"], fact.attribute}
         if None not in both and (len(both) == 2 and not _life_ends(fact, r) or len(both) == 1 and not fact.single):
             continue  # 我是护士 / 我跳槽了; 我养了一只猫 / 我养了一只狗: the rules keep both
         topics = {_LIFE_TOKEN_AREAS[t] for t in (r["areas"] or "").split() if t in _LIFE_TOKEN_AREAS}
-        if stated & memory_life_areas(r["text"], r["subject"], r["attribute"], topics, stated=False):
+        if stated & memory_life_areas(r["text"], r["subject"], r["attribute"], topics, stated=False, only=only):
             out.append(r)
     return out
 
@@ -4110,14 +4128,21 @@ def _life_ends(fact, row):
 def _life_question(conn, ctx, text, facts, known, importance, scope):
     """A numbered question when a fact of text may contradict stored memories its rules don't pair
     (replace one, or keep both); None when nothing clashes. Changes nothing."""
+    stated = [_life_stated(f, known) for f in facts]
+    if not any(stated):  # most facts state no life area: nothing more to read
+        return None
     rows = [r for r in memory_list(conn, ctx) if r["type"] == "user_fact"]
-    clashes = {}
-    for fact in facts:
+    clashes, new, paired = {}, [], set()
+    for fact, areas in zip(facts, stated):
         if fact.replaces or _find_duplicate(conn, rows, fact, None) is not None:
             continue
         old, candidates = _update_target(conn, ctx, rows, fact, None, False)
-        if old is None and not candidates:
-            clashes.update((r["id"], r) for r in _life_clashes(rows, fact, known))
+        if old is not None:
+            paired.add(old["id"])  # 我找到工作了 replaces 我待业在家 by rule: the employer said with it clashes no more
+        elif not candidates and areas:
+            new.append((fact, areas))
+    for fact, areas in new:
+        clashes.update((r["id"], r) for r in _life_clashes(rows, fact, areas) if r["id"] not in paired)
     if not clashes:
         return None
     old = [clashes[i] for i in sorted(clashes)][:5]
@@ -4199,7 +4224,9 @@ def _update_target(conn, ctx, rows, fact, vec, update):
         if favourites:
             return (favourites[0], []) if len(favourites) == 1 else (None, favourites)
     if fact.attribute in LIFE_ENDS or any(fact.attribute == a for a, _ in LIFE_STATES):
-        return _life_target(subject_rows, fact), []
+        shared = _LIFE_SHARED.get(fact.attribute, ())  # 宝宝生了 ends 我怀孕了: a baby's birth is the user's state
+        owner = "我" if fact.subject in shared else fact.subject
+        return _life_target([r for r in rows if ("我" if r["subject"] in shared else r["subject"]) == owner], fact), []
     if fact.attribute:
         same = [r for r in subject_rows if r["attribute"] == fact.attribute]
         if fact.single:
@@ -5352,6 +5379,9 @@ def memory_fallback(conn, ctx, text, hint=""):
     words = {w for w in text_content_words(t) | set(re.findall(r"[\u4e00-\u9fff]{2}", t))
              if not re.fullmatch(r"(?:那条|这条|那个|这个|记忆|删了|删掉|改成|不对|错了|记住|忘记|一下|帮我)", w)}
     named = [r for r in rows if any(w in r["text"] for w in words)]
+    pointed = re.search(rf"第\s*({_NUM})\s*[条个]", t)
+    if pointed and 1 <= _cn_number(pointed.group(1)) <= len(rows):  # 把第二条改成…: that one
+        named = [rows[_cn_number(pointed.group(1)) - 1]]
     if re.search(r"忘|删|别记|不用记|不要记|撤|去掉|不要了", t):
         if not named and re.search(r"全|所有|一切", t) and rows:  # 你把关于我的东西全删了吧: as 忘记关于我的一切
             return "", {"action": "wipe"}
@@ -5368,6 +5398,8 @@ def memory_fallback(conn, ctx, text, hint=""):
         new = re.sub(r"^.*?(?:改成|改为|应该是|其实是|是)(?=.)", "", fact) if not memory_has_subject(fact) else fact
         if pool and new and memory_has_subject(new) and memory_fact(new).attribute:
             asked = _which_question(conn, {"action": "replace", "ids": [r["id"] for r in pool], "text": new})
+            if len(pool) == 1:  # not _which_question's "还有别的内容": what this one says is not known here
+                asked["prompt"] = f"是要把这条改成“{new}”吗？\n1. {pool[0]['text']}\n回复“1”确认，说“算了”就不改。"
             return head + asked["prompt"], asked
         return head + "要更正哪一条、改成什么呢？说完整一点吧，比如“更正一下，我住在上海”；说“你记得我什么”可以看编号。", None
     if fact and len(fact) <= 200:
@@ -6786,6 +6818,8 @@ async def _memory_forget_last(app, ctx):
 async def _memory_update_last(app, ctx, value):
     """不对，是南京: the value goes to the memory it fits (or a numbered question)."""
     reply, question = await app.db.run(lambda c: memory_correct_value(c, ctx, value, app.vec), write=True)
+    if question is not None and question["action"] == "set_value":  # the rules can't tell which: the LLM may
+        return await reply_memory_plan(app, ctx, value, (reply, question))
     _remember_question(app, (ctx.user_id, ctx.session), question)
     return reply
 
