@@ -3166,6 +3166,10 @@ def memory_unlist(text):
             1 <= len(c) <= 6 and not memory_has_subject(c) and not _DETAIL_RE.match(c)
             and memory_fact("我" + c).attribute is None and kind(c) & kind(first.value) for c in chain[1:]):
         t = "、".join(chain)  # 我喜欢打篮球，羽毛球，乒乓球: more things of the first one's kind (好烦 is a comment)
+    elif first and first.attribute is None and all(len(c) <= 8 and not memory_has_subject(c) for c in chain[1:]):
+        joined = memory_fact("、".join(chain))  # 我对芒果，菠萝过敏: the verb comes last, 我对芒果 says nothing alone
+        if joined.attribute in _LISTED_ATTRIBUTES and len(_LIST_SEP_RE.split(joined.value or "")) == len(chain):
+            t = "、".join(chain)
     out = []
     for piece in memory_split(t):
         m = re.match(r"^(?:我的?)?(爸妈|父母)(?:都|也都)(.+)$", piece) or re.match(r"^(.+?)(?:和|跟|与|、)(.+?)(?:都|也都)(.+)$", piece)
@@ -5171,6 +5175,10 @@ _WISH_RES = [(re.compile(r"^(?:算了|不对)?[，,\s]*(?:还是)?(?:以后|今�
 _POINTER_EMOJI_RE = re.compile(rf"({_POINTER})[{_EMOJI}]+")
 
 
+#: A short lead-in that ends in a particle right before 我 (告诉你哦我…, 跟你说啊我…).
+_LEAD_PARTICLE_RE = re.compile(f"^[^{_PUNCT}我]{{2,8}}?[{PARTICLES}](?=我)")
+
+
 def memory_normalise(text):
     """A memory message in the canonical wording the command table reads (chat is left alone).
     Example: memory_normalise('记住咯，我喜欢吃辣') -> '记住，我喜欢吃辣'
@@ -5187,8 +5195,10 @@ def memory_normalise(text):
             return form.format(*m.groups(), t=t)
     m = _REMEMBER_TAIL_RE.match(t) if "记" in t[-8:] or "更新" in t[-8:] else None
     if m and not t.startswith(("记住", "忘记")):  # 我搬到深圳了，记一下 / 跟你说个好消息，我戒烟了！记一下
-        said = m.group(1)
-        for piece in [said] + [said[x.end():] for x in re.finditer(f"[{_PUNCT}]+", said)]:
+        said = m.group(1)  # the fact starts after a mark, or after a lead-in's particle (告诉你哦我脱单了)
+        lead = _LEAD_PARTICLE_RE.match(said)
+        after = [said[x.end():] for x in re.finditer(f"[{_PUNCT}]+", said)] + ([said[lead.end():]] if lead else [])
+        for piece in [said] + after:
             if memory_has_subject(piece):
                 return "记住，" + piece
     return t
