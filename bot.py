@@ -2912,6 +2912,10 @@ LIFE_SHARED = {"感情": "女朋友 男朋友 女友 男友 老婆 老公 媳妇
                "怀孕": "宝宝 儿子 女儿 闺女 孩子 老婆 媳妇 爱人", "宠物": " ".join(sorted(_ANIMALS))}
 #: What happens to a partner, a child or a pet that states the user's area (旺财上个月走了, 宝宝生了).
 _LIFE_EVENT_RE = re.compile(r"走了|去世|死了|没了|不在了|丢了|送人|送走|分手|分了|离婚|结婚|出生|生了|出世")
+#: How a new fact says that something stops (我不玩原神了, 我腰不疼了, 我肺炎好了): X, which a stored memory of the
+#: same subject may say is so (a clash the plan or the user settles, in any area).
+_LIFE_STOPS_RE = re.compile(r"^(?:现在|已经|也)?(.{0,3}?)(?:不再|不)(.{1,5}?)(?:了|啦)$|"
+                            r"^(?:的)?(.{2,6}?)(?:已经|终于|也)?(?:好了|好多了|痊愈了?|康复了?|治好了)$")
 #: How a new fact says it is one more, not a change (我还养了一只狗).
 _LIFE_MORE_RE = re.compile(r"^(?:还|也|另外|同时)")
 #: Provinces and countries a corrected value may name (a place, not a company or a food).
@@ -4085,17 +4089,25 @@ def memory_remember(conn, ctx, text, embed, *, update=False, importance=1, scope
 
 
 def _life_stated(fact, known):
-    """{(whose, area)}: the life areas a new fact states (memory_life_areas of what it says of its subject)."""
+    """{(whose, area)}: the life areas a new fact states (memory_life_areas of what it says of its subject), or
+    {("X", words)} when it says in no area that something stops (我不玩原神了: 玩原神)."""
     if fact.subject == "你":
         return set()
     rest = _subject_of(fact.text, known)[1]
     topics = {_LIFE_TOPIC_AREAS[t] for t in memory_areas(rest, fact.attribute, fact.subject) if t in _LIFE_TOPIC_AREAS}
-    return memory_life_areas(rest, fact.subject, fact.attribute, topics)
+    stops = _LIFE_STOPS_RE.match(rest)
+    return memory_life_areas(rest, fact.subject, fact.attribute, topics) or (
+        {("X", "".join(g for g in stops.groups() if g))} if stops else set())  # X: what stops, in no area
 
 
 def _life_clashes(rows, fact, stated):
     """The stored memories a new fact (stating the life areas stated) may contradict: the same owner's, in
-    one of those areas, where no rule says they are different things (职业 and 工作单位 are both true at once)."""
+    one of those areas, where no rule says they are different things (职业 and 工作单位 are both true at once);
+    stated {("X", words)}: those of its subject that say the words it says stop (我喜欢玩原神 / 我不玩原神了)."""
+    if stated and next(iter(stated))[0] == "X":
+        words = next(iter(stated))[1]
+        return [r for r in rows if r["subject"] == fact.subject and len(words) >= 2 and words in r["text"]
+                and "不" + words not in r["text"] and "不再" + words not in r["text"]]
     owners, only = {who for who, _ in stated}, {area for _, area in stated}
     out = []
     for r in rows:
