@@ -274,3 +274,15 @@ def test_a_value_that_fits_several_memories_asks_the_plan_before_the_user(bot_an
     assert "1. 我妈生日是5月3号" in reply and "2. 我生日是8月9号" in reply, reply
     assert nc.ask(1, "2").startswith("已把")
     assert _memories(r, 1) == ["我妈生日是5月3号", "我生日是8月10号"]
+
+
+def test_a_forget_the_rules_find_nothing_for_asks_the_plan_before_saying_so(bot_and_plans):
+    """忘了我有车这事吧 (我有辆特斯拉): no words in common, the LLM may still see it; down, the rules' answer."""
+    r, nc, plans, llm = bot_and_plans
+    _seed(nc, 1, ["我住在厦门", "我有辆特斯拉"])
+    plans.append('{"ops": [{"op": "forget", "n": 2}]}')
+    assert "特斯拉" in nc.ask(1, "忘了我有车这事吧")
+    assert _memories(r, 1) == ["我住在厦门"]
+    _seed(nc, 1, ["我有辆特斯拉"])
+    reply = nc.ask(1, "忘了我有车这事吧")  # no plan queued: the LLM answers 500
+    assert reply.startswith(bot._NOT_FOUND) and _memories(r, 1) == ["我住在厦门", "我有辆特斯拉"], reply
