@@ -5052,6 +5052,10 @@ _COMMAND_WORD_RE = re.compile(f"(?:{_words_re(COMMAND_WORDS)})")
 _FILLER_RE = re.compile(rf"^(?:{FILLERS_RE})[{_PUNCT}]*(?={_words_re(COMMAND_WORDS)})")
 _LEAD_IN_RE = re.compile(rf"^([^，,。!！?？\n]{{0,20}}?)[{_PUNCT}]+(?={_words_re(REMEMBER_WORDS)}|remember\b)"
                          rf"|^[a-z]{{2,8}}(?=记住)", re.I)
+#: A command word said twice (记住记住，… / 撤销撤销 / 说错了说错了，…): once.
+_DOUBLED_RE = re.compile(rf"^({_words_re(COMMAND_WORDS + UPDATE_WORDS)})[{_PUNCT}]*\1")
+#: A short clause owning a mistake before 撤销 (删错了，撤销): the undo is the request.
+_MISTAKE_LEAD_RE = re.compile(rf"^[啊哎呀哦诶]*[{_PUNCT}]*(?:我)?(?:删|记|说|搞|点|弄|改)错了[{_PUNCT}]*(?=撤销|撤回)")
 _LEAD_PRONOUN_RE = re.compile(rf"^((?:{_words_re(REMEMBER_WORDS)})[，,：:\s]*)(她|他|它)")
 
 
@@ -5073,6 +5077,8 @@ def memory_parse(text, names=()):
             break
     t = re.sub(r"^@\S+\s+", "", t)
     t = t.replace("（", "(").replace("）", ")").translate(_TRADITIONAL)
+    t = _MISTAKE_LEAD_RE.sub("", t) if "错了" in t[:12] else t
+    t = _DOUBLED_RE.sub(r"\1", t) if t[:2] in t[2:14] else t  # cheap tests first: most messages have neither
     t = memory_normalise(t)
     t = _FILLER_RE.sub("", t)
     # 哈喽 记住… / 家人们谁懂啊 记住… / I changed jobs, remember…: a short lead-in before a strong keyword
