@@ -5055,7 +5055,9 @@ _LEAD_IN_RE = re.compile(rf"^([^，,。!！?？\n]{{0,20}}?)[{_PUNCT}]+(?={_word
 #: A command word said twice (记住记住，… / 撤销撤销 / 说错了说错了，…): once.
 _DOUBLED_RE = re.compile(rf"^({_words_re(COMMAND_WORDS + UPDATE_WORDS)})[{_PUNCT}]*\1")
 #: A short clause owning a mistake before 撤销 (删错了，撤销): the undo is the request.
-_MISTAKE_LEAD_RE = re.compile(rf"^[啊哎呀哦诶]*[{_PUNCT}]*(?:我)?(?:删|记|说|搞|点|弄|改)错了[{_PUNCT}]*(?=撤销|撤回)")
+_MISTAKE_LEAD_RE = re.compile(rf"^[啊哎呀哦诶]*[{_PUNCT}]*(?:(?:我)?(?:删|记|说|搞|点|弄|改)错了|算了)[{_PUNCT}]*(?=撤销|撤回)")
+#: What may follow 撤销 and asks nothing more (撤销吧 当我没说).
+_UNDO_TAIL_RE = re.compile(rf"^((?:撤销|撤回)(?:吧|了|一下)?)[{_PUNCT}]*(?:当我没说过?|我说错了|说错了|删错了|记错了)$")
 _LEAD_PRONOUN_RE = re.compile(rf"^((?:{_words_re(REMEMBER_WORDS)})[，,：:\s]*)(她|他|它)")
 
 
@@ -5077,7 +5079,7 @@ def memory_parse(text, names=()):
             break
     t = re.sub(r"^@\S+\s+", "", t)
     t = t.replace("（", "(").replace("）", ")").translate(_TRADITIONAL)
-    t = _MISTAKE_LEAD_RE.sub("", t) if "错了" in t[:12] else t
+    t = _UNDO_TAIL_RE.sub(r"\1", _MISTAKE_LEAD_RE.sub("", t)) if "错了" in t[:12] or "撤" in t[:6] else t
     t = _DOUBLED_RE.sub(r"\1", t) if t[:2] in t[2:14] else t  # cheap tests first: most messages have neither
     t = memory_normalise(t)
     t = _FILLER_RE.sub("", t)
@@ -5383,6 +5385,8 @@ def memory_plan_read(reply, text, candidates, said=""):
                 return "a text that reads as an instruction"
             if not _grounded(new, text + said + old):
                 return f"a text the user did not say: {new[:30]!r}"
+            if kind == "add" and new.startswith("我") and "我" not in text + said:
+                return f"an owner the user did not say: {new[:30]!r}"  # 记住明天三点开会: whose is asked
         if kind == "ask" and not isinstance(op.get("question"), str):
             return "a question missing"
         out.append({"op": kind, "n": op.get("n"), "text": (op.get("text") or "").strip(),
@@ -6846,9 +6850,7 @@ async def _memory_forget_last(app, ctx):
 async def _memory_update_last(app, ctx, value):
     """不对，是南京: the value goes to the memory it fits (or a numbered question)."""
     reply, question = await app.db.run(lambda c: memory_correct_value(c, ctx, value, app.vec), write=True)
-    if question is not None and question["action"] == "set_value":  # the rules can't tell which: the LLM may
-        return await reply_memory_plan(app, ctx, value, (reply, question))
-    _remember_question(app, (ctx.user_id, ctx.session), question)
+    _remember_question(app, (ctx.user_id, ctx.session), question)  # several or no fits: the user says (#20 item 6)
     return reply
 
 

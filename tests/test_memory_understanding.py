@@ -263,17 +263,16 @@ def test_a_life_area_clash_with_the_llm_down_asks_replace_or_keep(bot_and_plans)
     assert sorted(_memories(r, 1)) == sorted(["我喜欢吃辣", "我住在北京"])
 
 
-def test_a_value_that_fits_several_memories_asks_the_plan_before_the_user(bot_and_plans):
-    """不对，是8月9号 with two birthdays: the rules can't tell which; the plan (which sees the turns) may."""
+def test_a_value_that_fits_several_memories_is_asked_not_guessed(bot_and_plans):
+    """不对，是8月9号 with two birthdays: the user says which (#20 item 6); no plan guesses it from recency."""
     r, nc, plans, llm = bot_and_plans
     _seed(nc, 1, ["我妈生日是5月3号", "我生日是8月8号"])
     plans.append('{"ops": [{"op": "update", "n": 2, "text": "我生日是8月9号"}]}')
     reply = nc.ask(1, "不对，是8月9号")
-    assert _memories(r, 1) == ["我妈生日是5月3号", "我生日是8月9号"], reply
-    reply = nc.ask(1, "不对，是8月10号")  # the LLM down now: the rules' own numbered question
-    assert "1. 我妈生日是5月3号" in reply and "2. 我生日是8月9号" in reply, reply
+    assert "1. 我妈生日是5月3号" in reply and "2. 我生日是8月8号" in reply, reply
+    assert not llm.plan_requests() and _memories(r, 1) == ["我妈生日是5月3号", "我生日是8月8号"]
     assert nc.ask(1, "2").startswith("已把")
-    assert _memories(r, 1) == ["我妈生日是5月3号", "我生日是8月10号"]
+    assert _memories(r, 1) == ["我妈生日是5月3号", "我生日是8月9号"]
 
 
 def test_a_forget_the_rules_find_nothing_for_asks_the_plan_before_saying_so(bot_and_plans):
