@@ -2227,7 +2227,7 @@ REMEMBER_WEAK_WORDS = "别忘了 不要忘了 你要记得 要记得 记得 记�
 FORGET_WORDS = ("忘记 忘掉 忘了 删除记忆 删掉记忆 删掉 删除 不要记得 不要记 别记得了 别记住了 别记得 别记住 别记了 别记 "
                 "不用记得了 不用记住了 不用记得 不用记住 不用记了 不用记").split()
 #: Words that start a correction (更正一下，… / 我说错了，…).
-UPDATE_WORDS = ("更新一下 更正一下 纠正一下 修改一下 改一下 更新 更正 纠正 修改 改成 "
+UPDATE_WORDS = ("更新一下 更正一下 纠正一下 修改一下 改一下 更新下 更正下 纠正下 修改下 更新 更正 纠正 修改 改成 "
                 "我说错了 说错了 我搞错了 搞错了 我记错了 记错了").split()
 #: Words a memory command can start with right after the bot's name or a filler (小满记住… / 嗯嗯 忘掉…).
 COMMAND_WORDS = REMEMBER_WORDS + REMEMBER_WEAK_WORDS + "忘记 忘掉 忘了 删掉 删除 删了 撤销 撤回 更正 更新 纠正".split()
@@ -2962,14 +2962,15 @@ ATTRIBUTE_ONLY = {"work.job"}
 LIFE_STATES = [
     ("吸烟", r"(?:每天|经常|天天|平时|偶尔|也|还|不|已经|最近|开始|又|都|现在)*(?:抽烟|吸烟|戒烟|戒了烟|烟瘾很大|复吸)"),
     ("饮酒", r"(?:每天|经常|天天|平时|偶尔|也|还|不|已经|最近|开始|又|都|现在)*(?:喝酒|戒酒|戒了酒|酗酒)"),
-    ("感情", r"(?:现在|目前|已经|又|还是|一直|刚|终于)*(?:是)?(?:单身|脱单|有(?:女朋友|男朋友|对象)|谈恋爱|恋爱|在恋爱|已婚|"
+    ("感情", r"(?:现在|目前|已经|又|还是|一直|刚|终于|正在|在)*(?:是)?(?:单身(?:狗)?|脱单|有(?:女朋友|男朋友|对象)|谈恋爱|恋爱|在恋爱|已婚|"
            r"结婚|离婚|订婚|分手|(?:们|俩)(?:已经)?分(?:手)?|"
            r"(?:和|跟)(?:我的?)?(?:女朋友|男朋友|对象|老婆|老公|前任)?\S{0,4}?(?:分手|分|离婚|结婚|在一起))"),
     ("学业", r"(?:现在|目前|已经|还|正|刚)*(?:在)?(?:读研|读博|读大学|上大学|读高中|上高中|毕业|考研|准备考\S{1,5}|备考\S{0,5}|考上\S{0,5}|"
            r"休学|复学|退学|保研)"),
-    ("工作状态", r"(?:现在|目前|已经|刚|还|正)*(?:在)?(?:从\S{1,8}?)?(?:找工作|找到工作|找到了工作|辞职|离职|失业|待业|被裁|裸辞|"
+    ("工作状态", r"(?:现在|目前|已经|刚|还|正)*(?:在)?(?:从\S{1,8}?)?(?:找工作|找到工作|找到了工作|辞职|离职|失业|待业(?:在家|中)?|被裁|裸辞|"
              r"工作了|上班了|入职了|开始上班|转正|跳槽\S{0,8})"),
     ("减肥", r"(?:现在|最近|正|已经|还|不|不再)*(?:在)?(?:减肥|瘦身)(?:成功)?"),
+    ("吃素", r"(?:现在|已经|开始|又|还|不再|一直|是)*(?:吃素|吃斋|素食主义者|素食者|吃肉|吃荤|不吃肉)"),
     ("住处", r"(?:现在|目前|已经|还|又)*(?:搬出来|搬回)?(?:了)?(?:自己|和人|跟人)?(?:在外面)?(?:住(?:在)?(?:学校)?宿舍|住校|"
            r"租房(?:子)?(?:住)?|合租|整租|买了?房|住(?:在)?家里|走读)"),
     ("怀孕", r"(?:已经|刚|终于|在|正在)*(?:备孕|怀孕|怀上|有了宝宝|生了|生完宝宝|生完孩子|生了宝宝|宝宝出生|当妈妈|当爸爸|流产)\S{0,4}"),
@@ -2981,6 +2982,39 @@ LIFE_ENDS = {"工作状态": {"工作单位": r"辞职|离职|失业|待业|被�
              "学业": {"职业": r"毕业|退学"}}
 #: The 职业 values a new work state ends (a student's, an intern's); a nurse stays a nurse after 跳槽.
 _LIFE_ENDED_JOBS = r"学生|研究生|大学生|中学生|高中生|实习"
+#: Life areas a new fact may change with no rule to pair it with the old one (我在谈恋爱 → 我结婚了, 旺财走了):
+#: area -> (the topics that name it, words that name it besides, the attributes a statement of it may have).
+#: A new fact stating an area a stored memory of the same owner is in is not stored beside it: the plan or
+#: the user decides (replace it, or keep both).
+LIFE_AREAS = {
+    "吸烟": ("health.smoking", r"抽烟|吸烟|戒烟", "吸烟"),
+    "饮酒": ("diet.alcohol", r"喝酒|戒酒", "饮酒"),
+    "感情": ("family.single_dating family.spouse_partner family.marriage_wedding family.divorce_widowed",
+           r"单身|恋爱|分手|结婚|离婚", "感情"),
+    "怀孕": ("family.pregnancy health.pregnancy_baby", r"怀孕|怀上|备孕|出生|生了", "怀孕"),
+    "宠物": ("pet.cat pet.dog pet.bird pet.fish_aquarium pet.reptile pet.small_mammal pet.vet_health",
+           r"养.{0,4}(?:猫|狗|宠物)", "宠物"),
+    "学业": ("study.university_major study.exam_gaokao_kaoyan study.study_abroad", r"读研|读博|毕业|上学|退学|休学",
+           "学业 学校 年级 专业 在学"),
+    "工作": ("work.job_change work.job work.student_job_intern work.retired work.homemaker", r"上班|工作|辞职|失业|待业",
+           "工作状态 职业 工作单位"),
+    "住处": ("place.housing_rent", r"宿舍|租房|合租|买房", "住处"),
+    "吃素": ("diet.vegetarian", r"吃素|素食|吃肉|吃荤", "吃素 喜欢 讨厌 忌口"),
+    "吃辣": ("diet.spicy_avoid diet.spicy_like", r"辣", "喜欢 讨厌 忌口"),
+    "减肥": ("diet.weight_loss", r"减肥|瘦身", "减肥"),
+}
+#: Whose state a subject's life area is: a partner's, a child's or a pet's is the user's own (我女朋友叫小雨
+#: is the user's relationship; 旺财走了, the user's pets; 宝宝生了, the user's pregnancy).
+LIFE_SHARED = {"感情": "女朋友 男朋友 女友 男友 老婆 老公 媳妇 对象 未婚妻 未婚夫 爱人",
+               "怀孕": "宝宝 儿子 女儿 闺女 孩子 老婆 媳妇 爱人", "宠物": " ".join(sorted(_ANIMALS))}
+#: What happens to a partner, a child or a pet that states the user's area (旺财上个月走了, 宝宝生了).
+_LIFE_EVENT_RE = re.compile(r"走了|去世|死了|没了|不在了|丢了|送人|送走|分手|分了|离婚|结婚|出生|生了|出世")
+#: How a new fact says that something stops (我不玩原神了, 我腰不疼了, 我肺炎好了): X, which a stored memory of the
+#: same subject may say is so (a clash the plan or the user settles, in any area).
+_LIFE_STOPS_RE = re.compile(r"^(?:现在|已经|也)?(.{0,3}?)(?:不再|不)(.{1,5}?)(?:了|啦)$|"
+                            r"^(?:的)?(.{2,6}?)(?:已经|终于|也)?(?:好了|好多了|痊愈了?|康复了?|治好了)$")
+#: How a new fact says it is one more, not a change (我还养了一只狗).
+_LIFE_MORE_RE = re.compile(r"^(?:还|也|另外|同时)")
 #: Provinces and countries a corrected value may name (a place, not a company or a food).
 _PROVINCES = set("河北 山西 辽宁 吉林 黑龙江 江苏 浙江 安徽 福建 江西 山东 河南 湖北 湖南 广东 海南 四川 贵州 云南 陕西 甘肃 青海 "
                  "台湾 内蒙古 广西 西藏 宁夏 新疆 东北 中国 韩国 泰国".split())
@@ -3213,6 +3247,10 @@ def _one_subject(words):
     return "我" + m.group(1) if m and m.group(1) not in ("爸妈", "父母") else None
 
 
+#: How a clause that adds detail or a comment to the one before starts (我喜欢周杰伦，特别是晴天 / …，好烦).
+_DETAIL_RE = re.compile(r"^(?:特别|尤其|比如|例如|就是|但|不过|因为|所以|而且|还是|是|也|叫|像|包括|除了|好|很|超|太|真|挺|蛮|有点)")
+
+
 def memory_unlist(text):
     """One fact per subject and per value, also inside a clause; then memory_split.
     Example: memory_unlist('我和我老婆都喜欢爬山') -> ['我喜欢爬山', '我老婆喜欢爬山']"""
@@ -3222,6 +3260,17 @@ def memory_unlist(text):
     if m and _pet_of(m.group(4)):  # 我养了两只猫，一只叫大橘一只叫小黑 (two brothers stay one memory: one 名字 each)
         names = re.findall(r"一(?:只|条|个)(?:叫|名叫|是)([^，,。；;一另]{1,6})", m.group(5))
         return [f"{m.group(1)}{m.group(2)}一{m.group(3)}{m.group(4)}叫{n}" for n in names]
+    chain = re.split(r"[，,]", t)
+    first = memory_fact(chain[0]) if 2 < len(t) <= 60 and len(chain) > 1 else None
+    kind = lambda x: {a.split(".")[0] for a in memory_areas(x, message=True)}  # noqa: E731 - sport, diet …
+    if first and first.attribute in _LISTED_ATTRIBUTES and first.value and all(
+            1 <= len(c) <= 6 and not memory_has_subject(c) and not _DETAIL_RE.match(c)
+            and memory_fact("我" + c).attribute is None and kind(c) & kind(first.value) for c in chain[1:]):
+        t = "、".join(chain)  # 我喜欢打篮球，羽毛球，乒乓球: more things of the first one's kind (好烦 is a comment)
+    elif first and first.attribute is None and all(len(c) <= 8 and not memory_has_subject(c) for c in chain[1:]):
+        joined = memory_fact("、".join(chain))  # 我对芒果，菠萝过敏: the verb comes last, 我对芒果 says nothing alone
+        if joined.attribute in _LISTED_ATTRIBUTES and len(_LIST_SEP_RE.split(joined.value or "")) == len(chain):
+            t = "、".join(chain)
     out = []
     for piece in memory_split(t):
         m = re.match(r"^(?:我的?)?(爸妈|父母)(?:都|也都)(.+)$", piece) or re.match(r"^(.+?)(?:和|跟|与|、)(.+?)(?:都|也都)(.+)$", piece)
@@ -3237,8 +3286,8 @@ def memory_unlist(text):
             continue
         fact = memory_fact(piece)
         items = _LIST_SEP_RE.split(fact.value or "")
-        if fact.attribute in _LISTED_ATTRIBUTES and len(items) > 1 and "的" not in fact.value \
-                and all(1 <= len(i) <= 8 for i in items) and piece.count(fact.value) == 1:
+        if fact.attribute in _LISTED_ATTRIBUTES and len(items) > 1 and not re.search("[的《》「」“”\"]", fact.value) \
+                and all(1 <= len(i) <= 8 for i in items) and piece.count(fact.value) == 1:  # 《猫和老鼠》 is one
             verb = re.match(r"^(?:吃|喝|看|玩|听)", items[0])  # 吃苹果、香蕉: 吃香蕉
             out += [piece.replace(fact.value, (verb.group() if verb and not re.match(r"^(?:吃|喝|看|玩|听)", i) else "") + i)
                     for i in items]
@@ -3335,6 +3384,39 @@ def memory_area_tokens(areas):
     """The FTS tokens that stand for areas and topics.
     Example: memory_area_tokens({'pet', 'pet.dog'}) -> 'zzpet zzpetdog'"""
     return " ".join(sorted("zz" + re.sub("[^a-z0-9]", "", a) for a in areas))
+
+
+#: topic -> the life area it names; the same by a memory's stored area token (zzpetcat).
+_LIFE_TOPIC_AREAS = {t: a for a, (topics, _, _) in LIFE_AREAS.items() for t in topics.split()}
+_LIFE_TOKEN_AREAS = {memory_area_tokens({t}): a for t, a in _LIFE_TOPIC_AREAS.items()}
+_LIFE_WORD_RES = {a: re.compile(words) for a, (_, words, _) in LIFE_AREAS.items()}
+_LIFE_ATTRIBUTES = {a: set(attributes.split()) for a, (_, _, attributes) in LIFE_AREAS.items()}
+_LIFE_SHARED = {a: set(subjects.split()) for a, subjects in LIFE_SHARED.items()}
+#: attribute -> the life area it states by itself (工作状态 → 工作, 学校 → 学业); a 喜欢 needs the area's words.
+_LIFE_AREA_OF = {x: a for a, xs in _LIFE_ATTRIBUTES.items() for x in xs if x not in ("喜欢", "讨厌", "忌口")}
+#: Attributes that are a life state (a rule pairs the same one; with another attribute it may still clash).
+_LIFE_STATE_ATTRIBUTES = {a for a, _ in LIFE_STATES}
+
+
+def memory_life_areas(text, subject, attribute, areas, stated=True, only=None):
+    """{(whose, area)}: the life areas a fact is in. text: what it says of its subject; areas: the life areas
+    its topics name. stated: only the areas it states (a partner's, child's or pet's only by a life event);
+    else also those its subject is in by being there (我女朋友叫小雨: the user's 感情). only: the areas to look for.
+    Example: memory_life_areas('上个月走了', '狗', None, set()) -> {('我', '宠物')}"""
+    if stated and _LIFE_MORE_RE.match(text):  # 我还养了一只狗: one more, no change
+        return set()
+    out = set()
+    if attribute in _LIFE_AREA_OF:
+        out.add(_LIFE_AREA_OF[attribute])
+    for area in only or _LIFE_WORD_RES:
+        if (attribute is None or attribute in _LIFE_ATTRIBUTES[area]) \
+                and (area in areas or _LIFE_WORD_RES[area].search(text)):
+            out.add(area)
+    out = {("我" if subject in _LIFE_SHARED.get(a, ()) else subject, a) for a in out}
+    for area, subjects in _LIFE_SHARED.items():
+        if subject in subjects and (_LIFE_EVENT_RE.search(text) or not stated and area != "怀孕"):
+            out.add(("我", area))
+    return out
 
 
 # -- Rows --------------------------------------------------------
@@ -4026,10 +4108,12 @@ def _quote(texts):
     return "".join(f"“{t}”" for t in texts)
 
 
-def memory_remember(conn, ctx, text, embed, *, update=False, importance=1, scope=None, cap=0):
+def memory_remember(conn, ctx, text, embed, *, update=False, importance=1, scope=None, cap=0, areas=False):
     """Stores (or, as an update, corrects) each fact of text; returns (reply, question) where question
     is a pending which-one question or None. embed(text) gives a vector or None. A new memory is
-    stored only while the user has fewer than cap (MEMORY_MAX_PER_USER; 0 = no cap)."""
+    stored only while the user has fewer than cap (MEMORY_MAX_PER_USER; 0 = no cap). areas: a fact that
+    may contradict a stored one of its life area (no rule pairs them) changes nothing; the question
+    (action "area") says which."""
     explicit_scope = scope is not None
     scope = scope or (f"g:{ctx.group_id}" if ctx.group_id else "private")
     last = _last_subject(conn, ctx)
@@ -4038,6 +4122,10 @@ def memory_remember(conn, ctx, text, embed, *, update=False, importance=1, scope
         return f"“{m.group(1)}”是指谁呀？说全一点吧，比如“记住，我女朋友喜欢吃草莓蛋糕”。", None
     known = _known_subjects(conn, ctx)
     facts = [memory_fact(p, last, known) for p in memory_unlist(text)]
+    if areas and not update:
+        asked = _life_question(conn, ctx, text, facts, known, importance, scope if explicit_scope else None)
+        if asked:
+            return None, asked
     added, replaced, same, notes, ended, full, asked = [], [], [], [], [], [], None
     with db_tx(conn, durable=True):
         batch = 0
@@ -4097,6 +4185,122 @@ def memory_remember(conn, ctx, text, embed, *, update=False, importance=1, scope
     return reply, _which_question(conn, asked)
 
 
+def _life_stated(fact, known):
+    """{(whose, area)}: the life areas a new fact states (memory_life_areas of what it says of its subject), or
+    {("X", words)} when it says in no area that something stops (我不玩原神了: 玩原神)."""
+    if fact.subject == "你":
+        return set()
+    rest = _subject_of(fact.text, known)[1]
+    topics = {_LIFE_TOPIC_AREAS[t] for t in memory_areas(rest, fact.attribute, fact.subject) if t in _LIFE_TOPIC_AREAS}
+    stops = _LIFE_STOPS_RE.match(rest)
+    return memory_life_areas(rest, fact.subject, fact.attribute, topics) or (
+        {("X", "".join(g for g in stops.groups() if g))} if stops else set())  # X: what stops, in no area
+
+
+def _life_clashes(rows, fact, stated):
+    """The stored memories a new fact (stating the life areas stated) may contradict: the same owner's, in
+    one of those areas, where no rule says they are different things (职业 and 工作单位 are both true at once);
+    stated {("X", words)}: those of its subject that say the words it says stop (我喜欢玩原神 / 我不玩原神了)."""
+    if stated and next(iter(stated))[0] == "X":
+        words = next(iter(stated))[1]
+        return [r for r in rows if r["subject"] == fact.subject and len(words) >= 2 and words in r["text"]
+                and "不" + words not in r["text"] and "不再" + words not in r["text"]]
+    owners, only = {who for who, _ in stated}, {area for _, area in stated}
+    out = []
+    for r in rows:
+        if r["subject"] not in owners and not ("我" in owners and any(r["subject"] in s for s in _LIFE_SHARED.values())):
+            continue  # another person's memory (cheap: most rows stop here)
+        both = {r["attribute"], fact.attribute}
+        if None not in both and (len(both) == 2 and not _life_ends(fact, r) or len(both) == 1 and not fact.single):
+            continue  # 我是护士 / 我跳槽了; 我养了一只猫 / 我养了一只狗: the rules keep both
+        topics = {_LIFE_TOKEN_AREAS[t] for t in (r["areas"] or "").split() if t in _LIFE_TOKEN_AREAS}
+        if stated & memory_life_areas(r["text"], r["subject"], r["attribute"], topics, stated=False, only=only):
+            out.append(r)
+    return out
+
+
+#: A job memory that also says where (我在美团做产品经理): a new work state may end that employer.
+_WORKPLACE_RE = re.compile(r"在\S{1,10}?(?:上班|工作|做|当|干|实习)")
+
+
+def _life_ends(fact, row):
+    """Whether a new fact and a stored memory with two different attributes may still clash: one is a
+    life state that ends what the other holds (我跳槽了 ends 我在美团做产品经理's employer, not 我是护士)."""
+    if fact.attribute in _LIFE_STATE_ATTRIBUTES:
+        state, value, other, text = fact.attribute, fact.value, row["attribute"], row["text"]
+    elif row["attribute"] in _LIFE_STATE_ATTRIBUTES:
+        state, value, other, text = row["attribute"], row["value"], fact.attribute, fact.text
+    else:
+        return False  # 职业 and 工作单位, 学校 and 年级: both true at once
+    if state not in LIFE_ENDS:
+        return True
+    held = {other} | ({"工作单位"} if _WORKPLACE_RE.search(text) or any(c in text for c in _COMPANIES) else set())
+    return any(a in held and re.search(p, value or "") for a, p in LIFE_ENDS[state].items())
+
+
+def _life_question(conn, ctx, text, facts, known, importance, scope):
+    """A numbered question when a fact of text may contradict stored memories its rules don't pair
+    (replace one, or keep both); None when nothing clashes. Changes nothing."""
+    stated = [_life_stated(f, known) for f in facts]
+    if not any(stated):  # most facts state no life area: nothing more to read
+        return None
+    rows = [r for r in memory_list(conn, ctx) if r["type"] == "user_fact"]
+    clashes, new, paired = {}, [], set()
+    for fact, areas in zip(facts, stated):
+        if fact.replaces or _find_duplicate(conn, rows, fact, None) is not None:
+            continue
+        old, candidates = _update_target(conn, ctx, rows, fact, None, False)
+        if old is not None:
+            paired.add(old["id"])  # 我找到工作了 replaces 我待业在家 by rule: the employer said with it clashes no more
+        elif not candidates and areas:
+            new.append((fact, areas))
+    for fact, areas in new:
+        clashes.update((r["id"], r) for r in _life_clashes(rows, fact, areas) if r["id"] not in paired)
+    if not clashes:
+        return None
+    old = [clashes[i] for i in sorted(clashes)][:5]
+    said = "、".join(f"『{f.text}』" for f in facts)
+    listing = "\n".join(f"{n}. 替换『{r['text']}』" for n, r in enumerate(old, 1))
+    keep = "原来的都留着" if len(old) > 1 else "原来那条也留着"
+    prompt = (f"{said}和我记着的{'这几条' if len(old) > 1 else '这条'}可能对不上，要怎么记？\n{listing}\n"
+              f"{len(old) + 1}. 另记一条，{keep}\n回复序号就行，说“算了”就不记。")
+    return {"action": "area", "ids": [r["id"] for r in old], "text": text, "importance": importance,
+            "scope": scope, "prompt": prompt}
+
+
+def memory_life_answer(conn, ctx, asked, n, embed, cap=0):
+    """The answer to a life-area question: n replaces the nth memory it listed with what was said (one
+    撤销 undoes both), the last number keeps both; returns the reply."""
+    first = conn.execute("SELECT coalesce(max(id), 0) FROM memory_history").fetchone()[0]
+    old = None
+    if n <= len(asked["ids"]):
+        found = _rows(conn, [asked["ids"][n - 1]])
+        if not found or not _visible(ctx, found[0]):
+            return "那条记忆已经不在了。"
+        old = found[0]
+        with db_tx(conn, durable=True):
+            _history(conn, ctx, 0, old["id"], "delete", old)
+            conn.execute("DELETE FROM memories WHERE id = ?", (old["id"],))
+            conn.execute("DELETE FROM memories_vec WHERE memory_id = ?", (old["id"],))
+    reply, question = memory_remember(conn, ctx, asked["text"], embed, importance=asked.get("importance", 1),
+                                      scope=asked.get("scope"), cap=cap)
+    _one_undo(conn, ctx, first)
+    reply = reply or "嗯，我知道了。"
+    if old is not None:
+        reply = reply.rstrip("。") + f"（替换了『{old['text']}』）。（说“撤销”可以改回去）"
+    return "\n".join(x for x in (reply, question and question["prompt"]) if x)
+
+
+def _one_undo(conn, ctx, first):
+    """Files the speaker's memory changes after history row first as one batch: one 撤销 undoes them all."""
+    with db_tx(conn, durable=True):
+        batch = conn.execute("SELECT min(id) FROM memory_history WHERE id > ? AND user_id = ?",
+                             (first, ctx.user_id)).fetchone()[0]
+        if batch:
+            conn.execute("UPDATE memory_history SET batch = ? WHERE id > ? AND user_id = ?",
+                         (batch, first, ctx.user_id))
+
+
 def _life_target(rows, fact):
     """The memory a new life state replaces: the same area's state (also one stored before the area
     had a rule), else what the state ends (我辞职了: 我在华为上班), else None."""
@@ -4133,7 +4337,9 @@ def _update_target(conn, ctx, rows, fact, vec, update):
         if favourites:
             return (favourites[0], []) if len(favourites) == 1 else (None, favourites)
     if fact.attribute in LIFE_ENDS or any(fact.attribute == a for a, _ in LIFE_STATES):
-        return _life_target(subject_rows, fact), []
+        shared = _LIFE_SHARED.get(fact.attribute, ())  # 宝宝生了 ends 我怀孕了: a baby's birth is the user's state
+        owner = "我" if fact.subject in shared else fact.subject
+        return _life_target([r for r in rows if ("我" if r["subject"] in shared else r["subject"]) == owner], fact), []
     if fact.attribute:
         same = [r for r in subject_rows if r["attribute"] == fact.attribute]
         if fact.single:
@@ -4183,7 +4389,7 @@ def _remember_reply(added, replaced, same, notes, importance, scope, update=True
 
 def _which_question(conn, asked):
     """A numbered which-one question, and what to do with the answer; or None."""
-    if not asked or asked["action"] == "store":
+    if not asked or asked["action"] in ("store", "area"):
         return asked
     asked["ids"] = sorted(asked["ids"])
     rows = _rows(conn, asked["ids"])
@@ -4299,6 +4505,10 @@ def memory_forget(conn, ctx, what, embed, one=False):
     return _forget_rows(conn, ctx, targets), None
 
 
+#: How a forget that found nothing starts its reply (the LLM may still find what the user meant).
+_NOT_FOUND = "我没有找到“"
+
+
 def _forget_targets(conn, ctx, rows, what, embed):
     """The memories a forget points at: a list (several = ask), or a reply when none fits."""
     what = re.sub(r"^(?:my\s+)", "我的", what, flags=re.I)
@@ -4341,14 +4551,14 @@ def _forget_targets(conn, ctx, rows, what, embed):
                 return f"我记着的是“{hits[0]['text']}”，不是“{what}”，所以没有删。要删它的话说“忘记{_mine(subject)}的" \
                        f"{next((w for w, a in _ATTRIBUTE_BY_WORD.items() if a == fact.attribute), fact.attribute)}”。"
             hits = exact
-        return hits or f"我没有找到“{what[:30]}”这条记忆，什么也没删。说“你记得我什么”可以看看我记得哪些。"
+        return hits or f"{_NOT_FOUND}{what[:30]}”这条记忆，什么也没删。说“你记得我什么”可以看看我记得哪些。"
     pool = {r["id"]: r for r in mine} or {r["id"]: r for r in rows}
     hits = search_hybrid(conn, "memories", ctx.user_id, what, embed(what), allowed=lambda ids: set(pool) & ids,
                          min_similarity=0.8, limit=5, text_of=lambda ids: _texts(conn, ids))
     words = text_content_words(re.sub(r"^我", "", what))
     hits = [(i, s) for i, s in hits if words & text_content_words(pool[i]["text"])]
     if not hits:
-        return f"我没有找到“{what[:30]}”这条记忆，什么也没删。说“你记得我什么”可以看看我记得哪些。"
+        return f"{_NOT_FOUND}{what[:30]}”这条记忆，什么也没删。说“你记得我什么”可以看看我记得哪些。"
     close = [pool[i] for i, s in hits if s >= hits[0][1] * 0.9]
     return close if len(close) > 1 else [pool[hits[0][0]]]
 
@@ -4523,8 +4733,11 @@ def memory_answer(conn, ctx, asked, text, embed, cap=0):
     if not m:
         return None
     n = _cn_number(m.group(1))
-    if not 1 <= n <= len(asked["ids"]):
-        return f"只有1到{len(asked['ids'])}可以选哦。"
+    choices = len(asked["ids"]) + (asked["action"] == "area")  # a life-area question's last choice keeps both
+    if not 1 <= n <= choices:
+        return f"只有1到{choices}可以选哦。"
+    if asked["action"] == "area":
+        return memory_life_answer(conn, ctx, asked, n, embed, cap=cap)
     target = _rows(conn, [asked["ids"][n - 1]])
     if not target or not _visible(ctx, target[0]):
         return "那条记忆已经不在了。"
@@ -4736,12 +4949,7 @@ def memory_plan_apply(conn, ctx, ops, candidates, embed):
                     _history(conn, ctx, 0, old["id"], "update", old)
                     _memory_rewrite(conn, old, fact, embed(fact.text), 1, old["scope"])
                 parts.append(f"已把“{old['text']}”改成“{fact.text}”")
-    with db_tx(conn, durable=True):  # one message, one 撤销
-        batch = conn.execute("SELECT min(id) FROM memory_history WHERE id > ? AND user_id = ?",
-                             (first, ctx.user_id)).fetchone()[0]
-        if batch:
-            conn.execute("UPDATE memory_history SET batch = ? WHERE id > ? AND user_id = ?",
-                         (batch, first, ctx.user_id))
+    _one_undo(conn, ctx, first)  # one message, one 撤销
     reply = "；".join(p.rstrip("。") for p in parts if p)
     return (reply + "。" if reply else None), question
 
@@ -4934,12 +5142,19 @@ MEMORY_COMMANDS = [
                   rf"{_words_re(REMEMBER_WORDS)}){_PARTICLE}[{_PUNCT}]*(.+)", _read_remember, tail=True),
     MemoryCommand(rf"(?:{_words_re(REMEMBER_WEAK_WORDS)}){_PARTICLE}[{_PUNCT}]*(.+)", _read_remember_weak, tail=True),
 ]
-_MEMORY_COMMAND_RES = [(re.compile(c.pattern + "$", re.I | re.S), c) for c in MEMORY_COMMANDS]
+#: Each pattern reads the whole message: "$" closes every one of its alternatives (忘记一个人… is no 忘记第1条).
+_MEMORY_COMMAND_RES = [(re.compile(f"(?:{c.pattern})$", re.I | re.S), c) for c in MEMORY_COMMANDS]
 #: memory_parse's own patterns, compiled once (building the word alternations per message took most of its time).
 _COMMAND_WORD_RE = re.compile(f"(?:{_words_re(COMMAND_WORDS)})")
 _FILLER_RE = re.compile(rf"^(?:{FILLERS_RE})[{_PUNCT}]*(?={_words_re(COMMAND_WORDS)})")
 _LEAD_IN_RE = re.compile(rf"^([^，,。!！?？\n]{{0,20}}?)[{_PUNCT}]+(?={_words_re(REMEMBER_WORDS)}|remember\b)"
                          rf"|^[a-z]{{2,8}}(?=记住)", re.I)
+#: A command word said twice (记住记住，… / 撤销撤销 / 说错了说错了，…): once.
+_DOUBLED_RE = re.compile(rf"^({_words_re(COMMAND_WORDS + UPDATE_WORDS)})[{_PUNCT}]*\1")
+#: A short clause owning a mistake before 撤销 (删错了，撤销): the undo is the request.
+_MISTAKE_LEAD_RE = re.compile(rf"^[啊哎呀哦诶]*[{_PUNCT}]*(?:(?:我)?(?:删|记|说|搞|点|弄|改)错了|算了)[{_PUNCT}]*(?=撤销|撤回)")
+#: What may follow 撤销 and asks nothing more (撤销吧 当我没说).
+_UNDO_TAIL_RE = re.compile(rf"^((?:撤销|撤回)(?:吧|了|一下)?)[{_PUNCT}]*(?:当我没说过?|我说错了|说错了|删错了|记错了)$")
 _LEAD_PRONOUN_RE = re.compile(rf"^((?:{_words_re(REMEMBER_WORDS)})[，,：:\s]*)(她|他|它)")
 
 
@@ -4961,6 +5176,8 @@ def memory_parse(text, names=()):
             break
     t = re.sub(r"^@\S+\s+", "", t)
     t = t.replace("（", "(").replace("）", ")").translate(_TRADITIONAL)
+    t = _UNDO_TAIL_RE.sub(r"\1", _MISTAKE_LEAD_RE.sub("", t)) if "错了" in t[:12] or "撤" in t[:6] else t
+    t = _DOUBLED_RE.sub(r"\1", t) if t[:2] in t[2:14] else t  # cheap tests first: most messages have neither
     t = memory_normalise(t)
     t = _FILLER_RE.sub("", t)
     # 哈喽 记住… / 家人们谁懂啊 记住… / I changed jobs, remember…: a short lead-in before a strong keyword
@@ -5022,7 +5239,7 @@ _REMEMBER_LEADS = (r"(?:请|麻烦|麻烦你|你|以后)?(?:帮我|给我|替我
                    r"记在小本本上|记下来|记一笔|记住|记一下|记下)")
 #: The same words at a message's end (我对虾过敏，记下来 / 我搬到深圳了，帮我记一下).
 _REMEMBER_TAIL_RE = re.compile(rf"^(.{{2,}}?)[{_PUNCT}]*(?:你|请|麻烦)?(?:帮我|给我|替我)?(?:记一下|记下来|记住|记着|记好|记下|"
-                               rf"记一哈|记牢|记在心里)(?:了)?{_ANY_PARTICLE}*[{_PUNCT}]*$")
+                               rf"记一哈|记牢|记在心里|更新一下|更新下)(?:了)?{_ANY_PARTICLE}*[{_PUNCT}]*$")
 #: Words that point at a stored memory (那条, 那个) before a forget verb.
 _POINTER = r"(?:那条|那个|这条|这个|那件事|这件事)(?:记忆)?"
 #: Forget verbs after what they point at (X那条忘掉吧 / X那个别记了).
@@ -5062,6 +5279,7 @@ MEMORY_REWRITES = [
      rf"^(?!刚才|刚刚|上一条|第)(.+?)(?:的)?{_POINTER}[{_PUNCT}]*{_FORGET_AFTER}{_ANY_PARTICLE}*$", r"忘记\1那条"),
     ("记", rf"^(?:别|不要|不用)再?记(?:着|住|得)(.+?)(?:了)?{_ANY_PARTICLE}*$", r"忘记\1"),  # 别再记着我前任了
     ("不对 错了", rf"^(?!刚才|刚刚)(.+?){_POINTER}(?:不对|错了|记错了)[{_PUNCT}]*(?=我|她|他|它)", "更正一下，"),
+    ("不是", rf"^(?:不对|错了|说错了|搞错了|记错了)[{_PUNCT}]*(不是[^，,。]+?[{_PUNCT}]+(?:而)?是[^，,。]+)$", r"更正：\1"),  # 不对，不是X，是Y
 ]
 _MEMORY_REWRITES = [(words.split(), re.compile(p), r) for words, p, r in MEMORY_REWRITES]
 #: 以后叫我X / 你说话要…: what the user wants of the character (kept as an agreement with it).
@@ -5073,6 +5291,10 @@ _WISH_RES = [(re.compile(r"^(?:算了|不对)?[，,\s]*(?:还是)?(?:以后|今�
 
 #: Emoji after a pointer (芒果那条🗑️删掉): dropped, so the forget rewrites read the verb after it.
 _POINTER_EMOJI_RE = re.compile(rf"({_POINTER})[{_EMOJI}]+")
+
+
+#: A short lead-in that ends in a particle right before 我 (告诉你哦我…, 跟你说啊我…).
+_LEAD_PARTICLE_RE = re.compile(f"^[^{_PUNCT}我]{{2,8}}?[{PARTICLES}](?=我)")
 
 
 def memory_normalise(text):
@@ -5089,9 +5311,14 @@ def memory_normalise(text):
         m = pattern.match(t)
         if m:
             return form.format(*m.groups(), t=t)
-    m = _REMEMBER_TAIL_RE.match(t) if "记" in t[-8:] else None
-    if m and not t.startswith(("记住", "忘记")) and memory_has_subject(m.group(1)):
-        return "记住，" + m.group(1)  # 我搬到深圳了，记一下
+    m = _REMEMBER_TAIL_RE.match(t) if "记" in t[-8:] or "更新" in t[-8:] else None
+    if m and not t.startswith(("记住", "忘记")):  # 我搬到深圳了，记一下 / 跟你说个好消息，我戒烟了！记一下
+        said = m.group(1)  # the fact starts after a mark, or after a lead-in's particle (告诉你哦我脱单了)
+        lead = _LEAD_PARTICLE_RE.match(said)
+        after = [said[x.end():] for x in re.finditer(f"[{_PUNCT}]+", said)] + ([said[lead.end():]] if lead else [])
+        for piece in [said] + after:
+            if memory_has_subject(piece):
+                return "记住，" + piece
     return t
 
 
@@ -5122,6 +5349,10 @@ def memory_shaped_words(text, weak=False):
     return bool(start and not _WEAK_VERB_RE.match(t) or anywhere and not anywhere.group(1) or end and not end.group(1))
 
 
+#: A question word: a message asking something is a command only when it names a memory.
+_ASKS_RE = re.compile(r"多久|多长时间|怎么|怎样|为什么|为啥|咋|如何|吗|[？?]")
+
+
 def memory_shaped(conn, ctx, text):
     """Whether a message the rules did not read is still about memory: a memory verb at its start or
     end, a memory phrase anywhere, or a pointer at a memory with a verb; a weak verb (删, 改, 不对) only
@@ -5133,6 +5364,9 @@ def memory_shaped(conn, ctx, text):
         rest = t[start.end():].lstrip(_PUNCT.replace("\\s", " "))
         if rest and (_NOT_AN_OBJECT_RE.match(rest) or _CHAT_FORGET_RE.match(rest)) and not _SHAPED_ANY_RE.search(rest):
             return False  # 记住了吗 / 忘记带伞: chat
+        if _ASKS_RE.search(rest) and not _SHAPED_ANY_RE.search(rest) and not any(
+                w in r["text"] for r in memory_list(conn, ctx) for w in text_content_words(rest) if len(w) >= 2):
+            return False  # 忘记一个人要多久啊: a question about something no memory names
     anywhere = _SHAPED_ANY_RE.search(t)
     end = _SHAPED_END_RE.search(t)
     if not (start or anywhere or end):
@@ -5250,6 +5484,8 @@ def memory_plan_read(reply, text, candidates, said=""):
                 return "a text that reads as an instruction"
             if not _grounded(new, text + said + old):
                 return f"a text the user did not say: {new[:30]!r}"
+            if kind == "add" and new.startswith("我") and "我" not in text + said:
+                return f"an owner the user did not say: {new[:30]!r}"  # 记住明天三点开会: whose is asked
         if kind == "ask" and not isinstance(op.get("question"), str):
             return "a question missing"
         out.append({"op": kind, "n": op.get("n"), "text": (op.get("text") or "").strip(),
@@ -5266,13 +5502,20 @@ _ASK_REMEMBER = "要我记住『{0}』吗？要的话回复“要”；不是的
 def memory_fallback(conn, ctx, text, hint=""):
     """The user third: a question with numbered choices about a memory message nobody could settle,
     and what to do with the answer (asked, for memory_answer); nothing is changed. Returns (reply, asked)."""
-    t = _strip_tail(memory_normalise(text.strip().translate(_TRADITIONAL)))
+    t = memory_normalise(text.strip().translate(_TRADITIONAL))
+    tail = _REMEMBER_TAIL_RE.match(t)  # …，记一下: the verb goes whole (_strip_tail would leave its 记)
+    t = _strip_tail(tail.group(1) if tail else t)
     rows = memory_list(conn, ctx)
     head = (hint.rstrip("？?。") + "？\n") if hint else ""
     words = {w for w in text_content_words(t) | set(re.findall(r"[\u4e00-\u9fff]{2}", t))
              if not re.fullmatch(r"(?:那条|这条|那个|这个|记忆|删了|删掉|改成|不对|错了|记住|忘记|一下|帮我)", w)}
     named = [r for r in rows if any(w in r["text"] for w in words)]
+    pointed = re.search(rf"第\s*({_NUM})\s*[条个]", t)
+    if pointed and 1 <= _cn_number(pointed.group(1)) <= len(rows):  # 把第二条改成…: that one
+        named = [rows[_cn_number(pointed.group(1)) - 1]]
     if re.search(r"忘|删|别记|不用记|不要记|撤|去掉|不要了", t):
+        if not named and re.search(r"全|所有|一切", t) and rows:  # 你把关于我的东西全删了吧: as 忘记关于我的一切
+            return "", {"action": "wipe"}
         pool = named or rows[-5:]
         if not pool:
             return head + "我这里还没有关于你的记忆，没有可以删的。", None
@@ -5286,6 +5529,8 @@ def memory_fallback(conn, ctx, text, hint=""):
         new = re.sub(r"^.*?(?:改成|改为|应该是|其实是|是)(?=.)", "", fact) if not memory_has_subject(fact) else fact
         if pool and new and memory_has_subject(new) and memory_fact(new).attribute:
             asked = _which_question(conn, {"action": "replace", "ids": [r["id"] for r in pool], "text": new})
+            if len(pool) == 1:  # not _which_question's "还有别的内容": what this one says is not known here
+                asked["prompt"] = f"是要把这条改成“{new}”吗？\n1. {pool[0]['text']}\n回复“1”确认，说“算了”就不改。"
             return head + asked["prompt"], asked
         return head + "要更正哪一条、改成什么呢？说完整一点吧，比如“更正一下，我住在上海”；说“你记得我什么”可以看编号。", None
     if fact and len(fact) <= 200:
@@ -6815,7 +7060,7 @@ async def _memory_forget_last(app, ctx):
 async def _memory_update_last(app, ctx, value):
     """不对，是南京: the value goes to the memory it fits (or a numbered question)."""
     reply, question = await app.db.run(lambda c: memory_correct_value(c, ctx, value, app.vec), write=True)
-    _remember_question(app, (ctx.user_id, ctx.session), question)
+    _remember_question(app, (ctx.user_id, ctx.session), question)  # several or no fits: the user says (#20 item 6)
     return reply
 
 
@@ -6834,6 +7079,8 @@ async def _memory_forget_numbers(app, ctx, numbers):
 async def _memory_forget(app, ctx, what):
     """忘记我的生日 / 忘记榴莲 …: what the user points at, or a which-one question."""
     reply, question = await app.db.run(lambda c: memory_forget_each(c, ctx, what, app.vec), write=True)
+    if question is None and (reply or "").startswith(_NOT_FOUND):  # 忘了我有车这事 (我有辆特斯拉): the LLM may see it
+        return await reply_memory_plan(app, ctx, what, (reply, None))
     _remember_question(app, (ctx.user_id, ctx.session), question)
     return reply
 
@@ -6905,7 +7152,10 @@ async def _memory_remember(app, ctx, text, update=False):
         return f"我已经记了你{cap}件事，记不下更多了。说“你记得我什么”看看，用“忘记第N条”删掉一些不要的吧。"
     reply, question = await app.db.run(lambda c: memory_remember(c, ctx, fact, app.vec, update=update,
                                                                  importance=importance, scope=scope,
-                                                                 cap=0 if ctx.superuser else cap), write=True)
+                                                                 cap=0 if ctx.superuser else cap, areas=True),
+                                       write=True)
+    if question and question["action"] == "area":  # it may contradict a memory no rule pairs it with
+        return await reply_memory_plan(app, ctx, text, (question["prompt"], question))
     _remember_question(app, (ctx.user_id, ctx.session), question)
     return "\n".join(x for x in (reply, question and question["prompt"]) if x) or "嗯，我知道了。"
 
@@ -7017,6 +7267,10 @@ async def reply_memory_plan(app, ctx, text, rule_ask=None):
     limited = _memory_limited(app, ctx) if rule_ask is None else None  # reply_memory counted a rules' ask
     if limited:
         return limited
+    forgets = [o for o in ops if o["op"] == "forget"] if isinstance(ops, list) else []
+    if len(forgets) > 1 and re.search(r"全|都|所有|一切", text) \
+            and len(forgets) >= await app.db.run(lambda c: len(memory_list(c, ctx))):
+        return await _memory_wipe_ask(app, ctx)  # 全删了: as 忘记关于我的一切, only once confirmed
     if isinstance(ops, list) and not any(o["op"] in ("ask", "none") for o in ops):
         app.stats["memory_plans_applied"] += 1
         reply, question = await app.db.run(lambda c: memory_plan_apply(c, ctx, ops, candidates, app.vec), write=True)
@@ -7031,6 +7285,8 @@ async def reply_memory_plan(app, ctx, text, rule_ask=None):
         reply, question = (hint.rstrip("？?。") + "？\n" if hint else "") + rule_ask[0], rule_ask[1]
     else:
         reply, question = await app.db.run(memory_fallback, ctx, text, hint)
+        if question and question["action"] == "wipe":
+            return await _memory_wipe_ask(app, ctx)
         if hint and question is None:  # the LLM's own question says it better than the rules' general one
             reply = hint
     _remember_question(app, key, question)

@@ -236,3 +236,52 @@ def test_forgetting_keeps_chat_that_only_shares_a_word(bots, llm):
     assert nc.ask(1, "忘记我对芒果过敏").startswith("已忘记")
     texts = [m["text"] for m in r.rows("SELECT text FROM messages WHERE role = 'user' ORDER BY id")]
     assert "今天超市花生打折" in texts and not [t for t in texts if "芒果" in t], texts
+
+
+def test_a_life_area_clash_goes_to_the_plan_and_its_answer_replaces_as_one_undo(bot_and_plans):
+    """分手 vs 我女朋友叫小雨: no rule pairs them, so the plan decides; nothing is stored beside the old one."""
+    r, nc, plans, llm = bot_and_plans
+    _seed(nc, 1, ["我住在北京", "我女朋友叫小雨"])
+    plans.append('{"ops": [{"op": "update", "n": 2, "text": "我和小雨分手了"}]}')
+    reply = nc.ask(1, "记住我和小雨分手了")
+    assert "分手" in reply and _memories(r, 1) == ["我住在北京", "我和小雨分手了"], reply
+    prompt = llm.plan_requests()[-1]["json"]["messages"][1]["content"]
+    assert "2. 我女朋友叫小雨" in prompt and "记住我和小雨分手了" in prompt
+    assert nc.ask(1, "撤销").startswith("已撤销")
+    assert _memories(r, 1) == ["我住在北京", "我女朋友叫小雨"]
+
+
+def test_a_life_area_clash_with_the_llm_down_asks_replace_or_keep(bot_and_plans):
+    r, nc, plans, llm = bot_and_plans  # no plan queued: the LLM answers 500
+    _seed(nc, 1, ["我喜欢吃辣", "我住在北京"])
+    reply = nc.ask(1, "记住我现在不能吃辣了")
+    assert "1. 替换『我喜欢吃辣』" in reply and "2. 另记一条" in reply, reply
+    assert _memories(r, 1) == ["我喜欢吃辣", "我住在北京"]
+    assert "替换了『我喜欢吃辣』" in nc.ask(1, "1")
+    assert _memories(r, 1) == ["我住在北京", "我现在不能吃辣了"]
+    assert nc.ask(1, "撤销").startswith("已撤销")  # one 撤销: the old one back, the new one gone
+    assert sorted(_memories(r, 1)) == sorted(["我喜欢吃辣", "我住在北京"])
+
+
+def test_a_value_that_fits_several_memories_is_asked_not_guessed(bot_and_plans):
+    """不对，是8月9号 with two birthdays: the user says which (#20 item 6); no plan guesses it from recency."""
+    r, nc, plans, llm = bot_and_plans
+    _seed(nc, 1, ["我妈生日是5月3号", "我生日是8月8号"])
+    plans.append('{"ops": [{"op": "update", "n": 2, "text": "我生日是8月9号"}]}')
+    reply = nc.ask(1, "不对，是8月9号")
+    assert "1. 我妈生日是5月3号" in reply and "2. 我生日是8月8号" in reply, reply
+    assert not llm.plan_requests() and _memories(r, 1) == ["我妈生日是5月3号", "我生日是8月8号"]
+    assert nc.ask(1, "2").startswith("已把")
+    assert _memories(r, 1) == ["我妈生日是5月3号", "我生日是8月9号"]
+
+
+def test_a_forget_the_rules_find_nothing_for_asks_the_plan_before_saying_so(bot_and_plans):
+    """忘了我有车这事吧 (我有辆特斯拉): no words in common, the LLM may still see it; down, the rules' answer."""
+    r, nc, plans, llm = bot_and_plans
+    _seed(nc, 1, ["我住在厦门", "我有辆特斯拉"])
+    plans.append('{"ops": [{"op": "forget", "n": 2}]}')
+    assert "特斯拉" in nc.ask(1, "忘了我有车这事吧")
+    assert _memories(r, 1) == ["我住在厦门"]
+    _seed(nc, 1, ["我有辆特斯拉"])
+    reply = nc.ask(1, "忘了我有车这事吧")  # no plan queued: the LLM answers 500
+    assert reply.startswith(bot._NOT_FOUND) and _memories(r, 1) == ["我住在厦门", "我有辆特斯拉"], reply
