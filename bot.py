@@ -5441,12 +5441,13 @@ RECALL_BESIDE_WEIGHT = 0.5
 #: many; on LoCoMo a turn hit is more often the evidence, so summaries mostly fill what turns leave free).
 RECALL_SUMMARY_WEIGHT = 0.5
 #: Tokens each excerpt place may spend on average: recall stops adding turns when limit × this is spent, so a
-#: few long excerpts can't crowd out the rest (tests/bench.py --locomo: 88 is 5 % of a LoCoMo chat at 10 places).
-RECALL_TOKENS = 88
-#: Keyword hits read inside each period a message names (a day, a month: 上周 / on 31 July, 2023).
-RECALL_DATED = 10
-#: Tokens an excerpt's day line costs ("[2023-07-31]").
-RECALL_DAY_TOKENS = 4
+#: few long excerpts can't crowd out the rest (tests/bench.py --locomo: 87 is 5 % of a LoCoMo chat at 10 places).
+RECALL_TOKENS = 87
+#: Keyword hits read inside each period a message names (a day, a month: 上周 / on 31 July, 2023); a LoCoMo
+#: month of talk has fewer, and reading them all found more than the best 10 or 40 (tests/bench.py --locomo).
+RECALL_DATED = 80
+#: Tokens an excerpt's day line costs.
+RECALL_DAY_TOKENS = text_count_tokens("[2023-07-31]")
 _QUESTION_END = ("?", "？")
 
 
