@@ -2069,7 +2069,7 @@ def search_keyword(conn, table, owner, query, limit=SEARCH_CANDIDATES, expansion
     """BM25 over pre-tokenised text, only the owner's rows: [(rowid, score)], best first.
     expansion: memories_fts also searches its extra column (the LLM's words) at EXPANSION_WEIGHT;
     only for recall, never for choosing what a forget or an update changes. stem: see text_fts_query.
-    within: (first rowid, last rowid), to search one stretch of a table (FTS5 reads only those rows)."""
+    within: (first rowid, last rowid): search only that stretch of the table (FTS5 skips the rest of each list)."""
     q = text_fts_query(query, stem)
     if not q:
         return []
@@ -5446,6 +5446,9 @@ RECALL_TOKENS = 87
 #: Keyword hits read inside each period a message names (a day, a month: 上周 / on 31 July, 2023); a LoCoMo
 #: month of talk has fewer, and reading them all found more than the best 10 or 40 (tests/bench.py --locomo).
 RECALL_DATED = 80
+#: Most message ids a named period may span and still be searched on its own: a wider one (上个月 in a busy
+#: group) narrows little, and its query would cost as much as the plain search (≈10 ms more at 100k messages).
+RECALL_PERIOD_IDS = 5000
 #: Tokens an excerpt's day line costs.
 RECALL_DAY_TOKENS = text_count_tokens("[2023-07-31]")
 _QUESTION_END = ("?", "？")
@@ -5477,7 +5480,7 @@ def _summary_dated_hits(conn, session, query):
     out = []
     for start, end in text_dates(query, newest[0]) if newest and newest[0] else []:
         first, after = _summary_id_at(conn, session, start), _summary_id_at(conn, session, end)
-        if first is not None and after is not None and after > first:
+        if first is not None and after is not None and 0 < after - first <= RECALL_PERIOD_IDS:
             out += search_keyword(conn, "messages_fts", session, query, limit=RECALL_DATED, stem=True,
                                   within=(first, after - 1))
     return out

@@ -241,7 +241,7 @@ def test_dates_a_message_names(text, days):
     assert got == ([days] if days else [])
 
 
-def test_recall_finds_what_was_said_on_a_day_the_question_names(tmp_path):
+def test_recall_finds_what_was_said_on_a_day_the_question_names(tmp_path, monkeypatch):
     conn = bot.db_connect(tmp_path / "p.db")
     talk = []
     for d in range(1, 29):  # every day Anna speaks of her shelter; on the 14th she did something else there
@@ -259,3 +259,7 @@ def test_recall_finds_what_was_said_on_a_day_the_question_names(tmp_path):
     plain = bot.summary_recall(conn, "p:1", "assistant", "What did Anna do at the shelter?", None,
                                limit=2, min_similarity=0.5)
     assert not any("little girl" in t for _, _, t, _ in plain)  # the date, not the words, found it
+    monkeypatch.setattr(bot, "RECALL_PERIOD_IDS", 2)  # a period of more messages than this is not searched alone
+    wide = bot.summary_recall(conn, "p:1", "assistant", "What did Anna do at the shelter on 14 February, 2023?", None,
+                              limit=2, min_similarity=0.5)
+    assert not any("little girl" in t for _, _, t, _ in wide)
