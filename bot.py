@@ -1030,6 +1030,14 @@ EN_STOP_WORDS = frozenset(
     "our us would could should will can has have had not no any some there".split())
 #: English endings cut before a prefix search (research finds researching, sunrise finds sunrises).
 EN_SUFFIXES = ("ing", "ies", "ied", "es", "ed", "s", "e", "y")
+#: English verbs whose past form no stem reaches (a question asks "did she go", the turn says "went"): base:past.
+EN_PAST = dict(pair.split(":") for pair in (
+    "buy:bought go:went make:made take:took see:saw get:got meet:met find:found give:gave come:came run:ran "
+    "win:won lose:lost begin:began teach:taught write:wrote sing:sang eat:ate drink:drank feel:felt leave:left "
+    "think:thought bring:brought build:built catch:caught fall:fell fly:flew hold:held keep:kept lead:led pay:paid "
+    "ride:rode sell:sold send:sent sleep:slept speak:spoke spend:spent swim:swam tell:told wear:wore break:broke "
+    "choose:chose draw:drew drive:drove grow:grew hear:heard know:knew say:said sit:sat stand:stood throw:threw "
+    "wake:woke").split())
 
 
 def text_stem(token):
@@ -1045,16 +1053,24 @@ def text_stem(token):
     return token
 
 
+def text_past_forms(words):
+    """The past forms of the irregular verbs among words. Example: text_past_forms(['go', 'camping']) -> ['went']"""
+    return [EN_PAST[w] for w in words if w in EN_PAST and EN_PAST[w] not in words]
+
+
 def text_fts_query(text, stem=False):
     """An FTS5 query that can't be broken by user input. stem: English words are searched by their
-    stem as a prefix, and English stop words not at all (for chat turns, where they are most lines).
+    stem as a prefix, an irregular verb also by its past form (EN_PAST), and English stop words not at all
+    (for chat turns, where they are most lines).
 
     Example: text_fts_query('NEAR("北京') -> '"near" OR "北" OR "北京" OR "京"'
-    Example: text_fts_query('When did she paint?', stem=True) -> '"paint"*'"""
+    Example: text_fts_query('When did she paint?', stem=True) -> '"paint"*'
+    Example: text_fts_query('Where did she go?', stem=True) -> '"go"* OR "went"'"""
     if not stem:
         return " OR ".join(f'"{t}"' for t in text_query_tokens(text))
-    return " OR ".join(f'"{text_stem(t)}"*' if text_stem(t) else f'"{t}"'
-                       for t in text_query_tokens(text) if t not in EN_STOP_WORDS)
+    words = [t for t in text_query_tokens(text) if t not in EN_STOP_WORDS]
+    return " OR ".join([f'"{text_stem(t)}"*' if text_stem(t) else f'"{t}"' for t in words] +
+                       [f'"{t}"' for t in text_past_forms(words)])  # exactly: won* would find wonderful
 
 
 #: English month names and their short forms: number of the month.
@@ -5499,6 +5515,7 @@ def summary_recall(conn, session, character_id, query, vec, *, limit, min_simila
         text_of=lambda ids: {r[0]: r[1] for r in conn.execute(
             f"SELECT id, text FROM summaries WHERE id IN ({','.join('?' * len(ids))})", list(ids))} if ids else {})
     qt = text_query_tokens(query)
+    past = text_past_forms(qt)
     hits = search_keyword(conn, "messages_fts", session, query, limit=limit * RECALL_CANDIDATES, stem=True)
     in_period = _summary_dated_hits(conn, session, query)
     want = {m + d for m, _ in hits for d in (-1, 0, 1)} | {m for m, _ in in_period}
@@ -5508,7 +5525,7 @@ def summary_recall(conn, session, character_id, query, vec, *, limit, min_simila
     score, asks, dated = {}, set(), []
     for n, (rowid, s) in enumerate(hits + in_period):
         r = rows.get(rowid)
-        if r and _strong_match(qt, r["speaker"] + " " + r["text"], stem=True):
+        if r and (_strong_match(qt, r["speaker"] + " " + r["text"], stem=True) or _strong_match(past, r["text"])):
             score[rowid] = max(score.get(rowid, 0), s)
             asks |= {rowid} if r["text"].rstrip().endswith(_QUESTION_END) else set()
             dated += [rowid] if n >= len(hits) else []

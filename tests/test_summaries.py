@@ -183,6 +183,20 @@ def test_english_words_are_searched_by_their_stem(word, stem):
     assert bot.text_stem(word) == stem
 
 
+def test_recall_finds_the_past_form_of_an_irregular_verb_and_not_what_its_prefix_starts(tmp_path):
+    conn = bot.db_connect(tmp_path / "p.db")
+    talk = [("Ben", "Last summer I went to Lisbon with my sister."), ("Ben", "The concert was wonderful."),
+            ("Ben", "I bought a guitar there.")] + [("Anna", f"Filler line number {i}.") for i in range(20)]
+    for s, t in talk:
+        conn.execute("INSERT INTO messages (session, user_id, speaker, role, character_id, text, created_at) "
+                     "VALUES ('p:1', '1', ?, 'user', 'assistant', ?, 0)", (s, t))
+    got = " ".join(t for _, _, t, _ in bot.summary_recall(conn, "p:1", "assistant", "Where did they go?",
+                                                           None, limit=1, min_similarity=0.5))
+    assert "Lisbon" in got
+    # win brings won, exactly: not the wonderful concert
+    assert not bot.summary_recall(conn, "p:1", "assistant", "Did they win?", None, limit=1, min_similarity=0.5)
+
+
 def test_recall_shows_nearby_hits_as_one_excerpt_and_a_question_with_its_answer(tmp_path):
     conn = bot.db_connect(tmp_path / "p.db")
     talk = [("Anna", "What have you been researching lately?"), ("Ben", "Adoption agencies, mostly."),
