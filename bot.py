@@ -25,6 +25,7 @@ import collections
 import contextlib
 import contextvars
 import dataclasses
+import datetime
 import difflib
 import fcntl
 import hashlib
@@ -1110,6 +1111,14 @@ EN_STOP_WORDS = frozenset(
     "our us would could should will can has have had not no any some there".split())
 #: English endings cut before a prefix search (research finds researching, sunrise finds sunrises).
 EN_SUFFIXES = ("ing", "ies", "ied", "es", "ed", "s", "e", "y")
+#: English verbs whose past form no stem reaches (a question asks "did she go", the turn says "went"): base:past.
+EN_PAST = dict(pair.split(":") for pair in (
+    "buy:bought go:went make:made take:took see:saw get:got meet:met find:found give:gave come:came run:ran "
+    "win:won lose:lost begin:began teach:taught write:wrote sing:sang eat:ate drink:drank feel:felt leave:left "
+    "think:thought bring:brought build:built catch:caught fall:fell fly:flew hold:held keep:kept lead:led pay:paid "
+    "ride:rode sell:sold send:sent sleep:slept speak:spoke spend:spent swim:swam tell:told wear:wore break:broke "
+    "choose:chose draw:drew drive:drove grow:grew hear:heard know:knew say:said sit:sat stand:stood throw:threw "
+    "wake:woke").split())
 
 
 def text_stem(token):
@@ -1125,16 +1134,94 @@ def text_stem(token):
     return token
 
 
+def text_past_forms(words):
+    """The past forms of the irregular verbs among words. Example: text_past_forms(['go', 'camping']) -> ['went']"""
+    return [EN_PAST[w] for w in words if w in EN_PAST and EN_PAST[w] not in words]
+
+
 def text_fts_query(text, stem=False):
     """An FTS5 query that can't be broken by user input. stem: English words are searched by their
-    stem as a prefix, and English stop words not at all (for chat turns, where they are most lines).
+    stem as a prefix, an irregular verb also by its past form (EN_PAST), and English stop words not at all
+    (for chat turns, where they are most lines).
 
     Example: text_fts_query('NEAR("北京') -> '"near" OR "北" OR "北京" OR "京"'
-    Example: text_fts_query('When did she paint?', stem=True) -> '"paint"*'"""
+    Example: text_fts_query('When did she paint?', stem=True) -> '"paint"*'
+    Example: text_fts_query('Where did she go?', stem=True) -> '"go"* OR "went"'"""
     if not stem:
         return " OR ".join(f'"{t}"' for t in text_query_tokens(text))
-    return " OR ".join(f'"{text_stem(t)}"*' if text_stem(t) else f'"{t}"'
-                       for t in text_query_tokens(text) if t not in EN_STOP_WORDS)
+    words = [t for t in text_query_tokens(text) if t not in EN_STOP_WORDS]
+    return " OR ".join([f'"{text_stem(t)}"*' if text_stem(t) else f'"{t}"' for t in words] +
+                       [f'"{t}"' for t in text_past_forms(words)])  # exactly: won* would find wonderful
+
+
+#: English month names and their short forms: number of the month.
+_EN_MONTHS = {name: n for n in range(1, 13) for name in (
+    datetime.date(2000, n, 1).strftime("%B").lower(), datetime.date(2000, n, 1).strftime("%b").lower())}
+_MONTH = "(" + "|".join(sorted(_EN_MONTHS, key=len, reverse=True)) + r")\.?"
+#: A named day: 31 July, 2023 / July 31st 2023 / 2023年7月31日 / 7月31号 (the year may be left out).
+_DAY_RES = (re.compile(rf"\b(?P<d>\d{{1,2}})(?:st|nd|rd|th)? (?P<m>{_MONTH})(?:,? (?P<y>\d{{4}}))?\b"),
+            re.compile(rf"\b(?P<m>{_MONTH}) (?P<d>\d{{1,2}})(?:st|nd|rd|th)?\b(?:,? (?P<y>\d{{4}})\b)?"),
+            re.compile(r"(?:(?P<y>\d{4})年)?(?<!\d)(?P<m>\d{1,2})月(?P<d>\d{1,2})[日号]"))
+#: A named month: July 2023 / in July / 2023年7月 / 7月份 (not "May I": a bare English month needs in/during).
+_MONTH_RES = (re.compile(rf"\b(?P<m>{_MONTH}),? (?P<y>\d{{4}})\b"),
+              re.compile(rf"\b(?:in|during|of|since) (?P<m>{_MONTH})\b"),
+              re.compile(r"(?:(?P<y>\d{4})年|(?<![\d年]))(?P<m>\d{1,2})月(?!\d)"))
+#: A named year: in 2022 / 2022年.
+_YEAR_RE = re.compile(r"\b(?:in|during|since) (?P<y>(?:19|20)\d\d)\b|(?P<y2>(?:19|20)\d\d)年(?!\d)")
+#: Days back from today that a relative word names: (first day back, days it spans); a week or month is the last
+#: whole one, found below.
+_DATE_WORDS = {"yesterday": (1, 1), "昨天": (1, 1), "昨晚": (1, 1), "前天": (2, 1), "last week": "week", "上周": "week",
+               "上星期": "week", "上个星期": "week", "last month": "month", "上个月": "month", "上月": "month",
+               "last year": "year", "去年": "year"}
+
+
+def text_periods(text, today):
+    """The periods a message names, as [(first day, day after)], most precise kind only: days, else months,
+    else relative words (昨天, last week), else years. A day or month without a year is the latest one up to today.
+
+    Example: text_periods('7月1日', datetime.date(2023, 8, 2)) -> [(datetime.date(2023, 7, 1), datetime.date(2023, 7, 2))]
+    Example: text_periods('上周', datetime.date(2023, 8, 20)) -> [(datetime.date(2023, 8, 7), datetime.date(2023, 8, 14))]
+    Example: text_periods('May I ask?', datetime.date(2023, 8, 20)) -> []"""
+    low, day = text.lower(), datetime.timedelta(days=1)
+
+    def month_of(m):
+        return _EN_MONTHS.get(m.lower().rstrip(".")) or int(m)
+
+    def year(y, month, d=1):  # no year given: this year's, or last year's when it is still to come
+        return int(y) if y else today.year - ((month, d) > (today.month, today.day))
+
+    out = []
+    for rx in _DAY_RES:
+        for m in rx.finditer(low):
+            month, d = month_of(m["m"]), int(m["d"])
+            with contextlib.suppress(ValueError):
+                first = datetime.date(year(m["y"], month, d), month, d)
+                out.append((first, first + day))
+    for rx in () if out else _MONTH_RES:
+        for m in rx.finditer(low):
+            month = month_of(m["m"])
+            if 1 <= month <= 12:
+                y = year(m.groupdict().get("y"), month)
+                out.append((datetime.date(y, month, 1), datetime.date(y + month // 12, month % 12 + 1, 1)))
+    monday, first = today - datetime.timedelta(days=today.weekday()), today.replace(day=1)
+    spans = {"week": (monday - 7 * day, monday), "month": ((first - day).replace(day=1), first),
+             "year": (datetime.date(today.year - 1, 1, 1), datetime.date(today.year, 1, 1))}
+    for word, back in () if out else _DATE_WORDS.items():
+        if word in low:
+            out.append(spans[back] if isinstance(back, str) else
+                       (today - back[0] * day, today - (back[0] - back[1]) * day))
+    for m in () if out else _YEAR_RE.finditer(low):
+        y = int(m["y"] or m["y2"])
+        out.append((datetime.date(y, 1, 1), datetime.date(y + 1, 1, 1)))
+    return list(dict.fromkeys(out))
+
+
+def text_dates(text, now):
+    """text_periods as [(start, end)] Unix times of local midnights, today being the day of now (Unix time).
+
+    Example: text_dates('May I ask?', 0) -> []"""
+    today = datetime.date.fromtimestamp(now)
+    return [tuple(time.mktime(d.timetuple()) for d in span) for span in text_periods(text, today)]
 
 
 def text_owner_token(owner):
@@ -2091,10 +2178,11 @@ def search_vec_put(conn, table, row_id, owner, vec):
                  (row_id, owner, np.asarray(vec, dtype=np.float32).tobytes()))
 
 
-def search_keyword(conn, table, owner, query, limit=SEARCH_CANDIDATES, expansion=False, stem=False):
+def search_keyword(conn, table, owner, query, limit=SEARCH_CANDIDATES, expansion=False, stem=False, within=None):
     """BM25 over pre-tokenised text, only the owner's rows: [(rowid, score)], best first.
     expansion: memories_fts also searches its extra column (the LLM's words) at EXPANSION_WEIGHT;
-    only for recall, never for choosing what a forget or an update changes. stem: see text_fts_query."""
+    only for recall, never for choosing what a forget or an update changes. stem: see text_fts_query.
+    within: (first rowid, last rowid): search only that stretch of the table (FTS5 skips the rest of each list)."""
     q = text_fts_query(query, stem)
     if not q:
         return []
@@ -2102,9 +2190,10 @@ def search_keyword(conn, table, owner, query, limit=SEARCH_CANDIDATES, expansion
                         else ("1.0, 0.0, 0.0", "tokens"))
     if table != "memories_fts":
         weights = "1.0, 0.0"
+    span = " AND rowid BETWEEN ? AND ?" if within else ""
     rows = conn.execute(
-        f"SELECT rowid, bm25({table}, {weights}) FROM {table} WHERE {table} MATCH ? ORDER BY 2 LIMIT ?",
-        (f'owner : "{text_owner_token(owner)}" AND {columns} : ({q})', limit)).fetchall()
+        f"SELECT rowid, bm25({table}, {weights}) FROM {table} WHERE {table} MATCH ?{span} ORDER BY 2 LIMIT ?",
+        (f'owner : "{text_owner_token(owner)}" AND {columns} : ({q})', *(within or ()), limit)).fetchall()
     return [(r[0], -r[1]) for r in rows]
 
 
@@ -5703,18 +5792,65 @@ def summary_rollup_store(conn, session, char, olds, text, method, vec):
 RECALL_CANDIDATES = 4
 #: Turns apart two hits may be and still show as one excerpt (a stretch of talk about one thing).
 RECALL_GAP = 4
-#: Share of the hits right beside a turn added to its rank (a line among other hits is the likelier answer).
+#: Share of the hits right beside a turn added to its rank (a line among other hits is the likelier answer;
+#: a line that matches nothing itself is a candidate too when a hit is beside it: the answer to a hit's question,
+#: or the question a hit answers).
 RECALL_BESIDE_WEIGHT = 0.5
 #: Weight of a summary against a raw turn in recall's fusion (an extractive summary keeps a few lines of
 #: many; on LoCoMo a turn hit is more often the evidence, so summaries mostly fill what turns leave free).
 RECALL_SUMMARY_WEIGHT = 0.5
+#: Tokens each excerpt place may spend on average: recall stops adding turns when limit × this is spent, so a
+#: few long excerpts can't crowd out the rest (tests/bench.py --locomo: 87 is 5 % of a LoCoMo chat at 10 places).
+RECALL_TOKENS = 87
+#: Keyword hits read inside each period a message names (a day, a month: 上周 / on 31 July, 2023); a LoCoMo
+#: month of talk has fewer, and reading them all found more than the best 10 or 40 (tests/bench.py --locomo).
+RECALL_DATED = 80
+#: Most message ids a named period may span and still be searched on its own: a wider one (上个月 in a busy
+#: group) narrows little, and its query would cost as much as the plain search (≈10 ms more at 100k messages).
+RECALL_PERIOD_IDS = 5000
+#: Tokens an excerpt's day line costs.
+RECALL_DAY_TOKENS = text_count_tokens("[2023-07-31]")
 _QUESTION_END = ("?", "？")
+
+
+def _summary_id_at(conn, session, when):
+    """The id from which the chat's messages are stamped at or after when (ids follow time), by bisection
+    on the (session, id) index: a few lookups however long the chat; None for an empty chat."""
+    lo, hi = conn.execute("SELECT (SELECT id FROM messages WHERE session = ?1 ORDER BY id LIMIT 1), "
+                          "(SELECT id + 1 FROM messages WHERE session = ?1 ORDER BY id DESC LIMIT 1)",
+                          (session,)).fetchone()
+    if lo is None:
+        return None
+    while lo < hi:
+        mid = (lo + hi) // 2
+        row = conn.execute("SELECT id, created_at FROM messages WHERE session = ? AND id >= ? ORDER BY id LIMIT 1",
+                           (session, mid)).fetchone()
+        if row["created_at"] >= when:
+            hi = mid
+        else:
+            lo = row["id"] + 1
+    return lo
+
+
+def _summary_dated_hits(conn, session, query):
+    """Keyword hits inside each period the query names (see text_dates; now is the chat's newest message)."""
+    newest = conn.execute("SELECT created_at FROM messages WHERE session = ? ORDER BY id DESC LIMIT 1",
+                          (session,)).fetchone()
+    out = []
+    for start, end in text_dates(query, newest[0]) if newest and newest[0] else []:
+        first, after = _summary_id_at(conn, session, start), _summary_id_at(conn, session, end)
+        if first is not None and after is not None and 0 < after - first <= RECALL_PERIOD_IDS:
+            out += search_keyword(conn, "messages_fts", session, query, limit=RECALL_DATED, stem=True,
+                                  within=(first, after - 1))
+    return out
 
 
 def summary_recall(conn, session, character_id, query, vec, *, limit, min_similarity, before=1 << 62, skip=()):
     """Older summaries and raw turns of this chat and character that matter to query, fused by rank:
-    [(kind, id, text, message ids it shows)], best first. Turn hits up to RECALL_GAP apart are one
-    excerpt of just those turns; a hit that asks a question brings the turn after it (its answer)."""
+    [(kind, id, text, message ids it shows)], best first, within limit × RECALL_TOKENS tokens. Turn hits up
+    to RECALL_GAP apart are one excerpt of just those turns; a hit that asks a question brings the turn after it
+    (its answer); a turn beside hits may come as well; a period the query names (昨天, in May 2023) adds its hits.
+    An excerpt of stamped messages shows the day it is from."""
     skip = set(skip)
     summaries = search_hybrid(
         conn, "summaries", f"{session}/{character_id}", query, vec, allowed=lambda ids: ids - skip,
@@ -5722,44 +5858,79 @@ def summary_recall(conn, session, character_id, query, vec, *, limit, min_simila
         text_of=lambda ids: {r[0]: r[1] for r in conn.execute(
             f"SELECT id, text FROM summaries WHERE id IN ({','.join('?' * len(ids))})", list(ids))} if ids else {})
     qt = text_query_tokens(query)
-    score, asks = {}, set()
-    for rowid, s in search_keyword(conn, "messages_fts", session, query, limit=limit * RECALL_CANDIDATES, stem=True):
-        r = conn.execute("SELECT id, speaker, text FROM messages WHERE id = ? AND character_id = ? AND id < ?",
-                         (rowid, character_id, before)).fetchone()
-        if r and _strong_match(qt, r["speaker"] + " " + r["text"], stem=True):
-            score[r["id"]] = s
-            if r["text"].rstrip().endswith(_QUESTION_END):
-                asks.add(r["id"])
+    past = text_past_forms(qt)
+    hits = search_keyword(conn, "messages_fts", session, query, limit=limit * RECALL_CANDIDATES, stem=True)
+    in_period = _summary_dated_hits(conn, session, query)
+    want = {m + d for m, _ in hits for d in (-1, 0, 1)} | {m for m, _ in in_period}
+    rows = {r["id"]: r for r in conn.execute(
+        f"SELECT id, speaker, text, created_at FROM messages WHERE session = ? AND character_id = ? AND id < ? "
+        f"AND kind = 'chat' AND id IN ({','.join('?' * len(want))})", (session, character_id, before, *want))}
+    score, asks, dated = {}, set(), []
+    for n, (rowid, s) in enumerate(hits + in_period):
+        r = rows.get(rowid)
+        if r and (_strong_match(qt, r["speaker"] + " " + r["text"], stem=True) or _strong_match(past, r["text"])):
+            score[rowid] = max(score.get(rowid, 0), s)
+            asks |= {rowid} if r["text"].rstrip().endswith(_QUESTION_END) else set()
+            dated += [rowid] if n >= len(hits) else []
+    for m in list(score):  # a turn beside a hit is a candidate of its own, ranked by the hits beside it
+        score.update({near: 0.0 for near in (m - 1, m + 1) if near in rows and near not in score})
     beside = {m: score.get(m - 1, 0) + score.get(m + 1, 0) for m in score}
-    turns = sorted(score, key=lambda m: -(score[m] + RECALL_BESIDE_WEIGHT * beside[m]))
+
+    def rank(m):
+        return -(score[m] + RECALL_BESIDE_WEIGHT * beside[m])
+
+    tokens = {}
+
+    def cost(ids):  # counted when first needed: most candidates are never reached
+        for m in ids - tokens.keys():
+            tokens[m] = text_count_tokens(f"{rows[m]['speaker']}：{rows[m]['text']}")
+        return sum(tokens[m] for m in ids)
+
     fused = collections.defaultdict(float)
-    for rank, (sid, _) in enumerate(summaries):
-        fused[("summary", sid)] += RECALL_SUMMARY_WEIGHT / (RRF_K + rank)
-    for rank, mid in enumerate(turns):
-        fused[("turn", mid)] += 1.0 / (RRF_K + rank)
-    items = []  # (kind, id, message ids): a later hit near an excerpt joins it even when all places are taken
+    for n, (sid, _) in enumerate(summaries):
+        fused[("summary", sid)] += RECALL_SUMMARY_WEIGHT / (RRF_K + n)
+    for n, mid in enumerate(sorted(score, key=rank)):
+        fused[("turn", mid)] += 1.0 / (RRF_K + n)
+    for n, mid in enumerate(sorted(set(dated), key=rank)):  # hits in a period the query names rank as a second list
+        fused[("turn", mid)] += 1.0 / (RRF_K + n)
+    texts = {sid: conn.execute("SELECT text FROM summaries WHERE id = ?", (sid,)).fetchone()[0] for sid, _ in summaries}
+    budget, items, place = limit * RECALL_TOKENS, [], {}  # (kind, id, message ids); message id -> its item
     for kind, i in sorted(fused, key=lambda x: -fused[x]):
-        ids = {i, i + 1} if i in asks else {i}
-        near = kind == "turn" and next((it for it in items if it[2] and any(abs(i - j) <= RECALL_GAP for j in it[2])),
-                                       None)
-        if near:
-            near[2].update(ids)
-        elif len(items) < limit:
-            items.append((kind, i, ids if kind == "turn" else None))
+        if kind == "summary":
+            if len(items) < limit and text_count_tokens(texts[i]) <= budget:
+                items.append((kind, i, None))
+                budget -= text_count_tokens(texts[i])
+            continue
+        ids = {i, i + 1} & rows.keys() if i in asks else {i}
+        near = min((place[j] for j in range(i - RECALL_GAP, i + RECALL_GAP + 1) if j in place), default=None)
+        if near is None and len(items) >= limit:
+            continue  # a hit near an excerpt joins it even when all places are taken; any other waits for none
+        spend = cost(ids - (items[near][2] if near is not None else set())) + (0 if near is not None else
+                                                                             RECALL_DAY_TOKENS)
+        if spend > budget:
+            continue
+        budget -= spend
+        if near is None:
+            near = len(items)
+            items.append((kind, i, set()))
+        items[near][2].update(ids)
+        place.update(dict.fromkeys(ids, near))
     out = []
     for kind, i, ids in items:
         if kind == "summary":
-            out.append((kind, i, conn.execute("SELECT text FROM summaries WHERE id = ?", (i,)).fetchone()[0], []))
+            out.append((kind, i, texts[i], []))
             continue
-        rows = conn.execute(f"SELECT id, speaker, text FROM messages WHERE session = ? AND character_id = ? AND id < ? "
-                            f"AND kind = 'chat' AND id IN ({','.join('?' * len(ids))}) ORDER BY id",
-                            (session, character_id, before, *sorted(ids))).fetchall()
-        lines = []
-        for n, r in enumerate(rows):
-            if n and r["id"] > rows[n - 1]["id"] + 1:
+        lines, day, shown = [], None, sorted(ids)
+        for n, m in enumerate(shown):
+            r = rows[m]
+            if n and m > shown[n - 1] + 1:
                 lines.append("…")  # the excerpt skips turns here
+            stamp = time.strftime("%Y-%m-%d", time.localtime(r["created_at"])) if r["created_at"] else None
+            if stamp != day and stamp:
+                lines.append(f"[{stamp}]")  # the day it was said: "when did…" needs it, and 昨天 in it means that day
+            day = stamp
             lines.append(f"{r['speaker']}：{text_own_lines(r['text'], r['speaker'])}")
-        out.append((kind, i, "\n".join(lines), [r["id"] for r in rows]))
+        out.append((kind, i, "\n".join(lines), shown))
     return out
 
 

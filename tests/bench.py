@@ -17,6 +17,7 @@ skipped, with a note, when it is not given. The LLM and the QQ side are the test
 import argparse
 import collections
 import contextlib
+import datetime
 import itertools
 import json
 import os
@@ -207,13 +208,13 @@ def bench_ooc(path, characters):
 
 
 def _replay(conn, embedder, session, turns, every):
-    """Stores turns [(speaker, role, text, tag)] and summarises them as the bot does (extractive):
+    """Stores turns [(speaker, role, text, tag, Unix time)] and summarises them as the bot does (extractive):
     returns {summary id: tags of the turns whose sentences it kept}."""
     kept = {}
     window = []
-    for speaker, role, text, tag in turns:
+    for speaker, role, text, tag, when in turns:
         mid = conn.execute("INSERT INTO messages (session, user_id, speaker, role, character_id, text, onebot_id, created_at)"
-                           " VALUES (?, '1', ?, ?, 'assistant', ?, ?, 0)", (session, speaker, role, text, tag)).lastrowid
+                           " VALUES (?, '1', ?, ?, 'assistant', ?, ?, ?)", (session, speaker, role, text, tag, when)).lastrowid
         window.append({"id": mid, "speaker": speaker, "text": text, "tag": tag, "role": role})
         if sum(w["role"] == "user" for w in window) >= every and role == "assistant" or len(window) >= 2 * every:
             text_, idx = bot.summary_extractive([(w["speaker"], w["text"]) for w in window])
@@ -224,16 +225,25 @@ def _replay(conn, embedder, session, turns, every):
     return kept
 
 
+#: LoCoMo's conversations chosen on (recall's constants were tuned on these) and held out (never looked at).
+LOCOMO_TUNED, LOCOMO_HELD_OUT = range(0, 5), range(5, 10)
+
+
+def _locomo_time(stamp):
+    """A LoCoMo session's date ('1:56 pm on 8 May, 2023') as local Unix time. Example: '' -> 0"""
+    return datetime.datetime.strptime(stamp, "%I:%M %p on %d %B, %Y").timestamp() if stamp else 0
+
+
 def bench_locomo(embedder, path, every=10):
     """LoCoMo evidence recall@5/@10 of the retrieval that builds prompts (summaries + older turns),
-    with extractive summaries, and the context it costs as a share of the full history."""
+    with extractive summaries, and the context it costs as a share of the full history. Each message is
+    stamped with its session's date, as a real message carries its time; the full history it is measured
+    against is every turn plus one date line a session. Recall is asked for 5 and for 10 places (as a prompt
+    with that many would), on all ten conversations and on the tuned and held-out halves."""
     sys.path.insert(0, str(Path(path).parent))
     import locomo_recall
     data = json.loads(Path(path).read_text(encoding="utf-8"))
-    sums = {k: collections.Counter() for k in (5, 10)}
-    counts = collections.Counter()
-    share = {5: [], 10: []}
-    spent = {5: [], 10: []}
+    rows_of = {}  # (conversation, category) -> [(recall@5, recall@10, share@5, share@10, tokens@5, tokens@10)]
     took = []
     for n, sample in enumerate(data):
         conn = bot.db_connect(":memory:")
@@ -241,11 +251,12 @@ def bench_locomo(embedder, path, every=10):
             bot.db_vec_prepare(conn, embedder.name, embedder.dim)
         turns = locomo_recall.turns_of(sample)
         speakers = sorted({t["speaker"] for t in turns})
-        rows = [(t["speaker"], "user" if t["speaker"] == speakers[0] else "assistant",
-                 f"({t['date']}) {t['text']}" if t["date"] else t["text"], t["dia_id"]) for t in turns]
+        rows = [(t["speaker"], "user" if t["speaker"] == speakers[0] else "assistant", t["text"], t["dia_id"],
+                 _locomo_time(t["date"])) for t in turns]
         session = f"p:{n}"
         kept = _replay(conn, embedder, session, rows, every)
-        full = sum(bot.text_count_tokens(f"{s}：{t}") for s, _, t, _ in rows)
+        full = sum(bot.text_count_tokens(f"{s}：{t}") for s, _, t, _, _ in rows) + \
+            sum(bot.text_count_tokens(f"[{d}]") for d in dict.fromkeys(t["date"] for t in turns))
         msg_tag = {r[0]: r[1] for r in conn.execute("SELECT id, onebot_id FROM messages")}
         for qa in sample["qa"]:
             ev = locomo_recall.norm_evidence(qa.get("evidence", []))
@@ -253,26 +264,33 @@ def bench_locomo(embedder, path, every=10):
                 continue
             q = qa["question"]
             vec = embedder.encode([q])[0] if embedder.model is not None else None
-            t0 = time.perf_counter()
-            ranked = bot.summary_recall(conn, session, "assistant", q, vec, limit=10, min_similarity=embedder.floor)
-            took.append((time.perf_counter() - t0) * 1000)
-            counts[qa["category"]] += 1
+            row = []
             for k in (5, 10):
-                got, tokens = set(), 0
-                for kind, i, text, shown in ranked[:k]:
+                t0 = time.perf_counter()
+                ranked = bot.summary_recall(conn, session, "assistant", q, vec, limit=k, min_similarity=embedder.floor)
+                took.append((time.perf_counter() - t0) * 1000)
+                got = set()
+                for kind, i, _, shown in ranked:
                     got.update(kept.get(i, []) if kind == "summary" else [msg_tag[m] for m in shown])
-                    tokens += bot.text_count_tokens(text)
-                sums[k][qa["category"]] += sum(e in got for e in ev) / len(ev)
-                share[k].append(tokens / max(1, full))
-                spent[k].append(tokens)
+                tokens = sum(bot.text_count_tokens(text) for _, _, text, _ in ranked)
+                row.append((sum(e in got for e in ev) / len(ev), tokens / max(1, full), tokens))
+            rows_of.setdefault((n, qa["category"]), []).append(row)
         conn.close()
-    total = sum(counts.values())
-    return {f"recall@{k}": {"all": round(sum(sums[k].values()) / total, 3)} |
-            {locomo_recall.CATS[c]: round(sums[k][c] / counts[c], 3) for c in sorted(counts)} for k in (5, 10)} | {
-        "context_share@5": round(statistics.mean(share[5]), 4), "context_share@10": round(statistics.mean(share[10]), 4),
-        "context_tokens@5": round(statistics.mean(spent[5]), 1), "context_tokens@10": round(statistics.mean(spent[10]), 1),
-        "recall_ms_p50": round(statistics.median(took), 2),
-        "questions": total, "floor": "BM25 over single turns: recall@5 0.441, @10 0.518"}
+
+    def figures(convs):
+        got = [r for (n, _), rs in rows_of.items() if n in convs for r in rs]
+        out = {f"recall@{k}": {"all": round(statistics.mean(r[j][0] for r in got), 3)} | {
+            locomo_recall.CATS[c]: round(statistics.mean(r[j][0] for (n, cat), rs in rows_of.items()
+                                                         if n in convs and cat == c for r in rs), 3)
+            for c in sorted({cat for _, cat in rows_of})} for j, k in enumerate((5, 10))}
+        for j, k in enumerate((5, 10)):
+            out[f"context_share@{k}"] = round(statistics.mean(r[j][1] for r in got), 4)
+            out[f"context_tokens@{k}"] = round(statistics.mean(r[j][2] for r in got), 1)
+        return out | {"questions": len(got)}
+
+    return figures(range(len(data))) | {
+        "tuned (conversations 0-4)": figures(LOCOMO_TUNED), "held out (conversations 5-9)": figures(LOCOMO_HELD_OUT),
+        "recall_ms_p50": round(statistics.median(took), 2), "floor": "BM25 over single turns: recall@5 0.441, @10 0.518"}
 
 
 def bench_prompt_growth(embedder, characters, path):
