@@ -6306,6 +6306,7 @@ class App:
         self.memory_rate = collections.defaultdict(collections.deque)  # user -> times of recent memory changes
         self.memory_reads = collections.defaultdict(collections.deque)  # user -> times of recent memory lists
         self.memory_read_warned = {}  # user -> when they were last told to read their memories less often
+        self.memory_change_warned = {}  # user -> when they were last told to change their memories less often
         self.memory_used = {}  # (user, session) -> ids of the memories in the last reply's prompt (你怎么知道的)
         self.llm = LLMClient(cfg)
         self.summaries = SummaryWorker(cfg, self.db, self.llm, self.vec, self.card_by_id, self.stats)
@@ -6621,14 +6622,38 @@ async def _pictures_wanted(app, ctx):
 
 
 def _memory_said(app, ctx, text, lists=True):
-    """Whether a message asks something of the memory: a command, words about it, the answer to its question
-    (lists=False: a change only, not 你记得我什么)."""
+    """Whether a message past a flood or queue limit is still heard: a memory command the rules read, while
+    MEMORY_RATE_LIMIT would still say something to it, or the answer to this chat's unexpired question
+    (lists=False: a change only, not 你记得我什么). Words that only sound like memory (不对，…; 删) are not:
+    a flood of them would each be answered."""
     names = [c["name"] for c in app.characters.get()["cards"].values()] + app.cfg.nicknames
     kind = memory_parse(text, names)[0]
     if kind in MEMORY_ACTIONS and not MEMORY_ACTIONS[kind].limited:
-        return lists
-    return bool(kind or memory_shaped_words(text, weak=True) or (ctx.user_id, ctx.session) in app.memory_asked
-                or ctx.user_id in app.wipe_asked)
+        return lists and not _memory_quiet(app.memory_reads[ctx.user_id], app.memory_read_warned.get(ctx.user_id),
+                                           app.cfg.MEMORY_RATE_LIMIT)
+    if kind:
+        return not _memory_quiet(app.memory_rate[ctx.user_id], app.memory_change_warned.get(ctx.user_id),
+                                 app.cfg.MEMORY_RATE_LIMIT)
+    return _memory_answering(app, ctx, text)
+
+
+#: The words of an answer to the bot's which-one question or 要我记住吗 (as memory_answer reads them).
+_ANSWER_RE = re.compile(rf"算了|不用了?|不要|取消|没事|不改了?|都不是|no|要|好|好的|是|是的|对|对的|嗯|嗯嗯|记吧|记住|可以|行|ok"
+                        rf"|yes|y|(?:第|选|就|是)?\s*{_NUM}\s*(?:条|个|项|号)?(?:吧|吧。|。)?", re.I)
+
+
+def _memory_answering(app, ctx, text):
+    """Whether a message is worded as the answer to the question the bot asked in this chat less than
+    PENDING_SECONDS ago (a wipe's 确认删除 is a command of its own)."""
+    asked = app.memory_asked.get((ctx.user_id, ctx.session))
+    return bool(asked and time.monotonic() - asked["at"] <= PENDING_SECONDS
+                and _ANSWER_RE.fullmatch(_strip_tail(text)))
+
+
+def _memory_quiet(times, warned_at, limit):
+    """Whether the user is past limit memory commands a minute and was told so in the last minute: then
+    nothing more is said to one."""
+    return (_rate_full(times, limit) and warned_at is not None and time.monotonic() - warned_at < 60)
 
 
 async def _pictures_wait(app, ctx):
@@ -6986,12 +7011,14 @@ async def reply_memory(app, ctx, text, card):
     app.stats["memory_commands"] += 1
     await _mark_command(app, ctx)
     action = MEMORY_ACTIONS[kind]
+    limited = _memory_limited(app, ctx) if action.limited else _memory_read_limited(app, ctx)
+    if limited is not None:  # a refusal counts too: a flood of 记住，本群… by a member gets one answer
+        return limited
     for need in action.who:
         allowed, refusal = COMMAND_WHO[need]
         if not allowed(ctx):
             return refusal
-    limited = _memory_limited(app, ctx) if action.limited else _memory_read_limited(app, ctx)
-    return limited if limited is not None else await action.handler(app, ctx, **args)
+    return await action.handler(app, ctx, **args)
 
 
 async def reply_memory_plan(app, ctx, text, rule_ask=None):
@@ -7015,7 +7042,7 @@ async def reply_memory_plan(app, ctx, text, rule_ask=None):
         return None  # the LLM read it as chat
     await _mark_command(app, ctx)
     limited = _memory_limited(app, ctx) if rule_ask is None else None  # reply_memory counted a rules' ask
-    if limited:
+    if limited is not None:
         return limited
     if isinstance(ops, list) and not any(o["op"] in ("ask", "none") for o in ops):
         app.stats["memory_plans_applied"] += 1
@@ -7050,8 +7077,13 @@ async def _mark_command(app, ctx):
     await app.db.run(session_mark_command, ctx.message_id, write=True)
 
 
+#: Said once a minute to a user past MEMORY_RATE_LIMIT changes (further ones that minute get no answer).
+MEMORY_RATE_REPLY = "你改记忆改得太快啦，歇一分钟再来吧。（刚才这条和这一分钟里再改的都不会记）"
+
+
 def _memory_limited(app, ctx):
-    """A reply when the user changes memories faster than MEMORY_RATE_LIMIT a minute; else None."""
+    """A reply when the user changes memories faster than MEMORY_RATE_LIMIT a minute ("" when told so already
+    this minute: nothing is said); else None."""
     if ctx.superuser or not app.cfg.MEMORY_RATE_LIMIT:
         return None
     now = time.monotonic()
@@ -7060,7 +7092,10 @@ def _memory_limited(app, ctx):
         times.popleft()
     if len(times) >= app.cfg.MEMORY_RATE_LIMIT:
         app.stats["memory_rate_limited"] += 1
-        return "你改记忆改得太快啦，歇一分钟再来吧。（刚才这条没有记）"
+        if now - app.memory_change_warned.get(ctx.user_id, -60) < 60:
+            return ""  # told already this minute: a flood of changes that change nothing gets one answer
+        app.memory_change_warned[ctx.user_id] = now
+        return MEMORY_RATE_REPLY
     times.append(now)
     return None
 
@@ -7247,8 +7282,7 @@ def _burst_command(app, ctx, text):
     t = text.strip()
     names = [c["name"] for c in app.characters.get()["cards"].values()] + app.cfg.nicknames
     return bool(_command_find(ADMIN_COMMANDS, t) or _command_find(CHARACTER_COMMANDS, t) or _NEW_TOPIC_RE.match(t)
-                or memory_parse(t, names)[0]
-                or (ctx.user_id, ctx.session) in app.memory_asked or ctx.user_id in app.wipe_asked)
+                or memory_parse(t, names)[0] or _memory_answering(app, ctx, t))
 
 
 async def reply_burst(app, ctx, text, card):

@@ -649,6 +649,48 @@ def test_a_flood_past_three_times_the_rate_limit_is_not_stored(start, llm):
         nc.close()
 
 
+def test_past_the_flood_cap_only_commands_and_the_answer_to_a_waiting_question_are_heard(start, llm):
+    """不对，/删/改 + 4,000 characters escaped the flood cap (1,900 stored in 30 s), and a wipe waiting for its
+    确认删除 (in any chat, until restart) or a question waiting for its answer let every message through:
+    now only a command the rules read, or the answer to this chat's question, gets past the cap."""
+    runner = start(BOT_RATE_LIMIT=2)  # 6 messages a minute, commands included
+    nc = NapCat(runner.cfg.ONEBOT_PORT)
+    group = {"group_id": 972, "at_bot": True}
+    try:
+        assert nc.ask(31, "记住，我住在杭州").startswith("好的")
+        assert nc.ask(31, "忘记关于我的一切").startswith("确定要删除")  # a wipe waits in the private chat
+        assert nc.ask(31, "记住明天三点开会", **group).strip().startswith("要我记住")  # a question in the group
+        for i in range(12):
+            nc.event(31, ("不对，", "删", "改")[i % 3] + varied_chinese(300, seed=i), **group)
+        replies = [text_of(p).strip() for p in nc.barrier(31, "要", answer="好的", **group)]
+        stored = runner.rows("SELECT text FROM messages WHERE user_id = '31' AND role = 'user' AND length(text) > 300")
+        assert len(stored) == 3, len(stored)  # 6 a minute, 3 taken by the commands above: was 12
+        assert len(replies) <= 3, replies  # was one each
+        assert {"text": "我明天三点开会"} in runner.rows("SELECT text FROM memories WHERE user_id = '31'")  # heard
+        assert nc.ask(31, "确认删除").startswith("好的")  # the wipe's own command is still heard past the cap
+    finally:
+        nc.close()
+
+
+def test_past_the_memory_rate_limit_changes_that_change_nothing_get_one_notice(start, llm):
+    """撤销 with nothing to undo, 确认删除 with nothing to confirm, 忘记第N条 with no memories and a member's
+    记住，本群… were answered every time (200 of 200): past MEMORY_RATE_LIMIT, one notice a minute."""
+    runner = start(MEMORY_RATE_LIMIT=2)
+    nc = NapCat(runner.cfg.ONEBOT_PORT)
+    group = {"group_id": 973, "at_bot": True}
+    try:
+        for text in ("撤销", "确认删除", "忘记第3条", "记住，本群每周五开黑"):
+            user = 50 + len(text)
+            for _ in range(8):
+                nc.event(user, text, role="member", **group)
+            replies = [text_of(p).strip() for p in nc.barrier(user, **group)]
+            assert len(replies) == 2 + 1, (text, replies)  # was 8
+            assert replies[-1] == bot.MEMORY_RATE_REPLY
+        assert runner.rows("SELECT text FROM memories") == []
+    finally:
+        nc.close()
+
+
 # 4. Every LLM call charged to someone ########################################
 
 def test_summaries_are_charged_to_the_user_and_the_group(start, llm):
@@ -734,9 +776,11 @@ def test_a_flood_of_memory_lists_gets_one_slow_down_and_a_change_past_the_limit_
         assert len(replies) == 3 + 1, replies  # was 12
         assert replies[-1] == "你查记忆查得太快啦，歇一分钟再来看吧。"
         assert nc.ask(26, "本群记得什么", **group).strip().startswith("本群")  # another member's own count
-        stored = [nc.ask(25, f"记住，我第{i}次来这个群", **group).strip() for i in range(5)]
-        assert [x.startswith("好的") for x in stored] == [True] * 3 + [False] * 2  # changes: a count of their own
-        assert stored[3:] == ["你改记忆改得太快啦，歇一分钟再来吧。（刚才这条没有记）"] * 2
+        stored = [nc.ask(25, f"记住，我第{i}次来这个群", **group).strip() for i in range(4)]
+        assert [x.startswith("好的") for x in stored] == [True] * 3 + [False]  # changes: a count of their own
+        assert stored[3] == bot.MEMORY_RATE_REPLY
+        nc.event(25, "记住，我第5次来这个群", **group)
+        assert nc.barrier(25, **group) == []  # told once a minute, then nothing more
         assert len(runner.rows("SELECT id FROM memories WHERE user_id = '25'")) == 3
         nc.event(25, "你记得我什么", **group)
         assert nc.barrier(25, **group) == []  # still the same minute: nothing more said
@@ -759,6 +803,8 @@ def test_past_the_queue_limit_a_flood_of_lists_gets_one_notice_and_each_change_s
             nc.event(27, "本群记得什么", **group)
         for text in ("记住，我喜欢猫", "记住，我喜欢狗"):
             nc.event(27, text, **group)
+        for i in range(3):  # words that only sound like a change: each was told QUEUE_CHANGE_REPLY (1,880 in 30 s)
+            nc.event(27, "不对，" + varied_chinese(200, seed=i), **group)
         told = [nc.reply_text().strip() for _ in range(3)]  # was 6 x the same notice
         assert told == [bot.QUEUE_REPLY, bot.QUEUE_CHANGE_REPLY, bot.QUEUE_CHANGE_REPLY]
         gate.set()
