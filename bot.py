@@ -7390,10 +7390,13 @@ def _rate_take(times, limit):
 @contextlib.asynccontextmanager
 async def _budget_reserve(app, payer, tokens):
     """Holds tokens of payer's BOT_DAILY_TOKENS for one LLM call while it runs: calls at once can't all pass the
-    check before any is counted. Raises LLMBudgetError when the payer is past the budget, counting what is held."""
+    check before any is counted. Raises LLMBudgetError when the payer is past the budget, or when this call's
+    tokens with what the payer's calls in flight hold would take it past (a check of what is used and held alone
+    let calls at once overshoot it 1.3-1.9 times); a lone call needs only room left, so a budget smaller than
+    one call's most is still spent."""
     if app.cfg.BOT_DAILY_TOKENS:
         used = await app.db.run(usage_today, payer) + app.reserved[payer]
-        if used >= app.cfg.BOT_DAILY_TOKENS:
+        if used >= app.cfg.BOT_DAILY_TOKENS or app.reserved[payer] and used + tokens > app.cfg.BOT_DAILY_TOKENS:
             app.stats["budget_hit"] += 1
             raise LLMBudgetError(f"{payer} is past BOT_DAILY_TOKENS")
     app.reserved[payer] += tokens
