@@ -6300,6 +6300,7 @@ class App:
         self.arrivals = collections.defaultdict(collections.deque)  # user -> times of recent stored messages
         self.flood_warned = {}  # user -> when the log last said their messages are dropped
         self.reserved = collections.Counter()  # payer -> tokens held by LLM calls under way (BOT_DAILY_TOKENS)
+        self.picturing = collections.Counter()  # user -> their messages whose pictures are fetched, not yet answered
         self.in_line = {}  # (chat, user) -> a future done when that user's last message is in its chat's line
         self.wipe_asked = {}  # user -> time they asked to forget everything
         self.memory_asked = {}  # (user, session) -> the which-one question waiting for its answer
@@ -6545,7 +6546,7 @@ async def reply_handle(app, ctx, text, onebot_id=None, pictures=()):
     app.pending[ctx.session] += 1
     mine = (ctx.session, ctx.user_id)
     app.queued[mine] += 1
-    reply = None
+    reply, picturing = None, False
     try:
         if app.queued[mine] > app.cfg.BOT_QUEUE_LIMIT:  # the member's own share: others in the chat keep theirs
             change = _memory_said(app, ctx, text, lists=False)
@@ -6554,7 +6555,8 @@ async def reply_handle(app, ctx, text, onebot_id=None, pictures=()):
                 reply = QUEUE_CHANGE_REPLY if change else QUEUE_REPLY
                 await app.db.run(_store_message, app, ctx, "assistant", reply, write=True)
         else:
-            if pictures and await _pictures_wanted(app, ctx):
+            if pictures and await _pictures_wanted(app, ctx, text, len(pictures)):
+                picturing = True  # counted by the next message's check until this one is answered
                 reply_pictures(app, ctx, pictures)
             entry = _burst_enter(app, ctx, text)
             await _pictures_wait(app, ctx)
@@ -6575,6 +6577,10 @@ async def reply_handle(app, ctx, text, onebot_id=None, pictures=()):
                     await app.db.run(_store_message, app, ctx, "assistant", FORGOTTEN_TEXT if ctx.forgotten else reply,
                                      write=True)
     finally:
+        if picturing:
+            app.picturing[ctx.user_id] -= 1
+            if not app.picturing[ctx.user_id]:
+                del app.picturing[ctx.user_id]
         app.queued[mine] -= 1
         if not app.queued[mine]:
             del app.queued[mine]
@@ -6610,15 +6616,33 @@ def _flooding(app, ctx, text):
     return True
 
 
-async def _pictures_wanted(app, ctx):
-    """Whether a message's pictures are worth fetching: a vision model is set, its group is not paused, and its
-    sender has room in BOT_RATE_LIMIT and BOT_DAILY_TOKENS (else the reply is 你说得太快啦, and nothing is fetched)."""
+async def _pictures_wanted(app, ctx, text, count):
+    """Whether a message's count pictures are worth fetching: a vision model is set, its group is not paused, and
+    its sender has room in BOT_RATE_LIMIT (MEMORY_RATE_LIMIT for a memory command) and BOT_DAILY_TOKENS, counting
+    their messages whose pictures are already being fetched (else the reply is 你说得太快啦, and nothing is
+    fetched): ten messages of three pictures at once fetched all thirty on a budget for one. True counts the
+    message in app.picturing (the caller takes it out once the message is answered)."""
     if not app.cfg.VISION_MODEL or ctx.group_id and await app.db.run(session_paused, ctx.session):
         return False
-    if _rate_full(app.rate[ctx.user_id], app.cfg.BOT_RATE_LIMIT):
+    user = ctx.user_id
+    used = await app.db.run(usage_today, user) if app.cfg.BOT_DAILY_TOKENS else 0
+    names = [c["name"] for c in app.characters.get()["cards"].values()] + app.cfg.nicknames
+    kind = memory_parse(text.replace(PICTURE_TEXT, "").strip(), names)[0]  # the words, wherever the pictures sat
+    if kind in MEMORY_ACTIONS:
+        times = app.memory_rate[user] if MEMORY_ACTIONS[kind].limited else app.memory_reads[user]
+        limit = app.cfg.MEMORY_RATE_LIMIT if not ctx.superuser else 0
+    else:
+        times, limit = app.rate[user], app.cfg.BOT_RATE_LIMIT
+    before = app.picturing[user]  # read and counted with no await between: messages at once see each other
+    if limit and sum(time.monotonic() - t <= 60 for t in times) + before >= limit:
         return False
-    return not app.cfg.BOT_DAILY_TOKENS or (await app.db.run(usage_today, ctx.user_id)
-                                            + app.reserved[ctx.user_id]) < app.cfg.BOT_DAILY_TOKENS
+    if app.cfg.BOT_DAILY_TOKENS:
+        used += app.reserved[user]
+        most = (before + 1) * min(count, VISION_MAX_PICTURES) * VISION_RESERVE_TOKENS
+        if used >= app.cfg.BOT_DAILY_TOKENS or before and used + most > app.cfg.BOT_DAILY_TOKENS:
+            return False
+    app.picturing[user] += 1
+    return True
 
 
 def _memory_said(app, ctx, text, lists=True):

@@ -599,6 +599,30 @@ def test_pictures_at_once_can_not_race_past_the_daily_budget(start, llm, picture
         nc.close()
 
 
+@pytest.mark.parametrize("settings, text, kept, fetched", [
+    ({"BOT_DAILY_TOKENS": 15}, "第{}组", 10, 3),  # the fake LLM reports 15 tokens a call: one message's worth
+    ({"BOT_RATE_LIMIT": 2}, "第{}组", 6, 2 * 3),  # past FLOOD_FACTOR x 2 a minute: dropped, never fetched
+    ({"MEMORY_RATE_LIMIT": 2}, "记住，这是我的第{}只猫", 10, 2 * 3),  # a memory command counts against its own limit
+])
+def test_pictures_of_messages_at_once_are_fetched_only_as_far_as_their_limits_reach(start, llm, pictures, settings,
+                                                                                    text, kept, fetched):
+    """Ten messages of three pictures each at once, on a budget for one: all thirty were fetched, as each
+    message checked the budget and rate before any had taken its share."""
+    for i in range(30):
+        pictures.pictures[f"m{i}.png"] = (png(rgb=(i, 9, 0)), 0)
+    runner = start(VISION_MODEL="vl-test", **settings)
+    llm.delay = 0.5  # the first message's reply is under way while the other nine come
+    nc = NapCat(runner.cfg.ONEBOT_PORT)
+    try:
+        for m in range(10):
+            nc.event(11, message=picture_message([pictures.url(f"m{m * 3 + k}.png") for k in range(3)], text.format(m)))
+        stored = lambda: runner.rows("SELECT count(*) n FROM messages WHERE user_id = '11' AND role = 'user'")[0]["n"]
+        assert wait_for(lambda: stored() == kept and not runner.app.pending, timeout=60)  # all ten handled
+        assert sum(pictures.hits.values()) == fetched, pictures.hits  # was 30
+    finally:
+        nc.close()
+
+
 def test_in_a_group_only_its_admins_switch_the_character(runner, napcat, llm):
     group = {"group_id": 890, "at_bot": True}
     refused = "在群里只有群主、群管理员或机器人的管理员能切换角色。"
