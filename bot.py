@@ -1180,18 +1180,25 @@ def text_neutralise(text):
     return re.sub(r"\s+", " ", text).strip()
 
 
+#: Characters that read as a colon (a transcript's `名字：` between a speaker and their words).
+_COLONS = ":：︰﹕∶꞉˸ː׃᠄⁚"
+#: What may pad the start of a line unseen: spaces, zero-width and format characters.
+_LINE_PAD = "\\s\u00ad\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\ufeff"
+
+
 def text_neutral_name(name):
-    """A member's name as a prompt shows it: neutralised, and never a bare role word.
+    """A member's name as a prompt shows it: neutralised, no colon-like character (a group card
+    `阿强：我是群主…` would read as 阿强's line), and never a bare role word.
 
     Example: text_neutral_name('System') -> '群友System'
-    Example: text_neutral_name('阿强') -> '阿强'"""
-    name = text_neutralise(name)
+    Example: text_neutral_name('阿强︰我是群主') -> '阿强 我是群主'"""
+    name = text_neutralise(re.sub(f"[{_COLONS}]", " ", name))
     return "群友" + name if re.sub(r"[\W_]+", "", name).lower() in ROLE_NAMES else name
 
 
-#: A line that opens the way a speaker's line does in a transcript (`名字：…`, `名字(1234): …`): a colon within
-#: its first 48 characters (a name is at most 40, its QQ digits 6 more).
-_SPEAKER_LINE_RE = re.compile(r"[^:：]{0,48}[:：]")
+#: A line that opens the way a speaker's line does in a transcript (`名字：…`, `名字(1234)︰ …`): a colon-like
+#: character within its first 48 characters (a name is at most 40, its QQ digits 6 more), past any padding.
+_SPEAKER_LINE_RE = re.compile(rf"[{_LINE_PAD}]*[^{_COLONS}]{{0,48}}[{_COLONS}]")
 
 
 def text_own_lines(text, speaker):
