@@ -6232,15 +6232,21 @@ CHECKPOINT_SECONDS = 0.5
 class FairLock:
     """A chat's one-reply-at-a-time lock that lets its members in by turns (round robin), each member's
     messages in the order they came: one member's backlog in a group holds another's next message back by
-    the reply being written, not by the whole backlog (asyncio.Lock serves everyone first come, first served)."""
+    the reply being written, not by the whole backlog (asyncio.Lock serves everyone first come, first served).
+    The next turn is the waiting member served least recently, the shorter line first among equals: a member new
+    to the chat's line goes before members who each sent a backlog at once (colluders held them back by one
+    reply each)."""
 
     def __init__(self):
         self.holder = None  # the member whose message holds the lock, or None when it is free
-        self.lines = collections.OrderedDict()  # member -> deque of futures waiting; members in turn order
+        self.lines = collections.OrderedDict()  # member -> deque of futures waiting; members as they came
+        self.served = {}  # member -> the number of the turn they were last given
+        self.turns = 0
 
     async def acquire(self, member):
         if self.holder is None and not self.lines:
             self.holder = member
+            self._serve(member)
             return
         future = asyncio.get_running_loop().create_future()
         self.lines.setdefault(member, collections.deque()).append(future)
@@ -6257,18 +6263,22 @@ class FairLock:
                         del self.lines[member]
             raise
 
+    def _serve(self, member):
+        self.served[member] = self.turns
+        self.turns += 1
+
     def release(self):
-        """Hands the lock to the next member in turn (the one that held it goes to the back of the turns)."""
-        if self.holder in self.lines:
-            self.lines.move_to_end(self.holder)
+        """Hands the lock to the waiting member served least recently (never: first), the shorter line first."""
         self.holder = None
         while self.lines:
-            member, line = next(iter(self.lines.items()))
+            member = min(self.lines, key=lambda m: (self.served.get(m, -1), len(self.lines[m])))
+            line = self.lines[member]
             future = line.popleft()
             if not line:
                 del self.lines[member]
             if not future.done():
                 self.holder = member
+                self._serve(member)
                 future.set_result(None)
                 return
 

@@ -139,6 +139,32 @@ def test_a_burst_of_long_messages_is_read_one_message_worth_at_a_time(start, llm
         nc.close()
 
 
+def test_members_colluding_with_backlogs_hold_a_newcomer_back_by_one_reply(start, llm):
+    """Three members each sending a backlog at once made a fourth member wait for one reply per colluder: a
+    member new to the chat's line is served before those already served or with longer lines."""
+    runner = start(BOT_QUEUE_LIMIT=5, BOT_MAX_MESSAGE=150, LLM_TIMEOUT=30)  # 100 characters: no two join in a burst
+    gate = threading.Event()
+    llm.answer = lambda body: {"gate": gate}
+    nc = NapCat(runner.cfg.ONEBOT_PORT)
+    group = {"group_id": 951, "at_bot": True}
+    try:
+        for i in range(3):
+            for member in (63, 64, 65):
+                nc.event(member, f"串通{member}-{i}：" + varied_chinese(100, seed=member * 10 + i), **group)
+        assert wait_for(lambda: len(llm.chat_requests()) == 1)
+        assert wait_for(lambda: len(runner.rows("SELECT 1 FROM messages WHERE text LIKE '串通%'")) == 9)
+        nc.event(66, "轮到我了吗", **group)
+        assert wait_for(lambda: runner.rows("SELECT 1 FROM messages WHERE text = '轮到我了吗'"))
+        gate.set()
+        replies = [nc.reply_text(timeout=30).strip() for _ in range(10)]
+        assert replies[1].endswith("轮到我了吗"), replies  # was the fifth: after each colluder's turn
+        assert sorted(r.split("：")[1] for r in replies if "串通" in r) == sorted(
+            f"串通{m}-{i}" for m in (63, 64, 65) for i in range(3))  # every colluder's message still answered
+    finally:
+        gate.set()
+        nc.close()
+
+
 def test_a_members_backlog_holds_another_member_of_the_group_back_by_one_reply(start, llm):
     """A hostile tester's 25 messages in a group made another member's answer wait 21 times as long: the
     chat's line is served by member in turns, and BOT_QUEUE_LIMIT is each member's own share of it."""
