@@ -7635,13 +7635,18 @@ async def onebot_notify_superusers(app, bot, self_id):
 
 def onebot_check_exposure(cfg):
     """Refuses a WebSocket open beyond this machine without a token: whoever reached the port could act as
-    the bot's QQ (read replies meant for NapCat, send a superuser's commands)."""
+    the bot's QQ (read replies meant for NapCat, send a superuser's commands). A host is loopback when every
+    address it names is (127.1, ::ffff:127.0.0.1, localhost); one that names nothing is left to _listen, whose
+    error (no address of this machine) is the one to fix first."""
     import ipaddress
+    import socket
     host = cfg.ONEBOT_HOST.strip("[]")
     try:
-        loopback = ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        loopback = host.lower() == "localhost"
+        found = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError):
+        return
+    addresses = [ipaddress.ip_address(info[4][0].split("%")[0]) for info in found]
+    loopback = all(a.is_loopback or getattr(a, "ipv4_mapped", None) and a.ipv4_mapped.is_loopback for a in addresses)
     if not loopback and not cfg.ONEBOT_ACCESS_TOKEN:
         raise ConfigError(f"ONEBOT_HOST={cfg.ONEBOT_HOST} takes connections from other machines, but "
                           f"ONEBOT_ACCESS_TOKEN is empty, so anyone reaching the port could act as your QQ. Fix: set "

@@ -418,12 +418,18 @@ def test_a_second_connection_for_the_same_qq_replaces_the_first(runner, llm, cap
 def test_onebot_beyond_loopback_needs_a_token(env, procs):
     line = assert_one_error_line(run_bot(env=dict(env, ONEBOT_HOST="0.0.0.0", ONEBOT_PORT=str(free_port()))))
     assert "ONEBOT_ACCESS_TOKEN" in line and "ONEBOT_HOST=127.0.0.1" in line
+    line = assert_one_error_line(run_bot(env=dict(env, ONEBOT_HOST="example.invalid", ONEBOT_PORT=str(free_port()))))
+    assert "is no address of this machine" in line, line  # was: asked for a token, then the lookup failed
     p = BotProcess(dict(env, ONEBOT_HOST="0.0.0.0", ONEBOT_ACCESS_TOKEN="t0ken-long-enough",
                         ONEBOT_PORT=str(free_port())))
     procs.append(p)
     p.wait_ready()
-    for host in ("127.0.0.1", "localhost", "::1"):
+    for host in ("127.0.0.1", "localhost", "::1", "127.1", "::ffff:127.0.0.1"):  # the last two needed a token
         bot.onebot_check_exposure(bot.config_load(environ=dict(env, ONEBOT_HOST=host), dotenv="/nonexistent"))
+    p = BotProcess(dict(env, ONEBOT_HOST="127.1", ONEBOT_PORT=str(free_port()),
+                        BOT_DB=str(Path(env["BOT_DB"]).with_name("loopback.db"))))
+    procs.append(p)
+    p.wait_ready()  # was: refused without a token
 
 
 # 5. Follow-ups stay with their speaker ######################################
