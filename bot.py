@@ -6723,11 +6723,20 @@ def _card_now(conn, app, ctx):
     return card
 
 
+#: A picture as a message's text holds it: [图片] or, described, [图片：…] (a description has no brackets).
+_PICTURE_PART_RE = re.compile(r"\[图片(?:：[^\[\]]*)?\]")
+
+
 async def _respond(app, ctx, text, card, truncated=False):
     """The reply to one message: a command's answer, or the LLM's in-character reply."""
     if ctx.group_id and await app.db.run(session_paused, ctx.session):
         if not ((ctx.superuser or ctx.role in ("owner", "admin")) and _command_find(ADMIN_COMMANDS, text)):
             return None
+    words = _PICTURE_PART_RE.sub("", text).strip()
+    names = [c["name"] for c in app.characters.get()["cards"].values()] + app.cfg.nicknames
+    kind = memory_parse(words, names)[0] if words != text else None
+    if kind in MEMORY_ACTIONS and not MEMORY_ACTIONS[kind].limited:
+        text = words  # 你记得我什么 with a picture is a list, not 要我记住『[图片：…]你记得我什么』
     for handler in (reply_command, reply_memory, reply_new_topic):
         reply = await handler(app, ctx, text, card)
         if reply is not None:

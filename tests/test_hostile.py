@@ -655,6 +655,23 @@ def test_pictures_of_messages_at_once_are_fetched_only_as_far_as_their_limits_re
         nc.close()
 
 
+def test_a_memory_list_sent_with_a_picture_is_still_a_list(start, llm, pictures):
+    """你记得我什么 with a picture was read as 要我记住『[图片：…]你记得我什么』."""
+    pictures.pictures["l.png"] = (png(rgb=(3, 3, 3)), 0)
+    runner = start(VISION_MODEL="vl-test")
+    nc = NapCat(runner.cfg.ONEBOT_PORT)
+    try:
+        assert nc.ask(12, "记住，我住在杭州").startswith("好的")
+        for before in (True, False):
+            words = [{"type": "text", "data": {"text": "你记得我什么"}}]
+            shown = picture_message([pictures.url("l.png")])
+            nc.event(12, message=shown + words if before else words + shown)
+            assert nc.reply_text().startswith("我记得关于你的1件事")
+        assert runner.rows("SELECT text FROM memories WHERE user_id = '12'") == [{"text": "我住在杭州"}]
+    finally:
+        nc.close()
+
+
 def test_in_a_group_only_its_admins_switch_the_character(runner, napcat, llm):
     group = {"group_id": 890, "at_bot": True}
     refused = "在群里只有群主、群管理员或机器人的管理员能切换角色。"
