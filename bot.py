@@ -6324,6 +6324,7 @@ class App:
         self.memory_rate = collections.defaultdict(collections.deque)  # user -> times of recent memory changes
         self.memory_reads = collections.defaultdict(collections.deque)  # user -> times of recent memory lists
         self.memory_read_warned = {}  # user -> when they were last told to read their memories less often
+        self.shaped = collections.defaultdict(collections.deque)  # user -> times of worded changes let past a flood
         self.memory_change_warned = {}  # user -> when they were last told to change their memories less often
         self.memory_used = {}  # (user, session) -> ids of the memories in the last reply's prompt (你怎么知道的)
         self.llm = LLMClient(cfg)
@@ -6619,12 +6620,15 @@ FLOOD_FACTOR = 3
 
 def _flooding(app, ctx, text):
     """True when the user sent more than FLOOD_FACTOR x BOT_RATE_LIMIT messages in the last minute and this is
-    no memory command (what a user asks of the memory is always answered): it is dropped, logged once a minute."""
+    no memory command (_memory_said) nor one of MEMORY_RATE_LIMIT a minute more worded about memory: it is
+    dropped, logged once a minute."""
     limit = app.cfg.BOT_RATE_LIMIT * FLOOD_FACTOR
     if not limit or ctx.superuser or _rate_take(app.arrivals[ctx.user_id], limit):
         return False
     if _memory_said(app, ctx, text):
         return False
+    if memory_shaped_words(text, weak=True) and _rate_take(app.shaped[ctx.user_id], app.cfg.MEMORY_RATE_LIMIT or limit):
+        return False  # words the LLM's plan may read as a change (北京那个改一下): MEMORY_RATE_LIMIT more a minute
     if time.monotonic() - app.flood_warned.get(ctx.user_id, -60) >= 60:
         app.flood_warned[ctx.user_id] = time.monotonic()
         log.warning("%s sends more than %d messages a minute; this minute's further ones are dropped",

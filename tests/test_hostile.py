@@ -725,8 +725,9 @@ def test_a_flood_past_three_times_the_rate_limit_is_not_stored(start, llm):
 def test_past_the_flood_cap_only_commands_and_the_answer_to_a_waiting_question_are_heard(start, llm):
     """不对，/删/改 + 4,000 characters escaped the flood cap (1,900 stored in 30 s), and a wipe waiting for its
     确认删除 (in any chat, until restart) or a question waiting for its answer let every message through:
-    now only a command the rules read, or the answer to this chat's question, gets past the cap."""
-    runner = start(BOT_RATE_LIMIT=2)  # 6 messages a minute, commands included
+    now only a command the rules read, the answer to this chat's question, or MEMORY_RATE_LIMIT a minute of
+    words about memory (北京那个改一下, for the LLM's plan) get past the cap."""
+    runner = start(BOT_RATE_LIMIT=2, MEMORY_RATE_LIMIT=5)  # 6 messages a minute, commands included
     nc = NapCat(runner.cfg.ONEBOT_PORT)
     group = {"group_id": 972, "at_bot": True}
     try:
@@ -734,13 +735,17 @@ def test_past_the_flood_cap_only_commands_and_the_answer_to_a_waiting_question_a
         assert nc.ask(31, "忘记关于我的一切").startswith("确定要删除")  # a wipe waits in the private chat
         assert nc.ask(31, "记住明天三点开会", **group).strip().startswith("要我记住")  # a question in the group
         for i in range(12):
-            nc.event(31, ("不对，", "删", "改")[i % 3] + varied_chinese(300, seed=i), **group)
+            nc.event(31, "闲聊" + varied_chinese(300, seed=i), **group)
         replies = [text_of(p).strip() for p in nc.barrier(31, "要", answer="好的", **group)]
-        stored = runner.rows("SELECT text FROM messages WHERE user_id = '31' AND role = 'user' AND length(text) > 300")
-        assert len(stored) == 3, len(stored)  # 6 a minute, 3 taken by the commands above: was 12
+        long = "SELECT 1 FROM messages WHERE user_id = '31' AND role = 'user' AND length(text) > 300"
+        assert len(runner.rows(long)) == 3  # 6 a minute, 3 taken by the commands above: was 12
         assert len(replies) <= 3, replies  # was one each
         assert {"text": "我明天三点开会"} in runner.rows("SELECT text FROM memories WHERE user_id = '31'")  # heard
         assert nc.ask(31, "确认删除").startswith("好的")  # the wipe's own command is still heard past the cap
+        for i in range(8):
+            nc.event(31, ("不对，", "删", "改")[i % 3] + varied_chinese(300, seed=50 + i), **group)
+        nc.barrier(31, "你记得我什么", answer="关于你的", **group)
+        assert len(runner.rows(long)) == 3 + 5  # words about memory: MEMORY_RATE_LIMIT more a minute (was 8)
     finally:
         nc.close()
 
