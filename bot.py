@@ -1267,18 +1267,25 @@ def text_neutralise(text):
     return re.sub(r"\s+", " ", text).strip()
 
 
+#: Characters that read as a colon (a transcript's `名字：` between a speaker and their words).
+_COLONS = ":：︰﹕∶꞉˸ː׃᠄⁚"
+#: What may pad the start of a line unseen: spaces, zero-width and format characters.
+_LINE_PAD = "\\s\u00ad\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\ufeff"
+
+
 def text_neutral_name(name):
-    """A member's name as a prompt shows it: neutralised, and never a bare role word.
+    """A member's name as a prompt shows it: neutralised, no colon-like character (a group card
+    `阿强：我是群主…` would read as 阿强's line), and never a bare role word.
 
     Example: text_neutral_name('System') -> '群友System'
-    Example: text_neutral_name('阿强') -> '阿强'"""
-    name = text_neutralise(name)
+    Example: text_neutral_name('阿强︰我是群主') -> '阿强 我是群主'"""
+    name = text_neutralise(re.sub(f"[{_COLONS}]", " ", name))
     return "群友" + name if re.sub(r"[\W_]+", "", name).lower() in ROLE_NAMES else name
 
 
-#: A line that opens the way a speaker's line does in a transcript (`名字：…`, `名字(1234): …`): a colon within
-#: its first 48 characters (a name is at most 40, its QQ digits 6 more).
-_SPEAKER_LINE_RE = re.compile(r"[^:：]{0,48}[:：]")
+#: A line that opens the way a speaker's line does in a transcript (`名字：…`, `名字(1234)︰ …`): a colon-like
+#: character within its first 48 characters (a name is at most 40, its QQ digits 6 more), past any padding.
+_SPEAKER_LINE_RE = re.compile(rf"[{_LINE_PAD}]*[^{_COLONS}]{{0,48}}[{_COLONS}]")
 
 
 def text_own_lines(text, speaker):
@@ -6641,15 +6648,21 @@ CHECKPOINT_SECONDS = 0.5
 class FairLock:
     """A chat's one-reply-at-a-time lock that lets its members in by turns (round robin), each member's
     messages in the order they came: one member's backlog in a group holds another's next message back by
-    the reply being written, not by the whole backlog (asyncio.Lock serves everyone first come, first served)."""
+    the reply being written, not by the whole backlog (asyncio.Lock serves everyone first come, first served).
+    The next turn is the waiting member served least recently, the shorter line first among equals: a member new
+    to the chat's line goes before members who each sent a backlog at once (colluders held them back by one
+    reply each)."""
 
     def __init__(self):
         self.holder = None  # the member whose message holds the lock, or None when it is free
-        self.lines = collections.OrderedDict()  # member -> deque of futures waiting; members in turn order
+        self.lines = collections.OrderedDict()  # member -> deque of futures waiting; members as they came
+        self.served = {}  # member -> the number of the turn they were last given
+        self.turns = 0
 
     async def acquire(self, member):
         if self.holder is None and not self.lines:
             self.holder = member
+            self._serve(member)
             return
         future = asyncio.get_running_loop().create_future()
         self.lines.setdefault(member, collections.deque()).append(future)
@@ -6666,18 +6679,22 @@ class FairLock:
                         del self.lines[member]
             raise
 
+    def _serve(self, member):
+        self.served[member] = self.turns
+        self.turns += 1
+
     def release(self):
-        """Hands the lock to the next member in turn (the one that held it goes to the back of the turns)."""
-        if self.holder in self.lines:
-            self.lines.move_to_end(self.holder)
+        """Hands the lock to the waiting member served least recently (never: first), the shorter line first."""
         self.holder = None
         while self.lines:
-            member, line = next(iter(self.lines.items()))
+            member = min(self.lines, key=lambda m: (self.served.get(m, -1), len(self.lines[m])))
+            line = self.lines[member]
             future = line.popleft()
             if not line:
                 del self.lines[member]
             if not future.done():
                 self.holder = member
+                self._serve(member)
                 future.set_result(None)
                 return
 
@@ -6716,12 +6733,15 @@ class App:
         self.arrivals = collections.defaultdict(collections.deque)  # user -> times of recent stored messages
         self.flood_warned = {}  # user -> when the log last said their messages are dropped
         self.reserved = collections.Counter()  # payer -> tokens held by LLM calls under way (BOT_DAILY_TOKENS)
+        self.picturing = collections.Counter()  # user -> their messages whose pictures are fetched, not yet answered
         self.in_line = {}  # (chat, user) -> a future done when that user's last message is in its chat's line
         self.wipe_asked = {}  # user -> time they asked to forget everything
         self.memory_asked = {}  # (user, session) -> the which-one question waiting for its answer
         self.memory_rate = collections.defaultdict(collections.deque)  # user -> times of recent memory changes
         self.memory_reads = collections.defaultdict(collections.deque)  # user -> times of recent memory lists
         self.memory_read_warned = {}  # user -> when they were last told to read their memories less often
+        self.shaped = collections.defaultdict(collections.deque)  # user -> times of worded changes let past a flood
+        self.memory_change_warned = {}  # user -> when they were last told to change their memories less often
         self.memory_used = {}  # (user, session) -> ids of the memories in the last reply's prompt (你怎么知道的)
         self.llm = LLMClient(cfg)
         self.summaries = SummaryWorker(cfg, self.db, self.llm, self.vec, self.card_by_id, self.stats)
@@ -6960,7 +6980,7 @@ async def reply_handle(app, ctx, text, onebot_id=None, pictures=()):
     app.pending[ctx.session] += 1
     mine = (ctx.session, ctx.user_id)
     app.queued[mine] += 1
-    reply = None
+    reply, picturing = None, False
     try:
         if app.queued[mine] > app.cfg.BOT_QUEUE_LIMIT:  # the member's own share: others in the chat keep theirs
             change = _memory_said(app, ctx, text, lists=False)
@@ -6969,7 +6989,8 @@ async def reply_handle(app, ctx, text, onebot_id=None, pictures=()):
                 reply = QUEUE_CHANGE_REPLY if change else QUEUE_REPLY
                 await app.db.run(_store_message, app, ctx, "assistant", reply, write=True)
         else:
-            if pictures and await _pictures_wanted(app, ctx):
+            if pictures and await _pictures_wanted(app, ctx, text, len(pictures)):
+                picturing = True  # counted by the next message's check until this one is answered
                 reply_pictures(app, ctx, pictures)
             entry = _burst_enter(app, ctx, text)
             await _pictures_wait(app, ctx)
@@ -6990,6 +7011,10 @@ async def reply_handle(app, ctx, text, onebot_id=None, pictures=()):
                     await app.db.run(_store_message, app, ctx, "assistant", FORGOTTEN_TEXT if ctx.forgotten else reply,
                                      write=True)
     finally:
+        if picturing:
+            app.picturing[ctx.user_id] -= 1
+            if not app.picturing[ctx.user_id]:
+                del app.picturing[ctx.user_id]
         app.queued[mine] -= 1
         if not app.queued[mine]:
             del app.queued[mine]
@@ -7011,12 +7036,15 @@ FLOOD_FACTOR = 3
 
 def _flooding(app, ctx, text):
     """True when the user sent more than FLOOD_FACTOR x BOT_RATE_LIMIT messages in the last minute and this is
-    no memory command (what a user asks of the memory is always answered): it is dropped, logged once a minute."""
+    no memory command (_memory_said) nor one of MEMORY_RATE_LIMIT a minute more worded about memory: it is
+    dropped, logged once a minute."""
     limit = app.cfg.BOT_RATE_LIMIT * FLOOD_FACTOR
     if not limit or ctx.superuser or _rate_take(app.arrivals[ctx.user_id], limit):
         return False
     if _memory_said(app, ctx, text):
         return False
+    if memory_shaped_words(text, weak=True) and _rate_take(app.shaped[ctx.user_id], app.cfg.MEMORY_RATE_LIMIT or limit):
+        return False  # words the LLM's plan may read as a change (北京那个改一下): MEMORY_RATE_LIMIT more a minute
     if time.monotonic() - app.flood_warned.get(ctx.user_id, -60) >= 60:
         app.flood_warned[ctx.user_id] = time.monotonic()
         log.warning("%s sends more than %d messages a minute; this minute's further ones are dropped",
@@ -7025,26 +7053,68 @@ def _flooding(app, ctx, text):
     return True
 
 
-async def _pictures_wanted(app, ctx):
-    """Whether a message's pictures are worth fetching: a vision model is set, its group is not paused, and its
-    sender has room in BOT_RATE_LIMIT and BOT_DAILY_TOKENS (else the reply is 你说得太快啦, and nothing is fetched)."""
+async def _pictures_wanted(app, ctx, text, count):
+    """Whether a message's count pictures are worth fetching: a vision model is set, its group is not paused, and
+    its sender has room in BOT_RATE_LIMIT (MEMORY_RATE_LIMIT for a memory command) and BOT_DAILY_TOKENS, counting
+    their messages whose pictures are already being fetched (else the reply is 你说得太快啦, and nothing is
+    fetched): ten messages of three pictures at once fetched all thirty on a budget for one. True counts the
+    message in app.picturing (the caller takes it out once the message is answered)."""
     if not app.cfg.VISION_MODEL or ctx.group_id and await app.db.run(session_paused, ctx.session):
         return False
-    if _rate_full(app.rate[ctx.user_id], app.cfg.BOT_RATE_LIMIT):
+    user = ctx.user_id
+    used = await app.db.run(usage_today, user) if app.cfg.BOT_DAILY_TOKENS else 0
+    names = [c["name"] for c in app.characters.get()["cards"].values()] + app.cfg.nicknames
+    kind = memory_parse(text.replace(PICTURE_TEXT, "").strip(), names)[0]  # the words, wherever the pictures sat
+    if kind in MEMORY_ACTIONS:
+        times = app.memory_rate[user] if MEMORY_ACTIONS[kind].limited else app.memory_reads[user]
+        limit = app.cfg.MEMORY_RATE_LIMIT if not ctx.superuser else 0
+    else:
+        times, limit = app.rate[user], app.cfg.BOT_RATE_LIMIT
+    before = app.picturing[user]  # read and counted with no await between: messages at once see each other
+    if limit and sum(time.monotonic() - t <= 60 for t in times) + before >= limit:
         return False
-    return not app.cfg.BOT_DAILY_TOKENS or (await app.db.run(usage_today, ctx.user_id)
-                                            + app.reserved[ctx.user_id]) < app.cfg.BOT_DAILY_TOKENS
+    if app.cfg.BOT_DAILY_TOKENS:
+        used += app.reserved[user]
+        most = (before + 1) * min(count, VISION_MAX_PICTURES) * VISION_RESERVE_TOKENS
+        if used >= app.cfg.BOT_DAILY_TOKENS or before and used + most > app.cfg.BOT_DAILY_TOKENS:
+            return False
+    app.picturing[user] += 1
+    return True
 
 
 def _memory_said(app, ctx, text, lists=True):
-    """Whether a message asks something of the memory: a command, words about it, the answer to its question
-    (lists=False: a change only, not 你记得我什么)."""
+    """Whether a message past a flood or queue limit is still heard: a memory command the rules read, while
+    MEMORY_RATE_LIMIT would still say something to it, or the answer to this chat's unexpired question
+    (lists=False: a change only, not 你记得我什么). Words that only sound like memory (不对，…; 删) are not:
+    a flood of them would each be answered."""
     names = [c["name"] for c in app.characters.get()["cards"].values()] + app.cfg.nicknames
     kind = memory_parse(text, names)[0]
     if kind in MEMORY_ACTIONS and not MEMORY_ACTIONS[kind].limited:
-        return lists
-    return bool(kind or memory_shaped_words(text, weak=True) or (ctx.user_id, ctx.session) in app.memory_asked
-                or ctx.user_id in app.wipe_asked)
+        return lists and not _memory_quiet(app.memory_reads[ctx.user_id], app.memory_read_warned.get(ctx.user_id),
+                                           app.cfg.MEMORY_RATE_LIMIT)
+    if kind:
+        return not _memory_quiet(app.memory_rate[ctx.user_id], app.memory_change_warned.get(ctx.user_id),
+                                 app.cfg.MEMORY_RATE_LIMIT)
+    return _memory_answering(app, ctx, text)
+
+
+#: The words of an answer to the bot's which-one question or 要我记住吗 (as memory_answer reads them).
+_ANSWER_RE = re.compile(rf"算了|不用了?|不要|取消|没事|不改了?|都不是|no|要|好|好的|是|是的|对|对的|嗯|嗯嗯|记吧|记住|可以|行|ok"
+                        rf"|yes|y|(?:第|选|就|是)?\s*{_NUM}\s*(?:条|个|项|号)?(?:吧|吧。|。)?", re.I)
+
+
+def _memory_answering(app, ctx, text):
+    """Whether a message is worded as the answer to the question the bot asked in this chat less than
+    PENDING_SECONDS ago (a wipe's 确认删除 is a command of its own)."""
+    asked = app.memory_asked.get((ctx.user_id, ctx.session))
+    return bool(asked and time.monotonic() - asked["at"] <= PENDING_SECONDS
+                and _ANSWER_RE.fullmatch(_strip_tail(text)))
+
+
+def _memory_quiet(times, warned_at, limit):
+    """Whether the user is past limit memory commands a minute and was told so in the last minute: then
+    nothing more is said to one."""
+    return (_rate_full(times, limit) and warned_at is not None and time.monotonic() - warned_at < 60)
 
 
 async def _pictures_wait(app, ctx):
@@ -7073,11 +7143,20 @@ def _card_now(conn, app, ctx):
     return card
 
 
+#: A picture as a message's text holds it: [图片] or, described, [图片：…] (a description has no brackets).
+_PICTURE_PART_RE = re.compile(r"\[图片(?:：[^\[\]]*)?\]")
+
+
 async def _respond(app, ctx, text, card, truncated=False):
     """The reply to one message: a command's answer, or the LLM's in-character reply."""
     if ctx.group_id and await app.db.run(session_paused, ctx.session):
         if not ((ctx.superuser or ctx.role in ("owner", "admin")) and _command_find(ADMIN_COMMANDS, text)):
             return None
+    words = _PICTURE_PART_RE.sub("", text).strip()
+    names = [c["name"] for c in app.characters.get()["cards"].values()] + app.cfg.nicknames
+    kind = memory_parse(words, names)[0] if words != text else None
+    if kind in MEMORY_ACTIONS and not MEMORY_ACTIONS[kind].limited:
+        text = words  # 你记得我什么 with a picture is a list, not 要我记住『[图片：…]你记得我什么』
     for handler in (reply_command, reply_memory, reply_new_topic):
         reply = await handler(app, ctx, text, card)
         if reply is not None:
@@ -7407,12 +7486,14 @@ async def reply_memory(app, ctx, text, card):
     app.stats["memory_commands"] += 1
     await _mark_command(app, ctx)
     action = MEMORY_ACTIONS[kind]
+    limited = _memory_limited(app, ctx) if action.limited else _memory_read_limited(app, ctx)
+    if limited is not None:  # a refusal counts too: a flood of 记住，本群… by a member gets one answer
+        return limited
     for need in action.who:
         allowed, refusal = COMMAND_WHO[need]
         if not allowed(ctx):
             return refusal
-    limited = _memory_limited(app, ctx) if action.limited else _memory_read_limited(app, ctx)
-    return limited if limited is not None else await action.handler(app, ctx, **args)
+    return await action.handler(app, ctx, **args)
 
 
 async def reply_memory_plan(app, ctx, text, rule_ask=None):
@@ -7436,7 +7517,7 @@ async def reply_memory_plan(app, ctx, text, rule_ask=None):
         return None  # the LLM read it as chat
     await _mark_command(app, ctx)
     limited = _memory_limited(app, ctx) if rule_ask is None else None  # reply_memory counted a rules' ask
-    if limited:
+    if limited is not None:
         return limited
     forgets = [o for o in ops if o["op"] == "forget"] if isinstance(ops, list) else []
     if len(forgets) > 1 and re.search(r"全|都|所有|一切", text) \
@@ -7477,8 +7558,13 @@ async def _mark_command(app, ctx):
     await app.db.run(session_mark_command, ctx.message_id, write=True)
 
 
+#: Said once a minute to a user past MEMORY_RATE_LIMIT changes (further ones that minute get no answer).
+MEMORY_RATE_REPLY = "你改记忆改得太快啦，歇一分钟再来吧。（刚才这条和这一分钟里再改的都不会记）"
+
+
 def _memory_limited(app, ctx):
-    """A reply when the user changes memories faster than MEMORY_RATE_LIMIT a minute; else None."""
+    """A reply when the user changes memories faster than MEMORY_RATE_LIMIT a minute ("" when told so already
+    this minute: nothing is said); else None."""
     if ctx.superuser or not app.cfg.MEMORY_RATE_LIMIT:
         return None
     now = time.monotonic()
@@ -7487,7 +7573,10 @@ def _memory_limited(app, ctx):
         times.popleft()
     if len(times) >= app.cfg.MEMORY_RATE_LIMIT:
         app.stats["memory_rate_limited"] += 1
-        return "你改记忆改得太快啦，歇一分钟再来吧。（刚才这条没有记）"
+        if now - app.memory_change_warned.get(ctx.user_id, -60) < 60:
+            return ""  # told already this minute: a flood of changes that change nothing gets one answer
+        app.memory_change_warned[ctx.user_id] = now
+        return MEMORY_RATE_REPLY
     times.append(now)
     return None
 
@@ -7674,8 +7763,7 @@ def _burst_command(app, ctx, text):
     t = text.strip()
     names = [c["name"] for c in app.characters.get()["cards"].values()] + app.cfg.nicknames
     return bool(_command_find(ADMIN_COMMANDS, t) or _command_find(CHARACTER_COMMANDS, t) or _NEW_TOPIC_RE.match(t)
-                or memory_parse(t, names)[0]
-                or (ctx.user_id, ctx.session) in app.memory_asked or ctx.user_id in app.wipe_asked)
+                or memory_parse(t, names)[0] or _memory_answering(app, ctx, t))
 
 
 async def reply_burst(app, ctx, text, card):
@@ -7783,10 +7871,13 @@ def _rate_take(times, limit):
 @contextlib.asynccontextmanager
 async def _budget_reserve(app, payer, tokens):
     """Holds tokens of payer's BOT_DAILY_TOKENS for one LLM call while it runs: calls at once can't all pass the
-    check before any is counted. Raises LLMBudgetError when the payer is past the budget, counting what is held."""
+    check before any is counted. Raises LLMBudgetError when the payer is past the budget, or when this call's
+    tokens with what the payer's calls in flight hold would take it past (a check of what is used and held alone
+    let calls at once overshoot it 1.3-1.9 times); a lone call needs only room left, so a budget smaller than
+    one call's most is still spent."""
     if app.cfg.BOT_DAILY_TOKENS:
         used = await app.db.run(usage_today, payer) + app.reserved[payer]
-        if used >= app.cfg.BOT_DAILY_TOKENS:
+        if used >= app.cfg.BOT_DAILY_TOKENS or app.reserved[payer] and used + tokens > app.cfg.BOT_DAILY_TOKENS:
             app.stats["budget_hit"] += 1
             raise LLMBudgetError(f"{payer} is past BOT_DAILY_TOKENS")
     app.reserved[payer] += tokens
@@ -7984,13 +8075,18 @@ async def onebot_notify_superusers(app, bot, self_id):
 
 def onebot_check_exposure(cfg):
     """Refuses a WebSocket open beyond this machine without a token: whoever reached the port could act as
-    the bot's QQ (read replies meant for NapCat, send a superuser's commands)."""
+    the bot's QQ (read replies meant for NapCat, send a superuser's commands). A host is loopback when every
+    address it names is (127.1, ::ffff:127.0.0.1, localhost); one that names nothing is left to _listen, whose
+    error (no address of this machine) is the one to fix first."""
     import ipaddress
+    import socket
     host = cfg.ONEBOT_HOST.strip("[]")
     try:
-        loopback = ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        loopback = host.lower() == "localhost"
+        found = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError):
+        return
+    addresses = [ipaddress.ip_address(info[4][0].split("%")[0]) for info in found]
+    loopback = all(a.is_loopback or getattr(a, "ipv4_mapped", None) and a.ipv4_mapped.is_loopback for a in addresses)
     if not loopback and not cfg.ONEBOT_ACCESS_TOKEN:
         raise ConfigError(f"ONEBOT_HOST={cfg.ONEBOT_HOST} takes connections from other machines, but "
                           f"ONEBOT_ACCESS_TOKEN is empty, so anyone reaching the port could act as your QQ. Fix: set "
