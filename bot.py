@@ -4827,6 +4827,8 @@ def _read_update(m):
         return "replace_value", {"old": v.group(2), "new": v.group(1)}
     if re.match(rf"^是(.+?)[{_PUNCT}]+不是(?:我|你)$", fact):  # 更正：是我妈妈对花生过敏，不是我
         return "update", {"text": fact}
+    if fact.startswith("是") and memory_has_subject(fact[1:]):  # 说错了，是我姐对猫过敏: what was just said, said right
+        return "correct_last", {"text": fact[1:]}
     v = (re.match(rf"^不是([^，,]+?)[{_PUNCT}]*(?:而)?是(.+)$", fact)
          or re.match(rf"^是([^，,]+?)[{_PUNCT}]+不是(.+)$", fact))
     if v and not about:  # 更正：不是芹菜，是韭菜 — the memory that says the old one
@@ -4848,7 +4850,7 @@ def _read_forget(m):
     what = _strip_tail((m.group(m.lastindex) or "").strip())
     if not _object_ok(what, r"关于|过敏|.{1,8}(?:那条|这条)$"):  # 忘记住址那条: a pointer, not 忘记住了
         return None
-    what = re.sub(r"(?:这件事|这事|这个|这一条|这条)$", "", what) or what
+    what = re.sub(r"(?:这件事|这事|这个|这一条|这条|这回事|那回事)$", "", what) or what
     pointer = re.match(r"^(?:那个|那条|这条|那件)(?=.)", what) and not re.search(r"怎么|如何|吗|什么|[?？]", what)
     what = re.sub(r"^(?:那个|这个|那条|这条|那件)(?=.)", "", what)
     what = re.sub(r"(?<=.)的(?:事|事情|东西|记忆)?(?:了)?$", "", what)
@@ -4883,10 +4885,13 @@ MEMORY_COMMANDS = [
                   r"把(?:本群|我们群|咱们群|群里)(?:的)?(?:关于|有关)?(.+?)(?:忘了|忘掉|删了|删掉|去掉))",
                   _read_group_forget_text),
     MemoryCommand(r"(?:撤销|撤回|undo|/undo)(?:刚才的|上一步|上一条|刚才那个|刚才那条)?(?:操作)?", _says("undo")),
+    MemoryCommand(r"(?:恢复|还原|找回)(?:一下|下)?(?:刚才|刚刚)?(?:删|删掉|忘|忘掉)(?:的|了的|掉的)(?:那条|那个|那句)?(?:记忆)?",
+                  _says("undo_delete")),
     MemoryCommand(re.escape(_CONFIRM_WIPE), _says("confirm_wipe")),
     MemoryCommand(rf"(?:/forget_all|(?:忘记|忘掉|删除|删掉|清空|清除)(?:关于我的|我的)?(?:一切|所有|全部)(?:记忆|的事|事情|东西)?|"
-                  rf"把?我的(?:所有)?记忆(?:全|都|全部)(?:删|删了|删掉|删除|清空)|"
-                  rf"清空(?:我的)?记忆|forget everything(?: about me)?)", _says("forget_all")),
+                  rf"把?我的(?:所有)?(?:记忆|东西)(?:全|都|全部)?(?:删|删了|删掉|删除|清空)|"
+                  rf"(?:帮我)?(?:清空|清除|清理|清)(?:一下|下)?(?:我的)?(?:所有|全部)?记忆|forget everything(?: about me)?)",
+                  _says("forget_all")),
     MemoryCommand(r"(?:忘记|忘掉|删掉|删除|去掉|不用记)(?:我)?(?:刚才|刚刚|上一条|刚才那条|刚刚那条)(?:说的|记的|那条|那个|那句)?"
                   r"(?:话|东西)?|"
                   r"(?:刚才|刚刚)(?:那条|那句话|那句|说的|记的)(?:就|你)?(?:删掉|删了|忘了吧|忘了|忘掉|不用记了|别记了|不要记了|莫记了|"
@@ -5007,6 +5012,26 @@ def _settle_replace_maybe(conn, ctx, old, new):
     return ("replace_value", {"old": old, "new": new}) if said else (None, {})
 
 
+def _settle_correct_last(conn, ctx, text):
+    """说错了，是我姐对猫过敏 (right after 记住我姐对狗过敏): the memory just stored or changed, when it is of the
+    same attribute, is replaced by text; otherwise text is an update like 更正一下，…"""
+    fact = memory_fact(text)
+    h = conn.execute("SELECT memory_id FROM memory_history WHERE user_id = ? AND undone = 0 "
+                     "AND action IN ('insert', 'update') ORDER BY id DESC LIMIT 1", (ctx.user_id,)).fetchone()
+    rows = memory_list(conn, ctx)
+    n = next((n for n, r in enumerate(rows, 1) if h and r["id"] == h[0]), None)
+    if n and fact.attribute and rows[n - 1]["attribute"] == fact.attribute and _after_command(conn, ctx):
+        return "update_number", {"n": n, "text": text}
+    return "update", {"text": text}
+
+
+def _settle_undo_delete(conn, ctx):
+    """恢复刚才删的那条: an undo when the speaker's last change deleted something; else chat."""
+    h = conn.execute("SELECT action FROM memory_history WHERE user_id = ? AND undone = 0 ORDER BY id DESC LIMIT 1",
+                     (ctx.user_id,)).fetchone()
+    return ("undo", {}) if h and h[0] == "delete" else (None, {})
+
+
 def _settle_forget_maybe(conn, ctx, what):
     """忘记榴莲: a forget when a memory mentions 榴莲; else chat."""
     return ("forget", {"what": what}) if memory_mentions(conn, ctx, what) else (None, {})
@@ -5016,7 +5041,8 @@ def _settle_forget_maybe(conn, ctx, what):
 #: which gives the (kind, {arguments}) to act on, or (None, {}) for chat.
 MEMORY_SETTLE = {"ask": _settle_ask, "update_named": _settle_update_named, "update_mine": _settle_update_mine,
                  "forget_maybe": _settle_forget_maybe, "update_fit": _settle_update_fit,
-                 "replace_maybe": _settle_replace_maybe}
+                 "replace_maybe": _settle_replace_maybe, "correct_last": _settle_correct_last,
+                 "undo_delete": _settle_undo_delete}
 
 
 # What the table above can't read. memory_normalise brings the common other ways of saying a command
@@ -5027,7 +5053,8 @@ MEMORY_SETTLE = {"ask": _settle_ask, "update_named": _settle_update_named, "upda
 #: One particle of PARTICLES, anywhere (X那条删了吧, 记一下哈).
 _ANY_PARTICLE = f"[{PARTICLES}]"
 #: How a message may ask to remember (besides 记住): leads that stand for 记住 before the fact.
-_REMEMBER_LEADS = (r"(?:请|麻烦|麻烦你|麻烦您|你|您|以后)?(?:帮我|给我|替我)?(?:记到起|记倒起|记着|记一哈|记一下下|记牢了?|记好了?|记在心里|记心里|"
+_REMEMBER_LEADS = (r"(?:这个|这件事|这些)?(?:请|麻烦|麻烦你|麻烦您|你|您|以后)?(?:要|得|一定要|可要)?(?:帮我|给我|替我|帮忙)?"
+                   r"(?:记到起|记倒起|记着|记一哈|记一下下|记牢了?|记好了?|记在心里|记心里|"
                    r"记在小本本上|记下来|记一笔|记住|记一下|记下)")
 #: The same words at a message's end (我对虾过敏，记下来 / 我搬到深圳了，帮我记一下).
 _REMEMBER_TAIL_RE = re.compile(rf"^(.{{2,}}?)[{_PUNCT}]*(?:你|请|麻烦)?(?:帮我|给我|替我)?(?:记一下|记下来|记住|记着|记好|记下|"
@@ -5047,13 +5074,24 @@ _FORGET_AFTER = (r"(?:你|就|给我|帮我)*(?:忘掉|忘了|忘记|删了|删�
 #: Ways to ask to be shown something (列出来 / 发我瞅瞅 / 给我看看).
 _SHOW_ME = r"(?:都|全|全部)?(?:列一下|列出来|列个表|列给我|发出来|发我|发给我|给我看|让我看|说说|讲讲|康康|瞅瞅|看看)(?:看看|瞅瞅|康康|一下|下)?"
 _LIST_ASK = (r"(?:康康|看看|让我看看|给我看看|我想看看)?[，,\s]*(?:你|我在你(?:这|那)(?:儿|里|边)?)(?:现在|目前|到底|一共|总共|都|还)*"
-             r"(?:记|存|保存)(?:了|下了|住了|着|得|住)?(?:关于)?我?(?:的)?(?:些|一些)?(?:啥|什么|哪些|多少)"
+             r"(?:记|存|保存)(?:了|下了|住了|着|得|住)?(?:些|一些)?(?:关于)?我?(?:的)?(?:些|一些)?(?:啥|什么|哪些|多少)"
              rf"(?:东西|事|事情|记忆|内容|信息|资料)?了?(?:[？?，,\s]*{_SHOW_ME})?{_ANY_PARTICLE}*[?？]*"
              r"|把?你(?:都)?(?:记|存|保存)(?:的|着的|下的|住的|了的)(?:关于我的?|我的)(?:东西|记忆|事|事情|信息|资料)?"
-             rf"{_SHOW_ME}{_ANY_PARTICLE}*")
+             rf"{_SHOW_ME}{_ANY_PARTICLE}*"
+             r"|(?:给我看看|让我看看|看看)你(?:都)?(?:记|存)(?:的|着的|下的|了的)(?:关于我的?|我的)?(?:东西|事|记忆)")
 #: Rewrites to the canonical wordings memory_parse reads: (pattern, replacement), tried in order.
 MEMORY_REWRITES = [
+    ("能 可以 可不可以 能否", r"^(?:你)?(?:能不能|可不可以|能否|可以|能)(?:帮我|给我|帮忙)?(?=记|忘|删|把|清|更正|撤|改)(.+?)"
+                         r"(?:吗|么|嘛|不|好吗|可以吗|行吗|好不好)?[?？]*$", r"\1"),  # 你能记住我喜欢猫吗: a request
     ("记", rf"^(记住|记一下|记下|记好|记着){_ANY_PARTICLE}+(?=[{_PUNCT}]|$)", r"\1"),  # 记住咯，… / 记住呗，…
+    ("记", rf"^把(.{{1,12}}?)记(?:下来|住|一下|好|着)(?:了)?[{_PUNCT}]+(?:是)?(?=\S)", r"记住，\1是"),  # 把我的手机号记下来：138…
+    ("记", rf"^把(.{{2,30}}?)记(?:下来|住|一下|好|着)(?:吧)?{_ANY_PARTICLE}*$", r"记住，\1"),  # 把我对芒果过敏记下来
+    ("不想 不希望 不要", rf"^(?:我)?(?:不想|不希望|不要)(?:让)?你(?:再)?(?:记得|记住|记着)(.+?)(?:了)?{_ANY_PARTICLE}*$",
+     r"忘记\1"),  # 我不想让你记得我前任了
+    ("你忘", r"^你(?=忘了|忘掉|忘记)(?!.*(?:吗|什么|啥|[?？]))", ""),  # 你忘了我抽烟这回事吧
+    ("是说 说的是 意思是", rf"^(?:不对|不是|错了)[{_PUNCT}]*(?:我是说|我说的是|我的意思是|应该是)(?=我|{_REL_RE})", "更正一下，是"),
+    ("不是", rf"^(?:其实|不对)[{_PUNCT}]*(?:我)?不是([^，,]+?)[{_PUNCT}]+(?:而)?是([^，,]+)$", r"不对，不是\1，是\2"),  # 其实我不是X，是Y
+    ("说错 记错 搞错", r"^我?(?:刚才|刚刚)(说错了|记错了|搞错了)", r"\1"),  # 我刚才说错了，…
     ("以后 今后", r"^(?:以后|今后|从今以后)(?=别忘|不要忘|记住|记得|要记得|不用记|别记|不要记|别再记|不要再记)", ""),  # 以后别忘了…
     ("以后 今后", r"^((?:记住|记得)[，,：:\s]*)(以后|今后|从现在起|从今天起)你(?=要|得|别|不要|不许|必须|就|说话|回|跟我|和我|用|叫)",
      r"\1你\2"),  # 记住，以后你要用繁体字跟我说话
@@ -5069,17 +5107,21 @@ MEMORY_REWRITES = [
     ("记错 错了 不对", rf"^(?:我的)?({_words_re(_ATTRIBUTE_BY_WORD)})(?:那条)?(?:记错了|错了|不对)[{_PUNCT}]*(?:应该)?是(.+)$",
      r"更正：\1是\2"),  # 生日记错了，是3月4日
     ("记 存", rf"^(?:{_LIST_ASK})$", "你记得我什么"),  # 你都记着我些什么 / 康康你都记了我啥 / 我在你这存了哪些记忆 列一下
+    ("了解 记忆", rf"^(?:你(?:对我)?(?:到底)?了解(?:我)?(?:多少|些什么|什么|哪些)|(?:看一下|看下|看看|查看|查一下|给我看看|我想看看)"
+                rf"(?:你的|我的)?记忆(?:列表)?|我的记忆(?:给我)?{_SHOW_ME}){_ANY_PARTICLE}*[?？]*$", "你记得我什么"),  # 你对我了解多少
     ("关于", rf"^(忘记|忘掉|删掉|删除|清除)关于(?!我的)(.+?)的(?:所有|全部|一切)(?:记忆|事情|事)?{_ANY_PARTICLE}*$", r"\1所有关于\2的"),
     ("两条 几条 三条 四条 两个 几个 三个 四个",
      rf"^(忘记|忘掉|删掉|删除)(.+?[和、跟].+?)(?:这|那)(?:两|几|三|四)(?:条|个)(?:记忆)?{_ANY_PARTICLE}*$", r"\1\2"),
     ("你记 记忆里", r"^把?(?:你(?:都)?(?:记得|记住|记着|存)的|你的记忆里|记忆里)(?:关于)?(?:我的?)?(?:东西|记忆|事)?"
                  rf"(?:全|都|全部)(?:删了|删掉|删除|清空|清掉|忘了|忘掉){_ANY_PARTICLE}*$", "忘记关于我的一切"),  # 把你记得的关于我的全删了
     ("记忆里", r"^(?:你的)?记忆里(?=关于|有关)", ""),  # 记忆里关于我工作的那条去掉
-    ("把", rf"^(?:请|麻烦你?|帮我|给我|你)*把(?!第|刚)(?!.*(?:都|全|所有))(.+?)(?:的)?(?:{_POINTER})?"
-          rf"(?:删了|删掉|删除|忘了|忘掉|去掉|清掉|清除|delete掉?|del掉?|remove掉?)(?:一下|下)?{_ANY_PARTICLE}*$", r"忘记\1那条"),
+    ("把", rf"^(?:请|麻烦你?|帮我|给我|你)*把(?!第|刚|我的?(?:记忆|东西)[^那这]{{0,3}}$)(?!.*(?:都|全|所有))(.+?)(?:的)?(?:记忆|东西)?"
+          rf"(?:{_POINTER})?(?:给我|帮我|就)?(?:删了|删掉|删除|忘了|忘掉|去掉|清掉|清除|delete掉?|del掉?|remove掉?|删)(?:一下|下)?"
+          rf"{_ANY_PARTICLE}*$", r"忘记\1那条"),
     ("全 都", rf"^(?:你)?把?(?:关于我的|我的)(?:所有)?(?:东西|记忆|事|事情|信息|资料)(?:全|都|全部)(?:删了|删掉|删除|清空|清掉|忘了|忘掉)"
              rf"{_ANY_PARTICLE}*$", "忘记关于我的一切"),  # 你把关于我的东西全删了吧
-    ("不对 错了", rf"^(第\s*{_NUM}\s*[条个])(?:不对|错了|记错了)[{_PUNCT}]*(?=删|去掉|不要)", r"\1"),  # 第一条不对 删了
+    ("不对 错了 没用 过时 不需要 作废 用不着", rf"^(第\s*{_NUM}\s*[条个])(?:不对|错了|记错了|没用了?|过时了|不需要了|作废了|用不着了)"
+                                     rf"[{_PUNCT}]*(?=删|去掉|不要)", r"\1"),  # 第一条不对 删了 / 第三条没用了，删了吧
     ("最后 最新 最近", r"^(?:最后|最新|最近)(?:那|一)条", "刚才那条"),  # 最后那条不用记了
     ("弟", rf"弟(?=\s*{_NUM}\s*[条个])", "第"),  # 删掉弟1条: the IME's slip
     ("撤", rf"^(?:把)?(?:刚才|刚刚|上一步|上一条)(?:那步|那一步|那下|的操作|那个操作)?(?:给我)?(?:撤销|撤回)(?:一下|下)?"
@@ -5098,9 +5140,12 @@ _WISH_RES = [(re.compile(r"^(?:算了|不对)?[，,\s]*(?:还是)?(?:以后|今�
                          rf"([^，,。!！?？]{{1,10}}?){_ANY_PARTICLE}?$"), "记住，你以后叫我{0}"),
              (re.compile(r"^(?=你|以后|今后|从)(?:你)?(?:以后|今后|从现在起|从今天起)?(?:你)?(?:就)?(?:改|换)?叫"
                          rf"(?!我|他|她|它|什么|啥|谁|人|醒|外卖|车)([^，,。!！?？]{{1,6}}?){_ANY_PARTICLE}?$"), "记住，你以后叫{0}"),
-             (re.compile(r"^(?=你|以后|今后|从)(?:你)?(?:以后|今后|从现在起|从今天起)?(?:你)?((?:跟我|和我|对我)?"
+             (re.compile(r"^(?=你|以后|今后|从|回复|回答|回我)(?:你)?(?:以后|今后|从现在起|从今天起)?(?:你)?((?:跟我|和我|对我)?"
                          r"(?:说话|回复我?|回答我?|讲话|聊天|回消息|回我(?:消息)?)(?:的时候|时)?"
-                         r"(?:要|得|别|不要|不许|可以|尽量|能|多|少|带|用|简短|短|长|温柔|正式).*)"), "记住，你以后{0}")]
+                         r"(?:(?:要|得(?!很|真|太|挺|好|不错)|别|不要|不许|可以|尽量|能|多|少|带|用(?!到|了)|简短|短|长|温柔|正式).*"
+                         rf"|[^，,。!！?？吗]{{1,6}}(?:一点|一些|点儿?){_ANY_PARTICLE}?))$"), "记住，你以后{0}"),
+             (re.compile(r"^(?:你)?(?:以后|今后|从现在起|从今天起)(?:你)?((?:别|不要|不许|少|多|尽量)(?:再)?(?:用|发|叫|带|加|说).+)$"),
+              "记住，你以后{0}")]
 
 
 #: Thanks after a pause and emoji that end a message (…删掉，谢谢🙏 / 以后就叫小橘吧🍊): not part of what is asked.
@@ -5108,10 +5153,10 @@ _POLITE_TAIL_RE = re.compile(rf"(?:[{_PUNCT}]+(?:谢谢|谢啦|多谢|感谢)(?:
                              rf"|[{_PUNCT}]+(?:谢谢|谢啦|多谢|感谢)(?:你|啦|了)?[{_PUNCT}]*$")
 #: An undo as one clause of a message (刚刚那个撤回吧 / 撤销撤销) ...
 _UNDO_CLAUSE_RE = re.compile(r"^(?:把|给我)?(?:刚才|刚刚|上一步|上一条)?(?:那个|那条|那步|那一步|那下|的操作|那个操作)?(?:给我)?"
-                             r"(?:撤销|撤回|undo)+(?:一下|下)?$", re.I)
+                             r"(?:(?:撤销|撤回|undo)+(?:掉)?(?:一下|下)?|改回去|改回来)$", re.I)
 #: ... and the clauses that may stand beside it: fillers and why (记错人了 / 删错了 / 当我没说).
-_UNDO_REASON_RE = re.compile(r"^(?:啊+|哎呀|哎哟|哎|唉|呀|诶|嗯|呃)*(?:算了|不对|错了|(?:我)?(?:删|记|说|搞|弄|点|按|打)(?:错|混)(?:人)?了?|"
-                             r"手滑了?|当我没说(?:过)?|不好意思|sorry)?$", re.I)
+_UNDO_REASON_RE = re.compile(r"^(?:啊+|哎呀|哎哟|哎|唉|呀|诶|嗯|呃)*(?:算了|不对|错了|(?:我)?(?:刚才|刚刚)?(?:删|记|说|搞|弄|点|按|打|改)(?:错|混)"
+                             r"(?:人)?了?|(?:刚才|刚刚)?(?:那个|那条)?不算(?:了|数)?|手滑了?|当我没说(?:过)?|不好意思|sorry)?$", re.I)
 #: The pauses between the clauses of a message.
 _PAUSES_RE = re.compile(f"[{_PUNCT}]+")
 #: Emoji after a pointer (芒果那条🗑️删掉): dropped, so the forget rewrites read the verb after it.
@@ -5130,11 +5175,11 @@ def memory_normalise(text):
     for words, pattern, repl in _MEMORY_REWRITES:  # a row's words first: one search in C, not a loop in Python
         if words.search(t):
             t = pattern.sub(repl, t, count=1)
-    if "撤" in t or "undo" in t.lower():  # 刚刚那个撤回吧，记错人了 / 啊删错了，撤销撤销
+    if "撤" in t or "改回" in t or "undo" in t.lower():  # 刚刚那个撤回吧，记错人了 / 啊删错了，撤销撤销 / 改回去
         clauses = [c for c in map(_strip_tail, _PAUSES_RE.split(t)) if not _UNDO_REASON_RE.match(c)]
         if len(clauses) == 1 and _UNDO_CLAUSE_RE.match(clauses[0]):
             return "撤销"
-    for pattern, form in _WISH_RES if "叫" in t or t.startswith(("你", "以后", "今后", "从")) else ():
+    for pattern, form in _WISH_RES if "叫" in t or t.startswith(("你", "以后", "今后", "从", "回")) else ():
         m = pattern.match(t)
         if m:
             return form.format(*m.groups(), t=t)
@@ -5242,7 +5287,7 @@ def memory_plan_candidates(conn, ctx, text):
 def memory_plan_prompt(conn, ctx, text):
     """The messages of a plan request, the candidates it lists ({number: row}) and what the user said lately."""
     turns = conn.execute("SELECT role, text FROM messages WHERE session = ? AND id < ? AND kind != 'ambient' "
-                         "AND (user_id = ? OR role = 'assistant') ORDER BY id DESC LIMIT ?",
+                         "AND user_id = ? ORDER BY id DESC LIMIT ?",  # a reply is kept under whom it answers
                          (ctx.session, ctx.message_id or 1 << 62, ctx.user_id, MEMORY_PLAN_TURNS)).fetchall()[::-1]
     stored = conn.execute("SELECT text FROM messages WHERE id = ?", (ctx.message_id,)).fetchone()
     text = stored[0] if stored and text in stored[0] else text  # the whole message, when a rule passed a part
@@ -5362,7 +5407,8 @@ def memory_claim_check(reply):
 
 
 #: 你刚才用了我哪些记忆 / 你怎么知道的: the memories behind the last reply.
-_SHOW_WORK_RE = re.compile(r"^(?:你)?(?:刚才|刚刚|上一句|这句|刚)?(?:回我的时候|回答的时候|回复的时候|回我时|说的时候)?(?:是)?"
+_SHOW_WORK_RE = re.compile(r"^(?:刚才|刚刚)?你(?:刚才|刚刚)?(?:是)?(?:根据|依据|凭)(?:什么|啥)(?:说的|这么说的?|知道的|回的|回答的)?|"
+                           r"^(?:你)?(?:刚才|刚刚|上一句|这句|刚)?(?:回我的时候|回答的时候|回复的时候|回我时|说的时候)?(?:是)?"
                            r"(?:用了|用到了?|参考了|根据|依据|调用了)(?:我的?|关于我的?)?(?:哪些|什么|啥|哪几条|哪条)(?:关于我的?)?"
                            r"(?:记忆|信息|资料|东西|内容)?|"
                            r"^你(?:是)?(?:怎么|咋|从哪|从哪里|从哪儿|为什么|为啥|凭什么)(?:会)?(?:知道|晓得|记得)(?:的|这个|这些|这件事|"
