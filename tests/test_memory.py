@@ -306,7 +306,8 @@ def test_which_one_question_and_its_answer(kconn):
 
 @pytest.mark.parametrize("answer,left", [
     ("2", ["我喜欢猫"]), ("第二个", ["我喜欢猫"]), ("前面那个", ["我喜欢狗"]), ("最后那条", ["我喜欢猫"]),
-    ("狗那个", ["我喜欢猫"]), ("是猫", ["我喜欢狗"]), ("都删了吧", []), ("两个都删", []),
+    ("狗那个", ["我喜欢猫"]), ("是猫", ["我喜欢狗"]), ("都删了吧", []), ("两个都删", []), ("1和2", []),
+    ("第一条、第二条", []), ("1 2", []),
 ])
 def test_a_which_one_question_takes_answers_in_words(kconn, answer, left):
     c = ctx()
@@ -315,6 +316,25 @@ def test_a_which_one_question_takes_answers_in_words(kconn, answer, left):
     asked = bot.memory_forget(kconn, c, "我喜欢的东西", nothing)[1]
     assert bot.memory_answer(kconn, c, asked, answer, nothing).startswith("已忘记")
     assert texts(kconn) == left
+
+
+@pytest.mark.parametrize("answer", ["要的", "嗯嗯记住吧", "好呀", "没错", "可以啊", "记一下吧", "对对"])
+def test_yes_in_words_answers_shall_i_remember(kconn, answer):
+    c = ctx()
+    asked = {"action": "store", "text": "我周六体检", "importance": 1, "ids": []}
+    assert bot.memory_answer(kconn, c, asked, answer, nothing).startswith("好的，记住了")
+    assert texts(kconn) == ["我周六体检"]
+
+
+@pytest.mark.parametrize("answer", ["都不要", "不用记了", "别记了", "算了吧", "不了"])
+def test_no_in_words_changes_nothing(kconn, answer):
+    c = ctx()
+    say(kconn, c, "我喜欢猫")
+    say(kconn, c, "我喜欢狗")
+    for asked in (bot.memory_forget(kconn, c, "我喜欢的东西", nothing)[1],
+                  {"action": "store", "text": "我周六体检", "importance": 1, "ids": []}):
+        assert bot.memory_answer(kconn, c, asked, answer, nothing) == "好的，那就不改了。"
+    assert texts(kconn) == ["我喜欢猫", "我喜欢狗"]
 
 
 def test_an_answer_that_picks_nothing_is_asked_once_more_then_dropped(kconn):
