@@ -4438,9 +4438,11 @@ def memory_replace_value(conn, ctx, old_value, new_value, embed):
 
 
 #: Answers to a question that say no (算了 / 不用了 / 当我没说).
-_ANSWER_NO_RE = re.compile(r"(?:算了|不用了?|不要了?|取消|没事了?|不改了?|不删了?|不记了?|都不是|当我没说|no)+", re.I)
+_ANSWER_NO_RE = re.compile(r"(?:算了|不用了?|不要了?|取消|没事了?|不改了?|不删了?|不记了?|都不是|都不要|都不用|当我没说|不了|"
+                           r"(?:不用|别|不要)(?:记|删|改)了?|no)+", re.I)
 #: Answers that say yes (to 要我记住吗, or to a question with one choice).
-_ANSWER_YES_RE = re.compile(r"(?:要|好|好的|是|是的|对|对的|嗯|嗯嗯|记吧|记住|可以|行|删吧|删|确认|ok|yes|y)", re.I)
+_ANSWER_YES_RE = re.compile(r"(?:要的|要|好的|好滴|好嘞|好|是的|是|对的|对|没错|嗯|可以|行|记吧|记住|记一下|记下来|记|删吧|删|确认|"
+                            r"ok|okay|yes|y)+", re.I)
 #: Answers that pick the first or the last choice (前面那个 / 上面那条 / 最后一个).
 _ANSWER_FIRST_RE = re.compile(r"(?:就|是|选|就是)?(?:前面|上面|前一|头一|第一)(?:那|一)?(?:个|条|项)?(?:吧)?")
 _ANSWER_LAST_RE = re.compile(r"(?:就|是|选|就是)?(?:后面|下面|后一|最后|最后一|最下面)(?:那|一)?(?:个|条|项)?(?:吧)?")
@@ -4482,6 +4484,12 @@ def memory_answer(conn, ctx, asked, text, embed, cap=0):
             return memory_remember(conn, ctx, fact, embed, importance=asked.get("importance", 1), cap=cap)[0]
         return None
     m = re.fullmatch(rf"(?:第|选|就|是)?\s*({_NUM})\s*(?:条|个|项|号)?(?:吧|吧。|。)?", t)
+    several = None if m else re.fullmatch(rf"(?:第?\s*{_NUM}\s*[条个项号]?[{_PUNCT}和跟及还有]*){{2,}}", t)
+    if several and asked["action"] == "forget":  # 1和2 / 第一条、第三条
+        numbers = sorted({_cn_number(n) for n in re.findall(_NUM, t)})
+        rows = _rows(conn, asked["ids"])
+        if numbers and all(1 <= n <= len(rows) for n in numbers) and len(rows) == len(asked["ids"]):
+            return _forget_rows(conn, ctx, [rows[n - 1] for n in numbers if _visible(ctx, rows[n - 1])])
     if m or len(asked["ids"]) == 1 and _ANSWER_YES_RE.fullmatch(t):
         n = _cn_number(m.group(1)) if m else 1
     else:
@@ -5092,8 +5100,8 @@ MEMORY_REWRITES = [
     ("能 可以 可不可以 能否", r"^(?:你)?(?:能不能|可不可以|能否|可以|能)(?:帮我|给我|帮忙)?(?=记|忘|删|把|清|更正|撤|改)(.+?)"
                          r"(?:吗|么|嘛|不|好吗|可以吗|行吗|好不好)?[?？]*$", r"\1"),  # 你能记住我喜欢猫吗: a request
     ("记", rf"^(记住|记一下|记下|记好|记着)(?:{_ANY_PARTICLE}|辣)+(?=[{_PUNCT}]|$)", r"\1"),  # 记住咯，… / 记住辣 …
-    ("记", rf"^把(.{{1,12}}?)记(?:下来|住|一下|好|着)(?:了)?[{_PUNCT}]+(?:是)?(?=\S)", r"记住，\1是"),  # 把我的手机号记下来：138…
-    ("记", rf"^把(.{{2,30}}?)记(?:下来|住|一下|好|着)(?:吧)?{_ANY_PARTICLE}*$", r"记住，\1"),  # 把我对芒果过敏记下来
+    ("把", rf"^把(.{{1,12}}?)记(?:下来|住|一下|好|着)(?:了)?[{_PUNCT}]+(?:是)?(?=\S)", r"记住，\1是"),  # 把我的手机号记下来：138…
+    ("把", rf"^把(.{{2,30}}?)记(?:下来|住|一下|好|着)(?:吧)?{_ANY_PARTICLE}*$", r"记住，\1"),  # 把我对芒果过敏记下来
     ("不想 不希望 不要", rf"^(?:我)?(?:不想|不希望|不要)(?:让)?你(?:再)?(?:记得|记住|记着)(.+?)(?:了)?{_ANY_PARTICLE}*$",
      r"忘记\1"),  # 我不想让你记得我前任了
     ("你忘", r"^你(?=忘了|忘掉|忘记)(?!.*(?:吗|什么|啥|[?？]))", ""),  # 你忘了我抽烟这回事吧
@@ -6994,7 +7002,7 @@ async def reply_memory(app, ctx, text, card):
     settle = MEMORY_SETTLE.get(kind)
     if settle:  # 记住旺财三岁了 / 忘记榴莲: the speaker's memories decide whether it is a command
         kind, args = await app.db.run(lambda c: settle(c, ctx, **args))
-    if kind is None and asked is not None:
+    if asked is not None and (kind is None or kind == "ask_what" and asked.get("text")):  # 记一下吧 to 要我记住『…』吗
         cap = 0 if ctx.superuser else app.cfg.MEMORY_MAX_PER_USER
         reply = await app.db.run(lambda c: memory_answer(c, ctx, asked, text, app.vec, cap=cap), write=True)
         if reply is not None:
