@@ -4927,7 +4927,8 @@ MEMORY_COMMANDS = [
                   lambda m: ("replace_maybe", {"old": m.group(1) or m.group(4), "new": m.group(2) or m.group(3)})),
     MemoryCommand(rf"(?:不对|错了|说错了|记错了)(?:不对)?[{_PUNCT}]*(?:应该)?是([^，,。;；我你他她它]{{1,12}})",
                   lambda m: ("update_fit", {"value": m.group(1).strip(), "strong": True})),
-    MemoryCommand(r"(?:请|麻烦你?|你)?(?:帮我|给我|替我)?(?:记住|记一下|记下来|记下|记着|记好|记牢|记个事|记件事|记一件事|记点东西|记个东西|记)",
+    MemoryCommand(r"(?:请|麻烦你?|你|我想让你|我要你|有件事|有个事)?(?:你)?(?:帮我|给我|替我)?(?:记住|记一下|记下来|记下|记着|记好了?|记牢|记个事|"
+                  r"记件事|记一件事|记点东西|记点事|记个东西|记)(?:一件事|个事|件事)?",
                   _says("ask_what")),  # 记一下 and nothing else: what is asked, the next message is it
     MemoryCommand(rf"不是(?:的|啦|啊)?[{_PUNCT}]+(?:应该)?是([^，,。;；我你他她它]{{1,12}})",
                   lambda m: ("update_fit", {"value": m.group(1).strip()})),  # 不是，是绿色: only when a memory takes it
@@ -5094,9 +5095,14 @@ _LIST_ASK = (r"(?:康康|看看|让我看看|给我看看|我想看看)?[，,\s]
 #: message of only these, with 我, a keeping word and a how-much or show word, asks for the list.
 _LIST_WORDS = ("你 我 的 关于 有关 都 还 现在 目前 到底 一共 总共 这儿 这里 这边 那儿 那里 在 脑子里 心里 里 存了 存着 存 "
                "保存了 保存 记了 记得 记着 记住了 记住 记下了 记下 记 知道 了解 对 有 哪些 多少 什么 啥 些 一些 所有 全部 "
-               "一切 事情 事 东西 记忆 信息 资料 内容 列出来 列出 列一下 列 说说 讲讲 看看 给我 发我 了 吗 呢 啊 呀 吧 嘛").split()
+               "一切 事情 事 东西 東西 记忆 信息 资料 内容 列出来 列出 列一下 列 说说 讲讲 看看 给我 发我 了 吗 呢 啊 呀 吧 嘛").split()
 #: Rewrites to the canonical wordings memory_parse reads: (pattern, replacement), tried in order.
 MEMORY_REWRITES = [
+    ("好吗 好不好 可以吗 行吗 行不行 成吗", rf"^(.+?(?:删|忘|记|撤|改)[^，,]{{0,6}}?)[{_PUNCT}]*(?:好吗|好不好|可以吗|行吗|行不行|成吗)"
+                                   r"[?？]*$", r"\1"),  # 帮我把过敏那条删了好吗
+    ("请 麻烦 帮", r"^(?:请你?|麻烦你?|麻烦您|你帮我|帮我|帮忙|给我)+(?=忘记|忘掉|忘一下|忘了|删掉|删除|删一下|别记|不用记|不要记|撤销|撤回)",
+     ""),  # 麻烦忘一下我前任的名字 / 帮我删掉生日那条
+    ("忘一下 删一下 删了 删下", r"^(?:忘一下|删一下|删下|删了)(?=我的?|关于我)", "忘记"),  # 删一下我的生日
     ("能 可以 可不可以 能否", r"^(?:你)?(?:能不能|可不可以|能否|可以|能)(?:帮我|给我|帮忙)?(?=记|忘|删|把|清|更正|撤|改)(.+?)"
                          r"(?:吗|么|嘛|不|好吗|可以吗|行吗|好不好)?[?？]*$", r"\1"),  # 你能记住我喜欢猫吗: a request
     ("记", rf"^(记住|记一下|记下|记好|记着)(?:{_ANY_PARTICLE}|辣)+(?=[{_PUNCT}]|$)", r"\1"),  # 记住咯，… / 记住辣 …
@@ -5136,6 +5142,9 @@ MEMORY_REWRITES = [
     ("把", rf"^(?:请|麻烦你?|帮我|给我|你)*把(?!第|刚|我的?(?:记忆|东西)[^那这]{{0,3}}$)(?!.*(?:都|全|所有))(.+?)(?:的)?(?:记忆|东西)?"
           rf"(?:{_POINTER})?(?:给我|帮我|就)?(?:删了|删掉|删除|忘了|忘掉|去掉|清掉|清除|delete掉?|del掉?|remove掉?|删)(?:一下|下)?"
           rf"{_ANY_PARTICLE}*$", r"忘记\1那条"),
+    ("不用记 别记 不要记 莫记 别存 不用存 删 忘了吧 忘掉",
+     rf"^(我的?(?:{_words_re(_ATTRIBUTE_BY_WORD)}))[{_PUNCT}]*(?:你)?(?:就)?(?:不用记了|别记了|不要记了|别记着了|莫记了|"
+     rf"别存了|不用存了|删了吧|删掉吧|删掉|删了|可以删了|忘了吧|忘掉吧|忘掉){_ANY_PARTICLE}*$", r"忘记\1"),  # 我的生日不用记了
     ("全 都", rf"^(?:把)?(?:关于|有关)?((?:我的?)?(?:{_REL_RE}))的?(?:信息|事|事情|记忆|东西)?(?:都|全|全部)"
              rf"(?:删了|删掉|删除|清空|清掉|忘了|忘掉){_ANY_PARTICLE}*$", r"忘记所有关于\1的"),  # 关于我妈的都删了
     ("全 都", rf"^(?:你)?把?(?:关于我的|我的)(?:所有)?(?:东西|记忆|事|事情|信息|资料)(?:全|都|全部)(?:删了|删掉|删除|清空|清掉|忘了|忘掉)"
@@ -5159,7 +5168,9 @@ _WISH_RES = [(re.compile(r"^(?:算了|不对)?[，,\s]*(?:还是)?(?:你)?(?:以
                          r"(?:改|换)?(?:成)?(?:叫|喊|称呼)我(?!起床|一声|吃|去|来|干|做|帮|回|别)"
                          rf"([^，,。!！?？]{{1,10}}?){_ANY_PARTICLE}?$"), "记住，你以后叫我{0}"),
              (re.compile(r"^(?=你|以后|今后|从)(?:你)?(?:以后|今后|从现在起|从今天起)?(?:你)?(?:就)?(?:改|换)?叫"
-                         rf"(?!我|他|她|它|什么|啥|谁|人|醒|外卖|车)([^，,。!！?？]{{1,6}}?){_ANY_PARTICLE}?$"), "记住，你以后叫{0}"),
+                         rf"(?!我|他|她|它|什么|啥|谁|人|醒|外卖|车)([^，,。!！?？]{{1,6}}?)(?:了)?{_ANY_PARTICLE}?$"), "记住，你以后叫{0}"),
+             (re.compile(r"^(?:你的名字(?:以后|就)?(?:叫|是|改成|改叫)|(?:我想|我要)?给你(?:改|换|起)(?:个|一个)?(?:名字?|新名字)[，,\s]*(?:就)?叫)"
+                         rf"([^，,。!！?？]{{1,6}}?)(?:了)?{_ANY_PARTICLE}?$"), "记住，你以后叫{0}"),
              (re.compile(r"^(?:你)?(?:以后|今后)?(?:你)?((?:别|不要|不许)(?:再)?(?:叫|喊|称呼)我[^，,。!！?？]{1,10}?)(?:了)?"
                          rf"{_ANY_PARTICLE}?$"), "记住，你以后{0}"),  # 别叫我亲爱的了
              (re.compile(r"^(?=你|以后|今后|从|回复|回答|回我|说话|讲话|每次)(?:你)?(?:以后|今后|从现在起|从今天起)?(?:你)?"
@@ -5178,11 +5189,14 @@ _POLITE_TAIL_RE = re.compile(rf"(?:[{_PUNCT}]+(?:谢谢|谢啦|多谢|感谢)(?:
                              rf"|[{_PUNCT}]+(?:谢谢|谢啦|多谢|感谢)(?:你|啦|了)?[{_PUNCT}]*$")
 #: An undo as one clause of a message (刚刚那个撤回吧 / 撤销撤销) ...
 _UNDO_CLAUSE_RE = re.compile(r"^(?:把|给我)?(?:刚才|刚刚|上一步|上一条)?(?:那个|那条|那步|那一步|那下|的操作|那个操作)?(?:给我)?"
-                             r"(?:(?:撤销|撤回|undo)+(?:掉)?(?:一下|下)?|改回去|改回来|回到上一步|取消(?:刚才|刚刚|上一步)(?:的)?(?:操作|修改|改动)?"
+                             r"(?:(?:撤销|撤回|undo)+(?:掉)?(?:一下下|一下|下)?|改回去|改回来|回到上一步|取消(?:刚才|刚刚|上一步)(?:的)?(?:操作|修改|改动)?"
+                             r"|(?:说的|记的|那句)?(?:作废|不算数?)(?:了)?"
                              r"|(?:操作|修改|改动)取消(?:掉)?)$", re.I)
 #: ... and the clauses that may stand beside it: fillers and why (记错人了 / 删错了 / 当我没说).
 _UNDO_REASON_RE = re.compile(r"^(?:啊+|哎呀|哎哟|哎|唉|呀|诶|嗯|呃)*(?:算了|不对|错了|(?:我)?(?:刚才|刚刚)?(?:删|记|说|搞|弄|点|按|打|改)(?:错|混)"
                              r"(?:人)?了?|(?:刚才|刚刚)?(?:那个|那条)?不算(?:了|数)?|手滑了?|当我没说(?:过)?|不好意思|sorry)?$", re.I)
+#: Words without which a message is no undo (one search instead of a test per word).
+_UNDO_WORD_RE = re.compile(r"撤|改回|取消|回到|作废|不算|undo", re.I)
 #: The pauses between the clauses of a message.
 _PAUSES_RE = re.compile(f"[{_PUNCT}]+")
 #: Emoji after a pointer (芒果那条🗑️删掉): dropped, so the forget rewrites read the verb after it.
@@ -5201,11 +5215,13 @@ def memory_normalise(text):
     for words, pattern, repl in _MEMORY_REWRITES:  # a row's words first: one search in C, not a loop in Python
         if words.search(t):
             t = pattern.sub(repl, t, count=1)
-    if "撤" in t or "改回" in t or "取消" in t or "回到" in t or "undo" in t.lower():  # 刚刚那个撤回吧，记错人了 / 啊删错了，撤销撤销 / 改回去
-        clauses = [c for c in map(_strip_tail, _PAUSES_RE.split(t)) if not _UNDO_REASON_RE.match(c)]
-        if len(clauses) == 1 and _UNDO_CLAUSE_RE.match(clauses[0]):
+    if _UNDO_WORD_RE.search(t):  # 刚刚那个撤回吧，记错人了 / 啊删错了，撤销撤销 / 改回去
+        clauses = [c for c in map(_strip_tail, _PAUSES_RE.split(t)) if c]
+        undo = [c for c in clauses if _UNDO_CLAUSE_RE.match(c)]
+        if undo and all(c in undo or _UNDO_REASON_RE.match(c) for c in clauses):
             return "撤销"
-    for pattern, form in _WISH_RES if "叫" in t or t.startswith(("你", "以后", "今后", "从", "回", "说话", "讲话", "每次")) else ():
+    for pattern, form in _WISH_RES if "叫" in t or t.startswith(("你", "以后", "今后", "从", "回", "说话", "讲话", "每次")) \
+            else ():
         m = pattern.match(t)
         if m:
             return form.format(*(g for g in m.groups() if g is not None), t=t)
@@ -5433,7 +5449,10 @@ def memory_claim_check(reply):
 
 
 #: 你刚才用了我哪些记忆 / 你怎么知道的: the memories behind the last reply.
-_SHOW_WORK_RE = re.compile(r"^(?:刚才|刚刚)?你(?:刚才|刚刚)?(?:是)?(?:根据|依据|凭)(?:什么|啥)(?:说的|这么说的?|知道的|回的|回答的)?|"
+_SHOW_WORK_RE = re.compile(r"^(?:刚才|刚刚)?你(?:刚才|刚刚)?(?:是)?(?:根据|依据|凭)(?:我的?)?(?:什么|啥|哪条|哪些)(?:记忆|信息)?"
+                           r"(?:说的|这么说的?|知道的|回的|回答的)?|"
+                           r"^你?(?:刚才|刚刚)?为(?:什么|啥)(?:这么|那么)说|^(?:是)?哪(?:条|些)记忆让你(?:这么|那么)说(?:的)?|"
+                           r"^你(?:这么|那么)说是因为(?:我的?)?(?:哪条|哪些|什么)(?:记忆)?|"
                            r"^(?:你(?:是)?)?(?:从)?哪(?:儿|里)?(?:来|弄来|搞来|知道)的(?:我的)?(?:信息|资料|记忆)|"
                            r"^(?:我的)?(?:信息|资料|记忆)你(?:是)?从哪(?:儿|里)?(?:来|弄来|搞来|知道)的|"
                            r"^(?:为什么|为啥|怎么)你(?:会)?(?:知道|晓得)(?:我|我的|我家)[^，,。!！?？]{0,20}|"
@@ -6995,7 +7014,7 @@ async def reply_memory(app, ctx, text, card):
         asked = app.memory_asked.pop(key)
         asked = None
     names = [c["name"] for c in app.characters.get()["cards"].values()] + app.cfg.nicknames
-    if _SHOW_WORK_RE.fullmatch(_strip_tail(text)):  # 你刚才用了我哪些记忆 / 你怎么知道的
+    if _SHOW_WORK_RE.fullmatch(_strip_tail(text.translate(_TRADITIONAL))):  # 你刚才用了我哪些记忆 / 你怎么知道的
         await _mark_command(app, ctx)
         return await app.db.run(memory_show_work, ctx, app.memory_used.get(key, []))
     kind, args = memory_parse(text, names)
