@@ -132,6 +132,19 @@ def test_a_hostile_or_broken_plan_changes_nothing_and_asks(bot_and_plans, answer
     assert len(llm.plan_requests()) == 1 and not llm.chat_requests()
 
 
+def test_a_forget_the_rules_find_nothing_for_asks_the_plan(bot_and_plans):
+    """忘了我有车这事吧 names no memory's words (the car is a Tesla): the plan may see which one is meant; with no
+    plan the rules' answer stands (nothing found, nothing deleted)."""
+    r, nc, plans, llm = bot_and_plans
+    _seed(nc, 1, ["我住在厦门", "我有辆特斯拉"])
+    reply = nc.ask(1, "忘了我有车这事吧")  # the LLM answers 500: the rules' reply
+    assert "没有找到" in reply and _memories(r, 1) == ["我住在厦门", "我有辆特斯拉"], reply
+    plans.append('{"ops": [{"op": "forget", "n": 2}]}')
+    reply = nc.ask(1, "忘了我有车这事吧")
+    assert "已忘记" in reply and _memories(r, 1) == ["我住在厦门"], reply
+    assert "忘了我有车这事吧" in llm.plan_requests()[-1]["json"]["messages"][1]["content"]
+
+
 def test_in_a_group_the_plan_sees_only_what_the_speaker_may_see_there(bot_and_plans):
     """A plan asked for in a group lists only the speaker's memories visible in that group (not their private
     ones, not the group's own facts, not another member's), with only the speaker's turns; a number that is not
