@@ -4222,6 +4222,10 @@ def memory_forget(conn, ctx, what, embed, one=False):
     return _forget_rows(conn, ctx, targets), None
 
 
+#: How a forget whose words name no memory starts its answer.
+_FORGET_NOT_FOUND = "我没有找到"
+
+
 def _forget_targets(conn, ctx, rows, what, embed):
     """The memories a forget points at: a list (several = ask), or a reply when none fits."""
     what = re.sub(r"^(?:my\s+)", "我的", what, flags=re.I)
@@ -4264,7 +4268,7 @@ def _forget_targets(conn, ctx, rows, what, embed):
                 return f"我记着的是“{hits[0]['text']}”，不是“{what}”，所以没有删。要删它的话说“忘记{_mine(subject)}的" \
                        f"{next((w for w, a in _ATTRIBUTE_BY_WORD.items() if a == fact.attribute), fact.attribute)}”。"
             hits = exact
-        return hits or f"我没有找到“{what[:30]}”这条记忆，什么也没删。说“你记得我什么”可以看看我记得哪些。"
+        return hits or f"{_FORGET_NOT_FOUND}“{what[:30]}”这条记忆，什么也没删。说“你记得我什么”可以看看我记得哪些。"
     pool = {r["id"]: r for r in mine} or {r["id"]: r for r in rows}
     hits = search_hybrid(conn, "memories", ctx.user_id, what, embed(what), allowed=lambda ids: set(pool) & ids,
                          min_similarity=0.8, limit=5, text_of=lambda ids: _texts(conn, ids))
@@ -4275,7 +4279,7 @@ def _forget_targets(conn, ctx, rows, what, embed):
     if not hits and said:  # 忘记虾那条: a word too short for the search, said in a memory as it is
         return said
     if not hits:
-        return f"我没有找到“{what[:30]}”这条记忆，什么也没删。说“你记得我什么”可以看看我记得哪些。"
+        return f"{_FORGET_NOT_FOUND}“{what[:30]}”这条记忆，什么也没删。说“你记得我什么”可以看看我记得哪些。"
     close = [pool[i] for i, s in hits if s >= hits[0][1] * 0.9]
     return close if len(close) > 1 else [pool[hits[0][0]]]
 
@@ -6873,9 +6877,12 @@ async def _memory_forget_numbers(app, ctx, numbers):
 
 
 async def _memory_forget(app, ctx, what):
-    """忘记我的生日 / 忘记榴莲 …: what the user points at, or a which-one question."""
+    """忘记我的生日 / 忘记榴莲 …: what the user points at, or a which-one question. When the words name no memory
+    (忘了我有车这事吧, and the memory says 特斯拉) the LLM may see which one is meant; else the rules' answer stands."""
     reply, question = await app.db.run(lambda c: memory_forget_each(c, ctx, what, app.vec), write=True)
     _remember_question(app, (ctx.user_id, ctx.session), question)
+    if question is None and reply.startswith(_FORGET_NOT_FOUND):
+        return await reply_memory_plan(app, ctx, what, (reply, None))
     return reply
 
 
