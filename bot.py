@@ -5421,7 +5421,10 @@ def memory_fallback(conn, ctx, text, hint=""):
     words = {w for w in text_content_words(t) | set(re.findall(r"[\u4e00-\u9fff]{2}", t))
              if not re.fullmatch(r"(?:那条|这条|那个|这个|记忆|删了|删掉|改成|不对|错了|记住|忘记|一下|帮我)", w)}
     named = [r for r in rows if any(w in r["text"] for w in words)]
-    if re.search(r"忘|删|别记|不用记|不要记|撤|去掉|不要了", t):
+    number = re.search(rf"第\s*({_NUM})\s*[条个]", t)
+    if number and 1 <= _cn_number(number.group(1)) <= len(rows):  # 第二条过时了: that one
+        named = [rows[_cn_number(number.group(1)) - 1]]
+    if re.search(r"忘|删|别记|不用记|不要记|撤|去掉|不要了|过时|过期|没用|作废", t):
         pool = named or rows[-5:]
         if not pool:
             return head + "我这里还没有关于你的记忆，没有可以删的。", None
@@ -5430,7 +5433,7 @@ def memory_fallback(conn, ctx, text, hint=""):
             asked["prompt"] = f"你是想让我忘记这一条吗？\n1. {pool[0]['text']}\n回复“1”确认，说“算了”就不删。"
         return head + asked["prompt"], asked
     fact = re.sub(rf"^(?:记住|更正一下|更正|不对|错了)[{_PUNCT}]*|[{_PUNCT}]*(?:记一下|记下来|记住)$", "", t).strip()
-    if re.search(r"改|更正|纠正|不对|错|记错", t):
+    if re.search(r"改|更正|纠正|不对|错|记错|搞混|记混|记成|有问题|更新", t):
         pool = named or rows[-3:]
         new = re.sub(r"^.*?(?:改成|改为|应该是|其实是|是)(?=.)", "", fact) if not memory_has_subject(fact) else fact
         if pool and new and memory_has_subject(new) and memory_fact(new).attribute:
