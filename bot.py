@@ -5165,7 +5165,7 @@ MEMORY_REWRITES = [
     ("那条 那个 这条 这个 那件事 这件事",
      rf"^(?!刚|上一条|第)(.+?)(?:的)?{_POINTER}[{_PUNCT}]*{_FORGET_AFTER}{_ANY_PARTICLE}*$", r"忘记\1那条"),
     ("记", rf"^(?:别|不要|不用)再?记(?:着|住|得)(.+?)(?:了)?{_ANY_PARTICLE}*$", r"忘记\1"),  # 别再记着我前任了
-    ("事", rf"^(?!刚才|刚刚|上一条|第|这|那)(.{{1,10}}?)(?:的)?(?:事情|事|那些事|相关的事?)[{_PUNCT}]*{_FORGET_AFTER}{_ANY_PARTICLE}*$",
+    ("事", rf"^(?!刚才|刚刚|上一条|第|这|那|我的?事)(.{{1,10}}?)(?:的)?(?:事情|事|那些事|相关的事?)[{_PUNCT}]*{_FORGET_AFTER}{_ANY_PARTICLE}*$",
      r"忘记\1的事"),  # 狗的事忘了吧
     ("不对 错了", rf"^(?!刚才|刚刚)(.+?){_POINTER}(?:不对|错了|记错了)[{_PUNCT}]*(?=我|她|他|它)", "更正一下，"),
 ]
@@ -5191,9 +5191,10 @@ _WISH_RES = [(re.compile(r"^(?:算了|不对)?[，,\s]*(?:还是)?(?:你)?(?:以
               "记住，你以后{0}")]
 
 
-#: Thanks after a pause and emoji that end a message (…删掉，谢谢🙏 / 以后就叫小橘吧🍊): not part of what is asked.
-_POLITE_TAIL_RE = re.compile(rf"(?:[{_PUNCT}]+(?:谢谢|谢啦|多谢|感谢)(?:你|啦|了)?)?[{_PUNCT}]*[{_EMOJI}]+[{_PUNCT}]*$"
-                             rf"|[{_PUNCT}]+(?:谢谢|谢啦|多谢|感谢)(?:你|啦|了)?[{_PUNCT}]*$")
+#: Thanks after a pause, and emoji after them or after a particle (…删掉，谢谢🙏 / 以后就叫小橘吧🍊): not part of what is
+#: asked. An emoji right after a word may be the thing itself (记住我喜欢🐱), so it stays.
+_POLITE_TAIL_RE = re.compile(rf"(?:(?<=[{PARTICLES}了掉删])|[{_PUNCT}]+(?:谢谢|谢啦|多谢|感谢)(?:你|啦|了)?)"
+                             rf"[{_PUNCT}]*[{_EMOJI}]*[{_PUNCT}]*$")
 #: An undo as one clause of a message (刚刚那个撤回吧 / 撤销撤销) ...
 _UNDO_CLAUSE_RE = re.compile(r"^(?:把|给我)?(?:刚才|刚刚|上一步|上一条)?(?:那个|那条|那步|那一步|那下|的操作|那个操作)?(?:给我)?"
                              r"(?:(?:撤销|撤回|undo)+(?:掉)?(?:一下下|一下|下)?|改回去|改回来|回到上一步|取消(?:刚才|刚刚|上一步)(?:的)?(?:操作|修改|改动)?"
