@@ -4508,6 +4508,7 @@ def memory_answer(conn, ctx, asked, text, embed, cap=0):
             return "没看明白你选的是哪一条。" + asked.get("prompt", "回复序号就行（比如“1”），说“算了”就不改。")
         n = picked[0] + 1
     if not 1 <= n <= len(asked["ids"]):
+        asked["keep"] = True  # the question still waits for a number that is one of its own
         return f"只有1到{len(asked['ids'])}可以选哦。"
     target = _rows(conn, [asked["ids"][n - 1]])
     if not target or not _visible(ctx, target[0]):
