@@ -5286,6 +5286,8 @@ def memory_shaped(conn, ctx, text):
     Example: 删了那个游戏，太难玩了 -> False (no memory mentions 游戏)."""
     t = text.strip().translate(_TRADITIONAL)
     start = _SHAPED_START_RE.match(t)
+    if start and start.group().endswith(("撤回", "撤销")) and t[start.end():].startswith("了"):
+        return False  # 撤回了一条消息: what happened in the chat
     if start and re.match(r"记住|记一下|记下|记着|记牢|记好|记得|忘记|忘掉", start.group().lstrip("请麻烦帮我给你把就那")):
         rest = t[start.end():].lstrip(_PUNCT.replace("\\s", " "))
         if rest and (_NOT_AN_OBJECT_RE.match(rest) or _CHAT_FORGET_RE.match(rest)) and not _SHAPED_ANY_RE.search(rest):
