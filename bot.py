@@ -2331,6 +2331,8 @@ COMMAND_WORDS = REMEMBER_WORDS + REMEMBER_WEAK_WORDS + "忘记 忘掉 忘了 删
 FILLERS_RE = "哈{2,}|嘿嘿|嗯+|呃+|诶|欸|对了"
 #: Where a group's own fact starts (记住，本群每周五开黑).
 _GROUP_WORDS_RE = "本群|我们群|这个群|咱们群|群里"
+#: Characters too plain for two of them to say that a message and a memory are about the same thing (我喜).
+_PLAIN_CHARS = set("我你他她它的了是在有也很都就和吗呢吧啊喜欢不要这那个条删改对错记忘")
 
 
 def _words_re(words):
@@ -3120,10 +3122,12 @@ _COMPANIES = set("腾讯 阿里 阿里巴巴 字节 字节跳动 百度 美团 �
 #: What kinds of value each attribute takes (a correction whose value fits none is asked about).
 ATTRIBUTE_KINDS = {"现居地": {"place"}, "老家": {"place"}, "工作城市": {"place"}, "工作单位": {"company"},
                    "生日": {"date"}, "年龄": {"age"}, "名字": {"name", "thing"}, "昵称": {"name", "thing"},
-                   "称呼用户": {"name", "thing"}, "学校": {"school"}, "喜欢": {"food", "thing"}, "讨厌": {"food", "thing"},
+                   "称呼用户": {"name", "thing"}, "学校": {"school"}, "喜欢": {"food", "thing", "color"},
+                   "讨厌": {"food", "thing", "color"}, "最喜欢的颜色": {"color"}, "最喜欢的": {"food", "thing"},
                    "害怕": {"thing"}, "过敏": {"food", "thing"}, "忌口": {"food", "thing"}, "在学": {"thing"}}
 #: What is said of the character that is a wish of the user's (你是我的猫娘, 你每句话结尾要带喵).
-_WISH_REST_RE = re.compile(r"^(?:以后|今后)?(?:说话|回复|回答|讲话|聊天|每句话|要|得|别|不要|不许|必须|是我的|当我的|扮演|假装)")
+_WISH_REST_RE = re.compile(r"^(?:以后|今后)?(?:就)?(?:跟我|和我|对我)?(?:说话|回复|回答|讲话|聊天|每句话|回我|回消息|要|得|别|不要|不许|必须|"
+                           r"是我的|当我的|扮演|假装|用|带|叫|少|多)")
 
 
 # -- Facts -------------------------------------------------------
@@ -4563,6 +4567,22 @@ def memory_forget_numbers(conn, ctx, numbers):
     return _forget_rows(conn, ctx, [rows[n - 1] for n in numbers])
 
 
+def memory_update_number(conn, ctx, n, text, embed):
+    """把第2条改成我住在咸阳: that memory of the numbered list now says text (a whole fact, or a value put in the
+    place of its value), as one undoable change; returns the reply."""
+    rows = memory_list(conn, ctx)
+    if not 1 <= n <= len(rows):
+        return f"没有第{n}条，你的记忆一共{len(rows)}条。说“你记得我什么”可以看列表。"
+    old = rows[n - 1]
+    fact = memory_fact(text if memory_has_subject(text) else _mine(old["subject"]) + text)
+    if not memory_has_subject(text) and not fact.attribute:  # 把第1条改成咸阳: the value
+        return _set_value(conn, ctx, old, text, embed)
+    with db_tx(conn, durable=True):
+        _history(conn, ctx, 0, old["id"], "update", old)
+        _memory_rewrite(conn, old, fact, embed(fact.text), 1, old["scope"])
+    return f"已把“{old['text']}”改成“{fact.text}”。（说“撤销”可以改回去）"
+
+
 def memory_forget(conn, ctx, what, embed, one=False):
     """Deletes what the user pointed at (an attribute, a fact, someone; one: a single memory of them, or
     ask which); returns (reply, question)."""
@@ -4653,6 +4673,10 @@ def _forget_targets(conn, ctx, rows, what, embed):
                          min_similarity=0.8, limit=5, text_of=lambda ids: _texts(conn, ids))
     words = text_content_words(re.sub(r"^我", "", what))
     hits = [(i, s) for i, s in hits if words & text_content_words(pool[i]["text"])]
+    core = re.sub(r"^我的?", "", what)
+    said = [r for r in pool.values() if core and core in r["text"] and not set(core) <= _PLAIN_CHARS]
+    if not hits and said:  # 忘记虾那条: a word too short for the search, said in a memory as it is
+        return said
     if not hits:
         return f"{_NOT_FOUND}{what[:30]}”这条记忆，什么也没删。说“你记得我什么”可以看看我记得哪些。"
     close = [pool[i] for i, s in hits if s >= hits[0][1] * 0.9]
@@ -4714,6 +4738,8 @@ def _value_kinds(value):
         kinds.add("year")
     if re.search(r"(?:大学|学院|中学|小学|高中|初中)$", v):
         kinds.add("school")
+    if re.fullmatch(r"[浅深淡亮暗墨天湖宝藏]?[红橙黄绿青蓝紫黑白灰粉棕褐金银米咖]色", v):
+        kinds.add("color")
     if not kinds and any(a.startswith("diet.") for a in memory_areas(v)):
         kinds.add("food")
     if not kinds and re.fullmatch(r"[小阿老][\u4e00-\u9fff]{1,2}", v):
@@ -4724,7 +4750,7 @@ def _value_kinds(value):
 def _fits(row, kinds):
     """Whether a memory's attribute takes a value of these kinds."""
     attribute = row["attribute"] or ""
-    takes = ATTRIBUTE_KINDS.get("喜欢" if attribute.startswith("最喜欢的") else attribute)
+    takes = ATTRIBUTE_KINDS.get(attribute) or ATTRIBUTE_KINDS.get("最喜欢的" if attribute.startswith("最喜欢的") else "")
     return bool(row["value"] and takes and takes & kinds)
 
 
@@ -4814,23 +4840,81 @@ def memory_replace_value(conn, ctx, old_value, new_value, embed):
     return f"已把“{old['text']}”改成“{fact.text}”。（说“撤销”可以改回去）", None
 
 
+#: Answers to a question that say no (算了 / 不用了 / 当我没说).
+_ANSWER_NO_RE = re.compile(r"(?:算了|不用了?|不要了?|取消|没事了?|不改了?|不删了?|不记了?|都不是|都不要|都不用|当我没说|不了|"
+                           r"(?:不用|别|不要)(?:记|删|改)了?|no)+", re.I)
+#: Answers that say yes (to 要我记住吗, or to a question with one choice).
+_ANSWER_YES_RE = re.compile(r"(?:要的|要|好的|好滴|好嘞|好|是的|是|对的|对|没错|嗯|可以|行|记吧|记住|记一下|记下来|记|删吧|删|确认|"
+                            r"ok|okay|yes|y)+", re.I)
+#: Answers that pick the first or the last choice (前面那个 / 上面那条 / 最后一个).
+_ANSWER_FIRST_RE = re.compile(r"(?:就|是|选|就是)?(?:前面|上面|前一|头一|第一)(?:那|一)?(?:个|条|项)?(?:吧)?")
+_ANSWER_LAST_RE = re.compile(r"(?:就|是|选|就是)?(?:后面|下面|后一|最后|最后一|最下面)(?:那|一)?(?:个|条|项)?(?:吧)?")
+#: Answers that take every choice (都删 / 全部 / 两个都删了).
+_ANSWER_ALL_RE = re.compile(r"(?:两个|两条|几个|几条|这些)?(?:都|全|全部|全都)(?:是|删|删了|删掉|忘了|忘掉|不要了|要|行|可以)?")
+#: Answers that pick the speaker's own (我的 / 我自己的).
+_ANSWER_MINE_RE = re.compile(r"(?:是|就是)?(?:我|我自己|我本人)(?:的|自己的)?(?:那个|那条)?")
+
+
+def _answer_pick(rows, t):
+    """Which of a question's choices (rows) an answer in words picks (前面那个: the first): a list of their
+    indexes; [] when it picks none."""
+    if _ANSWER_FIRST_RE.fullmatch(t):
+        return [0]
+    if _ANSWER_LAST_RE.fullmatch(t):
+        return [len(rows) - 1]
+    if _ANSWER_ALL_RE.fullmatch(t):
+        return list(range(len(rows)))
+    if _ANSWER_MINE_RE.fullmatch(t):
+        mine = [i for i, r in enumerate(rows) if r["subject"] == "我"]
+        return mine if len(mine) == 1 else []
+    core = re.sub(r"^(?:是|就是|选)|(?:的)?(?:那个|那条|那句|这个|这条)$", "", t)
+    said = [i for i, r in enumerate(rows) if core and core in r["text"] and not set(core) <= _PLAIN_CHARS]
+    return said if len(said) == 1 else []
+
+
+#: Answers in words to a life-area question (1. 替换『…』 / 2. 另记一条).
+_AREA_REPLACE_RE = re.compile(r"替换|换掉|换成新|用新的|覆盖|更新|旧的不要|删掉旧|改成新")
+_AREA_KEEP_RE = re.compile(r"另记|都留|都要|都保留|两条都|两个都|新加|加一条|再记一条|分开记|都记")
+
+
 def memory_answer(conn, ctx, asked, text, embed, cap=0):
-    """Acts on the answer to a which-one question (2 / 第二条 / 第2个) or a 要我记住吗 (stored while the
-    user has fewer than cap memories); None when the message is no answer (then it is handled as usual)."""
+    """Acts on the answer to a which-one question (2 / 第二条 / 前面那个 / 我的 / the words of one / 都删) or a
+    要我记住吗 (stored while the user has fewer than cap memories); a which-one question not answered is asked
+    once more (asked["keep"]), then dropped. None when the message is no answer (then it is handled as usual)."""
     t = _strip_tail(text)
-    if re.fullmatch(r"(?:算了|不用了?|不要|取消|没事|不改了?|都不是|no)", t, re.I):
+    if _ANSWER_NO_RE.fullmatch(t):
         return "好的，那就不改了。"
     if asked["action"] == "store":
-        if re.fullmatch(r"(?:要|好|好的|是|是的|对|对的|嗯|嗯嗯|记吧|记住|可以|行|ok|yes|y)", t, re.I):
+        if not asked["text"] and t and not re.search(r"[?？]|吗$", text.strip()):  # 记一下 … 我周末都要加班
+            return memory_remember(conn, ctx, t if memory_has_subject(t) else "我" + t, embed, cap=cap)[0]
+        if _ANSWER_YES_RE.fullmatch(t):
             fact = asked["text"] if memory_has_subject(asked["text"]) else "我" + asked["text"]
             return memory_remember(conn, ctx, fact, embed, importance=asked.get("importance", 1), cap=cap)[0]
         return None
     m = re.fullmatch(rf"(?:第|选|就|是)?\s*({_NUM})\s*(?:条|个|项|号)?(?:吧|吧。|。)?", t)
-    if not m:
-        return None
-    n = _cn_number(m.group(1))
+    several = None if m else re.fullmatch(rf"(?:第?\s*{_NUM}\s*[条个项号]?[{_PUNCT}和跟及还有]*){{2,}}", t)
+    if several and asked["action"] == "forget":  # 1和2 / 第一条、第三条
+        numbers = sorted({_cn_number(n) for n in re.findall(_NUM, t)})
+        rows = _rows(conn, asked["ids"])
+        if numbers and all(1 <= n <= len(rows) for n in numbers) and len(rows) == len(asked["ids"]):
+            return _forget_rows(conn, ctx, [rows[n - 1] for n in numbers if _visible(ctx, rows[n - 1])])
     choices = len(asked["ids"]) + (asked["action"] == "area")  # a life-area question's last choice keeps both
+    area = asked["action"] == "area" and not m and (_AREA_REPLACE_RE.search(t) and 1 or _AREA_KEEP_RE.search(t) and 2)
+    if m or area or len(asked["ids"]) == 1 and _ANSWER_YES_RE.fullmatch(t):
+        n = _cn_number(m.group(1)) if m else area or 1
+    else:
+        rows = _rows(conn, asked["ids"])
+        picked = _answer_pick(rows, t) if len(rows) == len(asked["ids"]) else []
+        if len(picked) > 1 and asked["action"] == "forget":  # 都删了吧
+            return _forget_rows(conn, ctx, [r for r in rows if _visible(ctx, r)])
+        if len(picked) != 1:
+            if asked.get("again"):
+                return "没看明白你选的是哪一条，这件事就先不改了。要改的话再说一遍就行。"
+            asked["again"] = asked["keep"] = True
+            return "没看明白你选的是哪一条。" + asked.get("prompt", "回复序号就行（比如“1”），说“算了”就不改。")
+        n = picked[0] + 1
     if not 1 <= n <= choices:
+        asked["keep"] = True  # the question still waits for a number that is one of its own
         return f"只有1到{choices}可以选哦。"
     if asked["action"] == "area":
         return memory_life_answer(conn, ctx, asked, n, embed, cap=cap)
@@ -5140,7 +5224,7 @@ def _read_actually(m):
 
 
 #: What may follow 更正 although it reads like chat (不是…, 住址是…).
-_NOT_OR_ATTRIBUTE_IS = rf"不是|(?:{_words_re(_ATTRIBUTE_BY_WORD)})是"
+_NOT_OR_ATTRIBUTE_IS = rf"不是|(?:{_words_re(_ATTRIBUTE_BY_WORD)})是|[^，,是]{{1,6}}的是"
 
 
 def _read_update(m):
@@ -5154,9 +5238,14 @@ def _read_update(m):
     v = re.match(r"^(?:应该|其实)?是([^，,。;；我你他她它]{1,12})$", fact)
     if v and not about:  # 更正：是南京 — the value of what was just said
         return "update_last", {"value": v.group(1)}
+    v = re.match(rf"^[^，,是]{{1,6}}的是([^，,]+?)[{_PUNCT}]*(?:而)?不是([^，,]+)$", fact)
+    if v and not about:  # 搞错了，过敏的是猕猴桃不是菠萝
+        return "replace_value", {"old": v.group(2), "new": v.group(1)}
     if re.match(rf"^是(.+?)[{_PUNCT}]+不是(?:我|你)$", fact):  # 更正：是我妈妈对花生过敏，不是我
         return "update", {"text": fact}
-    v = (re.match(rf"^不是([^，,]+?)[{_PUNCT}]+(?:而)?是(.+)$", fact)
+    if fact.startswith("是") and memory_has_subject(fact[1:]):  # 说错了，是我姐对猫过敏: what was just said, said right
+        return "correct_last", {"text": fact[1:]}
+    v = (re.match(rf"^不是([^，,]+?)[{_PUNCT}]*(?:而)?是(.+)$", fact)
          or re.match(rf"^是([^，,]+?)[{_PUNCT}]+不是(.+)$", fact))
     if v and not about:  # 更正：不是芹菜，是韭菜 — the memory that says the old one
         old, new = (v.group(1), v.group(2)) if fact.startswith("不是") else (v.group(2), v.group(1))
@@ -5177,10 +5266,13 @@ def _read_forget(m):
     what = _strip_tail((m.group(m.lastindex) or "").strip())
     if not _object_ok(what, r"关于|过敏|.{1,8}(?:那条|这条)$"):  # 忘记住址那条: a pointer, not 忘记住了
         return None
-    what = re.sub(r"(?:这件事|这事|这个|这一条|这条)$", "", what) or what
+    what = re.sub(r"(?:这件事|这事|这个|这一条|这条|这回事|那回事)$", "", what) or what
+    if re.match(r"别|不用|不要", m.group(0)):  # 别记我的电话号码了
+        what = re.sub(r"(?<=..)了$", "", what)
+    what = re.sub(r"^我?(?:说过|讲过|提过|告诉过你|跟你说过)的(?=..)", "", what)  # 忘掉我说过的关于工作的事
     pointer = re.match(r"^(?:那个|那条|这条|那件)(?=.)", what) and not re.search(r"怎么|如何|吗|什么|[?？]", what)
     what = re.sub(r"^(?:那个|这个|那条|这条|那件)(?=.)", "", what)
-    what = re.sub(r"(?<=.)的(?:事|事情|东西|记忆)?$", "", what)
+    what = re.sub(r"(?<=.)的(?:事|事情|东西|记忆)?(?:了)?$", "", what)
     pointed = re.match(r"^(.+?)的?(?:那条|那个|这条|那句|记忆)$", what) or (pointer and re.match(r"^(.+)$", what))
     separated = bool(m.group(1)) and not re.match(r"^(?:带|拿|关|交|吃|喝|买|说|做|写|打)", what)  # 忘记：花生 / 忘记 羽毛球
     if pointed or separated or what in _ATTRIBUTE_BY_WORD \
@@ -5212,18 +5304,25 @@ MEMORY_COMMANDS = [
                   r"把(?:本群|我们群|咱们群|群里)(?:的)?(?:关于|有关)?(.+?)(?:忘了|忘掉|删了|删掉|去掉))",
                   _read_group_forget_text),
     MemoryCommand(r"(?:撤销|撤回|undo|/undo)(?:刚才的|上一步|上一条|刚才那个|刚才那条)?(?:操作)?", _says("undo")),
+    MemoryCommand(r"(?:恢复|还原|找回)(?:一下|下)?(?:刚才|刚刚)?(?:删|删掉|忘|忘掉)(?:的|了的|掉的)(?:那条|那个|那句)?(?:记忆)?",
+                  _says("undo_delete")),
     MemoryCommand(re.escape(_CONFIRM_WIPE), _says("confirm_wipe")),
     MemoryCommand(rf"(?:/forget_all|(?:忘记|忘掉|删除|删掉|清空|清除)(?:关于我的|我的)?(?:一切|所有|全部)(?:记忆|的事|事情|东西)?|"
-                  rf"把?我的(?:所有)?记忆(?:全|都|全部)(?:删|删了|删掉|删除|清空)|"
-                  rf"清空(?:我的)?记忆|forget everything(?: about me)?)", _says("forget_all")),
+                  rf"把?我的(?:所有)?(?:记忆|东西)(?:全|都|全部)?(?:删|删了|删掉|删除|清空)|"
+                  rf"(?:帮我)?(?:清空|清除|清理|清)(?:一下|下)?(?:我的)?(?:所有|全部)?记忆|"
+                  rf"(?:清除|删除|清空|注销|删掉)(?:我的)(?:所有|全部)?(?:数据|资料|信息)|forget everything(?: about me)?)",
+                  _says("forget_all")),
     MemoryCommand(r"(?:忘记|忘掉|删掉|删除|去掉|不用记)(?:我)?(?:刚才|刚刚|上一条|刚才那条|刚刚那条)(?:说的|记的|那条|那个|那句)?"
                   r"(?:话|东西)?|"
-                  r"(?:刚才|刚刚)(?:那条|说的|记的)(?:删掉|删了|忘了吧|忘了|忘掉|不用记了|别记了|不要了)", _says("forget_last")),
+                  r"(?:把)?(?:刚才|刚刚|刚)(?:那条|那句话|那句|说的|记的|存的|记下的|保存的)(?:那条|那个)?(?:就|你)?"
+                  r"(?:删掉|删了|删除|删|忘了吧|忘了|忘掉|不用记了|别记了|不要记了|莫记了|不要了|去掉)", _says("forget_last")),
     MemoryCommand(rf"(?:忘记|忘掉|删掉|删除|去掉|删了|删|forget)[{_PUNCT}]*(?:记忆)?[{_PUNCT}]*"
                   rf"((?:第?\s*{_NUM}\s*[条个项]?[{_PUNCT}和跟及与]*)+)"
                   rf"|把?((?:第\s*{_NUM}\s*[条个项]?[{_PUNCT}和跟及与]*)+)(?:删了|删掉|删除|去掉|忘了|忘掉|不要了)"
                   rf"|忘了[{_PUNCT}]*((?:第\s*{_NUM}\s*[条个项]?[{_PUNCT}和跟及与]*)+)",  # 忘了 alone is chat: 第 needed
                   _read_numbers),
+    MemoryCommand(rf"把?第\s*({_NUM})\s*[条个项](?:记忆)?(?:改成|改为|换成|更正为|更正成|更新为|应该是)[{_PUNCT}]*(.+)",
+                  lambda m: ("update_number", {"n": _cn_number(m.group(1)), "text": _strip_tail(m.group(2))})),
     MemoryCommand(rf"(?:公开|设为公开)第?\s*({_NUM})\s*[条个]?", _numbered("scope", public=True)),
     MemoryCommand(rf"(?:私密|设为私密)第?\s*({_NUM})\s*[条个]?", _numbered("scope", public=False)),
     MemoryCommand(rf"(?:/forget\b|forget(?:\s+that|\s+(?=my\b|i\b)|\s+(?=[我\u4e00-\u9fff]))|{_words_re(FORGET_WORDS)})"
@@ -5232,8 +5331,16 @@ MEMORY_COMMANDS = [
     MemoryCommand(rf"(?:/update\b|update|{_words_re(UPDATE_WORDS)})[{_PUNCT}]*(.+)", _read_update, tail=True),
     MemoryCommand(r"(?:其实(?:呢)?[，,]?|不对(?:不对)?[，,]?|错了[，,]?|actually[, ]+)((?:我|i\b|my\b).+)", _read_actually,
                   tail=True),
+    MemoryCommand(rf"(?:(?:不对|错了|说错了|记错了|搞错了|弄错了)(?:不对)?[{_PUNCT}]*)?(?:不是([^，,是]{{1,12}}?)[{_PUNCT}]*(?:而)?是"
+                  rf"([^，,。;；]{{1,12}})|是([^，,是]{{1,12}}?)[{_PUNCT}]*(?:而)?不是([^，,。;；]{{1,12}}))",
+                  lambda m: ("replace_maybe", {"old": m.group(1) or m.group(4), "new": m.group(2) or m.group(3)})),
     MemoryCommand(rf"(?:不对|错了|说错了|记错了)(?:不对)?[{_PUNCT}]*(?:应该)?是([^，,。;；我你他她它]{{1,12}})",
-                  lambda m: ("update_last", {"value": m.group(1).strip()})),
+                  lambda m: ("update_fit", {"value": m.group(1).strip(), "strong": True})),
+    MemoryCommand(r"(?:请|麻烦你?|你|我想让你|我要你|有件事|有个事)?(?:你)?(?:帮我|给我|替我)?(?:记住|记一下|记下来|记下|记着|记好了?|记牢|记个事|"
+                  r"记件事|记一件事|记点东西|记点事|记个东西|记)(?:一件事|个事|件事)?",
+                  _says("ask_what")),  # 记一下 and nothing else: what is asked, the next message is it
+    MemoryCommand(rf"不是(?:的|啦|啊)?[{_PUNCT}]+(?:应该)?是([^，,。;；我你他她它]{{1,12}})",
+                  lambda m: ("update_fit", {"value": m.group(1).strip()})),  # 不是，是绿色: only when a memory takes it
     MemoryCommand(rf"(?:/remember\b|remember(?:\s*[:：,，]|\s+that\b|(?=\s+(?:i|my|i'm)\b)|\s+(?=[我\u4e00-\u9fff]))|"
                   rf"{_words_re(REMEMBER_WORDS)}){_PARTICLE}[{_PUNCT}]*(.+)", _read_remember, tail=True),
     MemoryCommand(rf"(?:{_words_re(REMEMBER_WEAK_WORDS)}){_PARTICLE}[{_PUNCT}]*(.+)", _read_remember_weak, tail=True),
@@ -5312,6 +5419,49 @@ def _settle_update_mine(conn, ctx, word, text):
     return ("update", {"text": text}) if memory_mentions(conn, ctx, word) else (None, {})
 
 
+def _settle_update_fit(conn, ctx, value, strong=False):
+    """不是，是绿色: a correction when one of the speaker's memories takes a value of that kind (a colour, a
+    place, a date …); else chat (不是，是说续航). strong (不对，是…): also right after a memory command, whatever
+    the value (then the bot asks which one when it can't tell)."""
+    kinds = _value_kinds(value) - {"thing"}
+    if kinds and any(_fits(r, kinds) for r in memory_list(conn, ctx) if r["type"] != "group_fact"):
+        return "update_last", {"value": value}
+    return ("update_last", {"value": value}) if strong and _after_command(conn, ctx) else (None, {})
+
+
+def _after_command(conn, ctx):
+    """Whether the speaker's message before this one was a memory command (不对，… then is about it)."""
+    before = conn.execute("SELECT kind FROM messages WHERE session = ? AND user_id = ? AND role = 'user' AND id < ? "
+                          "ORDER BY id DESC LIMIT 1", (ctx.session, ctx.user_id, ctx.message_id or 1 << 62)).fetchone()
+    return bool(before and before[0] == "command")
+
+
+def _settle_replace_maybe(conn, ctx, old, new):
+    """不对，不是跳舞，是唱歌: a correction when a memory says 跳舞; else chat (不是你想的那样，是我太忙了)."""
+    said = any(old in r["text"] for r in memory_list(conn, ctx) if r["type"] != "group_fact")
+    return ("replace_value", {"old": old, "new": new}) if said else (None, {})
+
+
+def _settle_correct_last(conn, ctx, text):
+    """说错了，是我姐对猫过敏 (right after 记住我姐对狗过敏): the memory just stored or changed, when it is of the
+    same attribute, is replaced by text; otherwise text is an update like 更正一下，…"""
+    fact = memory_fact(text)
+    h = conn.execute("SELECT memory_id FROM memory_history WHERE user_id = ? AND undone = 0 "
+                     "AND action IN ('insert', 'update') ORDER BY id DESC LIMIT 1", (ctx.user_id,)).fetchone()
+    rows = memory_list(conn, ctx)
+    n = next((n for n, r in enumerate(rows, 1) if h and r["id"] == h[0]), None)
+    if n and fact.attribute and rows[n - 1]["attribute"] == fact.attribute and _after_command(conn, ctx):
+        return "update_number", {"n": n, "text": text}
+    return "update", {"text": text}
+
+
+def _settle_undo_delete(conn, ctx):
+    """恢复刚才删的那条: an undo when the speaker's last change deleted something; else chat."""
+    h = conn.execute("SELECT action FROM memory_history WHERE user_id = ? AND undone = 0 ORDER BY id DESC LIMIT 1",
+                     (ctx.user_id,)).fetchone()
+    return ("undo", {}) if h and h[0] == "delete" else (None, {})
+
+
 def _settle_forget_maybe(conn, ctx, what):
     """忘记榴莲: a forget when a memory mentions 榴莲; else chat."""
     return ("forget", {"what": what}) if memory_mentions(conn, ctx, what) else (None, {})
@@ -5320,7 +5470,9 @@ def _settle_forget_maybe(conn, ctx, what):
 #: Kinds the words alone don't settle: the speaker's memories do. kind -> settle(conn, ctx, **arguments),
 #: which gives the (kind, {arguments}) to act on, or (None, {}) for chat.
 MEMORY_SETTLE = {"ask": _settle_ask, "update_named": _settle_update_named, "update_mine": _settle_update_mine,
-                 "forget_maybe": _settle_forget_maybe}
+                 "forget_maybe": _settle_forget_maybe, "update_fit": _settle_update_fit,
+                 "replace_maybe": _settle_replace_maybe, "correct_last": _settle_correct_last,
+                 "undo_delete": _settle_undo_delete}
 
 
 # What the table above can't read. memory_normalise brings the common other ways of saying a command
@@ -5331,60 +5483,144 @@ MEMORY_SETTLE = {"ask": _settle_ask, "update_named": _settle_update_named, "upda
 #: One particle of PARTICLES, anywhere (X那条删了吧, 记一下哈).
 _ANY_PARTICLE = f"[{PARTICLES}]"
 #: How a message may ask to remember (besides 记住): leads that stand for 记住 before the fact.
-_REMEMBER_LEADS = (r"(?:请|麻烦|麻烦你|你|以后)?(?:帮我|给我|替我)?(?:记到起|记倒起|记着|记一哈|记一下下|记牢了?|记好了?|记在心里|记心里|"
+_REMEMBER_LEADS = (r"(?:这个|这件事|这些)?(?:请|麻烦|麻烦你|麻烦您|你|您|以后)?(?:要|得|一定要|可要)?(?:帮我|给我|替我|帮忙)?"
+                   r"(?:记到起|记倒起|记着|记一哈|记一下下|记牢了?|记好了?|记在心里|记心里|"
                    r"记在小本本上|记下来|记一笔|记住|记一下|记下)")
 #: The same words at a message's end (我对虾过敏，记下来 / 我搬到深圳了，帮我记一下).
 _REMEMBER_TAIL_RE = re.compile(rf"^(.{{2,}}?)[{_PUNCT}]*(?:你|请|麻烦)?(?:帮我|给我|替我)?(?:记一下|记下来|记住|记着|记好|记下|"
                                rf"记一哈|记牢|记在心里|更新一下|更新下)(?:了)?{_ANY_PARTICLE}*[{_PUNCT}]*$")
+#: An update asked for at a message's end (我和琳琳分手了，帮我更新一下).
+_UPDATE_TAIL_RE = re.compile(rf"^(.{{4,}}?)(?:[{_PUNCT}]+(?:你|请|麻烦)?(?:帮我|给我|替我)?|(?:你|请|麻烦)?(?:帮我|给我|替我))"
+                             rf"(?:更新一下|更新下|更新|改一下|改下|更正一下|更正|改过来)(?:吧)?{_ANY_PARTICLE}*[{_PUNCT}]*$")
+#: How a piece of news starts (跟你说个好消息，… / 告诉你哦…): not part of the fact told.
+_TELL_YOU_RE = re.compile(rf"^(?:跟你说|和你说|给你说|跟你讲|告诉你|报告|说个|对了|话说)(?:个|一个)?(?:好消息|坏消息|事儿?)?"
+                          rf"[{PARTICLES}]*[{_PUNCT}]*")
 #: Words that point at a stored memory (那条, 那个) before a forget verb.
 _POINTER = r"(?:那条|那个|这条|这个|那件事|这件事)(?:记忆)?"
 #: Forget verbs after what they point at (X那条忘掉吧 / X那个别记了).
-_FORGET_AFTER = (r"(?:就|给我|帮我)?(?:忘掉|忘了|忘记|删了|删掉|删除|去掉|不要了|别记了|别记着了|不用记了|不要记了|可以删了|"
-                 r"删一下|删下|清掉|清除|删)")
+_FORGET_AFTER = (r"(?:你|就|给我|帮我)*(?:忘掉|忘了|忘记|删了|删掉|删除|去掉|不要了|别记了|别记着了|不用记了|不要记了|可以删了|"
+                 r"莫记了|莫记到了|莫记|别存了|不用存了|不要存了|别存|删一下|删下|清掉|清除|delete掉?|del掉?|remove掉?|删)(?:一下|下)?")
 #: A request for the list in the ways people ask for it: who keeps it, what is kept, how to show it.
-_LIST_ASK = (r"(?:康康|看看|让我看看|给我看看|我想看看)?[，,\s]*(?:你|我在你这(?:儿|里|边)?)(?:都|还|到底)?(?:记|存)"
-             r"(?:了|下了|住了|着|得|住)?(?:关于)?我?(?:的)?(?:些|一些)?(?:啥|什么|哪些)(?:东西|事|事情|记忆|内容)?了?"
-             rf"(?:[，,\s]*(?:列一下|列出来|列个表|发我看看|发我瞅瞅|都发我瞅瞅|都发我看看|给我看看|让我看看|说说|康康))?"
-             rf"{_ANY_PARTICLE}*[?？]*")
+#: Ways to ask to be shown something (列出来 / 发我瞅瞅 / 给我看看).
+_SHOW_ME = r"(?:都|全|全部)?(?:列一下|列出来|列个表|列给我|发出来|发我|发给我|给我看|让我看|说说|讲讲|康康|瞅瞅|看看)(?:看看|瞅瞅|康康|一下|下)?"
+_LIST_ASK = (r"(?:康康|看看|让我看看|给我看看|我想看看)?[，,\s]*(?:你|我在你(?:这|那)(?:儿|里|边)?)(?:现在|目前|到底|一共|总共|都|还)*"
+             r"(?:记|存|保存)(?:了|下了|住了|着|得|住)?(?:些|一些)?(?:关于)?我?(?:的)?(?:些|一些)?(?:啥|什么|哪些|多少)"
+             rf"(?:东西|事|事情|记忆|内容|信息|资料)?了?(?:[？?，,\s]*{_SHOW_ME})?{_ANY_PARTICLE}*[?？]*"
+             r"|把?你(?:都)?(?:记|存|保存)(?:的|着的|下的|住的|了的)(?:关于我的?|我的)(?:东西|记忆|事|事情|信息|资料)?"
+             rf"{_SHOW_ME}{_ANY_PARTICLE}*"
+             r"|(?:给我看看|让我看看|看看)你(?:都)?(?:记|存)(?:的|着的|下的|了的)(?:关于我的?|我的)?(?:东西|事|记忆)")
+#: Words a request for the list is made of, in any order (说说你记得的关于我的事 / 你脑子里关于我的都有啥): a
+#: message of only these, with 我, a keeping word and a how-much or show word, asks for the list.
+_LIST_WORDS = ("你 我 的 关于 有关 都 还 现在 目前 到底 一共 总共 这儿 这里 这边 那儿 那里 在 脑子里 心里 里 存了 存着 存 "
+               "保存了 保存 记了 记得 记着 记住了 记住 记下了 记下 记 知道 了解 对 有 哪些 多少 什么 啥 些 一些 所有 全部 "
+               "一切 事情 事 东西 東西 记忆 信息 资料 内容 列出来 列出 列一下 列 说说 讲讲 看看 给我 发我 了 吗 呢 啊 呀 吧 嘛").split()
 #: Rewrites to the canonical wordings memory_parse reads: (pattern, replacement), tried in order.
 MEMORY_REWRITES = [
-    ("记", rf"^(记住|记一下|记下|记好|记着){_ANY_PARTICLE}+(?=[{_PUNCT}]|$)", r"\1"),  # 记住咯，… / 记住呗，…
-    ("以后 今后", r"^(?:以后|今后|从今以后)(?=别忘|不要忘|记住|记得|要记得)", ""),  # 以后别忘了我对青霉素过敏
+    ("好吗 好不好 可以吗 行吗 行不行 成吗", rf"^(.+?(?:删|忘|记|撤|改)[^，,]{{0,6}}?)[{_PUNCT}]*(?:好吗|好不好|可以吗|行吗|行不行|成吗)"
+                                   r"[?？]*$", r"\1"),  # 帮我把过敏那条删了好吗
+    ("请 麻烦 帮", r"^(?:请你?|麻烦你?|麻烦您|你帮我|帮我|帮忙|给我)+(?=忘记|忘掉|忘一下|忘了|删掉|删除|删一下|别记|不用记|不要记|撤销|撤回)",
+     ""),  # 麻烦忘一下我前任的名字 / 帮我删掉生日那条
+    ("忘一下 删一下 删了 删下", r"^(?:忘一下|删一下|删下|删了)(?=我的?|关于我)", "忘记"),  # 删一下我的生日
+    ("能 可以 可不可以 能否", rf"^(?:你)?(?:能不能|可不可以|能否|可以|能)(?:帮我|给我|帮忙)?"
+                         rf"((?:记住|记一下|记下|忘记|忘掉|删掉|删除|把|清空|清除|更正|撤销|撤回)"
+                         rf"(?!我的?(?:{_words_re(_ATTRIBUTE_BY_WORD)})?[吗么]?$)[^吗么]{{4,}}?)"
+                         r"(?:吗|么|嘛|不|好吗|可以吗|行吗|好不好)?[?？]*$", r"\1"),  # 你能记住我喜欢猫吗: a request
+    ("记", rf"^(记住|记一下|记下|记好|记着)(?:{_ANY_PARTICLE}|辣)+(?=[{_PUNCT}]|$)", r"\1"),  # 记住咯，… / 记住辣 …
+    ("把", rf"^把(.{{1,12}}?)记(?:下来|住|一下|好|着)(?:了)?[{_PUNCT}]+(?:是)?(?=\S)", r"记住，\1是"),  # 把我的手机号记下来：138…
+    ("把", rf"^把(.{{2,30}}?)记(?:下来|住|一下|好|着)(?:吧)?{_ANY_PARTICLE}*$", r"记住，\1"),  # 把我对芒果过敏记下来
+    ("不想 不希望 不要", rf"^(?:我)?(?:不想|不希望|不要)(?:让)?你(?:再)?(?:记得|记住|记着)(.+?)(?:了)?{_ANY_PARTICLE}*$",
+     r"忘记\1"),  # 我不想让你记得我前任了
+    ("你忘", r"^你(?=忘了|忘掉|忘记)(?!.*(?:吗|什么|啥|[?？]))", ""),  # 你忘了我抽烟这回事吧
+    ("是说 说的是 意思是", rf"^(?:不对|不是|错了)[{_PUNCT}]*(?:我是说|我说的是|我的意思是|应该是)(?=我|{_REL_RE})", "更正一下，是"),
+    ("不是", rf"^(?:其实|不对)[{_PUNCT}]*(?:我)?不是([^，,]+?)[{_PUNCT}]+(?:而)?是([^，,]+)$", r"不对，不是\1，是\2"),  # 其实我不是X，是Y
+    ("说错 记错 搞错", r"^我?(?:刚才|刚刚)(说错了|记错了|搞错了)", r"\1"),  # 我刚才说错了，…
+    ("以后 今后", r"^(?:以后|今后|从今以后)(?=别忘|不要忘|记住|记得|要记得|不用记|别记|不要记|别再记|不要再记)", ""),  # 以后别忘了…
+    ("以后 今后", r"^((?:记住|记得)[，,：:\s]*)(以后|今后|从现在起|从今天起)你(?=要|得|别|不要|不许|必须|就|说话|回|跟我|和我|用|叫)",
+     r"\1你\2"),  # 记住，以后你要用繁体字跟我说话
     ("小本本", r"^小本本(?:记下来|记好|记上|记一下)", "记住"),
     ("记", rf"^{_REMEMBER_LEADS}(?:了)?{_ANY_PARTICLE}*[{_PUNCT}]+(?=\S)", "记住，"),  # 帮我记着，… / 记牢了：…
-    ("记住", r"^(?:请|麻烦你?)(?:帮我|给我)?记住", "记住"),  # 请帮我记住我喜欢喝美式
+    ("记住", r"^(?:请|麻烦[你您]?)(?:帮我|给我)?记住", "记住"),  # 请帮我记住我喜欢喝美式
+    ("记注 记主 纪住", r"^(?:记注|记主|纪住)(?=[，,：:\s我])", "记住"),  # the IME's slip
     ("叫我", r"^记住[，,：:\s]*(?:以后|今后)(?:你)?(?:就)?叫我", "记住，你以后叫我"),  # 记住以后叫我阿猫
     ("改成 改为 换成 应该是", rf"^(?:那个|把)?(?:我的)?({_words_re(_ATTRIBUTE_BY_WORD)})(?:改成|改为|换成|应该是)(.+)$", r"更正：\1是\2"),
+    ("错 不对", rf"^(说错了|搞错了|记错了|弄错了|不对)(?:[{_PUNCT}]*\1)+", r"\1"),  # 说错了说错了，…
+    ("改一下 改下 更新一下 更正一下", rf"^(?:我的)?({_words_re(_ATTRIBUTE_BY_WORD)})(?:那条)?(?:改一下|改下|更新一下|更正一下)[{_PUNCT}]*"
+                                 r"(?=我)", "更正一下，"),  # 年龄改一下 我26了
     ("记错 错了 不对", rf"^(?:我的)?({_words_re(_ATTRIBUTE_BY_WORD)})(?:那条)?(?:记错了|错了|不对)[{_PUNCT}]*(?:应该)?是(.+)$",
      r"更正：\1是\2"),  # 生日记错了，是3月4日
-    ("记 存", rf"^{_LIST_ASK}$", "你记得我什么"),  # 你都记着我些什么 / 康康你都记了我啥 / 我在你这存了哪些记忆 列一下
+    ("记 存", rf"^(?:{_LIST_ASK})$", "你记得我什么"),  # 你都记着我些什么 / 康康你都记了我啥 / 我在你这存了哪些记忆 列一下
+    ("记 存 知道 了解 脑子 心里", rf"^(?=.*我)(?=.*(?:记|存|知道|了解|脑子|心里))(?=.*(?:哪些|多少|什么|啥|所有|全部|一切|都有|列|说说|讲讲|看看))"
+                     rf"(?:{_words_re(_LIST_WORDS)}|[{_PUNCT}?？])+$", "你记得我什么"),  # 你知道我多少事 / 我有哪些记忆
+    ("了解 记忆", rf"^(?:你(?:对我)?(?:到底)?了解(?:我)?(?:多少|些什么|什么|哪些)|(?:看一下|看下|看看|查看|查一下|给我看看|我想看看)"
+                rf"(?:你的|我的)?记忆(?:列表)?|我的记忆(?:给我)?{_SHOW_ME}){_ANY_PARTICLE}*[?？]*$", "你记得我什么"),  # 你对我了解多少
     ("关于", rf"^(忘记|忘掉|删掉|删除|清除)关于(?!我的)(.+?)的(?:所有|全部|一切)(?:记忆|事情|事)?{_ANY_PARTICLE}*$", r"\1所有关于\2的"),
     ("两条 几条 三条 四条 两个 几个 三个 四个",
      rf"^(忘记|忘掉|删掉|删除)(.+?[和、跟].+?)(?:这|那)(?:两|几|三|四)(?:条|个)(?:记忆)?{_ANY_PARTICLE}*$", r"\1\2"),
     ("你记 记忆里", r"^把?(?:你(?:都)?(?:记得|记住|记着|存)的|你的记忆里|记忆里)(?:关于)?(?:我的?)?(?:东西|记忆|事)?"
                  rf"(?:全|都|全部)(?:删了|删掉|删除|清空|清掉|忘了|忘掉){_ANY_PARTICLE}*$", "忘记关于我的一切"),  # 把你记得的关于我的全删了
     ("记忆里", r"^(?:你的)?记忆里(?=关于|有关)", ""),  # 记忆里关于我工作的那条去掉
-    ("把", rf"^把(?!第|刚)(?!.*(?:都|全|所有))(.+?)(?:的)?(?:{_POINTER})?(?:删了|删掉|删除|忘了|忘掉|去掉|清掉|清除)"
+    ("把", rf"^(?:请|麻烦你?|帮我|给我|你)*把(?!第|刚|我的?(?:记忆|东西)[^那这]{{0,3}}$)(?!.*(?:都|全|所有))(.+?)(?:的)?(?:记忆|东西)?"
+          rf"(?:{_POINTER})?(?:给我|帮我|就)?(?:删了|删掉|删除|忘了|忘掉|去掉|清掉|清除|delete掉?|del掉?|remove掉?|删)(?:一下|下)?"
           rf"{_ANY_PARTICLE}*$", r"忘记\1那条"),
-    ("不对 错了", rf"^(第\s*{_NUM}\s*[条个])(?:不对|错了|记错了)[{_PUNCT}]*(?=删|去掉|不要)", r"\1"),  # 第一条不对 删了
+    ("不用记 别记 不要记 莫记 别存 不用存 删 忘了吧 忘掉",
+     rf"^(我的?(?:{_words_re(_ATTRIBUTE_BY_WORD)}))[{_PUNCT}]*(?:你)?(?:就)?(?:不用记了|别记了|不要记了|别记着了|莫记了|"
+     rf"别存了|不用存了|删了吧|删掉吧|删掉|删了|可以删了|忘了吧|忘掉吧|忘掉){_ANY_PARTICLE}*$", r"忘记\1"),  # 我的生日不用记了
+    ("全 都", rf"^(?:把)?(?:关于|有关)?((?:我的?)?(?:{_REL_RE}))的?(?:信息|事|事情|记忆|东西)?(?:都|全|全部)"
+             rf"(?:删了|删掉|删除|清空|清掉|忘了|忘掉){_ANY_PARTICLE}*$", r"忘记所有关于\1的"),  # 关于我妈的都删了
+    ("全 都", rf"^(?:你)?把?(?:关于我的|我的)(?:所有)?(?:东西|记忆|事|事情|信息|资料)(?:全|都|全部)(?:删了|删掉|删除|清空|清掉|忘了|忘掉)"
+             rf"{_ANY_PARTICLE}*$", "忘记关于我的一切"),  # 你把关于我的东西全删了吧
+    ("不对 错了 没用 过时 不需要 作废 用不着", rf"^(第\s*{_NUM}\s*[条个])(?:不对|错了|记错了|没用了?|过时了|不需要了|作废了|用不着了)"
+                                     rf"[{_PUNCT}]*(?=删|去掉|不要)", r"\1"),  # 第一条不对 删了 / 第三条没用了，删了吧
     ("最后 最新 最近", r"^(?:最后|最新|最近)(?:那|一)条", "刚才那条"),  # 最后那条不用记了
     ("弟", rf"弟(?=\s*{_NUM}\s*[条个])", "第"),  # 删掉弟1条: the IME's slip
     ("撤", rf"^(?:把)?(?:刚才|刚刚|上一步|上一条)(?:那步|那一步|那下|的操作|那个操作)?(?:给我)?(?:撤销|撤回)(?:一下|下)?"
           rf"{_ANY_PARTICLE}*$", "撤销"),  # 刚才那步撤回下嘛
     ("那条 那个 这条 这个 那件事 这件事",
-     rf"^(?!刚才|刚刚|上一条|第)(.+?)(?:的)?{_POINTER}[{_PUNCT}]*{_FORGET_AFTER}{_ANY_PARTICLE}*$", r"忘记\1那条"),
+     rf"^(?!刚|上一条|第)(.+?)(?:的)?{_POINTER}[{_PUNCT}]*{_FORGET_AFTER}{_ANY_PARTICLE}*$", r"忘记\1那条"),
     ("记", rf"^(?:别|不要|不用)再?记(?:着|住|得)(.+?)(?:了)?{_ANY_PARTICLE}*$", r"忘记\1"),  # 别再记着我前任了
+    ("事", rf"^(?!刚才|刚刚|上一条|第|这|那|我的?事)(.{{1,10}}?)(?:的)?(?:事情|事|那些事|相关的事?)[{_PUNCT}]*{_FORGET_AFTER}{_ANY_PARTICLE}*$",
+     r"忘记\1的事"),  # 狗的事忘了吧
     ("不对 错了", rf"^(?!刚才|刚刚)(.+?){_POINTER}(?:不对|错了|记错了)[{_PUNCT}]*(?=我|她|他|它)", "更正一下，"),
     ("不是", rf"^(?:不对|错了|说错了|搞错了|记错了)[{_PUNCT}]*(不是[^，,。]+?[{_PUNCT}]+(?:而)?是[^，,。]+)$", r"更正：\1"),  # 不对，不是X，是Y
 ]
-_MEMORY_REWRITES = [(words.split(), re.compile(p), r) for words, p, r in MEMORY_REWRITES]
+_MEMORY_REWRITES = [(re.compile(_words_re(words.split())), re.compile(p), r) for words, p, r in MEMORY_REWRITES]
 #: 以后叫我X / 你说话要…: what the user wants of the character (kept as an agreement with it).
-_WISH_RES = [(re.compile(r"^(?:算了|不对)?[，,\s]*(?:还是)?(?:以后|今后|从现在起|从今天起)?(?:请)?(?:你)?(?:就)?(?:要|得|可以)?(?:还是)?"
-                         r"叫我(?!起床|一声|吃|去|来|干|做|帮|回|别)"
+_WISH_RES = [(re.compile(r"^(?:算了|不对)?[，,\s]*(?:还是)?(?:你)?(?:以后|今后|从现在起|从今天起)?(?:请)?(?:你)?(?:就)?(?:要|得|可以)?(?:还是)?"
+                         r"(?:改|换)?(?:成)?(?:叫|喊|称呼)我(?!起床|一声|吃|去|来|干|做|帮|回|别)"
                          rf"([^，,。!！?？]{{1,10}}?){_ANY_PARTICLE}?$"), "记住，你以后叫我{0}"),
-             (re.compile(r"^你(?:以后|今后)?(?:说话|回复|回答|讲话|聊天|回消息)(?:的时候)?(?:要|得|别|不要|可以|尽量|能|多|少)"), "记住，{t}")]
+             (re.compile(r"^(?=你|以后|今后|从)(?:你)?(?:以后|今后|从现在起|从今天起)?(?:你)?(?:就)?(?:改|换)?叫"
+                         rf"(?!我|他|她|它|什么|啥|谁|人|醒|外卖|车)([^，,。!！?？]{{1,6}}?)(?:了)?{_ANY_PARTICLE}?$"), "记住，你以后叫{0}"),
+             (re.compile(r"^(?:你的名字(?:以后|就)?(?:叫|是|改成|改叫)|(?:我想|我要)?给你(?:改|换|起)(?:个|一个)?(?:名字?|新名字)[，,\s]*(?:就)?叫)"
+                         rf"([^，,。!！?？]{{1,6}}?)(?:了)?{_ANY_PARTICLE}?$"), "记住，你以后叫{0}"),
+             (re.compile(r"^(?:你)?(?:以后|今后)?(?:你)?((?:别|不要|不许)(?:再)?(?:叫|喊|称呼)我[^，,。!！?？]{1,10}?)(?:了)?"
+                         rf"{_ANY_PARTICLE}?$"), "记住，你以后{0}"),  # 别叫我亲爱的了
+             (re.compile(r"^(?=你|以后|今后|从|回复|回答|回我|说话|讲话|每次)(?:你)?(?:以后|今后|从现在起|从今天起)?(?:你)?"
+                         r"(?:能不能|可不可以|可以)?((?:跟我|和我|对我)?(?:每次|每条|每句)?"
+                         r"(?:说话|回复我?|回答我?|讲话|聊天|回消息|回我(?:消息)?)(?:的时候|时)?(?:都)?"
+                         r"(?:(?:要|得(?!很|真|太|挺|好|不错)|别|不要|不许|可以|尽量|能|多|少|带|加|用(?!到|了)|简短|短|长|温柔|正式).*"
+                         rf"|[^，,。!！?？吗]{{1,6}}(?:一点|一些|点儿?){_ANY_PARTICLE}?))$"), "记住，你以后{0}"),
+             (re.compile(r"^(?:你)?(?:以后|今后|从现在起|从今天起)(?:你)?((?:别|不要|不许|少|多|尽量)(?:再)?(?:用|发|叫|带|加|说).+"
+                         r"|用.+(?:回我|说话|跟我说|和我说|聊天|回复).*)$"), "记住，你以后{0}"),
+             (re.compile(r"^你(?:以后|今后|从现在起)(?:就)?((?:是我的|当我的|做我的|扮演|假装).+)$|^你(?:就)?(扮演.+)$"),
+              "记住，你以后{0}")]
 
 
+#: Thanks after a pause, and emoji after them or after a particle (…删掉，谢谢🙏 / 以后就叫小橘吧🍊): not part of what is
+#: asked. An emoji right after a word may be the thing itself (记住我喜欢🐱), so it stays.
+_POLITE_TAIL_RE = re.compile(rf"(?:(?<=[{PARTICLES}了掉删])|[{_PUNCT}]+(?:谢谢|谢啦|多谢|感谢)(?:你|啦|了)?)"
+                             rf"[{_PUNCT}]*[{_EMOJI}]*[{_PUNCT}]*$")
+#: An undo as one clause of a message (刚刚那个撤回吧 / 撤销撤销) ...
+_UNDO_CLAUSE_RE = re.compile(r"^(?:把|给我)?(?:刚才|刚刚|上一步|上一条)?(?:那个|那条|那步|那一步|那下|的操作|那个操作)?(?:给我)?"
+                             r"(?:(?:撤销|撤回|undo)+(?:掉)?(?:一下下|一下|下)?|改回去|改回来|回到上一步|取消(?:刚才|刚刚|上一步)(?:的)?(?:操作|修改|改动)?"
+                             r"|(?:说的|记的|那句)?(?:作废|不算数?)(?:了)?"
+                             r"|(?:操作|修改|改动)取消(?:掉)?)$", re.I)
+#: ... and the clauses that may stand beside it: fillers and why (记错人了 / 删错了 / 当我没说).
+_UNDO_REASON_RE = re.compile(r"^(?:啊+|哎呀|哎哟|哎|唉|呀|诶|嗯|呃)*(?:算了|不对|错了|(?:我)?(?:刚才|刚刚)?(?:删|记|说|搞|弄|点|按|打|改)(?:错|混)"
+                             r"(?:人)?了?|(?:刚才|刚刚)?(?:那个|那条)?不算(?:了|数)?|手滑了?|当我没说(?:过)?|不好意思|sorry)?$", re.I)
+#: Words without which a message is no undo (one search instead of a test per word).
+_UNDO_WORD_RE = re.compile(r"撤|改回|取消|回到|作废|不算|undo", re.I)
+#: The pauses between the clauses of a message.
+_PAUSES_RE = re.compile(f"[{_PUNCT}]+")
 #: Emoji after a pointer (芒果那条🗑️删掉): dropped, so the forget rewrites read the verb after it.
 _POINTER_EMOJI_RE = re.compile(rf"({_POINTER})[{_EMOJI}]+")
 
@@ -5398,37 +5634,58 @@ def memory_normalise(text):
     Example: memory_normalise('记住咯，我喜欢吃辣') -> '记住，我喜欢吃辣'
     Example: memory_normalise('榴莲那条忘掉吧') -> '忘记榴莲那条'"""
     t = text.strip()
+    if t and (t[-1] > "\u2600" and not "\u4e00" <= t[-1] <= "\u9fff" or "谢" in t[-4:]):  # 谢谢🙏 / 小橘吧🍊
+        t = _POLITE_TAIL_RE.sub("", t) or t
     if "那" in t or "这" in t:  # 芒果那条🗑️删掉
         t = _POINTER_EMOJI_RE.sub(r"\1", t)
-    for words, pattern, repl in _MEMORY_REWRITES:
-        if any(w in t for w in words):
+    for words, pattern, repl in _MEMORY_REWRITES:  # a row's words first: one search in C, not a loop in Python
+        if words.search(t):
             t = pattern.sub(repl, t, count=1)
-    for pattern, form in _WISH_RES if "叫我" in t or t.startswith("你") else ():
+    if _UNDO_WORD_RE.search(t):  # 刚刚那个撤回吧，记错人了 / 啊删错了，撤销撤销 / 改回去
+        clauses = [c for c in map(_strip_tail, _PAUSES_RE.split(t)) if c]
+        undo = [c for c in clauses if _UNDO_CLAUSE_RE.match(c)]
+        if undo and all(c in undo or _UNDO_REASON_RE.match(c) for c in clauses):
+            return "撤销"
+    for pattern, form in _WISH_RES if "叫" in t or t.startswith(("你", "以后", "今后", "从", "回", "说话", "讲话", "每次")) \
+            else ():
         m = pattern.match(t)
         if m:
-            return form.format(*m.groups(), t=t)
-    m = _REMEMBER_TAIL_RE.match(t) if "记" in t[-8:] or "更新" in t[-8:] else None
+            return form.format(*(g for g in m.groups() if g is not None), t=t)
+    m = _REMEMBER_TAIL_RE.match(t) if "记" in t[-8:] else None
     if m and not t.startswith(("记住", "忘记")):  # 我搬到深圳了，记一下 / 跟你说个好消息，我戒烟了！记一下
-        said = m.group(1)  # the fact starts after a mark, or after a lead-in's particle (告诉你哦我脱单了)
+        said = _TELL_YOU_RE.sub("", m.group(1))  # the fact starts after a mark, or after a lead-in's particle
         lead = _LEAD_PARTICLE_RE.match(said)
         after = [said[x.end():] for x in re.finditer(f"[{_PUNCT}]+", said)] + ([said[lead.end():]] if lead else [])
         for piece in [said] + after:
             if memory_has_subject(piece):
                 return "记住，" + piece
+        if len(said) >= 4 and not said.endswith(("我", "你")):
+            return "记住，" + said  # (我记下了 is the user's own)
+    m = _UPDATE_TAIL_RE.match(t) if "更" in t[-8:] or "改" in t[-8:] else None
+    if m and memory_has_subject(m.group(1)):
+        return "记住，" + m.group(1)  # 我和琳琳分手了，帮我更新一下: a new state, reconciled with the stored ones
     return t
 
 
 #: A memory verb at a message's start (after 请 / 帮我 / 把 …): the message is about memory.
 _SHAPED_START_RE = re.compile(r"^(?:请|麻烦|帮我|给我|你|把|就|那)*(?:记住|记一下|记下|记着|记牢|记好|记得|忘记|忘掉|别记|不用记|"
-                              r"不要记|别再记|撤回|撤销|更正|纠正|修改|改成|改一下|删掉|删除|删了|删|不对|错了|说错|记错)")
+                              r"不要记|别再记|撤回|撤销|更正|纠正|修改|改成|改一下|删掉|删除|删了|删|不对|错了|说错|记错|搞错|弄错|"
+                              r"更新)")
 #: Verbs that are about memory only when they point at one (删了那个游戏 is chat).
-_WEAK_VERB_RE = re.compile(r"^(?:请|麻烦|帮我|给我|你|把|就|那)*(?:纠正|修改|改成|改一下|删掉|删除|删了|删|不对|错了|说错)")
+_WEAK_VERB_RE = re.compile(r"^(?:请|麻烦|帮我|给我|你|把|就|那)*(?:纠正|修改|改成|改一下|删掉|删除|删了|删|不对|错了|说错|搞错|弄错|更新)")
+#: What is done to a memory a pointer (那条, 第2条) points at.
+_SHAPED_VERBS = "(?:删|忘|改|不对|错|别记|不用记|不要|留着|更正)"
 #: Memory phrases anywhere in a message (重新记, 帮我记, 那条…删了, 第3条改成…); the group is a weak
 #: one that needs a memory it points at (那个…改一下 may be about anything).
 _SHAPED_ANY_RE = re.compile(rf"重新记|记错了?|帮我记|给我记|别记着?|不用记|不要记|记一下|记下来|记到起|记倒起|"
-                            rf"(?:那条|这条|这几条|那几条|那两条|那两个|这两个|那几个|第\s*{_NUM}\s*[条个](?!朋友圈|消息|微博|评论|视频))"
-                            rf"[^，,。！!？?]{{0,4}}(?:删|忘|改|不对|错|别记|不用记|不要|留着|更正)|^把.{{1,20}}(?:忘了|忘掉|删了|删掉|去掉)|"
-                            rf"(\S{{1,8}}(?:那个|这个|那条|这条)[^，,。]{{0,3}}(?:删|忘|改|不对|错|别记|不要了|留着|其实))")
+                            rf"(?:那条|这条|这几条|那几条|那两条|那两个|这两个|那几个)(?:记忆)?[^，,。！!？?]{{0,1}}{_SHAPED_VERBS}|"
+                            rf"第\s*{_NUM}\s*[条个](?!朋友圈|消息|微博|评论|视频)[^，,。！!？?]{{0,4}}"
+                            rf"(?:{_SHAPED_VERBS}|过时|过期|没用|作废|有问题)|"
+                            rf"^把.{{1,20}}(?:忘了|忘掉|删了|删掉|去掉)|你(?:之前|刚才|以前)?(?:记|存)(?:的|着的|下的|了的)|"
+                            rf"记忆[^，,。！!？?]{{0,6}}(?:不对|错|过时|过期|有问题|改|更新|删|去掉)|搞混|记混|记成谁|搞错人|"
+                            rf"我的(?:资料|信息|数据|记忆|档案)[^，,。]{{0,4}}(?:改|删|清|更新)|"
+                            rf"(\S{{1,8}}(?:那个|这个|那条|这条)[^，,。]{{0,3}}(?:删|忘|改|不对|错|别记|不要了|留着|其实)"
+                            rf"|(?:那条|这条)[^，,。！!？?]{{2,4}}{_SHAPED_VERBS})")
 #: A memory verb at a message's end (…，记一下 / …改成上海); the weak ones need a memory they point at.
 _SHAPED_END_RE = re.compile(rf"(?:记一下|记下来|记住|记着|记好|忘掉|别记了|不用记了|别记着了|都忘了吧?|忘了吧|"
                             rf"(删了|删掉|改一下|改过来|改成\S{{1,12}}|不对))"
@@ -5456,10 +5713,14 @@ def memory_shaped(conn, ctx, text):
     Example: 删了那个游戏，太难玩了 -> False (no memory mentions 游戏)."""
     t = text.strip().translate(_TRADITIONAL)
     start = _SHAPED_START_RE.match(t)
+    if start and start.group().endswith(("撤回", "撤销")) and t[start.end():].startswith("了"):
+        return False  # 撤回了一条消息: what happened in the chat
     if start and re.match(r"记住|记一下|记下|记着|记牢|记好|记得|忘记|忘掉", start.group().lstrip("请麻烦帮我给你把就那")):
         rest = t[start.end():].lstrip(_PUNCT.replace("\\s", " "))
         if rest and (_NOT_AN_OBJECT_RE.match(rest) or _CHAT_FORGET_RE.match(rest)) and not _SHAPED_ANY_RE.search(rest):
             return False  # 记住了吗 / 忘记带伞: chat
+        if re.match(r"你记(?:得|住|着)", start.group()) and re.search(r"吗|什么|啥|哪|几|多久|多少|怎么|如何|咋|[?？]$", rest):
+            return False  # 你记得我喜欢吃什么吗: a question, for chat
         if _ASKS_RE.search(rest) and not _SHAPED_ANY_RE.search(rest) and not any(
                 w in r["text"] for r in memory_list(conn, ctx) for w in text_content_words(rest) if len(w) >= 2):
             return False  # 忘记一个人要多久啊: a question about something no memory names
@@ -5469,17 +5730,11 @@ def memory_shaped(conn, ctx, text):
         return False
     if start and not _WEAK_VERB_RE.match(t) or anywhere and not anywhere.group(1) or end and not end.group(1):
         return True
-    recent = conn.execute("SELECT created_at FROM memory_history WHERE user_id = ? ORDER BY id DESC LIMIT 1",
-                          (ctx.user_id,)).fetchone()
-    if recent and time.time() - recent[0] < PENDING_SECONDS:
-        return True  # 不对，… right after a memory change
+    if _after_command(conn, ctx):
+        return True  # 不对，… right after a memory command
     words = text_content_words(t) | {w for w in re.findall(r"[\u4e00-\u9fff]{2}", t) if not set(w) & _PLAIN_CHARS}
     return any(w in r["text"] for r in memory_list(conn, ctx) for w in words if len(w) >= 2
                and not re.fullmatch(r"(?:那条|这条|那个|这个|记忆|删了|删掉|改成|不对|错了|记住|忘记)", w))
-
-
-#: Characters too plain for two of them to say that a message and a memory are about the same thing (我喜).
-_PLAIN_CHARS = set("我你他她它的了是在有也很都就和吗呢吧啊喜欢不要这那个条删改对错记忘")
 
 
 #: What the LLM is told when it reads a memory message the rules could not (the request's first message).
@@ -5521,7 +5776,7 @@ def memory_plan_candidates(conn, ctx, text):
 def memory_plan_prompt(conn, ctx, text):
     """The messages of a plan request, the candidates it lists ({number: row}) and what the user said lately."""
     turns = conn.execute("SELECT role, text FROM messages WHERE session = ? AND id < ? AND kind != 'ambient' "
-                         "AND (user_id = ? OR role = 'assistant') ORDER BY id DESC LIMIT ?",
+                         "AND user_id = ? ORDER BY id DESC LIMIT ?",  # a reply is kept under whom it answers
                          (ctx.session, ctx.message_id or 1 << 62, ctx.user_id, MEMORY_PLAN_TURNS)).fetchall()[::-1]
     stored = conn.execute("SELECT text FROM messages WHERE id = ?", (ctx.message_id,)).fetchone()
     text = stored[0] if stored and text in stored[0] else text  # the whole message, when a rule passed a part
@@ -5607,9 +5862,9 @@ def memory_fallback(conn, ctx, text, hint=""):
              if not re.fullmatch(r"(?:那条|这条|那个|这个|记忆|删了|删掉|改成|不对|错了|记住|忘记|一下|帮我)", w)}
     named = [r for r in rows if any(w in r["text"] for w in words)]
     pointed = re.search(rf"第\s*({_NUM})\s*[条个]", t)
-    if pointed and 1 <= _cn_number(pointed.group(1)) <= len(rows):  # 把第二条改成…: that one
+    if pointed and 1 <= _cn_number(pointed.group(1)) <= len(rows):  # 把第二条改成… / 第二条过时了: that one
         named = [rows[_cn_number(pointed.group(1)) - 1]]
-    if re.search(r"忘|删|别记|不用记|不要记|撤|去掉|不要了", t):
+    if re.search(r"忘|删|别记|不用记|不要记|撤|去掉|不要了|过时|过期|没用|作废", t):
         if not named and re.search(r"全|所有|一切", t) and rows:  # 你把关于我的东西全删了吧: as 忘记关于我的一切
             return "", {"action": "wipe"}
         pool = named or rows[-5:]
@@ -5620,7 +5875,7 @@ def memory_fallback(conn, ctx, text, hint=""):
             asked["prompt"] = f"你是想让我忘记这一条吗？\n1. {pool[0]['text']}\n回复“1”确认，说“算了”就不删。"
         return head + asked["prompt"], asked
     fact = re.sub(rf"^(?:记住|更正一下|更正|不对|错了)[{_PUNCT}]*|[{_PUNCT}]*(?:记一下|记下来|记住)$", "", t).strip()
-    if re.search(r"改|更正|纠正|不对|错|记错", t):
+    if re.search(r"改|更正|纠正|不对|错|记错|搞混|记混|记成|有问题|更新", t):
         pool = named or rows[-3:]
         new = re.sub(r"^.*?(?:改成|改为|应该是|其实是|是)(?=.)", "", fact) if not memory_has_subject(fact) else fact
         if pool and new and memory_has_subject(new) and memory_fact(new).attribute:
@@ -5653,8 +5908,18 @@ def memory_claim_check(reply):
 
 
 #: 你刚才用了我哪些记忆 / 你怎么知道的: the memories behind the last reply.
-_SHOW_WORK_RE = re.compile(r"^(?:你)?(?:刚才|刚刚|上一句|这句)?(?:是)?(?:用了|用到了?|参考了|根据)(?:我的?)?(?:哪些|什么|啥|哪几条|哪条)(?:记忆)?|"
-                           r"^你(?:是)?(?:怎么|咋|从哪|从哪里|从哪儿|为什么|凭什么)(?:知道|晓得|记得)(?:的|这个|这些|这件事)?")
+_SHOW_WORK_RE = re.compile(r"^(?:刚才|刚刚)?你(?:刚才|刚刚)?(?:是)?(?:根据|依据|凭)(?:我的?)?(?:什么|啥|哪条|哪些)(?:记忆|信息)?"
+                           r"(?:说的|这么说的?|知道的|回的|回答的)?|"
+                           r"^你?(?:刚才|刚刚)?为(?:什么|啥)(?:这么|那么)说|^(?:是)?哪(?:条|些)记忆让你(?:这么|那么)说(?:的)?|"
+                           r"^你(?:这么|那么)说是因为(?:我的?)?(?:哪条|哪些|什么)(?:记忆)?|"
+                           r"^(?:你(?:是)?)?(?:从)?哪(?:儿|里)?(?:来|弄来|搞来|知道)的(?:我的)?(?:信息|资料|记忆)|"
+                           r"^(?:我的)?(?:信息|资料|记忆)你(?:是)?从哪(?:儿|里)?(?:来|弄来|搞来|知道)的|"
+                           r"^(?:为什么|为啥|怎么)你(?:会)?(?:知道|晓得)(?:我|我的|我家)[^，,。!！?？]{0,20}|"
+                           r"^(?:你)?(?:刚才|刚刚|上一句|这句|刚|上一条回复|上一句话|刚才那句话|刚才的回复)?(?:回我的时候|回答的时候|回复的时候|回我时|说的时候)?(?:是)?"
+                           r"(?:用了|用到了?|参考了|根据|依据|调用了)(?:我的?|关于我的?)?(?:哪些|什么|啥|哪几条|哪条)(?:关于我的?)?"
+                           r"(?:记忆|信息|资料|东西|内容)?|"
+                           r"^你(?:是)?(?:怎么|咋|从哪|从哪里|从哪儿|哪来|为什么|为啥|凭什么)(?:会)?(?:知道|晓得|记得)(?:的|这个|这些|这件事|"
+                           rf"(?:我|我的|我家|我们家)[^，,。!！?？]{{0,20}})?")
 
 
 #####################################################################
@@ -7321,13 +7586,19 @@ async def _memory_update_attr(app, ctx, said):
     return "\n".join(x for x in (reply, question and question.get("prompt") != reply and question.get("prompt")) if x)
 
 
+async def _memory_update_number(app, ctx, n, text):
+    """把第2条改成…"""
+    return await app.db.run(lambda c: memory_update_number(c, ctx, n, text, app.vec), write=True)
+
+
 async def _memory_forget_numbers(app, ctx, numbers):
     """忘掉第1条和第3条."""
     return await app.db.run(memory_forget_numbers, ctx, numbers, write=True)
 
 
 async def _memory_forget(app, ctx, what):
-    """忘记我的生日 / 忘记榴莲 …: what the user points at, or a which-one question."""
+    """忘记我的生日 / 忘记榴莲 …: what the user points at, or a which-one question. When the words name no memory
+    (忘了我有车这事吧, and the memory says 特斯拉) the LLM may see which one is meant; else the rules' answer stands."""
     reply, question = await app.db.run(lambda c: memory_forget_each(c, ctx, what, app.vec), write=True)
     if question is None and (reply or "").startswith(_NOT_FOUND):  # 忘了我有车这事 (我有辆特斯拉): the LLM may see it
         return await reply_memory_plan(app, ctx, what, (reply, None))
@@ -7391,6 +7662,13 @@ async def _memory_ask(app, ctx, text):
                                                                "importance": importance, "ids": []}))
 
 
+async def _memory_ask_what(app, ctx):
+    """记一下, and nothing else: what to remember is asked; the next message is it."""
+    question = {"action": "store", "text": "", "importance": 1, "ids": [], "prompt": "要我记住什么呢？直接说就行。"}
+    _remember_question(app, (ctx.user_id, ctx.session), question)
+    return question["prompt"]
+
+
 async def _memory_remember(app, ctx, text, update=False):
     """记住，… / 更正一下，…: each fact stored or corrected (or a which-one question)."""
     fact, importance, scope = memory_options(text)
@@ -7438,6 +7716,7 @@ MEMORY_ACTIONS = {
     "update_last": MemoryAction(_memory_update_last),
     "update_attr": MemoryAction(_memory_update_attr),
     "forget_numbers": MemoryAction(_memory_forget_numbers),
+    "update_number": MemoryAction(_memory_update_number),
     "forget": MemoryAction(_memory_forget),
     "replace_value": MemoryAction(_memory_replace),
     "group_forget": MemoryAction(_memory_group_forget, ("memory_group",)),
@@ -7445,6 +7724,7 @@ MEMORY_ACTIONS = {
     "group_remember": MemoryAction(_memory_group_remember, ("memory_group",)),
     "group_update": MemoryAction(_memory_group_update, ("memory_group",)),
     "ask": MemoryAction(_memory_ask),
+    "ask_what": MemoryAction(_memory_ask_what, limited=False),
     "remember": MemoryAction(_memory_remember),
     "update": MemoryAction(_memory_update),
 }
@@ -7464,7 +7744,7 @@ async def reply_memory(app, ctx, text, card):
         asked = app.memory_asked.pop(key)
         asked = None
     names = [c["name"] for c in app.characters.get()["cards"].values()] + app.cfg.nicknames
-    if _SHOW_WORK_RE.fullmatch(_strip_tail(text)):  # 你刚才用了我哪些记忆 / 你怎么知道的
+    if _SHOW_WORK_RE.fullmatch(_strip_tail(text.translate(_TRADITIONAL))):  # 你刚才用了我哪些记忆 / 你怎么知道的
         await _mark_command(app, ctx)
         limited = _memory_read_limited(app, ctx)
         return limited if limited is not None else await app.db.run(memory_show_work, ctx,
@@ -7473,11 +7753,12 @@ async def reply_memory(app, ctx, text, card):
     settle = MEMORY_SETTLE.get(kind)
     if settle:  # 记住旺财三岁了 / 忘记榴莲: the speaker's memories decide whether it is a command
         kind, args = await app.db.run(lambda c: settle(c, ctx, **args))
-    if kind is None and asked is not None:
+    if asked is not None and (kind is None or kind == "ask_what" and asked.get("text")):  # 记一下吧 to 要我记住『…』吗
         cap = 0 if ctx.superuser else app.cfg.MEMORY_MAX_PER_USER
         reply = await app.db.run(lambda c: memory_answer(c, ctx, asked, text, app.vec, cap=cap), write=True)
         if reply is not None:
-            app.memory_asked.pop(key, None)
+            if not asked.pop("keep", False):  # a which-one question not answered is asked once more
+                app.memory_asked.pop(key, None)
             await _mark_command(app, ctx)
             return reply
     if kind is None:

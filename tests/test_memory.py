@@ -139,10 +139,12 @@ KIND_EXAMPLES = {
     "list": "你记得我什么", "group_list": "本群记得什么", "group_forget": "忘记本群第1条",
     "group_forget_text": "忘记本群开黑的事", "undo": "撤销", "confirm_wipe": "确认删除", "forget_all": "忘记关于我的一切",
     "forget_last": "忘记我刚才说的", "forget_numbers": "删掉第1条和第3条", "scope": "公开第2条", "forget": "忘记我的生日",
-    "update": "更正：我住在上海", "update_last": "不对，是南京", "replace_value": "更正：不是芹菜，是韭菜",
+    "update": "更正：我住在上海", "update_last": "更正：是南京", "replace_value": "更正：不是芹菜，是韭菜",
     "group_update": "更正：本群周六开黑", "group_remember": "记住，本群周五开黑", "remember": "记住，我住在北京",
     "ask": "记住明天三点开会", "forget_maybe": "忘记榴莲", "update_named": "更正一下，阿强喜欢打篮球",
     "update_mine": "更正 QQ号是12345", "profile": "你觉得我是个什么样的人", "update_attr": "更正：老家是湖北",
+    "update_fit": "不是，是绿色", "ask_what": "记一下", "replace_maybe": "不是跳舞，是唱歌",
+    "update_number": "把第1条改成我住在咸阳", "correct_last": "说错了，是我姐对猫过敏", "undo_delete": "恢复刚才删的那条",
 }
 
 
@@ -296,9 +298,56 @@ def test_which_one_question_and_its_answer(kconn):
     say(kconn, c, "我喜欢狗")
     reply, asked = bot.memory_forget(kconn, c, "我喜欢的东西", nothing)
     assert "1. 我喜欢猫" in reply and "2. 我喜欢狗" in reply
-    assert bot.memory_answer(kconn, c, asked, "今天天气不错", nothing) is None  # no answer: handled as chat
+    again = bot.memory_answer(kconn, c, asked, "今天天气不错", nothing)  # no answer: asked once more, never chat
+    assert again.startswith("没看明白") and "1. 我喜欢猫" in again and asked.pop("keep")
     assert bot.memory_answer(kconn, c, asked, "第二条", nothing).startswith("已忘记：“我喜欢狗”")
     assert texts(kconn) == ["我喜欢猫"]
+
+
+@pytest.mark.parametrize("answer,left", [
+    ("2", ["我喜欢猫"]), ("第二个", ["我喜欢猫"]), ("前面那个", ["我喜欢狗"]), ("最后那条", ["我喜欢猫"]),
+    ("狗那个", ["我喜欢猫"]), ("是猫", ["我喜欢狗"]), ("都删了吧", []), ("两个都删", []), ("1和2", []),
+    ("第一条、第二条", []), ("1 2", []),
+])
+def test_a_which_one_question_takes_answers_in_words(kconn, answer, left):
+    c = ctx()
+    say(kconn, c, "我喜欢猫")
+    say(kconn, c, "我喜欢狗")
+    asked = bot.memory_forget(kconn, c, "我喜欢的东西", nothing)[1]
+    assert bot.memory_answer(kconn, c, asked, answer, nothing).startswith("已忘记")
+    assert texts(kconn) == left
+
+
+@pytest.mark.parametrize("answer", ["要的", "嗯嗯记住吧", "好呀", "没错", "可以啊", "记一下吧", "对对"])
+def test_yes_in_words_answers_shall_i_remember(kconn, answer):
+    c = ctx()
+    asked = {"action": "store", "text": "我周六体检", "importance": 1, "ids": []}
+    assert bot.memory_answer(kconn, c, asked, answer, nothing).startswith("好的，记住了")
+    assert texts(kconn) == ["我周六体检"]
+
+
+@pytest.mark.parametrize("answer", ["都不要", "不用记了", "别记了", "算了吧", "不了"])
+def test_no_in_words_changes_nothing(kconn, answer):
+    c = ctx()
+    say(kconn, c, "我喜欢猫")
+    say(kconn, c, "我喜欢狗")
+    for asked in (bot.memory_forget(kconn, c, "我喜欢的东西", nothing)[1],
+                  {"action": "store", "text": "我周六体检", "importance": 1, "ids": []}):
+        assert bot.memory_answer(kconn, c, asked, answer, nothing) == "好的，那就不改了。"
+    assert texts(kconn) == ["我喜欢猫", "我喜欢狗"]
+
+
+def test_an_answer_that_picks_nothing_is_asked_once_more_then_dropped(kconn):
+    c = ctx()
+    say(kconn, c, "我喜欢猫")
+    say(kconn, c, "我喜欢狗")
+    asked = bot.memory_forget(kconn, c, "我喜欢的东西", nothing)[1]
+    for answer in ("我的", "喜欢", "今天天气不错"):  # 我的: both are the user's; 喜欢: in both
+        asked.pop("again", None)
+        assert bot.memory_answer(kconn, c, asked, answer, nothing).startswith("没看明白你选的是哪一条。有几条都像")
+    assert "先不改了" in bot.memory_answer(kconn, c, asked, "嗯？", nothing)
+    assert bot.memory_answer(kconn, c, asked, "算了", nothing) == "好的，那就不改了。"
+    assert texts(kconn) == ["我喜欢猫", "我喜欢狗"]
 
 
 def test_forget_nothing_matches_deletes_nothing(kconn):

@@ -132,6 +132,46 @@ def test_a_hostile_or_broken_plan_changes_nothing_and_asks(bot_and_plans, answer
     assert len(llm.plan_requests()) == 1 and not llm.chat_requests()
 
 
+def test_a_forget_the_rules_find_nothing_for_asks_the_plan(bot_and_plans):
+    """忘了我有车这事吧 names no memory's words (the car is a Tesla): the plan may see which one is meant; with no
+    plan the rules' answer stands (nothing found, nothing deleted)."""
+    r, nc, plans, llm = bot_and_plans
+    _seed(nc, 1, ["我住在厦门", "我有辆特斯拉"])
+    reply = nc.ask(1, "忘了我有车这事吧")  # the LLM answers 500: the rules' reply
+    assert "没有找到" in reply and _memories(r, 1) == ["我住在厦门", "我有辆特斯拉"], reply
+    plans.append('{"ops": [{"op": "forget", "n": 2}]}')
+    reply = nc.ask(1, "忘了我有车这事吧")
+    assert "已忘记" in reply and _memories(r, 1) == ["我住在厦门"], reply
+    assert "忘了我有车这事吧" in llm.plan_requests()[-1]["json"]["messages"][1]["content"]
+
+
+def test_in_a_group_the_plan_sees_only_what_the_speaker_may_see_there(bot_and_plans):
+    """A plan asked for in a group lists only the speaker's memories visible in that group (not their private
+    ones, not the group's own facts, not another member's), with only the speaker's turns; a number that is not
+    the speaker's there (the group fact's, in the group's list) is refused and nothing changes."""
+    r, nc, plans, llm = bot_and_plans
+    group = {"group_id": 950, "at_bot": True}
+    _seed(nc, 1, ["我住在北京"])  # private: not for the group
+    assert "记住了" in nc.ask(1, "记住，我喜欢吃火锅", **group)  # a group reply quotes the speaker (an @ or a space)
+    assert "本群记住了" in nc.ask(2, "记住，本群每周五晚上开黑", role="admin", **group)
+    assert "记住了" in nc.ask(3, "记住，我是老师", **group)
+    everyone = lambda: r.rows("SELECT user_id, text FROM memories ORDER BY id")  # noqa: E731
+    before = everyone()
+    message = "火锅那个改一下，我现在更喜欢烧烤"
+    plans.append('{"ops": [{"op": "forget", "n": 2}]}')  # 2: nothing of user 1's here (the group fact is 本群第1条)
+    reply = nc.ask(1, message, **group)
+    assert re.search(r"[？?]|回复", reply) and everyone() == before, reply
+    prompt = llm.plan_requests()[-1]["json"]["messages"][1]["content"]
+    listed = prompt.split("用户现有的记忆：")[1].split("用户的新消息：")[0]
+    assert listed.strip() == "1. 我喜欢吃火锅", prompt
+    assert not [w for w in ("北京", "开黑", "老师") if w in prompt], prompt  # nor in the turns shown
+    plans.append('{"ops": [{"op": "update", "n": 1, "text": "我现在更喜欢烧烤"}]}')
+    assert "烧烤" in nc.ask(1, message, **group)
+    after = everyone()
+    assert [m for m in after if m not in before] == [{"user_id": "1", "text": "我现在更喜欢烧烤"}]
+    assert [m for m in before if m not in after] == [{"user_id": "1", "text": "我喜欢吃火锅"}]
+
+
 @pytest.mark.parametrize("answer", [{"status": 500}, {"reply": "嗯嗯好的呀", "exact": True}], ids=["500", "nonsense"])
 def test_llm_down_or_nonsense_asks_with_numbered_choices_and_acts_on_the_answer(bots, llm, answer):
     llm.answer = lambda body: answer if is_plan_request(body) else None
