@@ -2355,6 +2355,15 @@ def _strip_tail(text):
     return (text[:-64] + _TAIL_RE.sub("", text[-64:])) or text
 
 
+#: What says nothing to remember on its own: marks, emoji, particles, fillers and a bare 我 (😢 / 嗯嗯 / 我).
+_CONTENTLESS_RE = re.compile(rf"[{_PUNCT}{_EMOJI}{PARTICLES}嗯唉哎呜额呃我?？]*")
+
+
+def memory_contentless(fact):
+    """Whether a fact has no content to remember. Example: memory_contentless('😢 ') -> True"""
+    return bool(_CONTENTLESS_RE.fullmatch(fact))
+
+
 #: Traditional characters of the command words, read as simplified (記住 = 记住).
 _TRADITIONAL = str.maketrans(dict(zip("記憶刪銷說錯歡請幫關於麼們還對條這個為", "记忆删销说错欢请帮关于么们还对条这个为")))
 #: What follows a command word in chat rather than a command ("记住了吗", "忘了带伞").
@@ -4815,7 +4824,10 @@ def memory_answer(conn, ctx, asked, text, embed, cap=0):
         return "好的，那就不改了。"
     if asked["action"] == "store":
         if re.fullmatch(r"(?:要|好|好的|是|是的|对|对的|嗯|嗯嗯|记吧|记住|可以|行|ok|yes|y)", t, re.I):
-            fact = asked["text"] if memory_has_subject(asked["text"]) else "我" + asked["text"]
+            if memory_contentless(asked["text"]):  # 😢 offered by an older question: nothing to store
+                return "要我记住什么呢？比如：记住，我住在北京"
+            said = asked["text"]  # 豆豆昨天走了 after 我家有只柯基叫豆豆: 豆豆's, not 我豆豆…
+            fact = said if memory_has_subject(said) or memory_names_known(conn, ctx, said) else "我" + said
             return memory_remember(conn, ctx, fact, embed, importance=asked.get("importance", 1), cap=cap)[0]
         return None
     m = re.fullmatch(rf"(?:第|选|就|是)?\s*({_NUM})\s*(?:条|个|项|号)?(?:吧|吧。|。)?", t)
@@ -5346,6 +5358,7 @@ MEMORY_REWRITES = [
     ("小本本", r"^小本本(?:记下来|记好|记上|记一下)", "记住"),
     ("记", rf"^{_REMEMBER_LEADS}(?:了)?{_ANY_PARTICLE}*[{_PUNCT}]+(?=\S)", "记住，"),  # 帮我记着，… / 记牢了：…
     ("记住", r"^(?:请|麻烦你?)(?:帮我|给我)?记住", "记住"),  # 请帮我记住我喜欢喝美式
+    ("记", r"^(?:请|麻烦你?)?(?:帮我|给我|替我)(?:记着|记一下|记下|记好|记牢)(?=我)", "记住，"),  # 帮我记着我对青霉素过敏
     ("叫我", r"^记住[，,：:\s]*(?:以后|今后)(?:你)?(?:就)?叫我", "记住，你以后叫我"),  # 记住以后叫我阿猫
     ("改成 改为 换成 应该是", rf"^(?:那个|把)?(?:我的)?({_words_re(_ATTRIBUTE_BY_WORD)})(?:改成|改为|换成|应该是)(.+)$", r"更正：\1是\2"),
     ("记错 错了 不对", rf"^(?:我的)?({_words_re(_ATTRIBUTE_BY_WORD)})(?:那条)?(?:记错了|错了|不对)[{_PUNCT}]*(?:应该)?是(.+)$",
@@ -5380,6 +5393,8 @@ _WISH_RES = [(re.compile(r"^(?:算了|不对)?[，,\s]*(?:还是)?(?:以后|今�
 
 #: Emoji after a pointer (芒果那条🗑️删掉): dropped, so the forget rewrites read the verb after it.
 _POINTER_EMOJI_RE = re.compile(rf"({_POINTER})[{_EMOJI}]+")
+#: Emoji (and the spaces before them) ending a message: a feeling, never part of what is remembered.
+_EMOJI_TAIL_RE = re.compile(rf"[{_EMOJI}\s]+$")
 
 
 #: A short lead-in that ends in a particle right before 我 (告诉你哦我…, 跟你说啊我…).
@@ -5390,7 +5405,7 @@ def memory_normalise(text):
     """A memory message in the canonical wording the command table reads (chat is left alone).
     Example: memory_normalise('记住咯，我喜欢吃辣') -> '记住，我喜欢吃辣'
     Example: memory_normalise('榴莲那条忘掉吧') -> '忘记榴莲那条'"""
-    t = text.strip()
+    t = _EMOJI_TAIL_RE.sub("", text.strip()) or text.strip()  # 豆豆昨天走了 记一下吧 😢: the emoji is no fact
     if "那" in t or "这" in t:  # 芒果那条🗑️删掉
         t = _POINTER_EMOJI_RE.sub(r"\1", t)
     for words, pattern, repl in _MEMORY_REWRITES:
@@ -5622,7 +5637,7 @@ def memory_fallback(conn, ctx, text, hint=""):
                 asked["prompt"] = f"是要把这条改成“{new}”吗？\n1. {pool[0]['text']}\n回复“1”确认，说“算了”就不改。"
             return head + asked["prompt"], asked
         return head + "要更正哪一条、改成什么呢？说完整一点吧，比如“更正一下，我住在上海”；说“你记得我什么”可以看编号。", None
-    if fact and len(fact) <= 200:
+    if fact and len(fact) <= 200 and not memory_contentless(fact):
         return head + _ASK_REMEMBER.format(fact), {"action": "store", "text": fact, "importance": 1, "ids": []}
     return head + "你是想让我记住、更正还是忘记什么呢？说“记住，……”“更正一下，……”或“忘记……”就行。", None
 
@@ -7293,7 +7308,7 @@ async def _memory_group_update(app, ctx, text):
 
 def _memory_fact_problem(fact):
     """Why a fact to remember can't be taken as it is, or None."""
-    if not fact:
+    if not fact or memory_contentless(fact):
         return "要我记住什么呢？比如：记住，我住在北京"
     if len(fact) > 500:
         return "这段太长了，记忆每条最多500字，能说得简短一点吗？"
