@@ -4228,6 +4228,7 @@ def memory_remember(conn, ctx, text, embed, *, update=False, importance=1, scope
     with db_tx(conn, durable=True):
         batch = 0
         count = memory_count(conn, ctx.user_id) if cap else 0
+        written = set()  # ids this message wrote: 我辞职了 现在待业中 — its facts never replace each other
         for fact in facts:
             rows = memory_list(conn, ctx)
             mtype, char = ("experience", ctx.character_id) if fact.subject == "你" else ("user_fact", None)
@@ -4242,7 +4243,7 @@ def memory_remember(conn, ctx, text, embed, *, update=False, importance=1, scope
                 batch = _history(conn, ctx, batch, dup["id"], "update" if changed else "noop", dup if changed else None)
                 same.append(dup["text"])
                 continue
-            old, candidates = _update_target(conn, ctx, rows, fact, vec, update)
+            old, candidates = _update_target(conn, ctx, [r for r in rows if r["id"] not in written], fact, vec, update)
             if fact.attribute == "不再过敏" and old is not None:  # 我已经不对花生过敏了: that allergy goes
                 batch = _history(conn, ctx, batch, old["id"], "delete", old)
                 conn.execute("DELETE FROM memories WHERE id = ?", (old["id"],))
@@ -4257,6 +4258,7 @@ def memory_remember(conn, ctx, text, embed, *, update=False, importance=1, scope
                 batch = _history(conn, ctx, batch, old["id"], "update", old)
                 _memory_rewrite(conn, old, fact, vec, importance, scope if explicit_scope else old["scope"])
                 replaced.append((old["text"], fact.text))
+                written.add(old["id"])
                 continue
             if update and not fact.attribute and not fact.replaces:
                 asked = {"action": "store", "text": fact.text, "importance": importance, "ids": [],
@@ -4271,6 +4273,7 @@ def memory_remember(conn, ctx, text, embed, *, update=False, importance=1, scope
                                 importance=importance, source_message_id=ctx.message_id or None,
                                 source_session=ctx.session)
             batch = _history(conn, ctx, batch, mid, "insert", None)
+            written.add(mid)
             added.append(fact.text)
             if update or fact.replaces:
                 notes.append(fact.text)
