@@ -3225,6 +3225,21 @@ def _subject_lead(piece):
 _FIRST_CLAUSE_RE = re.compile(rf"[\s{_PUNCT}]+")
 
 
+#: Words around what a fact says that no rule needs (上周搬去长沙了, 抽烟的, 现在每天都喝咖啡了): time words,
+#: 已经/现在, frequency and degree words before it; 的/了 after it.
+_FACT_LEAD_RE = re.compile(r"^(?:上周|上个?星期|上礼拜|上个?月|去年|前年|今年|昨天|前天|前几天|最近|近来|刚刚|刚才|刚|已经|早就|早已|"
+                           r"终于|现在|目前|如今|这周|本周|这个月|这阵子|年初|年底|后来|就|都|也|还|又|每天|天天|经常|平时|"
+                           r"很|挺|特别|非常|超|能|会)+")
+#: A habit said without a verb of liking (我现在每天都喝咖啡了): read as 喜欢, the opposite of 不喝咖啡.
+_HABIT_RE = re.compile(r"^(?:吃|喝)(.{1,6})$")
+
+
+def _fact_core(rest):
+    """What a fact says with the words no rule needs cut off. Example: _fact_core('上周搬去长沙了😭') -> '搬去长沙'"""
+    first = _FIRST_CLAUSE_RE.split(re.sub(rf"[{_PUNCT}{_EMOJI}]+$", "", rest.strip()), 1)[0]
+    return re.sub(r"(?<=.)(?:的|了|啦|呢|哦)+$", "", _FACT_LEAD_RE.sub("", first))
+
+
 def _life_state(rest):
     """The life area a statement sets, or None. Example: _life_state('和女朋友分手了') -> '感情'"""
     rest = re.sub(rf"[{_PUNCT}{_EMOJI}]+$", "", rest.strip())
@@ -3268,14 +3283,22 @@ def memory_fact(text, last_subject=None, known=()):
             return Fact(text, "你", "称呼用户", m.group(1), True, replaces)
         if _WISH_REST_RE.match(rest):  # 你是我的猫娘 / 你说话要温柔一点: an agreement with the character
             return Fact(text, "你", "约定", rest, False, replaces)
-    life = _life_state(rest)
+    core = _fact_core(rest)  # tried when the words as said match no rule (上周搬去长沙了, 抽烟的)
+    life = _life_state(rest) or (core != rest and _life_state(core))
     if life:  # 我戒烟了 / 我和女朋友分手了: one state per area
         return Fact(text, subject, life, re.sub(r"[了啦]$", "", rest.strip()) or rest, True, replaces)
     # the first clause says what the fact is; the rest is detail (我养了一只猫，叫年糕)
     rest = re.split(r"[，,；;]", re.sub(r"^(?:也|还|一直|真的)", "", rest.strip().replace("其实", "")))[0]
     english = bool(re.match(r"^[a-z]", text, re.I))
-    for attribute, pattern, single in (_ENGLISH_RES if english else _ATTRIBUTE_RES):
-        said = (re.split(r"[，,；;]", text.strip())[0] if subject == "我" else rest.strip()) if english else rest
+    rules = [(r, rest) for r in (_ENGLISH_RES if english else _ATTRIBUTE_RES)]
+    if not english and core != rest:
+        # the core when the words as said match no single-valued rule (职业 reads its own 的: 是1995年出生 would end in
+        # its 生; a many-valued one would store 现在不能吃辣了 beside 喜欢吃辣, which the life-area question settles);
+        # a habit only after a time or frequency word (我吃饭了 is no 喜欢)
+        rules += [(r, core) for r in _ATTRIBUTE_RES if r[2] and r[0] != "职业"]
+        rules += [(("喜欢", _HABIT_RE, False), core)] if _FACT_LEAD_RE.match(rest.strip()) else []
+    for (attribute, pattern, single), said in rules:
+        said = (re.split(r"[，,；;]", text.strip())[0] if subject == "我" else rest.strip()) if english else said
         m = pattern.match(said)
         if not m:
             continue
