@@ -4229,6 +4229,11 @@ def _quote(texts):
     return "".join(f"“{t}”" for t in texts)
 
 
+#: How a character of a name is written, said after it (王晓明 晓是破晓的晓 / 李静，静是安静的静): no fact.
+_CHAR_NOTE_RE = re.compile(rf"(?<=\S)[{_PUNCT}]+(?:其中的?)?([\u4e00-\u9fff])字?是[\u4e00-\u9fff]{{1,4}}?的\1字?"
+                           rf"[{PARTICLES}{_PUNCT}]*(?=$|[{_PUNCT}])")
+
+
 def memory_remember(conn, ctx, text, embed, *, update=False, importance=1, scope=None, cap=0, areas=False):
     """Stores (or, as an update, corrects) each fact of text; returns (reply, question) where question
     is a pending which-one question or None. embed(text) gives a vector or None. A new memory is
@@ -4242,6 +4247,7 @@ def memory_remember(conn, ctx, text, embed, *, update=False, importance=1, scope
     if m and (last is None or not _pronoun_fits(m.group(1), last)):
         return f"“{m.group(1)}”是指谁呀？说全一点吧，比如“记住，我女朋友喜欢吃草莓蛋糕”。", None
     known = _known_subjects(conn, ctx)
+    text = _CHAR_NOTE_RE.sub("", text).strip() or text  # 我叫王晓明 晓是破晓的晓: the name, without how it is written
     facts = [memory_fact(p, last, known) for p in memory_unlist(text)]
     if areas and not update:
         asked = _life_question(conn, ctx, text, facts, known, importance, scope if explicit_scope else None)
