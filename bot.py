@@ -4859,7 +4859,8 @@ def memory_answer(conn, ctx, asked, text, embed, cap=0):
             if memory_contentless(asked["text"]):  # 😢 offered by an older question: nothing to store
                 return "要我记住什么呢？比如：记住，我住在北京"
             said = asked["text"]  # 豆豆昨天走了 after 我家有只柯基叫豆豆: 豆豆's, not 我豆豆…
-            fact = said if memory_has_subject(said) or memory_names_known(conn, ctx, said) else "我" + said
+            mine = "我" in said or memory_has_subject(said) or memory_names_known(conn, ctx, said)  # 明天我要…
+            fact = said if mine else "我" + said
             return memory_remember(conn, ctx, fact, embed, importance=asked.get("importance", 1), cap=cap)[0]
         return None
     m = re.fullmatch(rf"(?:第|选|就|是)?\s*({_NUM})\s*(?:条|个|项|号)?(?:吧|吧。|。)?", t)
@@ -5391,7 +5392,7 @@ MEMORY_REWRITES = [
     ("小本本", r"^小本本(?:记下来|记好|记上|记一下)", "记住"),
     ("记", rf"^{_REMEMBER_LEADS}(?:了)?{_ANY_PARTICLE}*[{_PUNCT}]+(?=\S)", "记住，"),  # 帮我记着，… / 记牢了：…
     ("记住", r"^(?:请|麻烦你?)(?:帮我|给我)?记住", "记住"),  # 请帮我记住我喜欢喝美式
-    ("记", rf"^(?:请|麻烦你?)?(?:帮我|给我|替我)(?:记着|记一下|记下|记好|记牢)[{PARTICLES}]*(?=我)", "记住，"),  # 帮我记着(啊)我对青霉素过敏
+    ("记", rf"^(?:你|请|麻烦你?)?(?:帮我|给我|替我|帮忙)(?:记着|记住|记一下|记下|记好|记牢)[{PARTICLES}]*(?=我)", "记住，"),  # 帮我记着(啊)我对青霉素过敏
     ("叫我", r"^记住[，,：:\s]*(?:以后|今后)(?:你)?(?:就)?叫我", "记住，你以后叫我"),  # 记住以后叫我阿猫
     ("改成 改为 换成 应该是", rf"^(?:那个|把)?(?:我的)?({_words_re(_ATTRIBUTE_BY_WORD)})(?:改成|改为|换成|应该是)(.+)$", r"更正：\1是\2"),
     ("记错 错了 不对", rf"^(?:我的)?({_words_re(_ATTRIBUTE_BY_WORD)})(?:那条)?(?:记错了|错了|不对)[{_PUNCT}]*(?:应该)?是(.+)$",
@@ -5664,6 +5665,7 @@ def memory_fallback(conn, ctx, text, hint=""):
             asked["prompt"] = f"你是想让我忘记这一条吗？\n1. {pool[0]['text']}\n回复“1”确认，说“算了”就不删。"
         return head + asked["prompt"], asked
     fact = re.sub(rf"^(?:记住|更正一下|更正|不对|错了)[{_PUNCT}]*|[{_PUNCT}]*(?:记一下|记下来|记住)$", "", t).strip()
+    fact = re.sub(rf"^{_REMEMBER_LEADS}[{PARTICLES}{_PUNCT}]*", "", fact) or fact  # 帮忙记一下我…: never offered
     if re.search(r"改|更正|纠正|不对|错|记错", t):
         pool = named or rows[-3:]
         new = re.sub(r"^.*?(?:改成|改为|应该是|其实是|是)(?=.)", "", fact) if not memory_has_subject(fact) else fact
