@@ -5675,6 +5675,8 @@ def memory_fallback(conn, ctx, text, hint=""):
                 asked["prompt"] = f"是要把这条改成“{new}”吗？\n1. {pool[0]['text']}\n回复“1”确认，说“算了”就不改。"
             return head + asked["prompt"], asked
         return head + "要更正哪一条、改成什么呢？说完整一点吧，比如“更正一下，我住在上海”；说“你记得我什么”可以看编号。", None
+    if re.fullmatch(rf"(?:{_REMEMBER_LEADS}|记)[{PARTICLES}]*", fact):  # 记一下 alone: its 记 is no fact to offer
+        return head + "要我记住什么呢？比如：记住，我住在北京", None
     if fact and len(fact) <= 200 and not memory_contentless(fact):
         return head + _ASK_REMEMBER.format(fact), {"action": "store", "text": fact, "importance": 1, "ids": []}
     return head + "你是想让我记住、更正还是忘记什么呢？说“记住，……”“更正一下，……”或“忘记……”就行。", None
