@@ -2364,6 +2364,15 @@ def _strip_tail(text):
     return (text[:-64] + _TAIL_RE.sub("", text[-64:])) or text
 
 
+#: What says nothing to remember on its own: marks, emoji, particles, fillers and a bare 我 (😢 / 嗯嗯 / 我).
+_CONTENTLESS_RE = re.compile(rf"[{_PUNCT}{_EMOJI}{PARTICLES}嗯唉哎呜额呃我?？]*")
+
+
+def memory_contentless(fact):
+    """Whether a fact has no content to remember. Example: memory_contentless('😢 ') -> True"""
+    return bool(_CONTENTLESS_RE.fullmatch(fact))
+
+
 #: Traditional characters of the command words, read as simplified (記住 = 记住).
 _TRADITIONAL = str.maketrans(dict(zip("記憶刪銷說錯歡請幫關於麼們還對條這個為", "记忆删销说错欢请帮关于么们还对条这个为")))
 #: What follows a command word in chat rather than a command ("记住了吗", "忘了带伞").
@@ -2437,7 +2446,7 @@ ATTRIBUTE_RULES = [
     ("星座", r"是([^，,]{1,3}座)", True),
     ("血型", r"(?:的)?血型是(.+)|是([ABO]{1,2}型血)", True),
     ("不再过敏", r"(?:已经|现在)?不(?:再)?对([^，,]+?)过敏(?:了)?|(?:已经|现在)?对([^，,]+?)不过敏(?:了)?", False),
-    ("过敏", r"对([^，,]+?)过敏|([^，,]{1,10}?)过敏", False),
+    ("过敏", r"对([^，,]+?)过敏|([^，,]{1,10}?)过敏|过敏的(?:东西)?(?:其实)?是([^，,]+)", False),
     ("健康", r"(?:有|得了|得过|患有|患了|确诊了?)([^，,]{0,10}?(?:病|症|炎|癌|高血压|高血脂|糖尿病|哮喘|抑郁|焦虑|痛风|贫血))"
              r"|([^，,]{1,8}?不耐受)", False),
     ("忌口", r"(?:不能吃|不能喝|吃不了|喝不了|不敢吃|忌口)([^，,]+)", False),
@@ -3227,6 +3236,21 @@ def _subject_lead(piece):
 _FIRST_CLAUSE_RE = re.compile(rf"[\s{_PUNCT}]+")
 
 
+#: Words around what a fact says that no rule needs (上周搬去长沙了, 抽烟的, 现在每天都喝咖啡了): time words,
+#: 已经/现在, frequency and degree words before it; 的/了 after it.
+_FACT_LEAD_RE = re.compile(r"^(?:上周|上个?星期|上礼拜|上个?月|去年|前年|今年|昨天|前天|前几天|最近|近来|刚刚|刚才|刚|已经|早就|早已|"
+                           r"终于|现在|目前|如今|这周|本周|这个月|这阵子|年初|年底|后来|就|都|也|还|又|每天|天天|经常|平时|"
+                           r"很|挺|特别|非常|超|能|会)+")
+#: A habit said without a verb of liking (我现在每天都喝咖啡了): read as 喜欢, the opposite of 不喝咖啡.
+_HABIT_RE = re.compile(r"^(?:吃|喝)(.{1,6})$")
+
+
+def _fact_core(rest):
+    """What a fact says with the words no rule needs cut off. Example: _fact_core('上周搬去长沙了😭') -> '搬去长沙'"""
+    first = _FIRST_CLAUSE_RE.split(re.sub(rf"[{_PUNCT}{_EMOJI}]+$", "", rest.strip()), 1)[0]
+    return re.sub(r"(?<=.)(?:的|了|啦|呢|哦)+$", "", _FACT_LEAD_RE.sub("", first))
+
+
 def _life_state(rest):
     """The life area a statement sets, or None. Example: _life_state('和女朋友分手了') -> '感情'"""
     rest = re.sub(rf"[{_PUNCT}{_EMOJI}]+$", "", rest.strip())
@@ -3270,14 +3294,22 @@ def memory_fact(text, last_subject=None, known=()):
             return Fact(text, "你", "称呼用户", m.group(1), True, replaces)
         if _WISH_REST_RE.match(rest):  # 你是我的猫娘 / 你说话要温柔一点: an agreement with the character
             return Fact(text, "你", "约定", rest, False, replaces)
-    life = _life_state(rest)
+    core = _fact_core(rest)  # tried when the words as said match no rule (上周搬去长沙了, 抽烟的)
+    life = _life_state(rest) or (core != rest and _life_state(core))
     if life:  # 我戒烟了 / 我和女朋友分手了: one state per area
         return Fact(text, subject, life, re.sub(r"[了啦]$", "", rest.strip()) or rest, True, replaces)
     # the first clause says what the fact is; the rest is detail (我养了一只猫，叫年糕)
     rest = re.split(r"[，,；;]", re.sub(r"^(?:也|还|一直|真的)", "", rest.strip().replace("其实", "")))[0]
     english = bool(re.match(r"^[a-z]", text, re.I))
-    for attribute, pattern, single in (_ENGLISH_RES if english else _ATTRIBUTE_RES):
-        said = (re.split(r"[，,；;]", text.strip())[0] if subject == "我" else rest.strip()) if english else rest
+    rules = [(r, rest) for r in (_ENGLISH_RES if english else _ATTRIBUTE_RES)]
+    if not english and core != rest:
+        # the core when the words as said match no single-valued rule (职业 reads its own 的: 是1995年出生 would end in
+        # its 生; a many-valued one would store 现在不能吃辣了 beside 喜欢吃辣, which the life-area question settles);
+        # a habit only after a time or frequency word (我吃饭了 is no 喜欢)
+        rules += [(r, core) for r in _ATTRIBUTE_RES if r[2] and r[0] != "职业"]
+        rules += [(("喜欢", _HABIT_RE, False), core)] if _FACT_LEAD_RE.match(rest.strip()) else []
+    for (attribute, pattern, single), said in rules:
+        said = (re.split(r"[，,；;]", text.strip())[0] if subject == "我" else rest.strip()) if english else said
         m = pattern.match(said)
         if not m:
             continue
@@ -4208,6 +4240,11 @@ def _quote(texts):
     return "".join(f"“{t}”" for t in texts)
 
 
+#: How a character of a name is written, said after it (王晓明 晓是破晓的晓 / 李静，静是安静的静): no fact.
+_CHAR_NOTE_RE = re.compile(rf"(?<=\S)[{_PUNCT}]+(?:其中的?)?([\u4e00-\u9fff])字?是[\u4e00-\u9fff]{{1,4}}?的\1字?"
+                           rf"[{PARTICLES}{_PUNCT}]*(?=$|[{_PUNCT}])")
+
+
 def memory_remember(conn, ctx, text, embed, *, update=False, importance=1, scope=None, cap=0, areas=False):
     """Stores (or, as an update, corrects) each fact of text; returns (reply, question) where question
     is a pending which-one question or None. embed(text) gives a vector or None. A new memory is
@@ -4221,6 +4258,7 @@ def memory_remember(conn, ctx, text, embed, *, update=False, importance=1, scope
     if m and (last is None or not _pronoun_fits(m.group(1), last)):
         return f"“{m.group(1)}”是指谁呀？说全一点吧，比如“记住，我女朋友喜欢吃草莓蛋糕”。", None
     known = _known_subjects(conn, ctx)
+    text = _CHAR_NOTE_RE.sub("", text).strip() or text  # 我叫王晓明 晓是破晓的晓: the name, without how it is written
     facts = [memory_fact(p, last, known) for p in memory_unlist(text)]
     if areas and not update:
         asked = _life_question(conn, ctx, text, facts, known, importance, scope if explicit_scope else None)
@@ -4230,6 +4268,7 @@ def memory_remember(conn, ctx, text, embed, *, update=False, importance=1, scope
     with db_tx(conn, durable=True):
         batch = 0
         count = memory_count(conn, ctx.user_id) if cap else 0
+        written = set()  # ids this message wrote: 我辞职了 现在待业中 — its facts never replace each other
         for fact in facts:
             rows = memory_list(conn, ctx)
             mtype, char = ("experience", ctx.character_id) if fact.subject == "你" else ("user_fact", None)
@@ -4244,7 +4283,7 @@ def memory_remember(conn, ctx, text, embed, *, update=False, importance=1, scope
                 batch = _history(conn, ctx, batch, dup["id"], "update" if changed else "noop", dup if changed else None)
                 same.append(dup["text"])
                 continue
-            old, candidates = _update_target(conn, ctx, rows, fact, vec, update)
+            old, candidates = _update_target(conn, ctx, [r for r in rows if r["id"] not in written], fact, vec, update)
             if fact.attribute == "不再过敏" and old is not None:  # 我已经不对花生过敏了: that allergy goes
                 batch = _history(conn, ctx, batch, old["id"], "delete", old)
                 conn.execute("DELETE FROM memories WHERE id = ?", (old["id"],))
@@ -4259,6 +4298,7 @@ def memory_remember(conn, ctx, text, embed, *, update=False, importance=1, scope
                 batch = _history(conn, ctx, batch, old["id"], "update", old)
                 _memory_rewrite(conn, old, fact, vec, importance, scope if explicit_scope else old["scope"])
                 replaced.append((old["text"], fact.text))
+                written.add(old["id"])
                 continue
             if update and not fact.attribute and not fact.replaces:
                 asked = {"action": "store", "text": fact.text, "importance": importance, "ids": [],
@@ -4273,6 +4313,7 @@ def memory_remember(conn, ctx, text, embed, *, update=False, importance=1, scope
                                 importance=importance, source_message_id=ctx.message_id or None,
                                 source_session=ctx.session)
             batch = _history(conn, ctx, batch, mid, "insert", None)
+            written.add(mid)
             added.append(fact.text)
             if update or fact.replaces:
                 notes.append(fact.text)
@@ -4885,10 +4926,15 @@ def memory_answer(conn, ctx, asked, text, embed, cap=0):
     if _ANSWER_NO_RE.fullmatch(t):
         return "好的，那就不改了。"
     if asked["action"] == "store":
-        if not asked["text"] and t and not re.search(r"[?？]|吗$", text.strip()):  # 记一下 … 我周末都要加班
+        if not asked["text"] and t and not re.search(r"[?？]|吗$", text.strip()) and not _ANSWER_YES_RE.fullmatch(t) \
+                and not memory_contentless(t):  # 记一下 … 我周末都要加班
             return memory_remember(conn, ctx, t if memory_has_subject(t) else "我" + t, embed, cap=cap)[0]
         if _ANSWER_YES_RE.fullmatch(t):
-            fact = asked["text"] if memory_has_subject(asked["text"]) else "我" + asked["text"]
+            if memory_contentless(asked["text"]):  # 😢 offered by an older question: nothing to store
+                return "要我记住什么呢？比如：记住，我住在北京"
+            said = asked["text"]  # 豆豆昨天走了 after 我家有只柯基叫豆豆: 豆豆's, not 我豆豆…
+            mine = "我" in said or memory_has_subject(said) or memory_names_known(conn, ctx, said)  # 明天我要…
+            fact = said if mine else "我" + said
             return memory_remember(conn, ctx, fact, embed, importance=asked.get("importance", 1), cap=cap)[0]
         return None
     m = re.fullmatch(rf"(?:第|选|就|是)?\s*({_NUM})\s*(?:条|个|项|号)?(?:吧|吧。|。)?", t)
@@ -4900,7 +4946,7 @@ def memory_answer(conn, ctx, asked, text, embed, cap=0):
             return _forget_rows(conn, ctx, [rows[n - 1] for n in numbers if _visible(ctx, rows[n - 1])])
     choices = len(asked["ids"]) + (asked["action"] == "area")  # a life-area question's last choice keeps both
     area = asked["action"] == "area" and not m and (_AREA_REPLACE_RE.search(t) and 1 or _AREA_KEEP_RE.search(t) and 2)
-    if m or area or len(asked["ids"]) == 1 and _ANSWER_YES_RE.fullmatch(t):
+    if m or area or len(asked["ids"]) == 1 and asked["action"] != "area" and _ANSWER_YES_RE.fullmatch(t):
         n = _cn_number(m.group(1)) if m else area or 1
     else:
         rows = _rows(conn, asked["ids"])
@@ -5334,8 +5380,9 @@ MEMORY_COMMANDS = [
     MemoryCommand(rf"(?:(?:不对|错了|说错了|记错了|搞错了|弄错了)(?:不对)?[{_PUNCT}]*)?(?:不是([^，,是]{{1,12}}?)[{_PUNCT}]*(?:而)?是"
                   rf"([^，,。;；]{{1,12}})|是([^，,是]{{1,12}}?)[{_PUNCT}]*(?:而)?不是([^，,。;；]{{1,12}}))",
                   lambda m: ("replace_maybe", {"old": m.group(1) or m.group(4), "new": m.group(2) or m.group(3)})),
-    MemoryCommand(rf"(?:不对|错了|说错了|记错了)(?:不对)?[{_PUNCT}]*(?:应该)?是([^，,。;；我你他她它]{{1,12}})",
-                  lambda m: ("update_fit", {"value": m.group(1).strip(), "strong": True})),
+    MemoryCommand(rf"(?:不对|错了|说错了|记错了)(?:不对)?[{_PUNCT}]*(?:应该)?是([^，,。;；我你他她它]{{1,12}}?)"
+                  rf"(?:[{_PUNCT}]+(?:是)?(?:我|刚才|刚刚|之前|上次)?(?:记错了|说错了|搞错了|打错了|写错了|弄错了)[{PARTICLES}]*)?",
+                  lambda m: ("update_fit", {"value": m.group(1).strip(), "strong": True})),  # 不对 是5月21号 我记错了
     MemoryCommand(r"(?:请|麻烦你?|你|我想让你|我要你|有件事|有个事)?(?:你)?(?:帮我|给我|替我)?(?:记住|记一下|记下来|记下|记着|记好了?|记牢|记个事|"
                   r"记件事|记一件事|记点东西|记点事|记个东西|记)(?:一件事|个事|件事)?",
                   _says("ask_what")),  # 记一下 and nothing else: what is asked, the next message is it
@@ -5541,6 +5588,7 @@ MEMORY_REWRITES = [
     ("记", rf"^{_REMEMBER_LEADS}(?:了)?{_ANY_PARTICLE}*[{_PUNCT}]+(?=\S)", "记住，"),  # 帮我记着，… / 记牢了：…
     ("记住", r"^(?:请|麻烦[你您]?)(?:帮我|给我)?记住", "记住"),  # 请帮我记住我喜欢喝美式
     ("记注 记主 纪住", r"^(?:记注|记主|纪住)(?=[，,：:\s我])", "记住"),  # the IME's slip
+    ("记", rf"^(?:你|请|麻烦你?)?(?:帮我|给我|替我|帮忙)(?:记着|记住|记一下|记下|记好|记牢)[{PARTICLES}]*(?=我)", "记住，"),  # 帮我记着(啊)我…
     ("叫我", r"^记住[，,：:\s]*(?:以后|今后)(?:你)?(?:就)?叫我", "记住，你以后叫我"),  # 记住以后叫我阿猫
     ("改成 改为 换成 应该是", rf"^(?:那个|把)?(?:我的)?({_words_re(_ATTRIBUTE_BY_WORD)})(?:改成|改为|换成|应该是)(.+)$", r"更正：\1是\2"),
     ("错 不对", rf"^(说错了|搞错了|记错了|弄错了|不对)(?:[{_PUNCT}]*\1)+", r"\1"),  # 说错了说错了，…
@@ -5558,6 +5606,9 @@ MEMORY_REWRITES = [
      rf"^(忘记|忘掉|删掉|删除)(.+?[和、跟].+?)(?:这|那)(?:两|几|三|四)(?:条|个)(?:记忆)?{_ANY_PARTICLE}*$", r"\1\2"),
     ("你记 记忆里", r"^把?(?:你(?:都)?(?:记得|记住|记着|存)的|你的记忆里|记忆里)(?:关于)?(?:我的?)?(?:东西|记忆|事)?"
                  rf"(?:全|都|全部)(?:删了|删掉|删除|清空|清掉|忘了|忘掉){_ANY_PARTICLE}*$", "忘记关于我的一切"),  # 把你记得的关于我的全删了
+    ("关于", r"^把?(?:你(?:那儿|这儿|那里)?)?关于我的(?:东西|记忆|事|事情|一切)?(?:全|都|全部|全都|统统)"
+           rf"(?:删了|删掉|删除|清空|清掉|忘了|忘掉|忘记){_ANY_PARTICLE}*$", "忘记关于我的一切"),  # 把关于我的都忘了吧
+    ("更正 纠正", rf"^(更正|纠正)(一下)?[{_PUNCT}]*(?=(?:过敏|喜欢|讨厌|害怕)的(?:东西)?(?:其实)?是)", r"\1\2：我"),  # 更正 过敏的是腰果
     ("记忆里", r"^(?:你的)?记忆里(?=关于|有关)", ""),  # 记忆里关于我工作的那条去掉
     ("把", rf"^(?:请|麻烦你?|帮我|给我|你)*把(?!第|刚|我的?(?:记忆|东西)[^那这]{{0,3}}$)(?!.*(?:都|全|所有))(.+?)(?:的)?(?:记忆|东西)?"
           rf"(?:{_POINTER})?(?:给我|帮我|就)?(?:删了|删掉|删除|忘了|忘掉|去掉|清掉|清除|delete掉?|del掉?|remove掉?|删)(?:一下|下)?"
@@ -5623,6 +5674,8 @@ _UNDO_WORD_RE = re.compile(r"撤|改回|取消|回到|作废|不算|undo", re.I)
 _PAUSES_RE = re.compile(f"[{_PUNCT}]+")
 #: Emoji after a pointer (芒果那条🗑️删掉): dropped, so the forget rewrites read the verb after it.
 _POINTER_EMOJI_RE = re.compile(rf"({_POINTER})[{_EMOJI}]+")
+#: Emoji (and the spaces before them) ending a message: a feeling, never part of what is remembered.
+_EMOJI_TAIL_RE = re.compile(rf"(?<=[{_PUNCT}{PARTICLES}])[{_EMOJI}\s]+$")
 
 
 #: A short lead-in that ends in a particle right before 我 (告诉你哦我…, 跟你说啊我…).
@@ -5636,6 +5689,7 @@ def memory_normalise(text):
     t = text.strip()
     if t and (t[-1] > "\u2600" and not "\u4e00" <= t[-1] <= "\u9fff" or "谢" in t[-4:]):  # 谢谢🙏 / 小橘吧🍊
         t = _POLITE_TAIL_RE.sub("", t) or t
+    t = _EMOJI_TAIL_RE.sub("", t) or t  # 豆豆昨天走了 记一下吧 😢: the emoji is no fact (记住我喜欢🐱 keeps it)
     if "那" in t or "这" in t:  # 芒果那条🗑️删掉
         t = _POINTER_EMOJI_RE.sub(r"\1", t)
     for words, pattern, repl in _MEMORY_REWRITES:  # a row's words first: one search in C, not a loop in Python
@@ -5875,6 +5929,7 @@ def memory_fallback(conn, ctx, text, hint=""):
             asked["prompt"] = f"你是想让我忘记这一条吗？\n1. {pool[0]['text']}\n回复“1”确认，说“算了”就不删。"
         return head + asked["prompt"], asked
     fact = re.sub(rf"^(?:记住|更正一下|更正|不对|错了)[{_PUNCT}]*|[{_PUNCT}]*(?:记一下|记下来|记住)$", "", t).strip()
+    fact = re.sub(rf"^{_REMEMBER_LEADS}[{PARTICLES}{_PUNCT}]*", "", fact) or fact  # 帮忙记一下我…: never offered
     if re.search(r"改|更正|纠正|不对|错|记错|搞混|记混|记成|有问题|更新", t):
         pool = named or rows[-3:]
         new = re.sub(r"^.*?(?:改成|改为|应该是|其实是|是)(?=.)", "", fact) if not memory_has_subject(fact) else fact
@@ -5884,7 +5939,9 @@ def memory_fallback(conn, ctx, text, hint=""):
                 asked["prompt"] = f"是要把这条改成“{new}”吗？\n1. {pool[0]['text']}\n回复“1”确认，说“算了”就不改。"
             return head + asked["prompt"], asked
         return head + "要更正哪一条、改成什么呢？说完整一点吧，比如“更正一下，我住在上海”；说“你记得我什么”可以看编号。", None
-    if fact and len(fact) <= 200:
+    if re.fullmatch(rf"(?:{_REMEMBER_LEADS}|记)[{PARTICLES}]*", fact):  # 记一下 alone: its 记 is no fact to offer
+        return head + "要我记住什么呢？比如：记住，我住在北京", None
+    if fact and len(fact) <= 200 and not memory_contentless(fact):
         return head + _ASK_REMEMBER.format(fact), {"action": "store", "text": fact, "importance": 1, "ids": []}
     return head + "你是想让我记住、更正还是忘记什么呢？说“记住，……”“更正一下，……”或“忘记……”就行。", None
 
@@ -7643,7 +7700,7 @@ async def _memory_group_update(app, ctx, text):
 
 def _memory_fact_problem(fact):
     """Why a fact to remember can't be taken as it is, or None."""
-    if not fact:
+    if not fact or memory_contentless(fact):
         return "要我记住什么呢？比如：记住，我住在北京"
     if len(fact) > 500:
         return "这段太长了，记忆每条最多500字，能说得简短一点吗？"
