@@ -6959,8 +6959,9 @@ PROMPT_MIN_MESSAGE_TOKENS = 200
 LLM_DOWN_REPLY = "抱歉，我刚才走神了，没听清……等一下再和我说好吗？"
 #: Said once to a member whose messages waiting in a chat pass BOT_QUEUE_LIMIT (the further ones are stored).
 QUEUE_REPLY = "消息有点多，我先回前面的，你稍等一下再说哦。"
-#: Said to each memory change past BOT_QUEUE_LIMIT: it was stored as a message, not carried out.
-QUEUE_CHANGE_REPLY = "消息有点多，刚才这条没有记下，等我回完前面的再说一次吧。"
+#: Said to the first memory change past BOT_QUEUE_LIMIT in a backlog (the later ones too were stored as messages,
+#: not carried out; one answer each would let a flood of 忘记… make as many bot messages).
+QUEUE_CHANGE_REPLY = "消息有点多，刚才这条和接下来的记忆改动都没有记下，等我回完前面的再说一次吧。"
 #: Said to a user past BOT_DAILY_TOKENS (the message is stored all the same).
 BUDGET_REPLY = "今天我们聊得太多啦，我得休息了，明天再来找我吧。（这条我记下了）"
 #: Seconds between checkpoints of the WAL into bot.db (so a plain copy of bot.db is current).
@@ -7306,8 +7307,9 @@ async def reply_handle(app, ctx, text, onebot_id=None, pictures=()):
     try:
         if app.queued[mine] > app.cfg.BOT_QUEUE_LIMIT:  # the member's own share: others in the chat keep theirs
             change = _memory_said(app, ctx, text, lists=False)
-            if change or mine not in app.queue_warned:  # told once a backlog; a memory change each time
-                app.queue_warned.add(mine)
+            told = (mine, "change") if change else mine
+            if told not in app.queue_warned:  # told once a backlog, and once more for its memory changes
+                app.queue_warned.add(told)
                 reply = QUEUE_CHANGE_REPLY if change else QUEUE_REPLY
                 await app.db.run(_store_message, app, ctx, "assistant", reply, write=True)
         else:
@@ -7341,6 +7343,7 @@ async def reply_handle(app, ctx, text, onebot_id=None, pictures=()):
         if not app.queued[mine]:
             del app.queued[mine]
             app.queue_warned.discard(mine)
+            app.queue_warned.discard((mine, "change"))
         app.pending[ctx.session] -= 1
         if not app.pending[ctx.session]:
             del app.pending[ctx.session]

@@ -896,9 +896,10 @@ def test_a_flood_of_memory_lists_gets_one_slow_down_and_a_change_past_the_limit_
         nc.close()
 
 
-def test_past_the_queue_limit_a_flood_of_lists_gets_one_notice_and_each_change_says_it_was_not_saved(start, llm):
-    """1,000 x 本群记得什么 sent at once were 1,000 bot messages (980 of them 'too many waiting'): a member past
-    BOT_QUEUE_LIMIT is told once; a memory change past it is told each time that it was not saved."""
+def test_past_the_queue_limit_a_flood_of_lists_gets_one_notice_and_changes_one_more(start, llm):
+    """1,000 x 本群记得什么 sent at once were 1,000 bot messages (980 of them 'too many waiting'), and 1,000 x 忘记我的猫
+    were 1,000 too (each change told it was not saved): a member past BOT_QUEUE_LIMIT is told once, and once more
+    that this and the backlog's later memory changes were not saved."""
     runner = start(BOT_QUEUE_LIMIT=3, MEMORY_RATE_LIMIT=0, LLM_TIMEOUT=30)  # the gate, not a timeout, ends the wait
     gate = threading.Event()
     llm.answer = lambda body: {"gate": gate}  # the member's chat message is at the LLM while the rest come
@@ -913,8 +914,10 @@ def test_past_the_queue_limit_a_flood_of_lists_gets_one_notice_and_each_change_s
             nc.event(27, text, **group)
         for i in range(3):  # words that only sound like a change: each was told QUEUE_CHANGE_REPLY (1,880 in 30 s)
             nc.event(27, "不对，" + varied_chinese(200, seed=i), **group)
-        told = [nc.reply_text().strip() for _ in range(3)]  # was 6 x the same notice
-        assert told == [bot.QUEUE_REPLY, bot.QUEUE_CHANGE_REPLY, bot.QUEUE_CHANGE_REPLY]
+        for _ in range(5):
+            nc.event(27, "忘记我的猫", **group)
+        told = [nc.reply_text().strip() for _ in range(2)]  # was 6 x the same notice, then one for each change
+        assert told == [bot.QUEUE_REPLY, bot.QUEUE_CHANGE_REPLY]
         gate.set()
         answered = [nc.reply_text().strip() for _ in range(3)]
         assert answered[0] == "echo:测试用户：先聊一句" and all(a.startswith("本群") for a in answered[1:])
