@@ -4245,6 +4245,11 @@ _CHAR_NOTE_RE = re.compile(rf"(?<=\S)[{_PUNCT}]+(?:其中的?)?([\u4e00-\u9fff])
                            rf"[{PARTICLES}{_PUNCT}]*(?=$|[{_PUNCT}])")
 
 
+#: Most facts one message may store (a hostile tester's one 490-character 记住 made 123 memories, each an expansion
+#: call); more is answered, nothing stored.
+MEMORY_FACTS_PER_MESSAGE = 30
+
+
 def memory_remember(conn, ctx, text, embed, *, update=False, importance=1, scope=None, cap=0, areas=False):
     """Stores (or, as an update, corrects) each fact of text; returns (reply, question) where question
     is a pending which-one question or None. embed(text) gives a vector or None. A new memory is
@@ -4260,6 +4265,9 @@ def memory_remember(conn, ctx, text, embed, *, update=False, importance=1, scope
     known = _known_subjects(conn, ctx)
     text = _CHAR_NOTE_RE.sub("", text).strip() or text  # 我叫王晓明 晓是破晓的晓: the name, without how it is written
     facts = [memory_fact(p, last, known) for p in memory_unlist(text)]
+    if len(facts) > MEMORY_FACTS_PER_MESSAGE:  # 记住：我喜欢A、B、C… x 123: as many memories and expansion calls
+        return (f"这一条里有{len(facts)}件事，一次最多记{MEMORY_FACTS_PER_MESSAGE}件，这次什么也没记。"
+                f"分几次告诉我吧，比如先说“记住，{facts[0].text}…”。"), None
     if areas and not update:
         asked = _life_question(conn, ctx, text, facts, known, importance, scope if explicit_scope else None)
         if asked:

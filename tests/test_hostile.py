@@ -1090,6 +1090,23 @@ def test_a_message_of_many_facts_stops_at_the_cap(start, llm):
         nc.close()
 
 
+def test_one_message_of_too_many_facts_is_answered_and_stores_nothing(start, llm):
+    """Found by a hostile tester: one 490-character 记住：我喜欢A、B、C… made 123 memories (and 123 expansion
+    calls), counted as one change. Past MEMORY_FACTS_PER_MESSAGE the user is told, and nothing is stored."""
+    runner = start(MEMORY_EXPAND=0)
+    nc = NapCat(runner.cfg.ONEBOT_PORT)
+    try:
+        many = "、".join(f"物品{k}号" for k in range(bot.MEMORY_FACTS_PER_MESSAGE + 1))
+        reply = nc.ask(45, "记住：我喜欢" + many)
+        assert f"一次最多记{bot.MEMORY_FACTS_PER_MESSAGE}件" in reply and "什么也没记" in reply, reply
+        assert runner.rows("SELECT id FROM memories WHERE user_id = '45'") == []
+        few = "、".join(f"物品{k}号" for k in range(bot.MEMORY_FACTS_PER_MESSAGE))
+        assert nc.ask(45, "记住：我喜欢" + few).startswith("好的")
+        assert len(runner.rows("SELECT id FROM memories WHERE user_id = '45'")) == bot.MEMORY_FACTS_PER_MESSAGE
+    finally:
+        nc.close()
+
+
 def test_one_users_flood_of_memories_does_not_starve_anothers_expansion(env, llm):
     victim = "我对青霉素过敏"
     first = Runner(dict(env, MEMORY_EXPAND="0", MEMORY_RATE_LIMIT="0"))
