@@ -1243,6 +1243,15 @@ def text_count_tokens(text):
     return cjk + (rest + 3) // 4
 
 
+def text_most_tokens(text):
+    """The most tokens a tokenizer may make of text (half a token a UTF-8 byte: 1.5 for a rare CJK character, 2 for an
+    emoji), never fewer than text_count_tokens: what an LLM call holds of BOT_DAILY_TOKENS while it runs (the rough
+    count let calls at once overshoot it 1.5 times with rare characters, 4.6 times with emoji).
+
+    Example: text_most_tokens('你好 hello') -> 6"""
+    return max(text_count_tokens(text), len(text.encode("utf-8")) // 2)
+
+
 def text_content_words(text):
     """Bigrams and words that carry content (a bigram across two small-talk words still counts).
 
@@ -8242,7 +8251,7 @@ async def _llm_charged(app, payer, messages, max_tokens=None, **kw):
     """app.llm.chat charged to payer: the most it may cost (the prompt's tokens and max_tokens) is held against
     BOT_DAILY_TOKENS while it runs, then the tokens it used are counted (nothing when it fails), so replies at
     once in many chats can't all pass the check. Raises LLMBudgetError, making no call, when payer is past it."""
-    held = app.cfg.BOT_DAILY_TOKENS and (sum(text_count_tokens(_llm_text(m["content"])) for m in messages)
+    held = app.cfg.BOT_DAILY_TOKENS and (sum(text_most_tokens(_llm_text(m["content"])) for m in messages)
                                          + (max_tokens or app.cfg.LLM_MAX_TOKENS))
     async with _budget_reserve(app, payer, held):
         reply, tokens = await app.llm.chat(messages, max_tokens=max_tokens, **kw)

@@ -815,30 +815,31 @@ def test_replies_at_once_in_many_chats_can_not_race_past_the_daily_budget(start,
         nc.close()
 
 
-def test_calls_at_once_are_admitted_only_while_what_they_may_cost_fits_the_budget(start, llm):
+@pytest.mark.parametrize("text", [varied_chinese(400), "😀🎉🐱🌸" * 60], ids=["rare-chinese", "emoji"])
+def test_calls_at_once_are_admitted_only_while_what_they_may_cost_fits_the_budget(start, llm, text):
     """A call was let through while used + held < BOT_DAILY_TOKENS, so calls at once overshot it 1.28-1.85 times:
-    a call joins others in flight only when its own most fits too. The fake LLM reports each call at its most."""
+    a call joins others in flight only when its own most fits too. The fake LLM reports each call at the most a
+    tokenizer may make of it (text_most_tokens: emoji held as 4 a token overshot it 4.6 times)."""
     runner = start(BOT_DAILY_TOKENS=5000, LLM_TIMEOUT=30)
     gate = threading.Event()
 
     def at_most(body):  # what the bot holds for a call: its prompt's tokens and the reply's longest
         if is_summary_request(body):
             return None
-        most = sum(bot.text_count_tokens(m["content"]) for m in body["messages"]) + body["max_tokens"]
+        most = sum(bot.text_most_tokens(m["content"]) for m in body["messages"]) + body["max_tokens"]
         return {"gate": gate, "body": json.dumps({"choices": [{"index": 0, "finish_reason": "stop", "message": {
             "role": "assistant", "content": "好的"}}], "usage": {"total_tokens": most}})}
     llm.answer = at_most
     nc = NapCat(runner.cfg.ONEBOT_PORT)
     try:
-        text = varied_chinese(1200)  # about 1,900 tokens held a call: two fit in 5,000, three did (0, 1,900, 3,800)
-        for g in range(6):
+        for g in range(6):  # a call holds its prompt and max_tokens: some fit in 5,000, not all six
             nc.event(72, text, group_id=980 + g, at_bot=True)
         assert wait_for(lambda: len(llm.chat_requests()) + nc.sent.qsize() >= 6)
         gate.set()
         replies = [nc.reply_text(timeout=30).strip() for _ in range(6)]
-        assert replies.count(bot.BUDGET_REPLY) == 4, replies  # was 3
         used = runner.rows("SELECT calls, tokens FROM usage WHERE user_id = '72'")[0]
-        assert used["calls"] == 2 and used["tokens"] <= 5000, used
+        assert 2 <= used["calls"] < 6 and replies.count(bot.BUDGET_REPLY) == 6 - used["calls"], (used, replies)
+        assert used["tokens"] <= 5000, used  # was over it: three admitted of 1,900 each; emoji counted 4 a token
     finally:
         gate.set()
         llm.answer = None
