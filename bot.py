@@ -4932,7 +4932,7 @@ def _answer_pick(rows, t):
 
 #: Answers in words to a life-area question (1. 替换『…』 / 2. 另记一条).
 _AREA_REPLACE_RE = re.compile(r"替换|换掉|换成新|用新的|覆盖|更新|旧的不要|删掉旧|改成新")
-_AREA_KEEP_RE = re.compile(r"另记|都留|都要|都保留|两条都|两个都|新加|加一条|再记一条|分开记|都记")
+_AREA_KEEP_RE = re.compile(r"另记|都留|都要|都保留|两条都|两个都|新加|加一条|再记一条|分开记|都记|(?:不|别|不用|不要)(?:要)?(?:替换|换)")
 
 
 def memory_answer(conn, ctx, asked, text, embed, cap=0):
@@ -4962,7 +4962,7 @@ def memory_answer(conn, ctx, asked, text, embed, cap=0):
         if numbers and all(1 <= n <= len(rows) for n in numbers) and len(rows) == len(asked["ids"]):
             return _forget_rows(conn, ctx, [rows[n - 1] for n in numbers if _visible(ctx, rows[n - 1])])
     choices = len(asked["ids"]) + (asked["action"] == "area")  # a life-area question's last choice keeps both
-    area = asked["action"] == "area" and not m and (_AREA_REPLACE_RE.search(t) and 1 or _AREA_KEEP_RE.search(t) and 2)
+    area = asked["action"] == "area" and not m and (_AREA_KEEP_RE.search(t) and 2 or _AREA_REPLACE_RE.search(t) and 1)
     if m or area or len(asked["ids"]) == 1 and asked["action"] != "area" and _ANSWER_YES_RE.fullmatch(t):
         n = _cn_number(m.group(1)) if m else area or 1
     else:
