@@ -221,7 +221,7 @@ class Trial:
                     problems.append(f"prompt for {ask!r} has {s!r}")
                     wrong.append(f"prompt has {s!r}")
         return {"replies": replies, "last": last, "memories": memories, "problems": problems, "wrong": wrong,
-                "plans": plans, "plan_prompts": dumped, "pending": bool(wrong) and last == "asks" and after == before}
+                "plans": plans, "plan_prompts": dumped}
 
 
 def main(argv=None):
