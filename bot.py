@@ -6371,13 +6371,16 @@ def summary_open_items(text):
 
 def _summary_own_items(conn, ctx, summary, items):
     """Of a group summary's open items, the speaker's own: the window had only them speaking, or the item
-    names them and no other member of the window (member A is never asked about member B's plan)."""
+    names them and no other member of the window (member A is never asked about member B's plan); none when
+    another member of the window went by the speaker's name (the summary can't tell them apart)."""
     others = {r[0] for r in conn.execute(
         "SELECT DISTINCT speaker FROM messages WHERE session = ? AND role = 'user' AND kind = 'chat' AND user_id != ? "
         "AND id BETWEEN ? AND ?", (ctx.session, ctx.user_id, summary["first_msg"], summary["last_msg"])) if r[0]}
     if not others:
         return items
     name = ctx.speaker or ""
+    if text_name_key(name) in {text_name_key(o) for o in others}:  # another member wore (a look-alike of) the name
+        return []
     return [x for x in items if name and name in x and not any(o in x.replace(name, "") for o in others)]
 
 

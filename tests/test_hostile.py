@@ -458,6 +458,26 @@ def test_in_a_group_a_follow_up_is_about_the_speakers_own_plan(start, llm, monke
         nc.close()
 
 
+def test_in_a_group_a_member_wearing_anothers_card_is_not_asked_about_their_plan(start, llm, monkeypatch):
+    """A summary names members by card: with a second 阿B (another QQ number) in the window, 阿B说… can't be told
+    to be the speaker's, so no follow-up is made of it."""
+    llm.summary_script = ["此前，阿B说下周三要去面试，还没准备好自我介绍。"]
+    runner = start(SUMMARY_EVERY=2)
+    nc = NapCat(runner.cfg.ONEBOT_PORT)
+    b = {"group_id": 778, "card": "阿B", "at_bot": True}
+    try:
+        nc.ask(1250102, "我打算下周三去面试", **b)
+        nc.ask(1250103, "今天天气不错", **b)
+        nc.ask(1250103, "好的", **b)
+        assert wait_for(lambda: runner.rows("SELECT text FROM summaries"))
+        later = time.time() + 13 * 3600
+        monkeypatch.setattr(bot, "clock", lambda: later)
+        nc.ask(1250103, "我回来啦", **b)
+        assert _follow_up_note(llm) is None
+    finally:
+        nc.close()
+
+
 # 7. Pictures, switches, logs, malformed events, floods ######################
 
 @pytest.fixture
