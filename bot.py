@@ -129,7 +129,7 @@ DEFAULTS = {
     "SUMMARY_EVERY": 10,  # summarise after this many user turns (and at once on a topic shift); 0 = no summaries
     "SUMMARY_TOPIC_SHIFT": 0.25,  # cosine to the recent window under which a message counts as a new topic
     "SUMMARY_ROLLUP": 8,  # when a chat has this many summaries, fold the oldest half into one
-    "PROMPT_BUDGET": 2000,  # tokens the prompt may use (CJK characters count as one each)
+    "PROMPT_BUDGET": 2000,  # tokens the prompt may use (text_count_tokens: a CJK character or hangul syllable is one)
     "RECENT_TURNS": 4,  # raw turns (user + reply) always sent as they are
     # group messages not addressed to the bot shown with an addressed one (群里刚才的聊天); 0 = off, none stored
     "GROUP_CONTEXT": 20,
@@ -1235,13 +1235,30 @@ SQL_FUNCTIONS["mnemo_tokens"] = lambda s: " ".join(text_tokens(text_search_text(
 SQL_FUNCTIONS["mnemo_owner"] = text_owner_token
 
 
-def text_count_tokens(text):
-    """A rough LLM token count: a CJK character is one, four other characters are one.
+#: Characters a byte-level BPE tokenizer (GPT-4's, Llama 3's, Qwen2's) spends about a token on: CJK ideographs, hangul,
+#: kana, and the scripts of South and Southeast Asia (Devanagari to Sinhala, Thai, Lao, Myanmar, Khmer), whose
+#: characters are three UTF-8 bytes and mostly a token of their own.
+_TOKEN_ONE_RE = re.compile(f"[{_CJK}\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u31f0-\u31ff\uac00-\ud7af\uff66-\uff9f"
+                           "\u0900-\u0dff\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff]")
+#: Emoji and pictographs: four UTF-8 bytes each (the dingbats three), one or two tokens; counted as two.
+_TOKEN_EMOJI_RE = re.compile("[\u2600-\u27bf\U0001f000-\U0001faff]")
+#: Letters of the other alphabets (Greek, Cyrillic, Armenian, Hebrew, Arabic, Georgian): two-byte letters a
+#: tokenizer merges less than Latin ones, about two a token.
+_TOKEN_HALF_RE = re.compile("[\u0370-\u03ff\u0400-\u052f\u0530-\u058f\u0590-\u05ff\u0600-\u06ff\u0750-\u077f"
+                            "\u10a0-\u10ff]")
 
-    Example: text_count_tokens('你好 hello') -> 4"""
-    cjk = len(re.findall(f"[{_CJK}]", text))
-    rest = len(re.sub(rf"[{_CJK}\s]", "", text))
-    return cjk + (rest + 3) // 4
+
+def text_count_tokens(text):
+    """A rough LLM token count: a CJK character, a hangul syllable, a kana or a Thai letter is one, an emoji two,
+    two Cyrillic, Greek or Arabic letters one, four other characters (Latin letters, digits, punctuation) one.
+
+    Example: text_count_tokens('你好 hello') -> 4
+    Example: text_count_tokens('안녕하세요 😀') -> 7"""
+    text, one = _TOKEN_ONE_RE.subn("", text)
+    text, emoji = _TOKEN_EMOJI_RE.subn("", text)
+    text, half = _TOKEN_HALF_RE.subn("", text)
+    rest = len(text) - len(re.findall(r"\s", text))
+    return one + 2 * emoji + (half + 1) // 2 + (rest + 3) // 4
 
 
 def text_most_tokens(text):

@@ -1338,3 +1338,69 @@ def test_an_older_turn_found_by_search_is_labelled_like_the_rest_of_the_prompt(s
         assert llm.chat_requests()[-1]["json"]["messages"][-1]["content"].endswith("阿强(0444)：我去成都出差的事你还记得吗")
     finally:
         nc.close()
+
+
+# 4 (tokens). The prompt budget counts hangul, kana, emoji and other scripts as a tokenizer does ##############
+# What a byte-level BPE tokenizer of the GPT-4 / Llama 3 / Qwen2 generation makes of each text. No tokenizer can be
+# downloaded here, so the counts are derived, not measured, from how these tokenizers are known to behave:
+# - English: about four characters a token (OpenAI's rule of thumb); common words are one token with their space.
+# - Chinese ideographs, hangul syllables, kana: three UTF-8 bytes each; common ones are a token of their own, rare
+#   ones two or three byte pieces, common words (今天, です) one token for two: about one a character.
+# - Thai: every code point (vowel and tone marks too) is three bytes and poorly merged by GPT-4's vocabulary: about
+#   one a code point (newer vocabularies about half that).
+# - Cyrillic, Arabic: two bytes a letter, merged into pieces of about two or three letters.
+# - Emoji: four bytes, one or two tokens each; a variation selector (U+FE0F) one more.
+# The estimate must be within 1.5 times of these either way (PROMPT_BUDGET trims by it); before, hangul, kana and
+# emoji counted four characters a token, 3-5 times under.
+TOKEN_CASES = [
+    ("The quick brown fox jumps over the lazy dog.", 10),  # one a word and the full stop
+    ("今天天气很好，我们去公园散步吧。", 15),  # 13 ideographs and 2 punctuation marks, about one each
+    ("안녕하세요, 오늘 날씨가 정말 좋네요.", 17),  # 15 syllables and 2 punctuation marks
+    ("こんにちは、今日はいい天気ですね。", 17),  # 11 kana, 4 ideographs, 2 punctuation marks
+    ("ありがとうございます！また明日ね", 16),  # 13 kana, 2 ideographs, 1 punctuation mark
+    ("😀😂👍🎉❤️", 11),  # five emoji at two, the variation selector one
+    ("Привет, как у тебя дела сегодня?", 12),  # 25 letters at about 2.5, 2 punctuation marks
+    ("สวัสดีครับ วันนี้อากาศดีมาก", 26),  # 26 code points, one each
+    ("مرحبا، كيف حالك اليوم؟", 11),  # 17 letters at about two, 2 punctuation marks
+    ("哈哈哈😂 오늘 진짜 웃겼어 lol", 13),  # 3 ideographs, an emoji at two, 7 syllables, lol one
+]
+
+
+@pytest.mark.parametrize("text, tokens", TOKEN_CASES, ids=[t for t, _ in TOKEN_CASES])
+def test_the_token_estimate_is_near_what_a_tokenizer_makes_of_each_script(text, tokens):
+    estimate = bot.text_count_tokens(text)
+    assert tokens / 1.5 <= estimate <= tokens * 1.5, estimate
+    assert bot.text_most_tokens(text) >= estimate  # what a call holds of BOT_DAILY_TOKENS is never less
+
+
+def korean_sentence(rng):
+    """A Korean chat line of 120-130 syllables from everyday words, different each time."""
+    words = ["오늘", "날씨가", "정말", "좋네요", "우리", "같이", "점심", "먹으러", "갈까요", "주말에", "영화를", "보고",
+             "싶어요", "회사", "일이", "너무", "많아서", "힘들어요", "친구랑", "커피", "마셨어요", "내일은", "비가", "온대요"]
+    out = []
+    while sum(len(w) for w in out) < 120:
+        out.append(rng.choice(words))
+    return " ".join(out) + "."
+
+
+def derived_tokens(text):
+    """The tokens of a text of hangul, CJK and Latin as TOKEN_CASES derives them, counted apart from the bot's code:
+    one a syllable or ideograph, four other characters (spaces aside) one."""
+    one = len(re.findall("[\uac00-\ud7af\u3400-\u9fff]", text))
+    return one + (len(re.sub("[\uac00-\ud7af\u3400-\u9fff\\s]", "", text)) + 3) // 4
+
+
+def test_a_korean_chats_prompt_stays_within_the_budget(start, llm):
+    """PROMPT_BUDGET trims the turns by text_count_tokens: counted four syllables a token, a Korean chat's prompt
+    was 1.7 times the default budget as a tokenizer counts (3,452 of 2,000: 25 turns kept; now 5)."""
+    runner = start(RECENT_TURNS=20)  # PROMPT_BUDGET: the default
+    nc = NapCat(runner.cfg.ONEBOT_PORT)
+    rng = random.Random(7)
+    try:
+        for _ in range(16):
+            assert nc.ask(1260001, korean_sentence(rng)).startswith("echo:")
+        messages = llm.chat_requests()[-1]["json"]["messages"]
+        assert len(messages) >= 3  # turns were kept, as many as fit
+        assert sum(derived_tokens(m["content"]) for m in messages) <= runner.cfg.PROMPT_BUDGET
+    finally:
+        nc.close()
