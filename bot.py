@@ -6143,8 +6143,8 @@ def summary_prompt(card, turns, level=0):
 def summary_window(conn, session, every, shift_at=None):
     """The next run of messages to summarise, or None: (character_id, rows, reason)."""
     topic_from = (conn.execute("SELECT topic_from FROM sessions WHERE session = ?", (session,)).fetchone() or [0])[0]
-    rows = conn.execute("SELECT id, role, speaker, character_id, text FROM messages WHERE session = ? AND id > ? "
-                        "AND kind = 'chat' ORDER BY id LIMIT ?",
+    rows = conn.execute("SELECT id, role, user_id, speaker, character_id, text FROM messages WHERE session = ? "
+                        "AND id > ? AND kind = 'chat' ORDER BY id LIMIT ?",
                         (session, session_summarised_upto(conn, session), every * 4 + 40)).fetchall()
     if not rows:
         return None
@@ -6480,8 +6480,11 @@ class SummaryWorker:
                 if reason == "topic":
                     self.shift_at.pop(session, None)
                 card = self.card_of(char)
-                turns = [(r["speaker"] if r["role"] == "user" else card["name"], r["text"][:SUMMARY_TURN_CHARS])
-                         for r in rows]
+                # a group's members as its prompts label them: the summary can't make two 阿强 one
+                labels = text_speaker_labels([(r["user_id"], r["speaker"]) for r in rows if r["role"] == "user"],
+                                             [card["name"], *self.cfg.nicknames]) if session.startswith("g:") else {}
+                turns = [(labels.get((r["user_id"], r["speaker"]), r["speaker"]) if r["role"] == "user" else
+                          card["name"], r["text"][:SUMMARY_TURN_CHARS]) for r in rows]
                 text, method = "", "skipped"
                 if not summary_is_small_talk([t for _, t in turns]):
                     text, method = await self.write(card, turns, payer=summary_payer(session))

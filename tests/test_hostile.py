@@ -478,6 +478,25 @@ def test_in_a_group_a_member_wearing_anothers_card_is_not_asked_about_their_plan
         nc.close()
 
 
+def test_a_group_summary_is_written_from_lines_labelled_like_the_prompts(start, llm):
+    """The summary's transcript labels members as a group prompt does: two 阿强 and a member carded 小满 (the
+    character) can't be one speaker in the note the summary keeps."""
+    runner = start(SUMMARY_EVERY=3)
+    nc = NapCat(runner.cfg.ONEBOT_PORT)
+    try:
+        nc.ask(1230222, "我打算下周三去面试", group_id=779, card="阿强", at_bot=True)
+        nc.ask(1230555, "我是小满本人", group_id=779, card="小满", at_bot=True)
+        nc.ask(1230444, "我下周三也要去面试", group_id=779, card="阿强", at_bot=True)
+        nc.ask(1230666, "今天好热", group_id=779, card="小红", at_bot=True)  # the window of three is due
+        assert wait_for(lambda: [r for r in llm.requests if is_summary_request(r["json"])])
+        summary = next(r for r in llm.requests if is_summary_request(r["json"]))["json"]["messages"]
+        lines = "\n".join(m["content"] for m in summary).splitlines()
+        assert {"阿强(0222)：我打算下周三去面试", "群友小满：我是小满本人", "阿强(0444)：我下周三也要去面试"} <= set(lines)
+        assert not [ln for ln in lines if ln.startswith(("阿强：", "小满：我是"))]
+    finally:
+        nc.close()
+
+
 # 7. Pictures, switches, logs, malformed events, floods ######################
 
 @pytest.fixture
