@@ -518,7 +518,8 @@ def test_admin_pause_and_resume_in_group(runner, napcat, llm):
     napcat.event(42, "/resume", group_id=900, at_bot=True)
     assert napcat.reply_text().strip() == "我回来啦。"
     napcat.event(7, "又在了吗", group_id=900, at_bot=True)
-    assert napcat.reply_text().strip() == "echo:测试用户：又在了吗"
+    # 42 spoke under the same name (测试用户) in this prompt: each is labelled with their QQ number
+    assert napcat.reply_text().strip() == "echo:测试用户(7)：又在了吗"
 
 
 def test_admin_commands_refused_for_others(runner, napcat, llm, tmp_path):
