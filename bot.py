@@ -4648,6 +4648,8 @@ _EN_FACT_RE = re.compile(r"\b(?:" + "|".join(map(re.escape, sorted(EN_FACT_WORDS
 _ALIAS_RE = re.compile("|".join(rf"\b{re.escape(k)}\b" if k.isascii() else re.escape(k)
                                 for k in sorted(ALIASES, key=len, reverse=True) if len(k) > 1))
 _CN_NUMBER_RE = re.compile(r"[一二两三四五六七八九十]{1,3}(?=[月号日千万岁])")
+#: A simplified character's traditional form (the first of TRADITIONAL_PAIRS), for the index, which holds text as said.
+_TRADITIONAL_FORM = str.maketrans({p[1]: p[0] for p in reversed(TRADITIONAL_PAIRS.split())})
 #: The units a memory and a sentence are compared in: a number (8千), an English word, a CJK character.
 _UNIT_RE = re.compile(rf"\d+[千万]?|[a-z]+|[{_CJK}]")
 #: Where a clause ends (他说同事最近在闹离婚，…: who a clause is about).
@@ -4759,8 +4761,7 @@ def _mention_query(key):
             [(k, v.split()[0]) for k, v in ALIASES.items()]:
         if word in key.text:
             words.add(form)
-    traditional = {s: t for t, s in reversed([p for p in TRADITIONAL_PAIRS.split()])}
-    words |= {w.translate(str.maketrans(traditional)) for w in words}
+    words |= {w.translate(_TRADITIONAL_FORM) for w in words}
     terms = []
     for w in sorted(words):
         tokens = [t for t in text_tokens(w) if len(t) > 1 or t.isascii() or len(w) == 1]
@@ -4794,24 +4795,25 @@ def _needles(row):
 def memory_redact(conn, user_id, rows):
     """Forgotten means gone from every prompt and search: the turns that carried the memories (the command and
     the reply, anything said in chat, a group line not addressed to the bot) and the sentences of summaries that
-    say them, in their words or in others (memory_says), are rewritten, with their index rows. Found through
-    the FTS indexes (at most REDACT_CANDIDATES a memory and index), so it costs the same in any size of history.
-    Runs inside the forget's transaction."""
+    say them, in their words or in others (memory_says), are rewritten, with their index rows. Other words are
+    found through the FTS indexes (at most REDACT_CANDIDATES a memory and index); the memory's own words take one
+    pass over the messages, for the commands, which aren't indexed. Runs inside the forget's transaction."""
     sessions = [r[0] for r in conn.execute("SELECT DISTINCT session FROM messages WHERE user_id = ?", (user_id,))]
     marks = ",".join("?" * len(sessions))
     chats = [tuple(r) for r in conn.execute(f"SELECT DISTINCT session, character_id FROM summaries "
                                             f"WHERE session IN ({marks})", sessions)]
+    said = [n for row in rows for n in _needles(row)[0]]
+    value = [n for row in rows for n in _needles(row)[1]]
+    if said or value:  # one pass for all: a command (更正：是花生 by its value), a paste whose middle isn't indexed
+        found = " OR ".join(["kind != 'ambient' AND instr(text, ?) > 0"] * len(said) +
+                            ["kind = 'command' AND instr(text, ?) > 0"] * len(value))
+        conn.execute(f"UPDATE messages SET text = ?, kind = 'command' WHERE user_id = ? AND ({found})",
+                     [FORGOTTEN_TEXT, user_id, *said, *value])
     for row in rows:
-        said, value = _needles(row)
-        for needle in value:  # 更正：是花生 / its confirmation: the memory commands that named the value
-            conn.execute("UPDATE messages SET text = ? WHERE user_id = ? AND kind = 'command' AND instr(text, ?) > 0",
-                         (FORGOTTEN_TEXT, user_id, needle))
-        for needle in said:  # a command, or a long paste whose middle the index doesn't hold
-            conn.execute("UPDATE messages SET text = ?, kind = 'command' WHERE user_id = ? AND kind != 'ambient' "
-                         "AND instr(text, ?) > 0", (FORGOTTEN_TEXT, user_id, needle))
-        key, query = _mention_key(row), None
+        said = _needles(row)[0]
+        key = _mention_key(row)
 
-        def says(text):
+        def says(text, said=said, key=key):
             return any(n in text for n in said) or any(memory_says(key, s) for s in _sentences(text))
         query = _mention_query(key)
         ids = _mention_candidates(conn, "messages_fts", sessions, query)

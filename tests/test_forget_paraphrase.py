@@ -187,3 +187,15 @@ def test_a_summary_written_while_the_memory_was_forgotten_is_written_again(runne
     assert texts == [SUMMARY_WITHOUT], texts
     asked = [r["json"]["messages"][-1]["content"] for r in llm.requests if fakes.is_summary_request(r["json"])]
     assert len(asked) == 2 and "抗抑郁" in asked[0] and "抗抑郁" not in asked[1], asked
+
+
+def test_a_group_line_that_said_it_leaves_the_group_prompt(runner, napcat, llm):
+    """Said in a group to nobody in particular (an 'ambient' line, shown as what the group just said): after 忘记
+    in a private chat the line no longer carries it, and the other lines stay."""
+    napcat.event(1230222, "那个抗抑郁药吃得我好困", group_id=903, card="阿强")
+    napcat.event(1230333, "今晚谁开黑", group_id=903, card="小红")
+    napcat.ask(1230222, "记住，我在吃抗抑郁药")
+    assert napcat.ask(1230222, "忘记我在吃抗抑郁药").startswith("已忘记")
+    assert napcat.barrier(1230333, group_id=903, at_bot=True, card="小红") == []
+    sent = json.dumps(llm.chat_requests()[-1]["json"]["messages"], ensure_ascii=False)
+    assert "抗抑郁" not in sent and "今晚谁开黑" in sent and bot.FORGOTTEN_TEXT in sent, sent
