@@ -2579,16 +2579,16 @@ _FORGET_LIGHT_RE = re.compile(r"正在|已经|现在|目前|最近|一直|准备
 #: 一吃辣就胃疼 are one fact); unlike STOP_CHARS, 过 (过敏) and 上 (上班) are kept.
 _FORGET_FILLER_CHARS = set("我你他她它的了是在有吗呢吧啊么什怎这那个也就都和与很还着地得把被让给对不能要会想喜欢删改错记忘条")
 #: What a sentence says beside a memory's value for it to say the memory (北京 + 住: 北京烤鸭 is not where one
-#: lives); {} is the value itself (哈尔滨人).
-FORGET_CUES = {"现居地": "住", "老家": "老家 家乡 {}人 回{}", "过敏": "过敏 不能吃", "生日": "生日 出生 生",
-               "忌口": "吃 忌口", "讨厌": "讨厌 不吃 不碰 不含 不喜欢 不要 不爱", "喜欢": "喜欢 爱 粉丝 迷 听 看 玩",
-               "害怕": "怕", "年龄": "岁", "工作城市": "工作 上班"}
+#: lives), as a pattern; {} is the value itself (哈尔滨人).
+FORGET_CUES = {"现居地": "住", "老家": "老家|家乡|{}人|回{}", "过敏": "过敏|不能吃", "生日": "生日|出生|生",
+               "忌口": "吃|忌口", "讨厌": "讨厌|不吃|不碰|不含|不喜欢|不要|不爱", "喜欢": "喜欢|(?<!可)爱|粉丝|迷|听|看|玩",
+               "害怕": "怕", "年龄": "岁", "工作城市": "工作|上班"}
 #: Attributes whose value alone says the memory (阿杰, 护士, 糖尿病, 离婚).
 FORGET_BY_VALUE = {"名字", "昵称", "称呼用户", "职业", "健康", "感情", "工作单位", "学校", "专业"}
 #: Who a clause may be about instead of the user (他说同事最近在闹离婚 is the colleague's), and what says it is
-#: the user after all (用户说自己…).
+#: the user again after them (他说妈妈知道他在吃药).
 _OTHER_PEOPLE = set(RELATIONS) | _NAMED | {"它", "别人", "有人", "人家"}
-_SELF_WORDS = ("自己", "用户", "对方")
+_SELF_WORDS = ("自己", "用户", "对方", "他", "她")
 #: Topics: the fine-grained kinds of fact a memory can be, each with the everyday words (zh + en) that
 #: touch it, whether a user states the fact or later talks around it (我恐高 / 玻璃栈道, 我是护士 / 夜班,
 #: 我乳糖不耐 / 拿铁). Hand-written per area from general knowledge, without reading the recall sets; a
@@ -4713,10 +4713,11 @@ def _mention_key(row):
 
 
 def _someone_else(text, at):
-    """Whether the clause of text up to position at is about someone other than the user (他说同事最近在闹…)."""
-    start = max(text.rfind(c, 0, at) for c in _CLAUSE_END) + 1
-    before = text[start:at]
-    return any(w in before for w in _OTHER_PEOPLE) and not any(w in before for w in _SELF_WORDS)
+    """Whether the clause of text up to position at is about someone other than the user: a person is named and the
+    user isn't after them (他说同事最近在闹… yes; 他说妈妈知道他在… no)."""
+    before = text[max(text.rfind(c, 0, at) for c in _CLAUSE_END) + 1:at]
+    last = max((before.rfind(w) + len(w) for w in _OTHER_PEOPLE if w in before), default=-1)
+    return last >= 0 and not any(w in before[last:] for w in _SELF_WORDS)
 
 
 def memory_says(key, sentence):
@@ -4734,14 +4735,15 @@ def memory_says(key, sentence):
         if key.attribute in FORGET_BY_VALUE:
             if not key.subject_words or any(w in t for w in key.subject_words):
                 at = t.index(key.value)
-        elif any(c.replace("{}", key.value) in t for c in FORGET_CUES.get(key.attribute, "").split()):
+        elif re.search(FORGET_CUES.get(key.attribute, "(?!)").replace("{}", re.escape(key.value)), t):
             at = t.index(key.value)
     if at < 0:
         said = set(_UNIT_RE.findall(t)) & set(key.units)
         total = sum(key.units.values())
         covered = sum(key.units[u] for u in said)
-        if not total or covered < FORGET_COVERAGE * total or covered < total and not any(b in t for b in key.bigrams):
-            return False
+        paired = covered == total or any(b in t for b in key.bigrams)
+        if len(said) < 2 or covered < FORGET_COVERAGE * total or not paired:
+            return False  # one word alone (猫 of 我喜欢猫) says the memory only with its cue, above
         at = min(t.find(u) for u in said)
     return not (key.mine and _someone_else(t, at))
 
@@ -4814,7 +4816,8 @@ def memory_redact(conn, user_id, rows):
         key = _mention_key(row)
 
         def says(text, said=said, key=key):
-            return any(n in text for n in said) or any(memory_says(key, s) for s in _sentences(text))
+            return any(n in text and not (key.mine and _someone_else(text, text.find(n))) for n in said) \
+                or any(memory_says(key, s) for s in _sentences(text))
         query = _mention_query(key)
         ids = _mention_candidates(conn, "messages_fts", sessions, query)
         for m in conn.execute(f"SELECT id, text FROM messages WHERE id IN ({','.join('?' * len(ids))}) "
