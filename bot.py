@@ -4694,8 +4694,8 @@ def _mention_key(row):
     attribute = row["attribute"] if "attribute" in keys else None
     text = memory_plain_words(row["text"])
     value = memory_plain_words(row["value"]) if attribute and "value" in keys and row["value"] else None
-    m = re.search(r"叫([^\s，,。]{2,4})$", text)
-    name = m.group(1) if m else value if attribute in ("名字", "昵称", "称呼用户") else None
+    m = re.search(r"叫我?([^\s，,。]{2,4})$", text)  # 我的猫叫小黑, 以后叫我老大
+    name = value if attribute in ("名字", "昵称", "称呼用户") and value else m.group(1) if m else None
     core = re.sub(r"^我(?:的|家的?)?", "", text)
     if subject not in ("我", "你") and core.startswith(subject):
         core = core[len(subject):]
