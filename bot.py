@@ -4641,6 +4641,8 @@ FORGET_COVERAGE = 0.75
 #: Rows a forget reads per index and memory (messages_fts, summaries_fts), best keyword matches first, so that it
 #: costs the same at 100k messages as at 100: a fact said in more places than this in one user's chats is rare.
 REDACT_CANDIDATES = 500
+#: Words one pass over the messages looks for at most (SQLite refuses an expression over 1000 deep).
+REDACT_NEEDLES = 100
 
 _PARAPHRASE_WORD = {v: w for w, vs in PARAPHRASES.items() for v in vs.split()}
 _PARAPHRASE_RE = re.compile("|".join(map(re.escape, sorted(_PARAPHRASE_WORD, key=len, reverse=True))))
@@ -4804,13 +4806,13 @@ def memory_redact(conn, user_id, rows):
     marks = ",".join("?" * len(sessions))
     chats = [tuple(r) for r in conn.execute(f"SELECT DISTINCT session, character_id FROM summaries "
                                             f"WHERE session IN ({marks})", sessions)]
-    said = [n for row in rows for n in _needles(row)[0]]
-    value = [n for row in rows for n in _needles(row)[1]]
-    if said or value:  # one pass for all: a command (更正：是花生 by its value), a paste whose middle isn't indexed
-        found = " OR ".join(["kind != 'ambient' AND instr(text, ?) > 0"] * len(said) +
-                            ["kind = 'command' AND instr(text, ?) > 0"] * len(value))
+    needles = [("kind != 'ambient'", n) for row in rows for n in _needles(row)[0]] + \
+        [("kind = 'command'", n) for row in rows for n in _needles(row)[1]]
+    for i in range(0, len(needles), REDACT_NEEDLES):  # one pass for many: a command (更正：是花生 by its value),
+        part = needles[i:i + REDACT_NEEDLES]  # a paste whose middle the index doesn't hold
+        found = " OR ".join(f"{kind} AND instr(text, ?) > 0" for kind, _ in part)
         conn.execute(f"UPDATE messages SET text = ?, kind = 'command' WHERE user_id = ? AND ({found})",
-                     [FORGOTTEN_TEXT, user_id, *said, *value])
+                     [FORGOTTEN_TEXT, user_id, *(n for _, n in part)])
     for row in rows:
         said = _needles(row)[0]
         key = _mention_key(row)

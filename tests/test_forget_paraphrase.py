@@ -199,3 +199,20 @@ def test_a_group_line_that_said_it_leaves_the_group_prompt(runner, napcat, llm):
     assert napcat.barrier(1230333, group_id=903, at_bot=True, card="小红") == []
     sent = json.dumps(llm.chat_requests()[-1]["json"]["messages"], ensure_ascii=False)
     assert "抗抑郁" not in sent and "今晚谁开黑" in sent and bot.FORGOTTEN_TEXT in sent, sent
+
+
+def test_forgetting_hundreds_of_memories_at_once(tmp_path):
+    """忘记所有关于我妈妈的 with 400 of them: one forget, every command that said one rewritten (a single SQL
+    expression over all their words, 1,200 of them, was too deep for SQLite)."""
+    conn = bot.db_connect(tmp_path / "many.db")
+    with bot.db_tx(conn):
+        for i in range(400):
+            text = f"我妈妈喜欢第{i}号歌"
+            bot.memory_insert(conn, None, user_id="7", text=text, subject="妈妈", attribute="喜欢", value=f"第{i}号歌")
+            conn.execute("INSERT INTO messages (session, user_id, speaker, role, character_id, text, kind, created_at) "
+                         "VALUES ('p:7', '7', '阿明', 'user', 'default', ?, 'command', 0)", ("记住，" + text,))
+    rows = conn.execute("SELECT * FROM memories").fetchall()
+    with bot.db_tx(conn):
+        conn.execute("DELETE FROM memories")
+        bot.memory_redact(conn, "7", rows)
+    assert {r[0] for r in conn.execute("SELECT text FROM messages")} == {bot.FORGOTTEN_TEXT}
