@@ -1385,6 +1385,37 @@ def text_normalise(text):
     return re.sub(r"[\W_]+", "", text.lower())
 
 
+#: Traditional characters (a Hong Kong or Taiwan user, an LLM that answers in them) and the simplified ones the word
+#: lists are written in: the common ones of everyday talk, each pair written once (說说 = 說 reads as 说).
+TRADITIONAL_PAIRS = """
+說说 話话 語语 詞词 請请 謝谢 讓让 認认 識识 記记 憶忆 讀读 寫写 講讲 論论 議议 試试 課课 誰谁 該该 調调 談谈 證证 診诊 譯译 計计 設设 許许 訴诉 護护 讚赞 評评 誤误 討讨 訓训 誌志
+訂订 訪访 詢询 詳详 誇夸 謀谋 諒谅 誠诚 誼谊 謎谜 譜谱 託托 訊讯 們们 個个 這这 裡里 裏里 麼么 為为 來来 時时 間间 問问 開开 關关 門门 閒闲 閱阅 聞闻 閃闪 闖闯 闊阔 閉闭 闆板 對对
+現现 還还 過过 進进 運运 達达 遠远 邊边 選选 遲迟 適适 連连 週周 遊游 遞递 遙遥 邏逻 遺遗 後后 從从 徑径 復复 複复 東东 車车 軍军 輕轻 較较 輸输 轉转 辦办 輛辆 軟软 軌轨 載载 輔辅
+輩辈 辭辞 農农 會会 倫伦 偉伟 傳传 債债 傷伤 價价 儀仪 優优 億亿 側侧 倆俩 傢家 夥伙 佔占 併并 並并 儘尽 盡尽 學学 覺觉 與与 興兴 舉举 舊旧 國国 圖图 團团 園园 圍围 長长 張张 帳账
+賬账 見见 視视 親亲 覽览 觀观 規规 貓猫 獸兽 豬猪 雞鸡 鴨鸭 鳥鸟 魚鱼 龍龙 馬马 驗验 騎骑 驚惊 驢驴 鵝鹅 鷹鹰 蝦虾 蟲虫 龜龟 鳳凤 飯饭 飲饮 餅饼 館馆 飽饱 餓饿 餘余 餵喂 饑饥 餃饺
+饅馒 麵面 燉炖 滷卤 糰团 醬酱 鹽盐 鹹咸 麥麦 薑姜 蔥葱 蘿萝 蘋苹 檸柠 藥药 醫医 療疗 癒愈 癢痒 瘡疮 憊惫 瘋疯 睏困 髒脏 臟脏 膽胆 腦脑 腳脚 臉脸 膚肤 脫脱 脹胀 體体 齒齿 齡龄 壽寿
+歲岁 鬱郁 憂忧 慮虑 戀恋 愛爱 應应 態态 總总 懷怀 歡欢 慣惯 憐怜 懶懒 懸悬 慶庆 煩烦 厭厌 嚇吓 嚴严 驅驱 點点 黨党 無无 煙烟 燒烧 熱热 燈灯 爐炉 燦灿 爛烂 燭烛 營营 爭争 爺爷 爾尔
+牠它 頭头 題题 顏颜 額额 預预 領领 頻频 類类 顧顾 願愿 項项 順顺 顯显 頁页 頓顿 頸颈 顆颗 須须 發发 髮发 兒儿 嗎吗 聽听 聲声 買买 賣卖 貴贵 費费 資资 賺赚 貸贷 負负 貨货 購购 錢钱
+銀银 財财 貧贫 貼贴 賀贺 賓宾 質质 賽赛 賴赖 贈赠 貿贸 貝贝 錯错 鐘钟 鍾钟 鍋锅 鋼钢 針针 鎮镇 鏡镜 鐵铁 鍵键 鎖锁 鉛铅 銷销 鋪铺 錄录 錶表 釣钓 鑰钥 鈴铃 鉤钩 銳锐 錦锦 鍛锻 鍊炼
+釘钉 經经 給给 結结 練练 級级 紅红 細细 約约 紙纸 線线 網网 絡络 續续 緊紧 編编 緒绪 繼继 縣县 紀纪 純纯 絕绝 統统 維维 綠绿 緩缓 織织 糾纠 紛纷 紡纺 組组 終终 綁绑 綜综 縮缩 繞绕
+繩绳 緣缘 電电 雲云 霧雾 靈灵 靜静 實实 寵宠 寶宝 審审 寧宁 寬宽 幫帮 帶带 歷历 曆历 當当 畫画 異异 樂乐 樣样 機机 構构 權权 橋桥 檢检 極极 條条 標标 樓楼 樹树 橫横 櫃柜 楊杨 槍枪
+棄弃 氣气 漢汉 湯汤 溫温 濕湿 滿满 淚泪 潔洁 澤泽 灣湾 淨净 淺浅 減减 測测 準准 滬沪 漲涨 潛潜 灑洒 決决 沒没 沖冲 況况 濃浓 濟济 滾滚 漁渔 湧涌 孫孙 員员 壓压 場场 塊块 壞坏 堅坚
+報报 牆墙 壇坛 夢梦 婦妇 媽妈 妝妆 將将 專专 尋寻 導导 層层 屆届 島岛 師师 帥帅 幣币 幾几 廣广 廳厅 庫库 廢废 強强 歸归 彈弹 彎弯 術术 衛卫 補补 襪袜 襯衬 裝装 製制 豐丰 躍跃 蹤踪
+跡迹 趕赶 鄉乡 鄰邻 郵邮 鄭郑 醜丑 釋释 隊队 陽阳 陰阴 際际 險险 隨随 陳陈 陸陆 陣阵 階阶 隱隐 雙双 雜杂 難难 離离 雖虽 隻只 風风 颱台 臺台 颳刮 養养 黃黄 鬧闹 鬥斗 鬆松 鬍胡 獨独
+狀状 產产 獎奖 環环 獲获 獻献 猶犹 歐欧 殘残 滅灭 災灾 殺杀 殼壳 毀毁 盤盘 監监 眾众 確确 碼码 礎础 礙碍 禮礼 禍祸 稅税 種种 穩稳 穀谷 積积 稱称 窮穷 窩窝 競竞 筆笔 簡简 節节 範范
+築筑 簽签 籃篮 籠笼 糧粮 罰罚 罷罢 羅罗 習习 聖圣 職职 聯联 聰聪 臨临 艱艰 藝艺 蓋盖 藍蓝 蘭兰 葉叶 莊庄 薦荐 處处 號号 虛虚 觸触 變变 豈岂 趙赵 辯辩 迴回 擇择 擔担 據据 擠挤 擴扩
+擊击 擁拥 擾扰 擬拟 攝摄 撐撑 撥拨 撫抚 掛挂 換换 揮挥 損损 搶抢 搖摇 撿捡 擺摆 掃扫 揚扬 攜携 拋抛 劃划 劇剧 劑剂 勞劳 勢势 勝胜 務务 動动 勵励 區区 協协 單单 參参 厲厉 吳吴 奪夺
+奮奋 宮宫 徵征 憑凭 戲戏 戰战 戶户 敗败 敵敌 數数 斷断 暫暂 書书 於于 暈晕 曬晒 歎叹 嘆叹 畢毕 皺皱 碩硕 磚砖 祕秘 筍笋 肅肃 艙舱 蔔卜 誕诞 謊谎 備备 貳贰 乾干 幹干 係系 繫系 捨舍
+彙汇 匯汇 纔才 麗丽 魯鲁 鴻鸿 黴霉 齊齐 韓韩 韻韵 響响 飛飞 騙骗 驕骄 齣出 顛颠 廟庙 盜盗 甦苏 蘇苏 畝亩 晝昼
+"""
+_SIMPLIFIED = str.maketrans({p[0]: p[1] for p in TRADITIONAL_PAIRS.split()})
+
+
+def text_simplified(text):
+    """Traditional characters read as simplified. Example: text_simplified('用戶說他對芒果過敏') -> '用户说他对芒果过敏'"""
+    return text.translate(_SIMPLIFIED)
+
+
 _MODEL_CACHE = {}
 #: Bumped when the files embed_prepare writes change: a cache of another version is rebuilt.
 EMBED_CACHE_VERSION = 1
@@ -2588,6 +2619,48 @@ ALIASES = {
     "nvidia": "显卡 linux", "ubuntu": "linux", "vegan": "吃素", "vegetarian": "吃素", "旱鸭子": "不会游泳",
     "夜猫子": "熬夜", "老丈人": "岳父", "丈人": "岳父", "媳妇": "老婆", "娃": "孩子", "崽": "孩子",
 }
+#: How a summary, a turn or a reply may say a memory's words in others (word: the others), so that a forgotten memory
+#: is found in them too (memory_plain_words reads both sides through it; 老家在 stays itself, not 老 + 住在). From
+#: everyday usage and the way LLM summaries word things (服用, 居住, 患有), not from the forget table's held-out rows.
+PARAPHRASES = {
+    "抗抑郁药": "抗抑郁的药物 抗抑郁类药物 抗抑郁药物 抗抑郁的药 抗抑郁药片 抗抑郁剂", "药": "药物 药片 药丸 药品",
+    "吃": "服用 服下 吃下", "住在": "居住在 居住于 定居在 定居于 生活在 生活于 家在 住于", "老家在": "老家在",
+    "住": "居住 定居 现居 生活", "离婚": "离异 离了婚 离过婚", "考研": "研究生考试 考研究生", "减肥": "节食 瘦身 减重",
+    "月薪": "一个月的工资 一个月工资 每个月工资 月工资 工资 薪水 月收入", "怕": "害怕 恐惧 畏惧",
+    "不能吃": "吃不了 不能碰 碰不了 不敢吃", "抽烟": "吸烟", "喜欢": "喜爱 热爱",
+    "有": "患有 患上 得了 查出 被诊断出 被诊断为 确诊了 确诊"}
+#: English words of a summary written in English, read as the Chinese words memories are said in (phrase:词).
+EN_FACT_WORDS = dict(pair.replace("_", " ").split(":") for pair in (
+    "allergic:过敏 allergy:过敏 allergies:过敏 antidepressant:抗抑郁药 antidepressants:抗抑郁药 depression:抑郁症 "
+    "depressed:抑郁 anxiety:焦虑 insomnia:失眠 diabetes:糖尿病 diabetic:糖尿病 hypertension:高血压 "
+    "high_blood_pressure:高血压 asthma:哮喘 cancer:癌症 medication:药 medicine:药 medicines:药 pills:药 pill:药 "
+    "sleeping_pills:安眠药 hospital:医院 hospitalized:住院 in_hospital:住院 pregnant:怀孕 pregnancy:怀孕 "
+    "divorced:离婚 divorce:离婚 married:结婚 single:单身 smoking:抽烟 smokes:抽烟 smoke:抽烟 quit_smoking:戒烟 "
+    "quitting_smoking:戒烟 losing_weight:减肥 lose_weight:减肥 on_a_diet:减肥 peanut:花生 peanuts:花生 "
+    "mango:芒果 mangoes:芒果 seafood:海鲜 shrimp:虾 milk:牛奶 beef:牛肉 pork:猪肉 lamb:羊肉 mutton:羊肉 spicy:辣 "
+    "coriander:香菜 cilantro:香菜 eggs:鸡蛋 egg:鸡蛋 lactose:乳糖 taking:吃 takes:吃 take:吃 eats:吃 eat:吃 "
+    "eating:吃 lives:住 live:住 living:住 lived:住 afraid:怕 scared:怕 fear:怕 likes:喜欢 like:喜欢 loves:爱 "
+    "love:爱 fan:粉丝 hates:讨厌 hate:讨厌 owes:欠 owe:欠 debt:欠 debts:欠 loan:贷 loans:贷 salary:月薪 "
+    "hometown:老家 birthday:生日 born:出生 nurse:护士 doctor:医生 teacher:老师 programmer:程序员 engineer:工程师 "
+    "student:学生 lawyer:律师 designer:设计师 driver:司机 chef:厨师 accountant:会计 police:警察 cat:猫 cats:猫 "
+    "dog:狗 dogs:狗 thunder:打雷 thunderstorms:打雷 exam:考试 exams:考试 graduate_entrance_exam:考研 "
+    "postgraduate_exam:考研 job:工作 work:工作").split())
+#: Words that only say when or how a fact holds (我最近在偷偷找工作): a sentence need not repeat them to say it.
+_FORGET_LIGHT_RE = re.compile(r"正在|已经|现在|目前|最近|一直|准备|打算|偷偷|悄悄|每天|经常|开始|一只|一个|养了")
+#: Characters that say nothing of what a fact is about (particles, pronouns, modals and 不: 我不能吃辣 and
+#: 一吃辣就胃疼 are one fact); unlike STOP_CHARS, 过 (过敏) and 上 (上班) are kept.
+_FORGET_FILLER_CHARS = set("我你他她它的了是在有吗呢吧啊么什怎这那个也就都和与很还着地得把被让给对不能要会想喜欢删改错记忘条")
+#: What a sentence says beside a memory's value for it to say the memory (北京 + 住: 北京烤鸭 is not where one
+#: lives), as a pattern; {} is the value itself (哈尔滨人).
+FORGET_CUES = {"现居地": "住", "老家": "老家|家乡|{}人|回{}", "过敏": "过敏|不能吃", "生日": "生日|出生|生",
+               "忌口": "吃|忌口", "讨厌": "讨厌|不吃|不碰|不含|不喜欢|不要|不爱", "喜欢": "喜欢|(?<!可)爱|粉丝|迷|听|看|玩",
+               "害怕": "怕", "年龄": "岁", "工作城市": "工作|上班"}
+#: Attributes whose value alone says the memory (阿杰, 护士, 糖尿病, 离婚).
+FORGET_BY_VALUE = {"名字", "昵称", "称呼用户", "职业", "健康", "感情", "工作单位", "学校", "专业"}
+#: Who a clause may be about instead of the user (他说同事最近在闹离婚 is the colleague's), and what says it is
+#: the user again after them (他说妈妈知道他在吃药).
+_OTHER_PEOPLE = set(RELATIONS) | _NAMED | {"它", "别人", "有人", "人家"}
+_SELF_WORDS = ("自己", "用户", "对方", "他", "她")
 #: Topics: the fine-grained kinds of fact a memory can be, each with the everyday words (zh + en) that
 #: touch it, whether a user states the fact or later talks around it (我恐高 / 玻璃栈道, 我是护士 / 夜班,
 #: 我乳糖不耐 / 拿铁). Hand-written per area from general knowledge, without reading the recall sets; a
@@ -4634,6 +4707,155 @@ def _which_question(conn, asked):
 
 #: What a message or summary that carried a forgotten memory says instead.
 FORGOTTEN_TEXT = "（这里说过一件事，用户让我忘记了）"
+#: Share of a forgotten memory's words (see _mention_key) a sentence must have to say it in other words:
+#: 3 of 4 (我对猫毛过敏: 她对猫过敏), never 2 of 3 (我住在北京: 北京烤鸭很好吃 is not where one lives).
+FORGET_COVERAGE = 0.75
+#: Rows a forget reads per index and memory (messages_fts, summaries_fts), best keyword matches first, so that it
+#: costs the same at 100k messages as at 100: a fact said in more places than this in one user's chats is rare.
+REDACT_CANDIDATES = 500
+#: Words one pass over the messages looks for at most (SQLite refuses an expression over 1000 deep).
+REDACT_NEEDLES = 100
+
+_PARAPHRASE_WORD = {v: w for w, vs in PARAPHRASES.items() for v in vs.split()}
+_PARAPHRASE_RE = re.compile("|".join(map(re.escape, sorted(_PARAPHRASE_WORD, key=len, reverse=True))))
+_EN_FACT_RE = re.compile(r"\b(?:" + "|".join(map(re.escape, sorted(EN_FACT_WORDS, key=len, reverse=True))) + r")\b")
+_ALIAS_RE = re.compile("|".join(rf"\b{re.escape(k)}\b" if k.isascii() else re.escape(k)
+                                for k in sorted(ALIASES, key=len, reverse=True) if len(k) > 1))
+_CN_NUMBER_RE = re.compile(r"[一二两三四五六七八九十]{1,3}(?=[月号日千万岁])")
+#: A simplified character's traditional form (the first of TRADITIONAL_PAIRS), for the index, which holds text as said.
+_TRADITIONAL_FORM = str.maketrans({p[1]: p[0] for p in reversed(TRADITIONAL_PAIRS.split())})
+#: The units a memory and a sentence are compared in: a number (8千), an English word, a CJK character.
+_UNIT_RE = re.compile(rf"\d+[千万]?|[a-z]+|[{_CJK}]")
+#: Where a clause ends (他说同事最近在闹离婚，…: who a clause is about).
+_CLAUSE_END = "，,；;。！!？?：:\n"
+
+
+def memory_plain_words(text):
+    """A text in the words memories are compared in: simplified characters, English fact words and aliases in
+    Chinese, paraphrases as their one word (PARAPHRASES), numbers in digits.
+
+    Example: memory_plain_words('用戶說自己住在帝都') -> '用户说自己住在北京'
+    Example: memory_plain_words('She has a peanut allergy') -> 'she has a 花生 过敏'
+    Example: memory_plain_words('她说自己八月八号过生日，月薪8000') -> '她说自己8月8日过生日，月薪8千'"""
+    t = text_simplified(text).lower()
+    t = _EN_FACT_RE.sub(lambda m: EN_FACT_WORDS[m.group()], t)
+    t = _ALIAS_RE.sub(lambda m: ALIASES[m.group()].split()[0], t)
+    t = _PARAPHRASE_RE.sub(lambda m: _PARAPHRASE_WORD[m.group()], t)
+    t = _CN_NUMBER_RE.sub(lambda m: str(_cn_number(m.group())), t)
+    t = re.sub(r"(\d+)号", r"\1日", t)
+    return re.sub(r"(\d+?)(0000|000)(?!\d)", lambda m: m.group(1) + ("万" if len(m.group(2)) == 4 else "千"), t)
+
+
+@dataclasses.dataclass
+class _MentionKey:
+    """What of a memory a sentence must say to say it (_mention_key)."""
+    text: str  # the memory in plain words (memory_plain_words)
+    value: str | None  # its value, when an attribute rule recognised one
+    attribute: str | None
+    name: str | None  # a name is the fact (阿杰, 小黑): the name alone says it
+    units: dict  # unit -> weight: what the words of the fact are made of, subject and light words left out
+    bigrams: set  # CJK pairs of units side by side in the fact: one must be said, unless every unit is
+    subject_words: tuple  # for a relative's fact found by its value: the words that name the relative
+    mine: bool  # the user's own fact: a clause about someone else (同事, 它) doesn't say it
+
+
+def _mention_key(row):
+    """The _MentionKey of a memory row.
+
+    Example: list(_mention_key({'text': '我在吃抗抑郁药'}).units) -> ['吃', '抗', '抑', '郁', '药']"""
+    keys = row.keys()
+    subject = row["subject"] if "subject" in keys else "我"
+    attribute = row["attribute"] if "attribute" in keys else None
+    text = memory_plain_words(row["text"])
+    value = memory_plain_words(row["value"]) if attribute and "value" in keys and row["value"] else None
+    m = re.search(r"叫我?([^\s，,。]{2,4})$", text)  # 我的猫叫小黑, 以后叫我老大
+    name = value if attribute in ("名字", "昵称", "称呼用户") and value else m.group(1) if m else None
+    core = re.sub(r"^我(?:的|家的?)?", "", text)
+    if subject not in ("我", "你") and core.startswith(subject):
+        core = core[len(subject):]
+    core = _FORGET_LIGHT_RE.sub("", core)
+    units = [u for u in _UNIT_RE.findall(core) if u not in _FORGET_FILLER_CHARS]
+    weights = dict.fromkeys(units, 1.0)
+    if attribute is None and len(weights) >= 3 and len(units[0]) == 1:
+        weights[units[0]] = 0.5  # 吃抗抑郁药, 欠网贷: the object says the fact, a sentence may use another verb
+    bigrams = {core[i:i + 2] for i in range(len(core) - 1)
+               if core[i] in weights and core[i + 1] in weights and re.fullmatch(f"[{_CJK}]{{2}}", core[i:i + 2])}
+    relative = () if subject in ("我", "你") else \
+        (subject, *(k for k, v in RELATION_ALIASES.items() if v == subject), *(k for k, v in ENGLISH_RELATIONS.items()
+                                                                            if v == subject))
+    return _MentionKey(text, value, attribute, name, weights, bigrams, relative, subject == "我")
+
+
+def _someone_else(text, at):
+    """Whether the clause of text up to position at is about someone other than the user: a person is named and the
+    user isn't after them (他说同事最近在闹… yes; 他说妈妈知道他在… no)."""
+    before = text[max(text.rfind(c, 0, at) for c in _CLAUSE_END) + 1:at]
+    last = max((before.rfind(w) + len(w) for w in _OTHER_PEOPLE if w in before), default=-1)
+    return last >= 0 and not any(w in before[last:] for w in _SELF_WORDS)
+
+
+def memory_says(key, sentence):
+    """Whether a sentence says the memory of key, in its words or in others (a summary's 用户在服用抗抑郁的药物
+    says 我在吃抗抑郁药; 他说最近在吃火锅 doesn't): its name; its value with what the attribute needs beside it
+    (FORGET_CUES); or most of its words (FORGET_COVERAGE), a pair of them side by side.
+
+    Example: memory_says(_mention_key({'text': '我住在北京', 'attribute': '现居地', 'value': '北京'}), '她说自己住北京') -> True
+    Example: memory_says(_mention_key({'text': '我住在北京', 'attribute': '现居地', 'value': '北京'}), '他说北京烤鸭好吃') -> False"""
+    t = memory_plain_words(sentence)
+    if key.name:
+        return key.name in t
+    at = -1
+    if key.value and key.value in t:
+        if key.attribute in FORGET_BY_VALUE:
+            if not key.subject_words or any(w in t for w in key.subject_words):
+                at = t.index(key.value)
+        elif re.search(FORGET_CUES.get(key.attribute, "(?!)").replace("{}", re.escape(key.value)), t):
+            at = t.index(key.value)
+    if at < 0:
+        said = set(_UNIT_RE.findall(t)) & set(key.units)
+        total = sum(key.units.values())
+        covered = sum(key.units[u] for u in said)
+        paired = covered == total or any(b in t for b in key.bigrams)
+        if len(said) < 2 or covered < FORGET_COVERAGE * total or not paired:
+            return False  # one word alone (猫 of 我喜欢猫) says the memory only with its cue, above
+        at = min(t.find(u) for u in said)
+    return not (key.mine and _someone_else(t, at))
+
+
+def _sentences(text):
+    """A text cut after each sentence end (Chinese marks, or '. ' in English); the pieces join back into it.
+    Example: _sentences('此前，他说A。她说B') -> ['此前，他说A。', '她说B']"""
+    return [s for s in re.split(r"(?<=[。！!？?；;\n])|(?<=\.)(?=\s)", text) if s]
+
+
+def _mention_query(key):
+    """An FTS5 query for the rows memory_says may say yes to: a pair of the memory's words, its value or name,
+    any of these as the paraphrases, English words and aliases say it, in traditional characters too, or all of its
+    units."""
+    words = set(key.bigrams) | {w for w in (key.value, key.name) if w}
+    for form, word in list(_PARAPHRASE_WORD.items()) + list(EN_FACT_WORDS.items()) + \
+            [(k, v.split()[0]) for k, v in ALIASES.items()]:
+        if word in key.text:
+            words.add(form)
+    words |= {w.translate(_TRADITIONAL_FORM) for w in words}
+    terms = []
+    for w in sorted(words):
+        tokens = [t for t in text_tokens(w) if len(t) > 1 or t.isascii() or len(w) == 1]
+        if tokens:
+            terms.append("(" + " AND ".join(f'"{t}"' for t in dict.fromkeys(tokens)) + ")")
+    units = [t for u in key.units for t in text_tokens(u) if len(t) == 1 or t.isascii()]
+    if units:
+        terms.append("(" + " AND ".join(f'"{t}"' for t in dict.fromkeys(units)) + ")")
+    return " OR ".join(terms)
+
+
+def _mention_candidates(conn, table, owners, query):
+    """Rowids of one FTS index whose owner is one of owners and that match query, at most REDACT_CANDIDATES."""
+    if not owners or not query:
+        return []
+    owned = " OR ".join(f'"{text_owner_token(o)}"' for o in owners)
+    return [r[0] for r in conn.execute(f"SELECT rowid FROM {table} WHERE {table} MATCH ? ORDER BY rank LIMIT ?",
+                                       (f"owner : ({owned}) AND tokens : ({query})", REDACT_CANDIDATES))]
 
 
 def _needles(row):
@@ -4647,29 +4869,51 @@ def _needles(row):
 
 
 def memory_redact(conn, user_id, rows):
-    """Forgotten means gone from every prompt: the turns that carried the memories (the command and
-    the reply, anything said in chat) and the sentences of summaries that quote them are rewritten.
-    Runs inside the forget's transaction."""
-    sessions = {r[0] for r in conn.execute("SELECT DISTINCT session FROM messages WHERE user_id = ?", (user_id,))}
+    """Forgotten means gone from every prompt and search: the turns that carried the memories (the command and
+    the reply, anything said in chat, a group line not addressed to the bot) and the sentences of summaries that
+    say them, in their words or in others (memory_says), are rewritten, with their index rows. Other words are
+    found through the FTS indexes (at most REDACT_CANDIDATES a memory and index); the memory's own words take one
+    pass over the messages, for the commands, which aren't indexed. Runs inside the forget's transaction."""
+    sessions = [r[0] for r in conn.execute("SELECT DISTINCT session FROM messages WHERE user_id = ?", (user_id,))]
+    marks = ",".join("?" * len(sessions))
+    chats = [tuple(r) for r in conn.execute(f"SELECT DISTINCT session, character_id FROM summaries "
+                                            f"WHERE session IN ({marks})", sessions)]
+    needles = [("kind != 'ambient'", n) for row in rows for n in _needles(row)[0]] + \
+        [("kind = 'command'", n) for row in rows for n in _needles(row)[1]]
+    for i in range(0, len(needles), REDACT_NEEDLES):  # one pass for many: a command (更正：是花生 by its value),
+        part = needles[i:i + REDACT_NEEDLES]  # a paste whose middle the index doesn't hold
+        found = " OR ".join(f"{kind} AND instr(text, ?) > 0" for kind, _ in part)
+        conn.execute(f"UPDATE messages SET text = ?, kind = 'command' WHERE user_id = ? AND ({found})",
+                     [FORGOTTEN_TEXT, user_id, *(n for _, n in part)])
     for row in rows:
-        said, value = _needles(row)
-        for needle in value:  # 更正：是花生 / its confirmation: the memory commands that named the value
-            conn.execute("UPDATE messages SET text = ? WHERE user_id = ? AND kind = 'command' AND instr(text, ?) > 0",
-                         (FORGOTTEN_TEXT, user_id, needle))
-        for needle in said:
-            conn.execute("UPDATE messages SET text = ?, kind = 'command' WHERE user_id = ? AND kind != 'ambient' "
-                         "AND instr(text, ?) > 0", (FORGOTTEN_TEXT, user_id, needle))
-            found = conn.execute(f"SELECT id, session, character_id, text FROM summaries WHERE instr(text, ?) > 0 "
-                                 f"AND session IN ({','.join('?' * len(sessions))})",
-                                 [needle] + list(sessions)).fetchall()
-            for s in found:
-                kept = [x for x in re.findall(r"[^。！!？?；;\n]+[。！!？?；;\n]*", s["text"]) if needle not in x]
-                conn.execute("UPDATE summaries SET text = ? WHERE id = ?", ("".join(kept) or FORGOTTEN_TEXT, s["id"]))
-                conn.execute("DELETE FROM summaries_fts WHERE rowid = ?", (s["id"],))
-                conn.execute("INSERT INTO summaries_fts (rowid, tokens, owner) "
-                             "VALUES (?, mnemo_tokens(?), mnemo_owner(?))",
-                             (s["id"], "".join(kept), f"{s['session']}/{s['character_id']}"))
-                conn.execute("DELETE FROM summaries_vec WHERE summary_id = ?", (s["id"],))
+        said = _needles(row)[0]
+        key = _mention_key(row)
+
+        def says(text, said=said, key=key):
+            return any(n in text and not (key.mine and _someone_else(text, text.find(n))) for n in said) \
+                or any(memory_says(key, s) for s in _sentences(text))
+        query = _mention_query(key)
+        ids = _mention_candidates(conn, "messages_fts", sessions, query)
+        for m in conn.execute(f"SELECT id, text FROM messages WHERE id IN ({','.join('?' * len(ids))}) "
+                              "AND user_id = ? AND kind = 'chat'", [*ids, user_id]).fetchall():
+            if says(m["text"]):
+                conn.execute("UPDATE messages SET text = ?, kind = 'command' WHERE id = ?", (FORGOTTEN_TEXT, m["id"]))
+        for m in conn.execute(f"SELECT id, text FROM messages WHERE session IN ({marks}) AND kind = 'ambient' "
+                              "AND user_id = ?", [*sessions, user_id]).fetchall():
+            if says(m["text"]):  # a group line stays a group line (GROUP_CONTEXT_KEEP of them), without the fact
+                conn.execute("UPDATE messages SET text = ? WHERE id = ?", (FORGOTTEN_TEXT, m["id"]))
+        ids = _mention_candidates(conn, "summaries_fts", [f"{s}/{c}" for s, c in chats], query)
+        for s in conn.execute(f"SELECT id, session, character_id, text FROM summaries "
+                              f"WHERE id IN ({','.join('?' * len(ids))})", ids).fetchall():
+            kept = [x for x in _sentences(s["text"]) if not says(x)]
+            if len(kept) == len(_sentences(s["text"])):
+                continue
+            text = "".join(kept).strip() or FORGOTTEN_TEXT
+            conn.execute("UPDATE summaries SET text = ? WHERE id = ?", (text, s["id"]))
+            conn.execute("DELETE FROM summaries_fts WHERE rowid = ?", (s["id"],))
+            conn.execute("INSERT INTO summaries_fts (rowid, tokens, owner) VALUES (?, mnemo_tokens(?), mnemo_owner(?))",
+                         (s["id"], text, f"{s['session']}/{s['character_id']}"))
+            conn.execute("DELETE FROM summaries_vec WHERE summary_id = ?", (s["id"],))
 
 
 def _forget_rows(conn, ctx, targets):
@@ -6178,9 +6422,21 @@ def _summary_insert(conn, session, char, first_msg, last_msg, level, text, metho
     return sid
 
 
+def _summary_changed(conn, table, rows):
+    """Whether any of rows (turns or summaries read before the LLM wrote) says something else now: a forget rewrote
+    it meanwhile, and a summary written from the old words would bring the forgotten fact back."""
+    now = dict(conn.execute(f"SELECT id, text FROM {table} WHERE id IN ({','.join('?' * len(rows))})",
+                            [r["id"] for r in rows]).fetchall())
+    return any(now.get(r["id"]) != r["text"] for r in rows if "text" in r.keys())
+
+
 def summary_store(conn, session, char, rows, text, method, vec):
-    """Saves one summary and moves the pointer past its turns, in one transaction."""
+    """Saves one summary and moves the pointer past its turns, in one transaction; returns its id. When a turn was
+    rewritten meanwhile (忘记 while the LLM wrote) nothing is stored and the pointer stays: the window is summarised
+    again from what it says now (False)."""
     with db_tx(conn):
+        if _summary_changed(conn, "messages", rows):
+            return False
         sid = _summary_insert(conn, session, char, rows[0]["id"], rows[-1]["id"], 0, text, method, vec) \
             if text else None
         conn.execute("INSERT INTO sessions (session, summarised_upto, updated_at) VALUES (?, ?, ?) "
@@ -6197,8 +6453,11 @@ def summary_rollup_candidates(conn, session, char, rollup):
 
 
 def summary_rollup_store(conn, session, char, olds, text, method, vec):
-    """Folds olds into one higher-level summary; they stay, marked rolled_into, and searchable."""
+    """Folds olds into one higher-level summary; they stay, marked rolled_into, and searchable. Nothing is stored
+    (False) when a forget rewrote one of them meanwhile: the next rollup reads what they say now."""
     with db_tx(conn):
+        if _summary_changed(conn, "summaries", olds):
+            return False
         sid = _summary_insert(conn, session, char, olds[0]["first_msg"], olds[-1]["last_msg"],
                               max(r["level"] for r in olds) + 1, text, method, vec)
         conn.execute(f"UPDATE summaries SET rolled_into = ? WHERE id IN ({','.join('?' * len(olds))})",
@@ -6488,8 +6747,11 @@ class SummaryWorker:
                 text, method = "", "skipped"
                 if not summary_is_small_talk([t for _, t in turns]):
                     text, method = await self.write(card, turns, payer=summary_payer(session))
-                await self.db.run(lambda c: summary_store(c, session, char, rows, text, method,
-                                                          self.vec(text) if text else None), write=True)
+                stored = await self.db.run(lambda c: summary_store(c, session, char, rows, text, method,
+                                                                   self.vec(text) if text else None), write=True)
+                if stored is False:  # a forget rewrote a turn while the LLM wrote: the window again, as it is now
+                    log.info("summary of %s dropped: a turn was forgotten meanwhile", session)
+                    continue
                 self.stats["summaries"] += bool(text)
                 log.info("summary of %s (%d turns, %s, %s)", session, len(rows), reason, method)
                 olds = await self.db.run(summary_rollup_candidates, session, char, self.cfg.SUMMARY_ROLLUP)

@@ -380,6 +380,42 @@ def bench_durable_write(embedder, tmpdir, runs=200):
     return out
 
 
+def bench_forget(tmpdir, sizes=(1_000, 100_000), runs=5):
+    """What a 忘记 costs as one user's history grows: median ms of forgetting one memory (memory_redact finding what
+    says it through the FTS indexes, the rewrite, the durable commit) in a private chat of n varied messages (a
+    twentieth of them summarised), for memories that chat says often (我对花粉过敏 …) and never (我在吃抗抑郁药)."""
+    out = {}
+    for n in sizes:
+        conn = bot.db_connect(Path(tmpdir) / f"forget{n}.db")
+        rng = random.Random(n)
+        texts = _bench_texts(rng, n)
+        with bot.db_tx(conn):
+            conn.executemany("INSERT INTO messages (session, user_id, speaker, role, character_id, text, created_at) "
+                             "VALUES ('p:1', '1', '阿明', ?, 'assistant', ?, ?)",
+                             [("user" if i % 2 == 0 else "assistant", t, 1.7e9 + i) for i, t in enumerate(texts)])
+            conn.executemany("INSERT INTO summaries (session, character_id, first_msg, last_msg, text, method, created_at)"
+                             " VALUES ('p:1', 'assistant', ?, ?, ?, 'llm', 0)",
+                             [(i, i + 19, "此前，" + "。".join(texts[i:i + 4]) + "。") for i in range(0, n, 20)])
+        ctx = bot.Ctx(user_id="1", session="p:1", character_id="assistant")
+        for label, memories in (("often", [f"我对{a}过敏" for a in ("花粉", "尘螨", "牛奶", "猫毛", "海鲜")]),
+                                ("never", [f"我在吃第{i}种抗抑郁药" for i in range(runs)])):
+            times = []
+            for text in memories[:runs]:
+                fact = bot.memory_fact(text)
+                with bot.db_tx(conn):
+                    mid = bot.memory_insert(conn, None, user_id="1", text=text, subject=fact.subject,
+                                            attribute=fact.attribute, value=fact.value)
+                row = conn.execute("SELECT * FROM memories WHERE id = ?", (mid,)).fetchone()
+                t0 = time.perf_counter()
+                bot._forget_rows(conn, ctx, [row])
+                times.append((time.perf_counter() - t0) * 1000)
+            out[f"{n} messages, said {label}_ms"] = round(statistics.median(times), 1)
+        out[f"{n} messages, rewritten"] = conn.execute("SELECT count(*) FROM messages WHERE text = ?",
+                                                        (bot.FORGOTTEN_TEXT,)).fetchone()[0]
+        conn.close()
+    return out
+
+
 def bench_memory_rules(runs=5):
     """The rules' path of the memory commands, LLM-free: median µs to read one message (memory_parse) over
     every line of tests/data/memory_commands.jsonl and memory_understanding.jsonl, best of runs passes."""
@@ -712,6 +748,7 @@ def main(argv=None):
                              "(another chat's user, and another member of the flooder's group)")
     parser.add_argument("--flood-group", action="store_true",
                         help="only the same-group case of --flood: a member's reply while another member floods")
+    parser.add_argument("--forget", action="store_true", help="only what a 忘记 costs at 1k and 100k messages")
     parser.add_argument("--reply", action="store_true", help="only the reply latency at 0 and 100k memories (bot, fake LLM)")
     parser.add_argument("--runs", type=int, default=3, help="runs of the reply latency at 0 and 100k memories (median)")
     parser.add_argument("--quick", action="store_true", help="smaller sizes, no LoCoMo: a quick look")
@@ -747,11 +784,13 @@ def main(argv=None):
                 embedder = bot.Embedder(name)
                 results[f"locomo ({'keyword-only' if embedder.model is None else name})"] = bench_locomo(
                     embedder, args.data / "locomo10.json")
+        if args.forget:
+            results["forget"] = bench_forget(tmpdir, runs=args.runs if args.runs != 3 else 5)
         if args.reply or args.load:
             results["reply_at_scale"] = bench_reply_scale(tmpdir, model, runs=args.runs)
         if args.load:
             results["load"] = bench_load(tmpdir, model)
-        elif not (args.reply or args.flood or args.flood_group or args.locomo):
+        elif not (args.reply or args.flood or args.flood_group or args.locomo or args.forget):
             embedder = bot.Embedder(model)
             results["model"] = f"{model} ({embedder.dim} dimensions)" if embedder.model is not None else f"none: {embedder.error}"
             results["rss_model_loaded_mb"] = round(_rss_mb(), 1)
