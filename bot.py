@@ -2404,6 +2404,8 @@ RELATIONS = ("前男友 前女友 男朋友 女朋友 男友 女友 老婆 老�
 RELATION_ALIASES = {"爸妈": "父母", "老妈": "妈妈", "母亲": "妈妈", "妈": "妈妈", "老爸": "爸爸", "父亲": "爸爸", "爸": "爸爸",
                     "男友": "男朋友", "女友": "女朋友", "媳妇": "老婆", "闺女": "女儿", "哥": "哥哥", "姐": "姐姐",
                     "弟": "弟弟", "妹": "妹妹", "舍友": "室友", "猫咪": "猫", "小猫": "猫", "狗狗": "狗", "小狗": "狗"}
+#: Words for a partner that may name the same person as another (我爱人 is 我老婆 or 我老公; 对象 a girl- or boyfriend).
+PARTNER_WORDS = {"爱人": ("老婆", "老公"), "对象": ("女朋友", "男朋友", "老婆", "老公")}
 #: Which pronoun can stand for which subject (她 / 他 / 它).
 _FEMALE = set("前女友 女朋友 老婆 未婚妻 妈妈 女儿 姐姐 妹妹 奶奶 外婆 姥姥 阿姨 姑姑 婶婶 表姐 表妹 堂姐 堂妹 闺蜜".split())
 _MALE = set("前男友 男朋友 老公 未婚夫 爸爸 儿子 哥哥 弟弟 爷爷 外公 姥爷 舅舅 叔叔 表哥 表弟 堂哥 堂弟 好兄弟".split())
@@ -2430,7 +2432,7 @@ ENGLISH_RELATIONS = {"mom": "妈妈", "mum": "妈妈", "mother": "妈妈", "dad"
 #: by its value (过敏 花生 and 过敏 芒果 are two memories).
 ATTRIBUTE_RULES = [
     ("现居地", r"(?:现在|目前|已经|刚)?(?:住在|住|家住|家在|定居在?|搬到了?|搬去了?|搬家到了?)(?!在?(?:院|宿|校|过|了|得|的|[\d一二三四五六七八九十几]+[楼层]))"
-             r"([^，,]{1,20})", True),
+             r"([^，,]{1,20})|(?:现在|目前|已经)?在([^，,]{1,20}?)(?:住|居住|定居)(?:着)?", True),
     ("老家", r"(?:的)?(?:老家|家乡|籍贯)(?:是|在)?([^，,]{1,20})|是([^，,]{1,6}?)人", True),
     ("生日", r"(?:的)?生日(?:是|在|：|:)?\s*((?:农历|阴历|公历|阳历)?[\d一二三四五六七八九十正腊冬]+\s*[月/.\-号日].*)", True),
     ("年龄", r"(?:今年|现在|已经|满)?(\d{1,3}|[一二三四五六七八九十]{1,3})(?:周)?岁(?:了)?|(?:今年|现在|已经|满)(\d{1,3})|(\d{1,2})了", True),
@@ -2444,11 +2446,12 @@ ATTRIBUTE_RULES = [
            r"全职妈妈|退休|创业者|模特|演员|歌手|顾问|教练|导游|秘书|助理|前台|HR|hr|外卖骑手|骑手|快递小哥))"
            r"|(?:的)?(?:职业|工作)是(.+)|(?:是)?(?:做|干)([^，,]{1,10}?)(?:的|工作|这行)", True),
     ("工作单位", r"(?:现在|目前|已经)?(?:在([^，,]{1,20}?)(?:工作|上班|实习|任职|打工)|(?:跳槽到|跳槽去|跳到|换到|调到|入职(?:了)?|进了)"
-             r"([^，,]{1,20}?)(?:工作|上班|实习|任职|打工)?)(?:了)?", True),
+             r"([^，,]{1,20}?)(?:工作|上班|实习|任职|打工)?|(?:去|调去)([^，,]{1,20}?)(?:工作|上班|打工))(?:了)?", True),
     ("工作城市", r"(?:现在|目前)?在([^，,]{1,8}?(?:市|省|县))(?:工作|上班|打工)", True),
     ("年级", r"(?:现在|今年|已经)?(?:在)?(?:读|上)?(高[一二三]|初[一二三]|大[一二三四]|研[一二三]|博[一二三四五]|"
            r"[一二三四五六]年级)(?:了|的学生)?", True),
-    ("学校", r"(?:现在|目前)?在([^，,]{1,20}?)(?:读书|上学|念书|读大学|读研|读博|上大学|读高中|读初中|上高中|上初中)", True),
+    ("学校", r"(?:现在|目前)?在([^，,]{1,20}?)(?:读书|上学|念书|读大学|读研|读博|上大学|读高中|读初中|上高中|上初中)"
+           r"|转学(?:去|到)(?:了)?([^，,]{1,20}?)(?:读书|上学|念书)?", True),
     ("专业", r"(?:的)?(?:专业是|学的是|读的是|学的专业是|主修)(.+)", True),
     ("身高", r"(?:的)?身高(?:是|有)?(.+)", True),
     ("体重", r"(?:的)?体重(?:是|有)?(.+)", True),
@@ -2497,7 +2500,7 @@ ATTRIBUTE_WORDS = {
 _ATTRIBUTE_BY_WORD = {w: a for a, words in ATTRIBUTE_WORDS.items() for w in words.split()}
 #: A value that is only a pronoun or a pointer is no fact ("其实我现在不喜欢他了" is venting).
 #: Values of 现居地 that name a kind of lodging, not a place (住校, 住在学校宿舍, 住酒店): no home, a plain fact.
-_NOT_A_HOME_RE = re.compile(r"^(?:学校|学生|单位|公司|员工|集体)?(?:宿舍|寝室|学校|校|酒店|宾馆|旅馆|民宿|医院|病房)(?:里|里面)?$")
+_NOT_A_HOME_RE = re.compile(r"^(?:学校|学生|单位|公司|员工|集体)?(?:宿舍|寝室|学校|校|酒店|宾馆|旅馆|民宿|医院|病房|家)(?:里|里面)?$")
 _VAGUE_VALUE_RE = re.compile(r"^(?:他|她|它|他们|她们|这个|那个|这样|那样|这些|那些|这|那|你|了|啊|的)[了啊呀吧呢的]*$")
 #: Other names for places and things, looked up before the areas (蓉城 means 成都). Keys are
 #: lower case; each value is added to the message's keywords.
@@ -3217,7 +3220,7 @@ def _subject_of(text, known=()):
         if n and (subject not in _NAMED and not rest[n.end():].startswith("的")
                   or _NOT_A_NAME_RE.match(n.group(1))):
             n = None
-        if n and not re.match(r"^(?:喜欢|是|在|住|叫|对|有|养|今年|最|不|也|还|很|特别|现在|已经)", rest):
+        if n and not re.match(r"^(?:喜欢|爱|是|在|住|叫|对|有|养|今年|最|不|也|还|很|特别|现在|已经)", rest):
             # 我朋友阿强…: two friends stay apart; 我女朋友小美的生日: the name says nothing new
             return (subject + n.group(1) if subject in _NAMED else subject), rest[n.end():]
         return subject, rest
@@ -3463,6 +3466,11 @@ def _same_key(row, fact):
     if row["subject"] != fact.subject or row["attribute"] != fact.attribute or not fact.attribute:
         return False
     return fact.single or Fact(row["text"], value=row["value"]).key == fact.key
+
+
+def _same_subject(stored, said):
+    """Whether a stored memory's subject is the one said. Example: _same_subject('爱人', '老婆') -> True"""
+    return stored == said or said in PARTNER_WORDS.get(stored, ()) or stored in PARTNER_WORDS.get(said, ())
 
 
 def _mine(subject):
@@ -4277,6 +4285,8 @@ def memory_remember(conn, ctx, text, embed, *, update=False, importance=1, scope
     if len(facts) > MEMORY_FACTS_PER_MESSAGE:  # 记住：我喜欢A、B、C… x 123: as many memories and expansion calls
         return (f"这一条里有{len(facts)}件事，一次最多记{MEMORY_FACTS_PER_MESSAGE}件，这次什么也没记。"
                 f"分几次告诉我吧，比如先说“记住，{facts[0].text}…”。"), None
+    if update and len(facts) > 1:
+        facts = _retracted(memory_list(conn, ctx), facts)
     if areas and not update:
         asked = _life_question(conn, ctx, text, facts, known, importance, scope if explicit_scope else None)
         if asked:
@@ -4474,10 +4484,27 @@ def _life_target(rows, fact):
     return None
 
 
+def _retracted(rows, facts):
+    """An update's facts with a retraction folded into its new value: 更正一下 我老婆不喜欢爬山 她喜欢游泳 says the
+    stored 我老婆喜欢爬山 was wrong (the opposite of a stored memory) and gives the same subject's right value of
+    that attribute (喜欢游泳): that value replaces the stored one and the retraction is no memory of its own.
+    Example: [不喜欢爬山, 喜欢游泳] with 我老婆喜欢爬山 stored -> [喜欢游泳 (replaces 爬山)]"""
+    out = list(facts)
+    for neg in facts:
+        wrong = [r for r in rows if r["subject"] == neg.subject and neg.attribute and not neg.replaces and
+                 r["attribute"] == OPPOSITES.get(neg.attribute) and Fact(r["text"], value=r["value"]).key == neg.key]
+        right = [f for f in facts if f is not neg and f.subject == neg.subject and wrong
+                 and f.attribute == wrong[0]["attribute"] and not f.replaces and f.key != neg.key]
+        if len(wrong) == 1 and len(right) == 1 and neg in out:
+            out[out.index(right[0])] = dataclasses.replace(right[0], replaces=neg.key)
+            out.remove(neg)
+    return out
+
+
 def _update_target(conn, ctx, rows, fact, vec, update):
     """The memory fact replaces: (row, []) when clear, (None, candidates) when several fit equally,
     (None, []) when none does (then fact is a new memory)."""
-    subject_rows = [r for r in rows if r["subject"] == fact.subject]
+    subject_rows = [r for r in rows if _same_subject(r["subject"], fact.subject)]
     if (fact.replaces or "").startswith("subject:"):  # 是我妈妈对花生过敏，不是我
         moved = [r for r in rows if r["subject"] == fact.replaces[8:]
                  and _same_key(r, dataclasses.replace(fact, subject=r["subject"]))]
@@ -4658,7 +4685,8 @@ def memory_forget(conn, ctx, what, embed, one=False):
         return _forget_rows(conn, ctx, pets), None
     if m and m.group(1) not in ("我", "关于我"):  # 忘记所有关于我妈妈的 / 忘记我的猫: all of it, one undo
         subject, _ = _subject_of(m.group(1), known)
-        targets = [r for r in rows if r["subject"] == subject or r["subject"].startswith(subject) and subject != "我"
+        targets = [r for r in rows if _same_subject(r["subject"], subject)
+                   or r["subject"].startswith(subject) and subject != "我"
                    or subject in _ANIMALS and r["attribute"] == "宠物" and (_pet_of(r["value"]) or ("",))[0] == subject]
         if one and len(targets) > 1:
             asked = _which_question(conn, {"action": "forget", "ids": [r["id"] for r in targets], "text": what})
@@ -4694,7 +4722,8 @@ def _forget_targets(conn, ctx, rows, what, embed):
     subject, rest = _subject_of(what, known)
     rest = re.sub(r"^的", "", rest)
     named = memory_has_subject(what) or subject != "我"  # "在上海工作的那条": anyone's
-    mine = [r for r in rows if r["subject"] == subject or r["subject"].startswith(subject) and subject != "我"
+    mine = [r for r in rows if _same_subject(r["subject"], subject)
+            or r["subject"].startswith(subject) and subject != "我"
             or subject in _ANIMALS and r["attribute"] == "宠物" and (_pet_of(r["value"]) or ("",))[0] == subject] \
         if named else list(rows)
     if named and subject != "我" and not rest.strip():  # 忘记我的猫: everything about it
@@ -4794,6 +4823,11 @@ def _value_kinds(value):
         kinds.add("age")
     if re.fullmatch(r"\d{4}年?", v):
         kinds.add("year")
+    if re.fullmatch(r"(?:这|下|上|每)?(?:个)?(?:周|星期|礼拜)[一二三四五六日天1-7](?:晚上|早上|上午|下午|中午)?", v):
+        kinds.add("weekday")  # 更正：是周二 — no food, place or person is a weekday: it fits none of them
+    if re.fullmatch(r"(?:今天|明天|后天|昨天|前天|早上|上午|中午|下午|晚上|凌晨|傍晚)?(?:\d{1,2}|[一二两三四五六七八九十]{1,3})"
+                    r"(?:点|:\d{2}|：\d{2})(?:半|钟|\d{1,2}分?|[一二三四五]刻)?|今天|明天|后天|昨天|前天|今晚|明早", v):
+        kinds.add("time")
     if re.search(r"(?:大学|学院|中学|小学|高中|初中)$", v):
         kinds.add("school")
     if re.fullmatch(r"[浅深淡亮暗墨天湖宝藏]?[红橙黄绿青蓝紫黑白灰粉棕褐金银米咖]色", v):
@@ -5298,7 +5332,7 @@ def _read_update(m):
     if re.match(f"^(?:{_GROUP_WORDS_RE})", fact):
         return "group_update", {"text": fact}
     about = memory_has_subject(fact)
-    v = re.match(r"^(?:应该|其实)?是([^，,。;；我你他她它]{1,12})$", fact)
+    v = re.match(r"^(?:应该|其实)?是([^，,。;；\s我你他她它]{1,12})$", fact)  # 是桂林米粉 不是螺蛳粉: below
     if v and not about:  # 更正：是南京 — the value of what was just said
         return "update_last", {"value": v.group(1)}
     v = re.match(rf"^[^，,是]{{1,6}}的是([^，,]+?)[{_PUNCT}]*(?:而)?不是([^，,]+)$", fact)
