@@ -2413,6 +2413,9 @@ _ANIMALS = set("猫 狗 兔子 仓鼠 鹦鹉 乌龟 金鱼 宠物".split())
 _REL_RE = "|".join(sorted(RELATIONS, key=len, reverse=True))
 #: Relations people name (我朋友阿强): the name becomes part of the subject, so two friends stay apart.
 _NAMED = set("朋友 好朋友 好兄弟 同事 同学 室友 闺蜜 发小 老师 领导 老板 上司 猫 狗 兔子 仓鼠 鹦鹉 乌龟".split())
+#: Relations a user may have several of: 我有个哥哥叫大明 / 我有个哥哥叫小明 are two brothers, each a subject of his own.
+_SEVERAL = set("朋友 好朋友 好兄弟 同事 同学 室友 闺蜜 发小 孩子 儿子 女儿 宝宝 哥哥 姐姐 弟弟 妹妹 表哥 表姐 表弟 表妹 "
+               "堂哥 堂姐 堂弟 堂妹".split())
 #: What follows a name in a fact: 阿强喜欢… / 小丽是… / 年糕三岁了.
 _AFTER_NAME = "(?=喜欢|爱|是|在|住|叫|对|有|养|今年|的|不|最|很|特别|也|还|现在|已经|刚|每|一|两|三|四|五|六|七|八|九|十|\\d)"
 #: Words after a relation that are what the fact is about, not a name (我妈妈生日是…).
@@ -2467,6 +2470,7 @@ ATTRIBUTE_RULES = [
     ("喜欢", r"(?:现在|也|还|最|特别|很|超|超级|非常|挺)?(?:喜欢|爱吃|爱喝|爱看|爱玩|爱听|爱)(?:的是)?([^，,]+)", False),
     ("宠物", r"(?:家)?(?:养了|养着|养|有一只|有只|有一条|有条)([^，,]+)", False),
     ("在学", r"(?:正|最近|现在)?在学(?:习)?([^，,]+)", False),
+    ("会说", r"(?:会说|会讲|能说|能讲)(?:一点|一些|点儿?)?([^，,]+)", False),
 ]
 _ATTRIBUTE_RES = [(a, re.compile(f"(?:{p})(?:了|啦)?$", re.I), single) for a, p, single in ATTRIBUTE_RULES]
 #: The same rules for facts said in English (the value is what follows).
@@ -2518,6 +2522,7 @@ ALIASES = {
     "golden retriever": "金毛", "husky": "哈士奇", "hba1c": "糖尿病 血糖", "insulin": "胰岛素 糖尿病", "ros2": "ros",
     "nvidia": "显卡 linux", "ubuntu": "linux", "vegan": "吃素", "vegetarian": "吃素", "旱鸭子": "不会游泳",
     "夜猫子": "熬夜", "老丈人": "岳父", "丈人": "岳父", "媳妇": "老婆", "娃": "孩子", "崽": "孩子",
+    "西语": "西班牙语", "日文": "日语", "韩文": "韩语", "英文": "英语", "法文": "法语", "德文": "德语", "俄文": "俄语",
 }
 #: Topics: the fine-grained kinds of fact a memory can be, each with the everyday words (zh + en) that
 #: touch it, whether a user states the fact or later talks around it (我恐高 / 玻璃栈道, 我是护士 / 夜班,
@@ -3145,7 +3150,8 @@ ATTRIBUTE_KINDS = {"现居地": {"place"}, "老家": {"place"}, "工作城市": 
                    "生日": {"date"}, "年龄": {"age"}, "名字": {"name", "thing"}, "昵称": {"name", "thing"},
                    "称呼用户": {"name", "thing"}, "学校": {"school"}, "喜欢": {"food", "thing", "color"},
                    "讨厌": {"food", "thing", "color"}, "最喜欢的颜色": {"color"}, "最喜欢的": {"food", "thing"},
-                   "害怕": {"thing"}, "过敏": {"food", "thing"}, "忌口": {"food", "thing"}, "在学": {"thing"}}
+                   "害怕": {"thing"}, "过敏": {"food", "thing"}, "忌口": {"food", "thing"}, "在学": {"thing"},
+                   "会说": {"thing"}}
 #: What is said of the character that is a wish of the user's (你是我的猫娘, 你每句话结尾要带喵).
 _WISH_REST_RE = re.compile(r"^(?:以后|今后)?(?:就)?(?:跟我|和我|对我)?(?:说话|回复|回答|讲话|聊天|每句话|回我|回消息|要|得|别|不要|不许|必须|"
                            r"是我的|当我的|扮演|假装|用|带|叫|少|多)")
@@ -3294,8 +3300,9 @@ def memory_fact(text, last_subject=None, known=()):
         text = who + ("的" if text[m.end():].startswith(("生日", "名字")) else "") + text[m.end():]
     first = re.split(r"[，,；;](?!叫)", text)[0]
     m = re.match(rf"^我?有(?:一)?(?:个|只|条)({_REL_RE})(?:，|,)?(?:叫|名叫|名字叫)([^，,]{{1,8}})$", first)
-    if m:  # 我有个朋友叫阿杰: someone the user can name later
-        return Fact(text, RELATION_ALIASES.get(m.group(1), m.group(1)), "名字", m.group(2), True, replaces)
+    if m:  # 我有个朋友叫阿杰: someone the user can name later; a second friend named is another one (朋友阿强)
+        who = RELATION_ALIASES.get(m.group(1), m.group(1))
+        return Fact(text, who + m.group(2) if who in _SEVERAL else who, "名字", m.group(2), True, replaces)
     subject, rest = _subject_of(text, known)
     m = re.match(rf"^叫(?:我的?)?({_REL_RE})(.+)$", rest)
     if subject == "我" and m:  # 我叫我女朋友小猪: what the user calls her, not the user's name
@@ -3379,7 +3386,9 @@ def memory_split(text):
 #: A list inside one clause: per subject (我和我老婆都…, 我爸妈都…), per value (苹果、香蕉和橙子).
 _LIST_SEP_RE = re.compile(r"、|和|跟|以及|还有")
 #: Attributes whose values a list may name one by one.
-_LISTED_ATTRIBUTES = ("喜欢", "讨厌", "过敏", "害怕", "忌口", "不再过敏")
+_LISTED_ATTRIBUTES = ("喜欢", "讨厌", "过敏", "害怕", "忌口", "不再过敏", "在学", "会说")
+#: Characters no list item has (我喜欢吃火锅 每周都去 / 我不吃香菜 谢谢: a comment after a space, no second thing).
+_NOT_AN_ITEM_CHARS = set("都了的在是有也很就去来过着吗呢吧啊要会能好真太超挺每谢哈嘿呜")
 
 
 def _one_subject(words):
@@ -3401,15 +3410,26 @@ def memory_unlist(text):
     t = text.strip()
     m = re.match(rf"^(我(?:家)?)(养了|养着|养|有)(?:两|三|四|几|2|3|4)(只|条|个)(\S{{1,3}}?)[{_PUNCT}]*((?:(?:另)?一(?:只|条|个)"
                  rf"(?:叫|名叫|是)[^，,。；;一另]{{1,6}}[{_PUNCT}]*){{2,}})$", t)
-    if m and _pet_of(m.group(4)):  # 我养了两只猫，一只叫大橘一只叫小黑 (two brothers stay one memory: one 名字 each)
+    if m and (_pet_of(m.group(4)) or m.group(2) == "有" and RELATION_ALIASES.get(m.group(4), m.group(4)) in _SEVERAL):
+        # 我养了两只猫，一只叫大橘一只叫小黑 / 我有两个孩子 一个叫乐乐一个叫安安 (each child a subject of its own)
         names = re.findall(r"一(?:只|条|个)(?:叫|名叫|是)([^，,。；;一另]{1,6})", m.group(5))
         return [f"{m.group(1)}{m.group(2)}一{m.group(3)}{m.group(4)}叫{n}" for n in names]
-    chain = re.split(r"[，,]", t)
+    m = re.match(rf"^(我(?:的|家的?)?)({_REL_RE})({_REL_RE})(?:都|也都|俩都|两个都|俩)(.+)$", t)
+    pair = m and len({RELATION_ALIASES.get(x, x) for x in m.group(2, 3)}) == 2 and "爸妈" not in m.group(2) + m.group(3)
+    if pair and not {m.group(2), m.group(3)} & {"父母"}:  # 我爷爷奶奶都住在乡下: one memory each
+        return [x for who in m.group(2, 3) for x in memory_unlist(m.group(1) + who + m.group(4))]
+    spaced = not re.search(r"[，,]", t)  # 我不吃香菜 葱 和蒜: spaces part the values as commas do
+    chain = re.split(r"(?<=[\u4e00-\u9fff])\s+(?=[\u4e00-\u9fff])",
+                     re.sub(r"\s+(?=(?:和|跟|以及|还有)[\u4e00-\u9fff])", "", t)) if spaced else re.split(r"[，,]", t)
     first = memory_fact(chain[0]) if 2 < len(t) <= 60 and len(chain) > 1 else None
-    kind = lambda x: {a.split(".")[0] for a in memory_areas(x, message=True)}  # noqa: E731 - sport, diet …
+    # a value's kind: sport, diet … after a comma; after a space (which also starts a comment: 我喜欢吃火锅 冬天)
+    # the same topic, or a word no topic knows of one character (葱, 蒜)
+    kind = lambda x: {a if spaced else a.split(".")[0] for a in memory_areas(x, message=True)}  # noqa: E731
+    bare = lambda c: spaced and all(len(i) == 1 and not kind(i) and not set(i) & _NOT_AN_ITEM_CHARS  # noqa: E731
+                                    and not re.fullmatch(r"(.)\1+", i) for i in _LIST_SEP_RE.split(c))
     if first and first.attribute in _LISTED_ATTRIBUTES and first.value and all(
             1 <= len(c) <= 6 and not memory_has_subject(c) and not _DETAIL_RE.match(c)
-            and memory_fact("我" + c).attribute is None and kind(c) & kind(first.value) for c in chain[1:]):
+            and memory_fact("我" + c).attribute is None and (kind(c) & kind(first.value) or bare(c)) for c in chain[1:]):
         t = "、".join(chain)  # 我喜欢打篮球，羽毛球，乒乓球: more things of the first one's kind (好烦 is a comment)
     elif first and first.attribute is None and all(len(c) <= 8 and not memory_has_subject(c) for c in chain[1:]):
         joined = memory_fact("、".join(chain))  # 我对芒果，菠萝过敏: the verb comes last, 我对芒果 says nothing alone
@@ -4487,11 +4507,13 @@ def _life_target(rows, fact):
 def _retracted(rows, facts):
     """An update's facts with a retraction folded into its new value: 更正一下 我老婆不喜欢爬山 她喜欢游泳 says the
     stored 我老婆喜欢爬山 was wrong (the opposite of a stored memory) and gives the same subject's right value of
-    that attribute (喜欢游泳): that value replaces the stored one and the retraction is no memory of its own.
+    that attribute (喜欢游泳): that value replaces the stored one and the retraction is no memory of its own. A
+    negation ending in 了 (我不喜欢狗了，我喜欢兔子) is a change over time, not a mistake: it is kept.
     Example: [不喜欢爬山, 喜欢游泳] with 我老婆喜欢爬山 stored -> [喜欢游泳 (replaces 爬山)]"""
     out = list(facts)
     for neg in facts:
-        wrong = [r for r in rows if r["subject"] == neg.subject and neg.attribute and not neg.replaces and
+        kept = neg.replaces or re.search(rf"[了啦][{_PUNCT}{_EMOJI}]*$", neg.text)
+        wrong = [r for r in rows if r["subject"] == neg.subject and neg.attribute and not kept and
                  r["attribute"] == OPPOSITES.get(neg.attribute) and Fact(r["text"], value=r["value"]).key == neg.key]
         right = [f for f in facts if f is not neg and f.subject == neg.subject and wrong
                  and f.attribute == wrong[0]["attribute"] and not f.replaces and f.key != neg.key]
@@ -4761,7 +4783,8 @@ def _forget_targets(conn, ctx, rows, what, embed):
     words = text_content_words(re.sub(r"^我", "", what))
     hits = [(i, s) for i, s in hits if words & text_content_words(pool[i]["text"])]
     core = re.sub(r"^我的?", "", what)
-    said = [r for r in pool.values() if core and core in r["text"] and not set(core) <= _PLAIN_CHARS]
+    said = [r for r in pool.values() if core and not set(core) <= _PLAIN_CHARS  # 西语那条: 我在学西班牙语
+            and (core in r["text"] or any(a in r["text"] for a in ALIASES.get(core.lower(), "").split()))]
     if not hits and said:  # 忘记虾那条: a word too short for the search, said in a memory as it is
         return said
     if not hits:
@@ -5597,6 +5620,7 @@ _TELL_YOU_RE = re.compile(rf"^(?:跟你说|和你说|给你说|跟你讲|告诉�
 _POINTER = r"(?:那条|那个|这条|这个|那件事|这件事)(?:记忆)?"
 #: Forget verbs after what they point at (X那条忘掉吧 / X那个别记了).
 _FORGET_AFTER = (r"(?:你|就|给我|帮我)*(?:忘掉|忘了|忘记|删了|删掉|删除|去掉|不要了|别记了|别记着了|不用记了|不要记了|可以删了|"
+                 r"别再记了|不要再记了|别再记着了|"
                  r"莫记了|莫记到了|莫记|别存了|不用存了|不要存了|别存|删一下|删下|清掉|清除|delete掉?|del掉?|remove掉?|删)(?:一下|下)?")
 #: A request for the list in the ways people ask for it: who keeps it, what is kept, how to show it.
 #: Ways to ask to be shown something (列出来 / 发我瞅瞅 / 给我看看).
@@ -5733,6 +5757,28 @@ _EMOJI_TAIL_RE = re.compile(rf"(?<=[{_PUNCT}{PARTICLES}])[{_EMOJI}\s]+$")
 _LEAD_PARTICLE_RE = re.compile(f"^[^{_PUNCT}我]{{2,8}}?[{PARTICLES}](?=我)")
 
 
+#: Words a speech-to-text message starts with before what it means (嗯那个就是那个二胎那个你删掉吧).
+_SPOKEN_LEAD_RE = re.compile(r"^(?:嗯+|呃+|额+)(?:那个|就是|这个|[，,\s])*")
+#: A forget said twice at its end (删掉吧删掉就行 / 删了吧 删了就好): once.
+_SPOKEN_AGAIN_RE = re.compile(rf"(?<=删掉|删了|去掉|忘掉)({_ANY_PARTICLE}*)[{_PUNCT}]*(?:删掉|删了|去掉|忘掉)?(?:就行|就好|就可以)(?:了)?"
+                              rf"{_ANY_PARTICLE}*$")
+#: The longest clause that may say why a memory goes (送人了 / 医生说是误诊 / 我奶奶去年走了) beside the forget.
+FORGET_REASON_CHARS = 12
+
+
+def _forget_clause(t):
+    """The one clause of a message that asks to forget, when the others only say why: the reason is no part of
+    what goes. Example: _forget_clause('来福那条删了 送人了') -> '来福那条删了'"""
+    clauses = [c for c in _PAUSES_RE.split(t) if c]
+    if not 2 <= len(clauses) <= 3:
+        return t
+    forgets = [c for c in clauses if re.match(rf"^(?:忘记|忘掉)(?!(?:了|{_ANY_PARTICLE})*$)", memory_normalise(c))]
+    if len(forgets) != 1 or any(c != forgets[0] and (len(c) > FORGET_REASON_CHARS or memory_shaped_words(c))
+                                for c in clauses):
+        return t
+    return forgets[0]
+
+
 def memory_normalise(text):
     """A memory message in the canonical wording the command table reads (chat is left alone).
     Example: memory_normalise('记住咯，我喜欢吃辣') -> '记住，我喜欢吃辣'
@@ -5743,6 +5789,9 @@ def memory_normalise(text):
     t = _EMOJI_TAIL_RE.sub("", t) or t  # 豆豆昨天走了 记一下吧 😢: the emoji is no fact (记住我喜欢🐱 keeps it)
     if "那" in t or "这" in t:  # 芒果那条🗑️删掉
         t = _POINTER_EMOJI_RE.sub(r"\1", t)
+    if "删" in t or "忘" in t or "记" in t or "去掉" in t:  # 来福那条删了 送人了: the forget without its reason
+        t = _SPOKEN_AGAIN_RE.sub(r"\1", _SPOKEN_LEAD_RE.sub("", t)) or t
+        t = _forget_clause(t) if _PAUSES_RE.search(t) else t
     for words, pattern, repl in _MEMORY_REWRITES:  # a row's words first: one search in C, not a loop in Python
         if words.search(t):
             t = pattern.sub(repl, t, count=1)
