@@ -2383,7 +2383,7 @@ def memory_contentless(fact):
 
 
 #: Traditional characters of the command words, read as simplified (記住 = 记住).
-_TRADITIONAL = str.maketrans(dict(zip("記憶刪銷說錯歡請幫關於麼們還對條這個為", "记忆删销说错欢请帮关于么们还对条这个为")))
+_TRADITIONAL = str.maketrans(dict(zip("記憶刪銷說錯歡請幫關於麼們還對條這個為別", "记忆删销说错欢请帮关于么们还对条这个为别")))
 #: What follows a command word in chat rather than a command ("记住了吗", "忘了带伞").
 _NOT_AN_OBJECT_RE = re.compile(r"^(?:了|吗|没|呢|啊|吧|嘛|不|得|住|过|带|拿|关|交|吃饭|喝水|睡觉|休息|提醒|告诉|叫我|帮我|给我|明天|今天|晚上|早上)")
 #: A 记住 that starts with a time (记住明天三点开会) is asked about, not taken as chat.
@@ -2434,7 +2434,7 @@ ENGLISH_RELATIONS = {"mom": "妈妈", "mum": "妈妈", "mother": "妈妈", "dad"
 #: attribute has one value per subject (a new one replaces the old); a many-valued one is keyed
 #: by its value (过敏 花生 and 过敏 芒果 are two memories).
 ATTRIBUTE_RULES = [
-    ("现居地", r"(?:现在|目前|已经|刚)?(?:住在|住|家住|家在|定居在?|搬到了?|搬去了?|搬家到了?)(?!在?(?:院|宿|校|过|了|得|的|[\d一二三四五六七八九十几]+[楼层]))"
+    ("现居地", r"(?:现在|目前|已经|刚)?(?:住在|住|家住|家在|定居在?|搬到了?|搬去了?|搬来了?|搬回了?|搬家到了?)(?!在?(?:院|宿|校|过|了|得|的|[\d一二三四五六七八九十几]+[楼层]))"
              r"([^，,]{1,20})|(?:现在|目前|已经)?在([^，,]{1,20}?)(?:住|居住|定居)(?:着)?", True),
     ("老家", r"(?:的)?(?:老家|家乡|籍贯)(?:是|在)?([^，,]{1,20})|是([^，,]{1,6}?)人", True),
     ("生日", r"(?:的)?生日(?:是|在|：|:)?\s*((?:农历|阴历|公历|阳历)?[\d一二三四五六七八九十正腊冬]+\s*[月/.\-号日].*)", True),
@@ -4713,6 +4713,12 @@ def memory_forget(conn, ctx, what, embed, one=False):
         if one and len(targets) > 1:
             asked = _which_question(conn, {"action": "forget", "ids": [r["id"] for r in targets], "text": what})
             return asked["prompt"], asked
+        said = [r for r in rows if not targets and m.group(1) in r["text"]]  # 兔子那个别记了: 我喜欢兔子, nobody's own
+        if len(said) > 1 and not what.startswith(("所有", "全部", "一切")):
+            asked = _which_question(conn, {"action": "forget", "ids": [r["id"] for r in said], "text": what})
+            return asked["prompt"], asked
+        if said:
+            return _forget_rows(conn, ctx, said), None
         if len({r["subject"] for r in targets if r["subject"] != "我"}) <= 1 or what.startswith(("所有", "全部", "一切")):
             return (_forget_rows(conn, ctx, targets) if targets else f"我没有记着{_who(subject)}的事，什么也没删。"), None
     targets = _forget_targets(conn, ctx, rows, what, embed)
@@ -4846,7 +4852,7 @@ def _value_kinds(value):
         kinds.add("age")
     if re.fullmatch(r"\d{4}年?", v):
         kinds.add("year")
-    if re.fullmatch(r"(?:这|下|上|每)?(?:个)?(?:周|星期|礼拜)[一二三四五六日天1-7](?:晚上|早上|上午|下午|中午)?", v):
+    if re.fullmatch(r"(?:这|下|上|每)?(?:个)?(?:周末|(?:周|星期|礼拜)[一二三四五六日天1-7])(?:晚上|早上|上午|下午|中午)?", v):
         kinds.add("weekday")  # 更正：是周二 — no food, place or person is a weekday: it fits none of them
     if re.fullmatch(r"(?:今天|明天|后天|昨天|前天|早上|上午|中午|下午|晚上|凌晨|傍晚)?(?:\d{1,2}|[一二两三四五六七八九十]{1,3})"
                     r"(?:点|:\d{2}|：\d{2})(?:半|钟|\d{1,2}分?|[一二三四五]刻)?|今天|明天|后天|昨天|前天|今晚|明早", v):
