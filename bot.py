@@ -5768,6 +5768,8 @@ _SPOKEN_LEAD_RE = re.compile(r"^(?:嗯+|呃+|额+)(?:那个|就是|这个|[，,\
 #: A forget said twice at its end (删掉吧删掉就行 / 删了吧 删了就好): once.
 _SPOKEN_AGAIN_RE = re.compile(rf"(?<=删掉|删了|去掉|忘掉)({_ANY_PARTICLE}*)[{_PUNCT}]*(?:删掉|删了|去掉|忘掉)?(?:就行|就好|就可以)(?:了)?"
                               rf"{_ANY_PARTICLE}*$")
+#: A forget's verbs anywhere in a message: only such a message is searched for a forget clause and its reason.
+_FORGET_VERB_RE = re.compile(r"删|忘|去掉|(?:别|不要|不用|莫)再?记|(?:别|不用|不要)存")
 #: The longest clause that may say why a memory goes (送人了 / 医生说是误诊 / 我奶奶去年走了) beside the forget.
 FORGET_REASON_CHARS = 12
 
@@ -5778,7 +5780,8 @@ def _forget_clause(t):
     clauses = [c for c in _PAUSES_RE.split(t) if c]
     if not 2 <= len(clauses) <= 3:
         return t
-    forgets = [c for c in clauses if re.match(rf"^(?:忘记|忘掉)(?!(?:了|{_ANY_PARTICLE})*$)", memory_normalise(c))]
+    forgets = [c for c in clauses if _FORGET_VERB_RE.search(c)
+               and re.match(rf"^(?:忘记|忘掉)(?!(?:了|{_ANY_PARTICLE})*$)", memory_normalise(c))]
     if len(forgets) != 1 or any(c != forgets[0] and (len(c) > FORGET_REASON_CHARS or memory_shaped_words(c))
                                 for c in clauses):
         return t
@@ -5795,7 +5798,7 @@ def memory_normalise(text):
     t = _EMOJI_TAIL_RE.sub("", t) or t  # 豆豆昨天走了 记一下吧 😢: the emoji is no fact (记住我喜欢🐱 keeps it)
     if "那" in t or "这" in t:  # 芒果那条🗑️删掉
         t = _POINTER_EMOJI_RE.sub(r"\1", t)
-    if "删" in t or "忘" in t or "记" in t or "去掉" in t:  # 来福那条删了 送人了: the forget without its reason
+    if _FORGET_VERB_RE.search(t):  # 来福那条删了 送人了: the forget without its reason
         t = _SPOKEN_AGAIN_RE.sub(r"\1", _SPOKEN_LEAD_RE.sub("", t)) or t
         t = _forget_clause(t) if _PAUSES_RE.search(t) else t
     for words, pattern, repl in _MEMORY_REWRITES:  # a row's words first: one search in C, not a loop in Python
