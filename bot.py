@@ -2486,7 +2486,7 @@ def memory_contentless(fact):
 
 
 #: Traditional characters of the command words, read as simplified (記住 = 记住).
-_TRADITIONAL = str.maketrans(dict(zip("記憶刪銷說錯歡請幫關於麼們還對條這個為", "记忆删销说错欢请帮关于么们还对条这个为")))
+_TRADITIONAL = str.maketrans(dict(zip("記憶刪銷說錯歡請幫關於麼們還對條這個為別", "记忆删销说错欢请帮关于么们还对条这个为别")))
 #: What follows a command word in chat rather than a command ("记住了吗", "忘了带伞").
 _NOT_AN_OBJECT_RE = re.compile(r"^(?:了|吗|没|呢|啊|吧|嘛|不|得|住|过|带|拿|关|交|吃饭|喝水|睡觉|休息|提醒|告诉|叫我|帮我|给我|明天|今天|晚上|早上)")
 #: A 记住 that starts with a time (记住明天三点开会) is asked about, not taken as chat.
@@ -2507,6 +2507,8 @@ RELATIONS = ("前男友 前女友 男朋友 女朋友 男友 女友 老婆 老�
 RELATION_ALIASES = {"爸妈": "父母", "老妈": "妈妈", "母亲": "妈妈", "妈": "妈妈", "老爸": "爸爸", "父亲": "爸爸", "爸": "爸爸",
                     "男友": "男朋友", "女友": "女朋友", "媳妇": "老婆", "闺女": "女儿", "哥": "哥哥", "姐": "姐姐",
                     "弟": "弟弟", "妹": "妹妹", "舍友": "室友", "猫咪": "猫", "小猫": "猫", "狗狗": "狗", "小狗": "狗"}
+#: Words for a partner that may name the same person as another (我爱人 is 我老婆 or 我老公; 对象 a girl- or boyfriend).
+PARTNER_WORDS = {"爱人": ("老婆", "老公"), "对象": ("女朋友", "男朋友", "老婆", "老公")}
 #: Which pronoun can stand for which subject (她 / 他 / 它).
 _FEMALE = set("前女友 女朋友 老婆 未婚妻 妈妈 女儿 姐姐 妹妹 奶奶 外婆 姥姥 阿姨 姑姑 婶婶 表姐 表妹 堂姐 堂妹 闺蜜".split())
 _MALE = set("前男友 男朋友 老公 未婚夫 爸爸 儿子 哥哥 弟弟 爷爷 外公 姥爷 舅舅 叔叔 表哥 表弟 堂哥 堂弟 好兄弟".split())
@@ -2514,6 +2516,9 @@ _ANIMALS = set("猫 狗 兔子 仓鼠 鹦鹉 乌龟 金鱼 宠物".split())
 _REL_RE = "|".join(sorted(RELATIONS, key=len, reverse=True))
 #: Relations people name (我朋友阿强): the name becomes part of the subject, so two friends stay apart.
 _NAMED = set("朋友 好朋友 好兄弟 同事 同学 室友 闺蜜 发小 老师 领导 老板 上司 猫 狗 兔子 仓鼠 鹦鹉 乌龟".split())
+#: Relations a user may have several of: 我有个哥哥叫大明 / 我有个哥哥叫小明 are two brothers, each a subject of his own.
+_SEVERAL = set("朋友 好朋友 好兄弟 同事 同学 室友 闺蜜 发小 孩子 儿子 女儿 宝宝 哥哥 姐姐 弟弟 妹妹 表哥 表姐 表弟 表妹 "
+               "堂哥 堂姐 堂弟 堂妹".split())
 #: What follows a name in a fact: 阿强喜欢… / 小丽是… / 年糕三岁了.
 _AFTER_NAME = "(?=喜欢|爱|是|在|住|叫|对|有|养|今年|的|不|最|很|特别|也|还|现在|已经|刚|每|一|两|三|四|五|六|七|八|九|十|\\d)"
 #: Words after a relation that are what the fact is about, not a name (我妈妈生日是…).
@@ -2532,8 +2537,8 @@ ENGLISH_RELATIONS = {"mom": "妈妈", "mum": "妈妈", "mother": "妈妈", "dad"
 #: attribute has one value per subject (a new one replaces the old); a many-valued one is keyed
 #: by its value (过敏 花生 and 过敏 芒果 are two memories).
 ATTRIBUTE_RULES = [
-    ("现居地", r"(?:现在|目前|已经|刚)?(?:住在|住|家住|家在|定居在?|搬到了?|搬去了?|搬家到了?)(?!在?(?:院|宿|校|过|了|得|的|[\d一二三四五六七八九十几]+[楼层]))"
-             r"([^，,]{1,20})", True),
+    ("现居地", r"(?:现在|目前|已经|刚)?(?:住在|住|家住|家在|定居在?|搬到了?|搬去了?|搬来了?|搬回了?|搬家到了?)(?!在?(?:院|宿|校|过|了|得|的|[\d一二三四五六七八九十几]+[楼层]))"
+             r"([^，,]{1,20})|(?:现在|目前|已经)?在([^，,]{1,20}?)(?:住|居住|定居)(?:着)?", True),
     ("老家", r"(?:的)?(?:老家|家乡|籍贯)(?:是|在)?([^，,]{1,20})|是([^，,]{1,6}?)人", True),
     ("生日", r"(?:的)?生日(?:是|在|：|:)?\s*((?:农历|阴历|公历|阳历)?[\d一二三四五六七八九十正腊冬]+\s*[月/.\-号日].*)", True),
     ("年龄", r"(?:今年|现在|已经|满)?(\d{1,3}|[一二三四五六七八九十]{1,3})(?:周)?岁(?:了)?|(?:今年|现在|已经|满)(\d{1,3})|(\d{1,2})了", True),
@@ -2547,11 +2552,12 @@ ATTRIBUTE_RULES = [
            r"全职妈妈|退休|创业者|模特|演员|歌手|顾问|教练|导游|秘书|助理|前台|HR|hr|外卖骑手|骑手|快递小哥))"
            r"|(?:的)?(?:职业|工作)是(.+)|(?:是)?(?:做|干)([^，,]{1,10}?)(?:的|工作|这行)", True),
     ("工作单位", r"(?:现在|目前|已经)?(?:在([^，,]{1,20}?)(?:工作|上班|实习|任职|打工)|(?:跳槽到|跳槽去|跳到|换到|调到|入职(?:了)?|进了)"
-             r"([^，,]{1,20}?)(?:工作|上班|实习|任职|打工)?)(?:了)?", True),
+             r"([^，,]{1,20}?)(?:工作|上班|实习|任职|打工)?|(?:去|调去)([^，,]{1,20}?)(?:工作|上班|打工))(?:了)?", True),
     ("工作城市", r"(?:现在|目前)?在([^，,]{1,8}?(?:市|省|县))(?:工作|上班|打工)", True),
     ("年级", r"(?:现在|今年|已经)?(?:在)?(?:读|上)?(高[一二三]|初[一二三]|大[一二三四]|研[一二三]|博[一二三四五]|"
            r"[一二三四五六]年级)(?:了|的学生)?", True),
-    ("学校", r"(?:现在|目前)?在([^，,]{1,20}?)(?:读书|上学|念书|读大学|读研|读博|上大学|读高中|读初中|上高中|上初中)", True),
+    ("学校", r"(?:现在|目前)?在([^，,]{1,20}?)(?:读书|上学|念书|读大学|读研|读博|上大学|读高中|读初中|上高中|上初中)"
+           r"|转学(?:去|到)(?:了)?([^，,]{1,20}?)(?:读书|上学|念书)?", True),
     ("专业", r"(?:的)?(?:专业是|学的是|读的是|学的专业是|主修)(.+)", True),
     ("身高", r"(?:的)?身高(?:是|有)?(.+)", True),
     ("体重", r"(?:的)?体重(?:是|有)?(.+)", True),
@@ -2567,6 +2573,7 @@ ATTRIBUTE_RULES = [
     ("喜欢", r"(?:现在|也|还|最|特别|很|超|超级|非常|挺)?(?:喜欢|爱吃|爱喝|爱看|爱玩|爱听|爱)(?:的是)?([^，,]+)", False),
     ("宠物", r"(?:家)?(?:养了|养着|养|有一只|有只|有一条|有条)([^，,]+)", False),
     ("在学", r"(?:正|最近|现在)?在学(?:习)?([^，,]+)", False),
+    ("会说", r"(?:会说|会讲|能说|能讲)(?:一点|一些|点儿?)?([^，,]+)", False),
 ]
 _ATTRIBUTE_RES = [(a, re.compile(f"(?:{p})(?:了|啦)?$", re.I), single) for a, p, single in ATTRIBUTE_RULES]
 #: The same rules for facts said in English (the value is what follows).
@@ -2600,7 +2607,7 @@ ATTRIBUTE_WORDS = {
 _ATTRIBUTE_BY_WORD = {w: a for a, words in ATTRIBUTE_WORDS.items() for w in words.split()}
 #: A value that is only a pronoun or a pointer is no fact ("其实我现在不喜欢他了" is venting).
 #: Values of 现居地 that name a kind of lodging, not a place (住校, 住在学校宿舍, 住酒店): no home, a plain fact.
-_NOT_A_HOME_RE = re.compile(r"^(?:学校|学生|单位|公司|员工|集体)?(?:宿舍|寝室|学校|校|酒店|宾馆|旅馆|民宿|医院|病房)(?:里|里面)?$")
+_NOT_A_HOME_RE = re.compile(r"^(?:学校|学生|单位|公司|员工|集体)?(?:宿舍|寝室|学校|校|酒店|宾馆|旅馆|民宿|医院|病房|家)(?:里|里面)?$")
 _VAGUE_VALUE_RE = re.compile(r"^(?:他|她|它|他们|她们|这个|那个|这样|那样|这些|那些|这|那|你|了|啊|的)[了啊呀吧呢的]*$")
 #: Other names for places and things, looked up before the areas (蓉城 means 成都). Keys are
 #: lower case; each value is added to the message's keywords.
@@ -2618,6 +2625,7 @@ ALIASES = {
     "golden retriever": "金毛", "husky": "哈士奇", "hba1c": "糖尿病 血糖", "insulin": "胰岛素 糖尿病", "ros2": "ros",
     "nvidia": "显卡 linux", "ubuntu": "linux", "vegan": "吃素", "vegetarian": "吃素", "旱鸭子": "不会游泳",
     "夜猫子": "熬夜", "老丈人": "岳父", "丈人": "岳父", "媳妇": "老婆", "娃": "孩子", "崽": "孩子",
+    "西语": "西班牙语", "日文": "日语", "韩文": "韩语", "英文": "英语", "法文": "法语", "德文": "德语", "俄文": "俄语",
 }
 #: How a summary, a turn or a reply may say a memory's words in others (word: the others), so that a forgotten memory
 #: is found in them too (memory_plain_words reads both sides through it; 老家在 stays itself, not 老 + 住在). From
@@ -3287,7 +3295,8 @@ ATTRIBUTE_KINDS = {"现居地": {"place"}, "老家": {"place"}, "工作城市": 
                    "生日": {"date"}, "年龄": {"age"}, "名字": {"name", "thing"}, "昵称": {"name", "thing"},
                    "称呼用户": {"name", "thing"}, "学校": {"school"}, "喜欢": {"food", "thing", "color"},
                    "讨厌": {"food", "thing", "color"}, "最喜欢的颜色": {"color"}, "最喜欢的": {"food", "thing"},
-                   "害怕": {"thing"}, "过敏": {"food", "thing"}, "忌口": {"food", "thing"}, "在学": {"thing"}}
+                   "害怕": {"thing"}, "过敏": {"food", "thing"}, "忌口": {"food", "thing"}, "在学": {"thing"},
+                   "会说": {"thing"}}
 #: What is said of the character that is a wish of the user's (你是我的猫娘, 你每句话结尾要带喵).
 _WISH_REST_RE = re.compile(r"^(?:以后|今后)?(?:就)?(?:跟我|和我|对我)?(?:说话|回复|回答|讲话|聊天|每句话|回我|回消息|要|得|别|不要|不许|必须|"
                            r"是我的|当我的|扮演|假装|用|带|叫|少|多)")
@@ -3362,7 +3371,7 @@ def _subject_of(text, known=()):
         if n and (subject not in _NAMED and not rest[n.end():].startswith("的")
                   or _NOT_A_NAME_RE.match(n.group(1))):
             n = None
-        if n and not re.match(r"^(?:喜欢|是|在|住|叫|对|有|养|今年|最|不|也|还|很|特别|现在|已经)", rest):
+        if n and not re.match(r"^(?:喜欢|爱|是|在|住|叫|对|有|养|今年|最|不|也|还|很|特别|现在|已经)", rest):
             # 我朋友阿强…: two friends stay apart; 我女朋友小美的生日: the name says nothing new
             return (subject + n.group(1) if subject in _NAMED else subject), rest[n.end():]
         return subject, rest
@@ -3436,8 +3445,9 @@ def memory_fact(text, last_subject=None, known=()):
         text = who + ("的" if text[m.end():].startswith(("生日", "名字")) else "") + text[m.end():]
     first = re.split(r"[，,；;](?!叫)", text)[0]
     m = re.match(rf"^我?有(?:一)?(?:个|只|条)({_REL_RE})(?:，|,)?(?:叫|名叫|名字叫)([^，,]{{1,8}})$", first)
-    if m:  # 我有个朋友叫阿杰: someone the user can name later
-        return Fact(text, RELATION_ALIASES.get(m.group(1), m.group(1)), "名字", m.group(2), True, replaces)
+    if m:  # 我有个朋友叫阿杰: someone the user can name later; a second friend named is another one (朋友阿强)
+        who = RELATION_ALIASES.get(m.group(1), m.group(1))
+        return Fact(text, who + m.group(2) if who in _SEVERAL else who, "名字", m.group(2), True, replaces)
     subject, rest = _subject_of(text, known)
     m = re.match(rf"^叫(?:我的?)?({_REL_RE})(.+)$", rest)
     if subject == "我" and m:  # 我叫我女朋友小猪: what the user calls her, not the user's name
@@ -3521,7 +3531,9 @@ def memory_split(text):
 #: A list inside one clause: per subject (我和我老婆都…, 我爸妈都…), per value (苹果、香蕉和橙子).
 _LIST_SEP_RE = re.compile(r"、|和|跟|以及|还有")
 #: Attributes whose values a list may name one by one.
-_LISTED_ATTRIBUTES = ("喜欢", "讨厌", "过敏", "害怕", "忌口", "不再过敏")
+_LISTED_ATTRIBUTES = ("喜欢", "讨厌", "过敏", "害怕", "忌口", "不再过敏", "在学", "会说")
+#: Characters no list item has (我喜欢吃火锅 每周都去 / 我不吃香菜 谢谢: a comment after a space, no second thing).
+_NOT_AN_ITEM_CHARS = set("都了的在是有也很就去来过着吗呢吧啊要会能好真太超挺每谢哈嘿呜")
 
 
 def _one_subject(words):
@@ -3543,15 +3555,26 @@ def memory_unlist(text):
     t = text.strip()
     m = re.match(rf"^(我(?:家)?)(养了|养着|养|有)(?:两|三|四|几|2|3|4)(只|条|个)(\S{{1,3}}?)[{_PUNCT}]*((?:(?:另)?一(?:只|条|个)"
                  rf"(?:叫|名叫|是)[^，,。；;一另]{{1,6}}[{_PUNCT}]*){{2,}})$", t)
-    if m and _pet_of(m.group(4)):  # 我养了两只猫，一只叫大橘一只叫小黑 (two brothers stay one memory: one 名字 each)
+    if m and (_pet_of(m.group(4)) or m.group(2) == "有" and RELATION_ALIASES.get(m.group(4), m.group(4)) in _SEVERAL):
+        # 我养了两只猫，一只叫大橘一只叫小黑 / 我有两个孩子 一个叫乐乐一个叫安安 (each child a subject of its own)
         names = re.findall(r"一(?:只|条|个)(?:叫|名叫|是)([^，,。；;一另]{1,6})", m.group(5))
         return [f"{m.group(1)}{m.group(2)}一{m.group(3)}{m.group(4)}叫{n}" for n in names]
-    chain = re.split(r"[，,]", t)
+    m = re.match(rf"^(我(?:的|家的?)?)({_REL_RE})({_REL_RE})(?:都|也都|俩都|两个都|俩)(.+)$", t)
+    pair = m and len({RELATION_ALIASES.get(x, x) for x in m.group(2, 3)}) == 2 and "爸妈" not in m.group(2) + m.group(3)
+    if pair and not {m.group(2), m.group(3)} & {"父母"}:  # 我爷爷奶奶都住在乡下: one memory each
+        return [x for who in m.group(2, 3) for x in memory_unlist(m.group(1) + who + m.group(4))]
+    spaced = not re.search(r"[，,]", t)  # 我不吃香菜 葱 和蒜: spaces part the values as commas do
+    chain = re.split(r"(?<=[\u4e00-\u9fff])\s+(?=[\u4e00-\u9fff])",
+                     re.sub(r"\s+(?=(?:和|跟|以及|还有)[\u4e00-\u9fff])", "", t)) if spaced else re.split(r"[，,]", t)
     first = memory_fact(chain[0]) if 2 < len(t) <= 60 and len(chain) > 1 else None
-    kind = lambda x: {a.split(".")[0] for a in memory_areas(x, message=True)}  # noqa: E731 - sport, diet …
+    # a value's kind: sport, diet … after a comma; after a space (which also starts a comment: 我喜欢吃火锅 冬天)
+    # the same topic, or a word no topic knows of one character (葱, 蒜)
+    kind = lambda x: {a if spaced else a.split(".")[0] for a in memory_areas(x, message=True)}  # noqa: E731
+    bare = lambda c: spaced and all(len(i) == 1 and not kind(i) and not set(i) & _NOT_AN_ITEM_CHARS  # noqa: E731
+                                    and not re.fullmatch(r"(.)\1+", i) for i in _LIST_SEP_RE.split(c))
     if first and first.attribute in _LISTED_ATTRIBUTES and first.value and all(
             1 <= len(c) <= 6 and not memory_has_subject(c) and not _DETAIL_RE.match(c)
-            and memory_fact("我" + c).attribute is None and kind(c) & kind(first.value) for c in chain[1:]):
+            and memory_fact("我" + c).attribute is None and (kind(c) & kind(first.value) or bare(c)) for c in chain[1:]):
         t = "、".join(chain)  # 我喜欢打篮球，羽毛球，乒乓球: more things of the first one's kind (好烦 is a comment)
     elif first and first.attribute is None and all(len(c) <= 8 and not memory_has_subject(c) for c in chain[1:]):
         joined = memory_fact("、".join(chain))  # 我对芒果，菠萝过敏: the verb comes last, 我对芒果 says nothing alone
@@ -3608,6 +3631,11 @@ def _same_key(row, fact):
     if row["subject"] != fact.subject or row["attribute"] != fact.attribute or not fact.attribute:
         return False
     return fact.single or Fact(row["text"], value=row["value"]).key == fact.key
+
+
+def _same_subject(stored, said):
+    """Whether a stored memory's subject is the one said. Example: _same_subject('爱人', '老婆') -> True"""
+    return stored == said or said in PARTNER_WORDS.get(stored, ()) or stored in PARTNER_WORDS.get(said, ())
 
 
 def _mine(subject):
@@ -4422,6 +4450,8 @@ def memory_remember(conn, ctx, text, embed, *, update=False, importance=1, scope
     if len(facts) > MEMORY_FACTS_PER_MESSAGE:  # 记住：我喜欢A、B、C… x 123: as many memories and expansion calls
         return (f"这一条里有{len(facts)}件事，一次最多记{MEMORY_FACTS_PER_MESSAGE}件，这次什么也没记。"
                 f"分几次告诉我吧，比如先说“记住，{facts[0].text}…”。"), None
+    if update and len(facts) > 1:
+        facts = _retracted(memory_list(conn, ctx), facts)
     if areas and not update:
         asked = _life_question(conn, ctx, text, facts, known, importance, scope if explicit_scope else None)
         if asked:
@@ -4619,10 +4649,29 @@ def _life_target(rows, fact):
     return None
 
 
+def _retracted(rows, facts):
+    """An update's facts with a retraction folded into its new value: 更正一下 我老婆不喜欢爬山 她喜欢游泳 says the
+    stored 我老婆喜欢爬山 was wrong (the opposite of a stored memory) and gives the same subject's right value of
+    that attribute (喜欢游泳): that value replaces the stored one and the retraction is no memory of its own. A
+    negation ending in 了 (我不喜欢狗了，我喜欢兔子) is a change over time, not a mistake: it is kept.
+    Example: [不喜欢爬山, 喜欢游泳] with 我老婆喜欢爬山 stored -> [喜欢游泳 (replaces 爬山)]"""
+    out = list(facts)
+    for neg in facts:
+        kept = neg.replaces or re.search(rf"[了啦][{_PUNCT}{_EMOJI}]*$", neg.text)
+        wrong = [r for r in rows if r["subject"] == neg.subject and neg.attribute and not kept and
+                 r["attribute"] == OPPOSITES.get(neg.attribute) and Fact(r["text"], value=r["value"]).key == neg.key]
+        right = [f for f in facts if f is not neg and f.subject == neg.subject and wrong
+                 and f.attribute == wrong[0]["attribute"] and not f.replaces and f.key != neg.key]
+        if len(wrong) == 1 and len(right) == 1 and neg in out:
+            out[out.index(right[0])] = dataclasses.replace(right[0], replaces=neg.key)
+            out.remove(neg)
+    return out
+
+
 def _update_target(conn, ctx, rows, fact, vec, update):
     """The memory fact replaces: (row, []) when clear, (None, candidates) when several fit equally,
     (None, []) when none does (then fact is a new memory)."""
-    subject_rows = [r for r in rows if r["subject"] == fact.subject]
+    subject_rows = [r for r in rows if _same_subject(r["subject"], fact.subject)]
     if (fact.replaces or "").startswith("subject:"):  # 是我妈妈对花生过敏，不是我
         moved = [r for r in rows if r["subject"] == fact.replaces[8:]
                  and _same_key(r, dataclasses.replace(fact, subject=r["subject"]))]
@@ -4974,11 +5023,18 @@ def memory_forget(conn, ctx, what, embed, one=False):
         return _forget_rows(conn, ctx, pets), None
     if m and m.group(1) not in ("我", "关于我"):  # 忘记所有关于我妈妈的 / 忘记我的猫: all of it, one undo
         subject, _ = _subject_of(m.group(1), known)
-        targets = [r for r in rows if r["subject"] == subject or r["subject"].startswith(subject) and subject != "我"
+        targets = [r for r in rows if _same_subject(r["subject"], subject)
+                   or r["subject"].startswith(subject) and subject != "我"
                    or subject in _ANIMALS and r["attribute"] == "宠物" and (_pet_of(r["value"]) or ("",))[0] == subject]
         if one and len(targets) > 1:
             asked = _which_question(conn, {"action": "forget", "ids": [r["id"] for r in targets], "text": what})
             return asked["prompt"], asked
+        said = [r for r in rows if not targets and m.group(1) in r["text"]]  # 兔子那个别记了: 我喜欢兔子, nobody's own
+        if len(said) > 1 and not what.startswith(("所有", "全部", "一切")):
+            asked = _which_question(conn, {"action": "forget", "ids": [r["id"] for r in said], "text": what})
+            return asked["prompt"], asked
+        if said:
+            return _forget_rows(conn, ctx, said), None
         if len({r["subject"] for r in targets if r["subject"] != "我"}) <= 1 or what.startswith(("所有", "全部", "一切")):
             return (_forget_rows(conn, ctx, targets) if targets else f"我没有记着{_who(subject)}的事，什么也没删。"), None
     targets = _forget_targets(conn, ctx, rows, what, embed)
@@ -5010,7 +5066,8 @@ def _forget_targets(conn, ctx, rows, what, embed):
     subject, rest = _subject_of(what, known)
     rest = re.sub(r"^的", "", rest)
     named = memory_has_subject(what) or subject != "我"  # "在上海工作的那条": anyone's
-    mine = [r for r in rows if r["subject"] == subject or r["subject"].startswith(subject) and subject != "我"
+    mine = [r for r in rows if _same_subject(r["subject"], subject)
+            or r["subject"].startswith(subject) and subject != "我"
             or subject in _ANIMALS and r["attribute"] == "宠物" and (_pet_of(r["value"]) or ("",))[0] == subject] \
         if named else list(rows)
     if named and subject != "我" and not rest.strip():  # 忘记我的猫: everything about it
@@ -5048,7 +5105,8 @@ def _forget_targets(conn, ctx, rows, what, embed):
     words = text_content_words(re.sub(r"^我", "", what))
     hits = [(i, s) for i, s in hits if words & text_content_words(pool[i]["text"])]
     core = re.sub(r"^我的?", "", what)
-    said = [r for r in pool.values() if core and core in r["text"] and not set(core) <= _PLAIN_CHARS]
+    said = [r for r in pool.values() if core and not set(core) <= _PLAIN_CHARS  # 西语那条: 我在学西班牙语
+            and (core in r["text"] or any(a in r["text"] for a in ALIASES.get(core.lower(), "").split()))]
     if not hits and said:  # 忘记虾那条: a word too short for the search, said in a memory as it is
         return said
     if not hits:
@@ -5110,6 +5168,11 @@ def _value_kinds(value):
         kinds.add("age")
     if re.fullmatch(r"\d{4}年?", v):
         kinds.add("year")
+    if re.fullmatch(r"(?:这|下|上|每)?(?:个)?(?:周末|(?:周|星期|礼拜)[一二三四五六日天1-7])(?:晚上|早上|上午|下午|中午)?", v):
+        kinds.add("weekday")  # 更正：是周二 — no food, place or person is a weekday: it fits none of them
+    if re.fullmatch(r"(?:今天|明天|后天|昨天|前天|早上|上午|中午|下午|晚上|凌晨|傍晚)?(?:\d{1,2}|[一二两三四五六七八九十]{1,3})"
+                    r"(?:点|:\d{2}|：\d{2})(?:半|钟|\d{1,2}分?|[一二三四五]刻)?|今天|明天|后天|昨天|前天|今晚|明早", v):
+        kinds.add("time")
     if re.search(r"(?:大学|学院|中学|小学|高中|初中)$", v):
         kinds.add("school")
     if re.fullmatch(r"[浅深淡亮暗墨天湖宝藏]?[红橙黄绿青蓝紫黑白灰粉棕褐金银米咖]色", v):
@@ -5614,7 +5677,7 @@ def _read_update(m):
     if re.match(f"^(?:{_GROUP_WORDS_RE})", fact):
         return "group_update", {"text": fact}
     about = memory_has_subject(fact)
-    v = re.match(r"^(?:应该|其实)?是([^，,。;；我你他她它]{1,12})$", fact)
+    v = re.match(r"^(?:应该|其实)?是([^，,。;；\s我你他她它]{1,12})$", fact)  # 是桂林米粉 不是螺蛳粉: below
     if v and not about:  # 更正：是南京 — the value of what was just said
         return "update_last", {"value": v.group(1)}
     v = re.match(rf"^[^，,是]{{1,6}}的是([^，,]+?)[{_PUNCT}]*(?:而)?不是([^，,]+)$", fact)
@@ -5879,6 +5942,7 @@ _TELL_YOU_RE = re.compile(rf"^(?:跟你说|和你说|给你说|跟你讲|告诉�
 _POINTER = r"(?:那条|那个|这条|这个|那件事|这件事)(?:记忆)?"
 #: Forget verbs after what they point at (X那条忘掉吧 / X那个别记了).
 _FORGET_AFTER = (r"(?:你|就|给我|帮我)*(?:忘掉|忘了|忘记|删了|删掉|删除|去掉|不要了|别记了|别记着了|不用记了|不要记了|可以删了|"
+                 r"别再记了|不要再记了|别再记着了|"
                  r"莫记了|莫记到了|莫记|别存了|不用存了|不要存了|别存|删一下|删下|清掉|清除|delete掉?|del掉?|remove掉?|删)(?:一下|下)?")
 #: A request for the list in the ways people ask for it: who keeps it, what is kept, how to show it.
 #: Ways to ask to be shown something (列出来 / 发我瞅瞅 / 给我看看).
@@ -6015,6 +6079,31 @@ _EMOJI_TAIL_RE = re.compile(rf"(?<=[{_PUNCT}{PARTICLES}])[{_EMOJI}\s]+$")
 _LEAD_PARTICLE_RE = re.compile(f"^[^{_PUNCT}我]{{2,8}}?[{PARTICLES}](?=我)")
 
 
+#: Words a speech-to-text message starts with before what it means (嗯那个就是那个二胎那个你删掉吧).
+_SPOKEN_LEAD_RE = re.compile(r"^(?:嗯+|呃+|额+)(?:那个|就是|这个|[，,\s])*")
+#: A forget said twice at its end (删掉吧删掉就行 / 删了吧 删了就好): once.
+_SPOKEN_AGAIN_RE = re.compile(rf"(?<=删掉|删了|去掉|忘掉)({_ANY_PARTICLE}*)[{_PUNCT}]*(?:删掉|删了|去掉|忘掉)?(?:就行|就好|就可以)(?:了)?"
+                              rf"{_ANY_PARTICLE}*$")
+#: A forget's verbs anywhere in a message: only such a message is searched for a forget clause and its reason.
+_FORGET_VERB_RE = re.compile(r"删|忘|去掉|(?:别|不要|不用|莫)再?记|(?:别|不用|不要)存")
+#: The longest clause that may say why a memory goes (送人了 / 医生说是误诊 / 我奶奶去年走了) beside the forget.
+FORGET_REASON_CHARS = 12
+
+
+def _forget_clause(t):
+    """The one clause of a message that asks to forget, when the others only say why: the reason is no part of
+    what goes. Example: _forget_clause('来福那条删了 送人了') -> '来福那条删了'"""
+    clauses = [c for c in _PAUSES_RE.split(t) if c]
+    if not 2 <= len(clauses) <= 3:
+        return t
+    forgets = [c for c in clauses if _FORGET_VERB_RE.search(c)
+               and re.match(rf"^(?:忘记|忘掉)(?!(?:了|{_ANY_PARTICLE})*$)", memory_normalise(c))]
+    if len(forgets) != 1 or any(c != forgets[0] and (len(c) > FORGET_REASON_CHARS or memory_shaped_words(c))
+                                for c in clauses):
+        return t
+    return forgets[0]
+
+
 def memory_normalise(text):
     """A memory message in the canonical wording the command table reads (chat is left alone).
     Example: memory_normalise('记住咯，我喜欢吃辣') -> '记住，我喜欢吃辣'
@@ -6025,6 +6114,9 @@ def memory_normalise(text):
     t = _EMOJI_TAIL_RE.sub("", t) or t  # 豆豆昨天走了 记一下吧 😢: the emoji is no fact (记住我喜欢🐱 keeps it)
     if "那" in t or "这" in t:  # 芒果那条🗑️删掉
         t = _POINTER_EMOJI_RE.sub(r"\1", t)
+    if _FORGET_VERB_RE.search(t):  # 来福那条删了 送人了: the forget without its reason
+        t = _SPOKEN_AGAIN_RE.sub(r"\1", _SPOKEN_LEAD_RE.sub("", t)) or t
+        t = _forget_clause(t) if _PAUSES_RE.search(t) else t
     for words, pattern, repl in _MEMORY_REWRITES:  # a row's words first: one search in C, not a loop in Python
         if words.search(t):
             t = pattern.sub(repl, t, count=1)

@@ -178,7 +178,8 @@ def test_llm_down_or_nonsense_asks_with_numbered_choices_and_acts_on_the_answer(
     r = bots.start()
     nc = bots.connect(r)
     _seed(nc, 1, SEED)
-    reply = nc.ask(1, "北京那条删掉吧，我已经不住那了")
+    # 北京那条删掉吧 + a reason the rules settle alone; a further request (别记错了) leaves it to the plan
+    reply = nc.ask(1, "北京那条删掉吧，我已经不住那了，别记错了")
     assert "1. 我住在北京" in reply and _memories(r, 1) == SEED, reply
     assert nc.ask(1, "1").startswith("已忘记")
     assert _memories(r, 1) == SEED[1:]
