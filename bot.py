@@ -7403,10 +7403,13 @@ async def _pictures_wanted(app, ctx, text, count):
     message in app.picturing (the caller takes it out once the message is answered)."""
     if not app.cfg.VISION_MODEL or ctx.group_id and await app.db.run(session_paused, ctx.session):
         return False
+    words = text.replace(PICTURE_TEXT, "").strip()  # the words, wherever the pictures sat
+    if await _pictures_unread(app, ctx, words):
+        return False
     user = ctx.user_id
     used = await app.db.run(usage_today, user) if app.cfg.BOT_DAILY_TOKENS else 0
     names = [c["name"] for c in app.characters.get()["cards"].values()] + app.cfg.nicknames
-    kind = memory_parse(text.replace(PICTURE_TEXT, "").strip(), names)[0]  # the words, wherever the pictures sat
+    kind = memory_parse(words, names)[0]
     if kind in MEMORY_ACTIONS:
         times = app.memory_rate[user] if MEMORY_ACTIONS[kind].limited else app.memory_reads[user]
         limit = app.cfg.MEMORY_RATE_LIMIT if not ctx.superuser else 0
@@ -7422,6 +7425,23 @@ async def _pictures_wanted(app, ctx, text, count):
             return False
     app.picturing[user] += 1
     return True
+
+
+async def _pictures_unread(app, ctx, words):
+    """Whether a message's words (its pictures taken out) are a command whose answer never reads its pictures: a
+    list, a forget, an undo, the wipe, an admin or character command, 新话题, the answer to the bot's question.
+    Only chat and a memory command that stores the words sent (MemoryAction.pictures: 记住 + a photo) use them;
+    the rest fetched and described them all the same (a vision call against the budget)."""
+    t = words.strip()
+    if _command_find(ADMIN_COMMANDS + CHARACTER_COMMANDS, t) or _NEW_TOPIC_RE.match(t) \
+            or _memory_answering(app, ctx, t) or _SHOW_WORK_RE.fullmatch(_strip_tail(t.translate(_TRADITIONAL))):
+        return True
+    names = [c["name"] for c in app.characters.get()["cards"].values()] + app.cfg.nicknames
+    kind, args = memory_parse(t, names)
+    settle = MEMORY_SETTLE.get(kind)
+    if settle:  # 忘记榴莲: a forget when a memory says 榴莲, else chat
+        kind, args = await app.db.run(lambda c: settle(c, ctx, **args))
+    return kind in MEMORY_ACTIONS and not MEMORY_ACTIONS[kind].pictures
 
 
 def _memory_said(app, ctx, text, lists=True):
@@ -7491,14 +7511,12 @@ _PICTURE_PART_RE = re.compile(r"\[图片(?:：[^\[\]]*)?\]")
 
 async def _respond(app, ctx, text, card, truncated=False):
     """The reply to one message: a command's answer, or the LLM's in-character reply."""
+    words = _PICTURE_PART_RE.sub("", text).strip()
+    if words != text and await _pictures_unread(app, ctx, words):
+        text = words  # 忘记… with a picture is the forget, not 忘记『…[图片：…]』; 你记得我什么 is the list
     if ctx.group_id and await app.db.run(session_paused, ctx.session):
         if not ((ctx.superuser or ctx.role in ("owner", "admin")) and _command_find(ADMIN_COMMANDS, text)):
             return None
-    words = _PICTURE_PART_RE.sub("", text).strip()
-    names = [c["name"] for c in app.characters.get()["cards"].values()] + app.cfg.nicknames
-    kind = memory_parse(words, names)[0] if words != text else None
-    if kind in MEMORY_ACTIONS and not MEMORY_ACTIONS[kind].limited:
-        text = words  # 你记得我什么 with a picture is a list, not 要我记住『[图片：…]你记得我什么』
     for handler in (reply_command, reply_memory, reply_new_topic):
         reply = await handler(app, ctx, text, card)
         if reply is not None:
@@ -7776,6 +7794,7 @@ class MemoryAction:
     handler: object  # async handler(app, ctx, **the named arguments MEMORY_COMMANDS read) -> the reply
     who: tuple = ()  # what the speaker must be, checked in this order: keys of COMMAND_WHO
     limited: bool = True  # a change against MEMORY_RATE_LIMIT (False: a list, counted apart; a wipe's steps change)
+    pictures: bool = False  # stores the words sent: a picture sent with them is described and kept (记住 + a photo)
 
 
 #: kind (as MEMORY_COMMANDS in Memory reads it) -> what it does. The phrasings are Memory's table, the doing
@@ -7791,19 +7810,19 @@ MEMORY_ACTIONS = {
     "scope": MemoryAction(_memory_scope),
     "forget_last": MemoryAction(_memory_forget_last),
     "update_last": MemoryAction(_memory_update_last),
-    "update_attr": MemoryAction(_memory_update_attr),
+    "update_attr": MemoryAction(_memory_update_attr, pictures=True),
     "forget_numbers": MemoryAction(_memory_forget_numbers),
-    "update_number": MemoryAction(_memory_update_number),
+    "update_number": MemoryAction(_memory_update_number, pictures=True),
     "forget": MemoryAction(_memory_forget),
     "replace_value": MemoryAction(_memory_replace),
     "group_forget": MemoryAction(_memory_group_forget, ("memory_group",)),
     "group_forget_text": MemoryAction(_memory_group_forget_text, ("memory_group",)),
-    "group_remember": MemoryAction(_memory_group_remember, ("memory_group",)),
-    "group_update": MemoryAction(_memory_group_update, ("memory_group",)),
-    "ask": MemoryAction(_memory_ask),
-    "ask_what": MemoryAction(_memory_ask_what, limited=False),
-    "remember": MemoryAction(_memory_remember),
-    "update": MemoryAction(_memory_update),
+    "group_remember": MemoryAction(_memory_group_remember, ("memory_group",), pictures=True),
+    "group_update": MemoryAction(_memory_group_update, ("memory_group",), pictures=True),
+    "ask": MemoryAction(_memory_ask, pictures=True),
+    "ask_what": MemoryAction(_memory_ask_what, limited=False, pictures=True),
+    "remember": MemoryAction(_memory_remember, pictures=True),
+    "update": MemoryAction(_memory_update, pictures=True),
 }
 
 

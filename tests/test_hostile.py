@@ -672,6 +672,52 @@ def test_a_memory_list_sent_with_a_picture_is_still_a_list(start, llm, pictures)
         nc.close()
 
 
+#: A picture sent with a message (issue 19): fetched and described only when its words become a chat reply, or a
+#: memory command that stores the words sent (记住 / 更正 + a photo keep its description). Every other command
+#: (a list, a forget, an undo, a short correction, the wipe, /pause, 切换角色, 新话题) answers its words alone: its
+#: picture was fetched and described all the same (a vision call against the budget), and the description made a
+#: forget miss (不是“我住在杭州[图片：…]”，所以没有删) and a command after a picture chat.
+#: (case, words, picture before the words, in a group, reply starts with, the sender's memories after, fetched)
+PICTURE_CASES = [
+    ("forget", "忘记我住在杭州", False, False, "已忘记", [], False),
+    ("forget-after-picture", "忘记我住在杭州", True, False, "已忘记", [], False),
+    ("undo", "撤销", False, False, "已撤销", [], False),
+    ("list", "你记得我什么", True, False, "我记得关于你的1件事", ["我住在杭州"], False),
+    ("group-list", "本群记得什么", False, True, "本群", ["我住在杭州"], False),
+    ("short-correction", "不对，是上海", False, False, "已把", ["我住在上海"], False),
+    ("wipe", "忘记关于我的一切", False, False, "确定要删除", ["我住在杭州"], False),
+    ("pause", "/pause", True, True, "好的，我在这个群先不说话了", ["我住在杭州"], False),
+    ("switch", "切换角色 neko", False, False, "", ["我住在杭州"], False),
+    ("new-topic", "新话题", True, False, "好，换个话题吧", ["我住在杭州"], False),
+    ("remember", "记住，我家的猫叫橘子", False, False, "好的，记住了",
+     ["我住在杭州", "我家的猫叫橘子[图片：一只橘猫趴在键盘上]"], True),
+    ("correction", "更正一下，我住在上海", False, False, "已把", ["我住在上海[图片：一只橘猫趴在键盘上]"], True),
+    ("chat", "这是谁家的猫", False, False, "echo:", ["我住在杭州"], True),
+]
+
+
+@pytest.mark.parametrize("case, words, first, in_group, reply, memories, fetched", PICTURE_CASES,
+                         ids=[c[0] for c in PICTURE_CASES])
+def test_a_picture_is_fetched_only_for_a_message_that_uses_it(start, llm, pictures, case, words, first, in_group,
+                                                               reply, memories, fetched):
+    pictures.pictures["p.png"] = (png(rgb=(7, 7, 7)), 0)
+    runner = start(VISION_MODEL="vl-test")
+    nc = NapCat(runner.cfg.ONEBOT_PORT)
+    group = {"group_id": 899, "role": "admin"} if in_group else {}
+    try:
+        assert nc.ask(13, "记住，我住在杭州", at_bot=in_group, **group).strip().startswith("好的")
+        shown = picture_message([pictures.url("p.png")], at_bot=in_group)
+        said = [{"type": "text", "data": {"text": words}}]
+        nc.event(13, message=shown + said if first else [s for s in shown if s["type"] == "at"] + said
+                 + [s for s in shown if s["type"] != "at"], **group)
+        answer = nc.reply_text().strip()
+        assert answer.startswith(reply) and (case != "switch" or "小咪" in answer), answer
+        assert sorted(r["text"] for r in runner.rows("SELECT text FROM memories WHERE user_id = '13'")) == memories
+        assert (pictures.hits.get("p.png", 0), len(llm.vision_requests())) == ((1, 1) if fetched else (0, 0))
+    finally:
+        nc.close()
+
+
 def test_in_a_group_only_its_admins_switch_the_character(runner, napcat, llm):
     group = {"group_id": 890, "at_bot": True}
     refused = "在群里只有群主、群管理员或机器人的管理员能切换角色。"
