@@ -6979,8 +6979,13 @@ QUEUE_REPLY = "消息有点多，我先回前面的，你稍等一下再说哦�
 #: Said to the first memory change past BOT_QUEUE_LIMIT in a backlog (the later ones too were stored as messages,
 #: not carried out; one answer each would let a flood of 忘记… make as many bot messages).
 QUEUE_CHANGE_REPLY = "消息有点多，刚才这条和接下来的记忆改动都没有记下，等我回完前面的再说一次吧。"
-#: Said to a user past BOT_DAILY_TOKENS (the message is stored all the same).
+#: Said to a user past BOT_DAILY_TOKENS (the message is stored all the same), once a RATE_WINDOW in each chat.
 BUDGET_REPLY = "今天我们聊得太多啦，我得休息了，明天再来找我吧。（这条我记下了）"
+#: Said to a user past BOT_RATE_LIMIT LLM messages a RATE_WINDOW (stored all the same), once a window in each chat.
+RATE_REPLY = "你说得太快啦，我有点跟不上，歇一分钟再聊吧。（这条我记下了）"
+#: Seconds the rate limits count over (BOT_RATE_LIMIT, MEMORY_RATE_LIMIT's lists, vision calls, the flood cap),
+#: and in which a member of a chat hears RATE_REPLY or BUDGET_REPLY once.
+RATE_WINDOW = 60.0
 #: Seconds between checkpoints of the WAL into bot.db (so a plain copy of bot.db is current).
 CHECKPOINT_SECONDS = 0.5
 
@@ -7072,6 +7077,7 @@ class App:
         self.vision_rate = collections.defaultdict(collections.deque)  # user -> times of recent vision calls
         self.arrivals = collections.defaultdict(collections.deque)  # user -> times of recent stored messages
         self.flood_warned = {}  # user -> when the log last said their messages are dropped
+        self.told = {}  # (notice, chat, member) -> when they last heard RATE_REPLY or BUDGET_REPLY there
         self.reserved = collections.Counter()  # payer -> tokens held by LLM calls under way (BOT_DAILY_TOKENS)
         self.picturing = collections.Counter()  # user -> their messages whose pictures are fetched, not yet answered
         self.in_line = {}  # (chat, user) -> a future done when that user's last message is in its chat's line
@@ -7416,7 +7422,7 @@ async def _pictures_wanted(app, ctx, text, count):
     else:
         times, limit = app.rate[user], app.cfg.BOT_RATE_LIMIT
     before = app.picturing[user]  # read and counted with no await between: messages at once see each other
-    if limit and sum(time.monotonic() - t <= 60 for t in times) + before >= limit:
+    if limit and sum(time.monotonic() - t <= RATE_WINDOW for t in times) + before >= limit:
         return False
     if app.cfg.BOT_DAILY_TOKENS:
         used += app.reserved[user]
@@ -7528,9 +7534,11 @@ async def _respond(app, ctx, text, card, truncated=False):
         return "嗯？叫我有什么事吗？"
     limited = await _rate_limited(app, ctx)
     if limited:
-        return limited
+        return _notice_once(app, ctx, limited) or None
     text = await reply_burst(app, ctx, text, card)
     reply = await reply_llm(app, ctx, text, card)
+    if not reply:
+        return None  # past the budget, and told so already this window
     if truncated:
         reply = f"（你的消息太长了，我只看了前 {app.cfg.BOT_MAX_MESSAGE} 字）\n" + reply
     return reply
@@ -7544,8 +7552,20 @@ async def _rate_limited(app, ctx):
         return BUDGET_REPLY
     if not _rate_take(app.rate[ctx.user_id], app.cfg.BOT_RATE_LIMIT):
         app.stats["rate_limited"] += 1
-        return "你说得太快啦，我有点跟不上，歇一分钟再聊吧。（这条我记下了）"
+        return RATE_REPLY
     return None
+
+
+def _notice_once(app, ctx, notice):
+    """notice (RATE_REPLY, BUDGET_REPLY) the first time in a RATE_WINDOW that this member of this chat is past
+    that limit, "" after (nothing is said; the message is stored): one a message let a flood of 60 make 60."""
+    now, key = time.monotonic(), (notice, ctx.session, ctx.user_id)
+    if now - app.told.get(key, -RATE_WINDOW) < RATE_WINDOW:
+        return ""
+    if len(app.told) > 10000:  # members who flooded long ago: forgotten, so the map stays small
+        app.told = {k: t for k, t in app.told.items() if now - t < RATE_WINDOW}
+    app.told[key] = now
+    return notice
 
 
 async def reply_llm(app, ctx, text, card):
@@ -7607,7 +7627,7 @@ async def reply_llm(app, ctx, text, card):
         log.info("LLM refused for %s: %s", ctx.session, app.llm.redact(str(e)))
         return random.choice(card.get("memory", {}).get("fallback_replies") or [DEFAULT_FALLBACK])
     except LLMBudgetError:  # replies under way in other chats hold the rest of the day's tokens
-        return BUDGET_REPLY
+        return _notice_once(app, ctx, BUDGET_REPLY)
     except LLMError as e:
         app.stats["llm_errors"] += 1
         # an empty account was logged with its Fix (hourly) by the client; the rest is logged here
@@ -7882,7 +7902,7 @@ async def reply_memory_plan(app, ctx, text, rule_ask=None):
     key = (ctx.user_id, ctx.session)
     app.stats["memory_plans"] += 1
     ops, hint = "the speaker's LLM limit", ""
-    if not await _rate_limited(app, ctx):  # the call counts against the speaker's rate and budget
+    if await _rate_limited(app, ctx) is None:  # the call counts against the speaker's rate and budget
         messages, candidates, said = await app.db.run(memory_plan_prompt, ctx, text)
         try:
             reply, _ = await _llm_charged(app, ctx.user_id, messages, max_tokens=300,
@@ -8229,15 +8249,15 @@ async def _picture_describe(app, ctx, url):
 
 
 def _rate_full(times, limit):
-    """Whether all limit places a minute in times (a deque of monotonic times) are taken; takes none."""
+    """Whether all limit places a RATE_WINDOW in times (a deque of monotonic times) are taken; takes none."""
     now = time.monotonic()
-    return bool(limit) and sum(now - t <= 60 for t in times) >= limit
+    return bool(limit) and sum(now - t <= RATE_WINDOW for t in times) >= limit
 
 
 def _rate_take(times, limit):
-    """Takes one of limit places a minute in times (a deque of monotonic times): False when none is free."""
+    """Takes one of limit places a RATE_WINDOW in times (a deque of monotonic times): False when none is free."""
     now = time.monotonic()
-    while times and now - times[0] > 60:
+    while times and now - times[0] > RATE_WINDOW:
         times.popleft()
     if limit and len(times) >= limit:
         return False

@@ -609,10 +609,13 @@ def test_pictures_count_against_the_rate_limit(start, llm, pictures):
     runner = start(VISION_MODEL="vl-test", BOT_RATE_LIMIT=2)
     nc = NapCat(runner.cfg.ONEBOT_PORT)
     try:
-        for m in range(6):  # one at a time, so that no two join in a burst (6 = FLOOD_FACTOR x 2: all answered)
+        stored = lambda: runner.rows("SELECT count(*) n FROM messages WHERE user_id = '7' AND role = 'user'")[0]["n"]
+        for m in range(6):  # one at a time, so that no two join in a burst (6 = FLOOD_FACTOR x 2: all handled)
             nc.event(7, message=picture_message([pictures.url(f"p{m * 3 + k}.png") for k in range(3)], f"第{m}组"))
-            nc.reply_text(timeout=30)
+            assert wait_for(lambda: stored() == m + 1 and not runner.app.pending, timeout=30)
         assert len(llm.vision_requests()) == 2  # was 14-30
+        told = [text_of(nc.reply()) for _ in range(3)]  # two replies, and 你说得太快啦 once for the other four
+        assert [t.startswith("echo:") for t in told] == [True, True, False] and nc.sent.empty(), told
     finally:
         nc.close()
 
@@ -756,14 +759,45 @@ def test_a_flood_past_three_times_the_rate_limit_is_not_stored(start, llm):
     runner = start(BOT_RATE_LIMIT=2)
     nc = NapCat(runner.cfg.ONEBOT_PORT)
     try:
-        replies = [nc.ask(9, f"刷屏第{i}条") for i in range(6)]  # one at a time: no burst joins them
-        assert [r.startswith("echo:") for r in replies] == [True] * 2 + [False] * 4  # 4 told "记下了"
+        replies = [nc.ask(9, f"刷屏第{i}条") for i in range(3)]  # one at a time: no burst joins them
+        assert [r.startswith("echo:") for r in replies] == [True] * 2 + [False]  # told "记下了" once a minute
+        for i in range(3, 6):
+            nc.event(9, f"刷屏第{i}条")
+        assert nc.barrier(9, "你记得我什么", answer="还没有") == []  # stored, not told again
         for i in range(6, 20):
             nc.event(9, f"刷屏第{i}条")
         assert nc.barrier(9, "你记得我什么", answer="还没有") == []  # dropped; a memory command is still answered
         stored = runner.rows("SELECT text FROM messages WHERE session = 'p:9' AND role = 'user' AND text LIKE '刷屏%'")
         assert len(stored) == 3 * 2
         assert nc.ask(10, "别人不受影响") == "echo:别人不受影响"
+    finally:
+        nc.close()
+
+
+@pytest.mark.parametrize("case", ["rate", "budget-in-a-group"])
+def test_past_the_rate_limit_or_the_budget_a_flood_is_told_once_a_window(start, llm, monkeypatch, case):
+    """你说得太快啦 and 今天我们聊得太多啦 were said to every message past the limit, up to the flood cap (60 a
+    minute: 60 notices for a flood of 60). A member is told once a window (RATE_WINDOW, a minute; shortened here)
+    in each chat, and hears nothing more until the window is over; every message is still stored. Cases: BOT_RATE_LIMIT
+    in a private chat (5 answered, then 10 at once), BOT_DAILY_TOKENS in a group (one reply uses it, then 10 at once);
+    after the window, a new burst is told once more."""
+    monkeypatch.setattr(bot, "RATE_WINDOW", 5.0)
+    if case == "rate":
+        runner, where, notice = start(BOT_RATE_LIMIT=5), {}, "你说得太快啦"  # the flood cap: 15 a window
+    else:
+        runner, where, notice = start(BOT_DAILY_TOKENS=15), {"group_id": 975, "at_bot": True}, "今天我们聊得太多啦"
+    nc = NapCat(runner.cfg.ONEBOT_PORT)
+    try:
+        for burst in range(2):
+            answered = 5 if case == "rate" else 1 - burst  # the budget is spent for the day after the first reply
+            assert all("echo:" in nc.ask(31, f"第{burst}轮第{i}句", **where) for i in range(answered))
+            for i in range(10):
+                nc.event(31, f"第{burst}轮刷屏{i}", **where)
+            told = [text_of(p) for p in nc.barrier(31, "你记得我什么", answer="还没有", **where)]
+            assert sum(notice in t for t in told) == 1, told  # was 10
+            if not burst:
+                time.sleep(bot.RATE_WINDOW + 0.2)
+        assert runner.rows("SELECT count(*) n FROM messages WHERE user_id = '31' AND text LIKE '%刷屏%'") == [{"n": 20}]
     finally:
         nc.close()
 
