@@ -28,6 +28,7 @@ import dataclasses
 import datetime
 import difflib
 import fcntl
+import functools
 import hashlib
 import json
 import logging
@@ -6370,8 +6371,11 @@ class SummaryWorker:
     """Writes each chat's summaries in the background (one task per chat), by the LLM or, when it
     fails, extractively; and marks where a chat's topic changed, so a summary can close there."""
 
-    def __init__(self, cfg, db, llm, vec, card_of, stats):
-        self.cfg, self.db, self.llm, self.stats = cfg, db, llm, stats
+    def __init__(self, cfg, db, charged, vec, card_of, stats):
+        self.cfg, self.db, self.stats = cfg, db, stats
+        # async (payer, messages, **LLMClient.chat's arguments) -> (reply, tokens): the call holds what it may cost
+        # of the payer's BOT_DAILY_TOKENS while it runs, as replies do, and is counted; LLMBudgetError when no room
+        self.charged = charged
         self.vec = vec  # text -> its embedding, or None in keyword-only mode
         self.card_of = card_of  # character id -> its card
         self.tasks = {}  # session -> the summary task running for it
@@ -6420,16 +6424,12 @@ class SummaryWorker:
                 log.exception("summary of %s failed; it will be tried again after the next message", session)
 
     async def write(self, card, turns, level=0, payer=None):
-        """The LLM's summary, or the extractive one when the LLM fails or the payer (summary_payer) is past
-        BOT_DAILY_TOKENS: (text, method). The LLM's tokens are counted against the payer's day."""
+        """The LLM's summary, or the extractive one when the LLM fails or the payer's (summary_payer)
+        BOT_DAILY_TOKENS has no room for what it may cost beside the calls under way: (text, method). The summary
+        never takes the day over the budget (several at once did, each checking before any was counted)."""
         try:
-            if payer and self.cfg.BOT_DAILY_TOKENS and \
-                    await self.db.run(usage_today, payer) >= self.cfg.BOT_DAILY_TOKENS:
-                raise LLMError(f"{payer} is past BOT_DAILY_TOKENS")
-            text, tokens = await self.llm.chat(summary_prompt(card, turns, level), max_tokens=300,
-                                               timeout=self.cfg.LLM_TIMEOUT)
-            if payer:
-                await self.db.run(usage_add, payer, tokens, write=True)
+            text, _ = await self.charged(payer, summary_prompt(card, turns, level), max_tokens=300,
+                                         timeout=self.cfg.LLM_TIMEOUT)
             if not text.startswith("此前"):
                 text = "此前，" + text
             return text[:600], "llm"
@@ -7090,7 +7090,8 @@ class App:
         self.memory_change_warned = {}  # user -> when they were last told to change their memories less often
         self.memory_used = {}  # (user, session) -> ids of the memories in the last reply's prompt (你怎么知道的)
         self.llm = LLMClient(cfg)
-        self.summaries = SummaryWorker(cfg, self.db, self.llm, self.vec, self.card_by_id, self.stats)
+        self.summaries = SummaryWorker(cfg, self.db, functools.partial(_llm_charged, self), self.vec, self.card_by_id,
+                                       self.stats)
         self.expand_wake = asyncio.Event()  # set when memories may be waiting for their expansion
         self.last_message = 0.0  # time.monotonic() of the last chat message: expansions wait for a quiet moment
         self.expanded_at = 0.0  # time.monotonic() of the last expansion asked for
@@ -7157,6 +7158,7 @@ class App:
                 if not rows:
                     await self.expand_wake.wait()
                     continue
+                held = False  # an owner's calls under way held the rest of their day: their memories wait
                 for r in rows:
                     await self._expand_turn()
                     if budget and await self.db.run(usage_today, r["user_id"]) >= budget:
@@ -7164,8 +7166,11 @@ class App:
                     reply, tokens = "", 0
                     for attempt in range(EXPAND_ATTEMPTS):
                         try:
-                            reply, tokens = await self.llm.chat(memory_expansion_prompt(r["text"]), max_tokens=400,
-                                                                timeout=self.cfg.LLM_TIMEOUT)
+                            reply, tokens = await _llm_charged(self, r["user_id"], memory_expansion_prompt(r["text"]),
+                                                               max_tokens=400, timeout=self.cfg.LLM_TIMEOUT)
+                            break
+                        except LLMBudgetError:
+                            reply, held = None, True
                             break
                         except LLMRefusedError as e:  # refused on content safety: the same again, so no retry
                             log.info("expansion of memory %d: %s; it goes without", r["id"], e)
@@ -7176,12 +7181,14 @@ class App:
                                         "it goes without" if attempt + 1 == EXPAND_ATTEMPTS else "asking again")
                     else:
                         self.stats["expansions_given_up"] += 1
-                    if tokens:
-                        await self.db.run(usage_add, r["user_id"], tokens, write=True)
+                    if reply is None:
+                        continue
                     stored = await self.db.run(memory_expansion_store, r["id"], r["text"], reply, write=True)
                     self.stats["expansions"] += stored
                     self.stats["expansion_tokens"] += tokens
                     outages = 0
+                if held:  # asked again once the calls under way have settled what they used
+                    await asyncio.sleep(EXPAND_QUIET_SECONDS)
             except asyncio.CancelledError:
                 raise
             except LLMError as e:  # down, too slow, or the key refused: every memory would fail alike
@@ -7250,9 +7257,12 @@ class App:
         if self.profile_tried.get(key) == digest:
             return  # these very memories failed before: asked again when they change
         self.profile_tried[key] = digest
-        reply, tokens = await self.llm.chat(memory_profile_prompt(rows), max_tokens=300,
-                                            timeout=min(self.cfg.LLM_TIMEOUT, 60))
-        await self.db.run(usage_add, ctx.user_id, tokens, write=True)
+        try:
+            reply, _ = await _llm_charged(self, ctx.user_id, memory_profile_prompt(rows), max_tokens=300,
+                                          timeout=min(self.cfg.LLM_TIMEOUT, 60))
+        except LLMBudgetError:  # the user's calls under way hold the rest of the day: not tried, asked again later
+            self.profile_tried.pop(key, None)
+            return
         text = memory_profile_check(reply, rows)
         if text is None:
             self.stats["profiles_refused"] += 1

@@ -940,6 +940,61 @@ def test_a_user_past_the_budget_gets_an_extractive_summary(start, llm):
         nc.close()
 
 
+
+@pytest.mark.parametrize("case", ["summary-then-replies", "replies-then-summary", "expansion-then-replies"])
+def test_background_calls_hold_their_share_of_the_budget_like_replies(start, llm, case):
+    """Replies held what they may cost while they ran; a summary, a rollup, an expansion or a profile did not, so
+    near the end of the day's tokens they went over BOT_DAILY_TOKENS together (the fake LLM reports 15 tokens a
+    call, slow here; tokens counted as the bot counts them, in usage). Cases:
+    - a summary under way, then the user's replies in four groups: the replies wait for tomorrow (was one more);
+    - a reply under way, then the user's summary falls due: it is written extractively (was one more LLM call);
+    - an expansion under way, then the user's replies in three groups: the replies wait (was one more)."""
+    gate = threading.Event()
+    user = {"summary-then-replies": "81", "replies-then-summary": "82", "expansion-then-replies": "83"}[case]
+    runner = start(SUMMARY_EVERY=2, BOT_DAILY_TOKENS=60 if case == "summary-then-replies" else 45, LLM_TIMEOUT=30)
+    nc = NapCat(runner.cfg.ONEBOT_PORT)
+    tokens = lambda: runner.rows("SELECT tokens FROM usage WHERE user_id = ?", user)[0]["tokens"]
+    in_group = lambda g, text: nc.event(user, text, group_id=990 + g, at_bot=True)
+    talk = ["下周三我要去上海面试，自我介绍还没准备好", "面试的公司做新能源汽车，我应聘测试工程师", "你觉得我该怎么准备"]
+    try:
+        if case == "summary-then-replies":
+            llm.answer = lambda body: {"gate": gate} if is_summary_request(body) else None
+            assert all(nc.ask(user, t).startswith("echo:") for t in talk)  # 45 of 60 tokens; the summary falls due
+            assert wait_for(lambda: any(is_summary_request(r["json"]) for r in llm.requests))
+            for g in range(4):
+                in_group(g, f"第{g}个群")
+            replies = [nc.reply_text(timeout=30).strip() for _ in range(4)]
+            assert replies == [bot.BUDGET_REPLY] * 4, replies  # one was answered: 75 of 60
+            gate.set()
+            assert wait_for(lambda: runner.rows("SELECT method FROM summaries") == [{"method": "llm"}])
+        elif case == "replies-then-summary":
+            assert all(nc.ask(user, t).startswith("echo:") for t in talk[:2])  # 30 of 45 tokens
+            llm.answer = lambda body: None if is_summary_request(body) else {"gate": gate}
+            in_group(0, "在吗")
+            assert wait_for(lambda: len(llm.chat_requests()) == 3)  # under way, holding its most
+            assert nc.ask(user, talk[2]) == bot.BUDGET_REPLY  # the third turn: the summary falls due
+            assert wait_for(lambda: runner.rows("SELECT method FROM summaries"))
+            assert runner.rows("SELECT method FROM summaries") == [{"method": "extractive"}]  # was the LLM's: 60 of 45
+            gate.set()
+            assert nc.reply_text(timeout=30).strip().endswith("在吗")
+        else:
+            assert all(nc.ask(user, t).startswith("echo:") for t in talk[:2])  # 30 of 45 tokens
+            llm.answer = lambda body: {"gate": gate}
+            assert nc.ask(user, "记住，我住在杭州").startswith("好的")
+            assert wait_for(lambda: llm.expansion_requests() == ["我住在杭州"], 15)
+            for g in range(3):
+                in_group(g, f"第{g}个群")
+            replies = [nc.reply_text(timeout=30).strip() for _ in range(3)]
+            assert replies == [bot.BUDGET_REPLY] * 3, replies  # one was answered: 60 of 45
+            gate.set()
+            expansion = lambda: runner.rows("SELECT expansion FROM memories WHERE user_id = ?", user)[0]["expansion"]
+            assert wait_for(expansion)
+        assert wait_for(lambda: tokens() == runner.cfg.BOT_DAILY_TOKENS and not runner.app.reserved), tokens()
+    finally:
+        gate.set()
+        llm.answer = None
+        nc.close()
+
 def test_the_wipe_and_its_confirmation_are_rate_limited(start, llm):
     runner = start(MEMORY_RATE_LIMIT=2)
     nc = NapCat(runner.cfg.ONEBOT_PORT)
