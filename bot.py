@@ -3778,6 +3778,8 @@ EXPAND_ATTEMPTS = 3
 #: never pauses one expansion still goes every EXPAND_BUSY_SECONDS, between replies.
 EXPAND_QUIET_SECONDS = 1.0
 EXPAND_BUSY_SECONDS = 10.0
+#: Seconds before memories whose owner's BOT_DAILY_TOKENS had no room for their expansion are looked at again.
+EXPAND_HELD_SECONDS = 60.0
 #: Seconds after the last change of a user's memories before the LLM is asked for their profile (a burst of
 #: 记住 is one profile, not one each).
 PROFILE_DEBOUNCE_SECONDS = 30.0
@@ -7090,8 +7092,8 @@ class App:
         self.memory_change_warned = {}  # user -> when they were last told to change their memories less often
         self.memory_used = {}  # (user, session) -> ids of the memories in the last reply's prompt (你怎么知道的)
         self.llm = LLMClient(cfg)
-        self.summaries = SummaryWorker(cfg, self.db, functools.partial(_llm_charged, self), self.vec, self.card_by_id,
-                                       self.stats)
+        self.summaries = SummaryWorker(cfg, self.db, functools.partial(_llm_charged, self, whole=True), self.vec,
+                                       self.card_by_id, self.stats)
         self.expand_wake = asyncio.Event()  # set when memories may be waiting for their expansion
         self.last_message = 0.0  # time.monotonic() of the last chat message: expansions wait for a quiet moment
         self.expanded_at = 0.0  # time.monotonic() of the last expansion asked for
@@ -7158,7 +7160,7 @@ class App:
                 if not rows:
                     await self.expand_wake.wait()
                     continue
-                held = False  # an owner's calls under way held the rest of their day: their memories wait
+                held = False  # an owner's day had no room for an expansion beside their calls under way: it waits
                 for r in rows:
                     await self._expand_turn()
                     if budget and await self.db.run(usage_today, r["user_id"]) >= budget:
@@ -7167,7 +7169,7 @@ class App:
                     for attempt in range(EXPAND_ATTEMPTS):
                         try:
                             reply, tokens = await _llm_charged(self, r["user_id"], memory_expansion_prompt(r["text"]),
-                                                               max_tokens=400, timeout=self.cfg.LLM_TIMEOUT)
+                                                               max_tokens=400, whole=True, timeout=self.cfg.LLM_TIMEOUT)
                             break
                         except LLMBudgetError:
                             reply, held = None, True
@@ -7187,8 +7189,8 @@ class App:
                     self.stats["expansions"] += stored
                     self.stats["expansion_tokens"] += tokens
                     outages = 0
-                if held:  # asked again once the calls under way have settled what they used
-                    await asyncio.sleep(EXPAND_QUIET_SECONDS)
+                if held:  # asked again once the calls under way have settled what they used (or tomorrow)
+                    await asyncio.sleep(EXPAND_HELD_SECONDS)
             except asyncio.CancelledError:
                 raise
             except LLMError as e:  # down, too slow, or the key refused: every memory would fail alike
@@ -7258,9 +7260,9 @@ class App:
             return  # these very memories failed before: asked again when they change
         self.profile_tried[key] = digest
         try:
-            reply, _ = await _llm_charged(self, ctx.user_id, memory_profile_prompt(rows), max_tokens=300,
+            reply, _ = await _llm_charged(self, ctx.user_id, memory_profile_prompt(rows), max_tokens=300, whole=True,
                                           timeout=min(self.cfg.LLM_TIMEOUT, 60))
-        except LLMBudgetError:  # the user's calls under way hold the rest of the day: not tried, asked again later
+        except LLMBudgetError:  # no room for it today beside the user's calls under way: not tried, asked again later
             self.profile_tried.pop(key, None)
             return
         text = memory_profile_check(reply, rows)
@@ -8276,15 +8278,17 @@ def _rate_take(times, limit):
 
 
 @contextlib.asynccontextmanager
-async def _budget_reserve(app, payer, tokens):
+async def _budget_reserve(app, payer, tokens, whole=False):
     """Holds tokens of payer's BOT_DAILY_TOKENS for one LLM call while it runs: calls at once can't all pass the
     check before any is counted. Raises LLMBudgetError when the payer is past the budget, or when this call's
     tokens with what the payer's calls in flight hold would take it past (a check of what is used and held alone
     let calls at once overshoot it 1.3-1.9 times); a lone call needs only room left, so a budget smaller than
-    one call's most is still spent."""
+    one call's most is still spent. whole (work nobody waits for: summaries, expansions, profiles): the call must
+    fit whole, even alone, so background work never takes the payer past the budget."""
     if app.cfg.BOT_DAILY_TOKENS:
         used = await app.db.run(usage_today, payer) + app.reserved[payer]
-        if used >= app.cfg.BOT_DAILY_TOKENS or app.reserved[payer] and used + tokens > app.cfg.BOT_DAILY_TOKENS:
+        if used >= app.cfg.BOT_DAILY_TOKENS or (app.reserved[payer] or whole) \
+                and used + tokens > app.cfg.BOT_DAILY_TOKENS:
             app.stats["budget_hit"] += 1
             raise LLMBudgetError(f"{payer} is past BOT_DAILY_TOKENS")
     app.reserved[payer] += tokens
@@ -8296,13 +8300,14 @@ async def _budget_reserve(app, payer, tokens):
             del app.reserved[payer]
 
 
-async def _llm_charged(app, payer, messages, max_tokens=None, **kw):
+async def _llm_charged(app, payer, messages, max_tokens=None, whole=False, **kw):
     """app.llm.chat charged to payer: the most it may cost (the prompt's tokens and max_tokens) is held against
     BOT_DAILY_TOKENS while it runs, then the tokens it used are counted (nothing when it fails), so replies at
-    once in many chats can't all pass the check. Raises LLMBudgetError, making no call, when payer is past it."""
+    once in many chats can't all pass the check. Raises LLMBudgetError, making no call, when payer is past it
+    (whole: when it would be with this call's most; see _budget_reserve)."""
     held = app.cfg.BOT_DAILY_TOKENS and (sum(text_most_tokens(_llm_text(m["content"])) for m in messages)
                                          + (max_tokens or app.cfg.LLM_MAX_TOKENS))
-    async with _budget_reserve(app, payer, held):
+    async with _budget_reserve(app, payer, held, whole):
         reply, tokens = await app.llm.chat(messages, max_tokens=max_tokens, **kw)
         if tokens:
             await app.db.run(usage_add, payer, tokens, write=True)
