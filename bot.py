@@ -28,6 +28,7 @@ import dataclasses
 import datetime
 import difflib
 import fcntl
+import functools
 import hashlib
 import json
 import logging
@@ -3950,6 +3951,8 @@ EXPAND_ATTEMPTS = 3
 #: never pauses one expansion still goes every EXPAND_BUSY_SECONDS, between replies.
 EXPAND_QUIET_SECONDS = 1.0
 EXPAND_BUSY_SECONDS = 10.0
+#: Seconds before memories whose owner's BOT_DAILY_TOKENS had no room for their expansion are looked at again.
+EXPAND_HELD_SECONDS = 60.0
 #: Seconds after the last change of a user's memories before the LLM is asked for their profile (a burst of
 #: 记住 is one profile, not one each).
 PROFILE_DEBOUNCE_SECONDS = 30.0
@@ -6803,8 +6806,11 @@ class SummaryWorker:
     """Writes each chat's summaries in the background (one task per chat), by the LLM or, when it
     fails, extractively; and marks where a chat's topic changed, so a summary can close there."""
 
-    def __init__(self, cfg, db, llm, vec, card_of, stats):
-        self.cfg, self.db, self.llm, self.stats = cfg, db, llm, stats
+    def __init__(self, cfg, db, charged, vec, card_of, stats):
+        self.cfg, self.db, self.stats = cfg, db, stats
+        # async (payer, messages, **LLMClient.chat's arguments) -> (reply, tokens): the call holds what it may cost
+        # of the payer's BOT_DAILY_TOKENS while it runs, as replies do, and is counted; LLMBudgetError when no room
+        self.charged = charged
         self.vec = vec  # text -> its embedding, or None in keyword-only mode
         self.card_of = card_of  # character id -> its card
         self.tasks = {}  # session -> the summary task running for it
@@ -6859,16 +6865,12 @@ class SummaryWorker:
                 log.exception("summary of %s failed; it will be tried again after the next message", session)
 
     async def write(self, card, turns, level=0, payer=None):
-        """The LLM's summary, or the extractive one when the LLM fails or the payer (summary_payer) is past
-        BOT_DAILY_TOKENS: (text, method). The LLM's tokens are counted against the payer's day."""
+        """The LLM's summary, or the extractive one when the LLM fails or the payer's (summary_payer)
+        BOT_DAILY_TOKENS has no room for what it may cost beside the calls under way: (text, method). The summary
+        never takes the day over the budget (several at once did, each checking before any was counted)."""
         try:
-            if payer and self.cfg.BOT_DAILY_TOKENS and \
-                    await self.db.run(usage_today, payer) >= self.cfg.BOT_DAILY_TOKENS:
-                raise LLMError(f"{payer} is past BOT_DAILY_TOKENS")
-            text, tokens = await self.llm.chat(summary_prompt(card, turns, level), max_tokens=300,
-                                               timeout=self.cfg.LLM_TIMEOUT)
-            if payer:
-                await self.db.run(usage_add, payer, tokens, write=True)
+            text, _ = await self.charged(payer, summary_prompt(card, turns, level), max_tokens=300,
+                                         timeout=self.cfg.LLM_TIMEOUT)
             if not text.startswith("此前"):
                 text = "此前，" + text
             return text[:600], "llm"
@@ -7440,8 +7442,13 @@ QUEUE_REPLY = "消息有点多，我先回前面的，你稍等一下再说哦�
 #: Said to the first memory change past BOT_QUEUE_LIMIT in a backlog (the later ones too were stored as messages,
 #: not carried out; one answer each would let a flood of 忘记… make as many bot messages).
 QUEUE_CHANGE_REPLY = "消息有点多，刚才这条和接下来的记忆改动都没有记下，等我回完前面的再说一次吧。"
-#: Said to a user past BOT_DAILY_TOKENS (the message is stored all the same).
+#: Said to a user past BOT_DAILY_TOKENS (the message is stored all the same), once a RATE_WINDOW in each chat.
 BUDGET_REPLY = "今天我们聊得太多啦，我得休息了，明天再来找我吧。（这条我记下了）"
+#: Said to a user past BOT_RATE_LIMIT LLM messages a RATE_WINDOW (stored all the same), once a window in each chat.
+RATE_REPLY = "你说得太快啦，我有点跟不上，歇一分钟再聊吧。（这条我记下了）"
+#: Seconds the rate limits count over (BOT_RATE_LIMIT, MEMORY_RATE_LIMIT's lists, vision calls, the flood cap),
+#: and in which a member of a chat hears RATE_REPLY or BUDGET_REPLY once.
+RATE_WINDOW = 60.0
 #: Seconds between checkpoints of the WAL into bot.db (so a plain copy of bot.db is current).
 CHECKPOINT_SECONDS = 0.5
 
@@ -7533,6 +7540,7 @@ class App:
         self.vision_rate = collections.defaultdict(collections.deque)  # user -> times of recent vision calls
         self.arrivals = collections.defaultdict(collections.deque)  # user -> times of recent stored messages
         self.flood_warned = {}  # user -> when the log last said their messages are dropped
+        self.told = {}  # (notice, chat, member) -> when they last heard RATE_REPLY or BUDGET_REPLY there
         self.reserved = collections.Counter()  # payer -> tokens held by LLM calls under way (BOT_DAILY_TOKENS)
         self.picturing = collections.Counter()  # user -> their messages whose pictures are fetched, not yet answered
         self.in_line = {}  # (chat, user) -> a future done when that user's last message is in its chat's line
@@ -7545,7 +7553,8 @@ class App:
         self.memory_change_warned = {}  # user -> when they were last told to change their memories less often
         self.memory_used = {}  # (user, session) -> ids of the memories in the last reply's prompt (你怎么知道的)
         self.llm = LLMClient(cfg)
-        self.summaries = SummaryWorker(cfg, self.db, self.llm, self.vec, self.card_by_id, self.stats)
+        self.summaries = SummaryWorker(cfg, self.db, functools.partial(_llm_charged, self, whole=True), self.vec,
+                                       self.card_by_id, self.stats)
         self.expand_wake = asyncio.Event()  # set when memories may be waiting for their expansion
         self.last_message = 0.0  # time.monotonic() of the last chat message: expansions wait for a quiet moment
         self.expanded_at = 0.0  # time.monotonic() of the last expansion asked for
@@ -7612,6 +7621,7 @@ class App:
                 if not rows:
                     await self.expand_wake.wait()
                     continue
+                held = False  # an owner's day had no room for an expansion beside their calls under way: it waits
                 for r in rows:
                     await self._expand_turn()
                     if budget and await self.db.run(usage_today, r["user_id"]) >= budget:
@@ -7619,8 +7629,11 @@ class App:
                     reply, tokens = "", 0
                     for attempt in range(EXPAND_ATTEMPTS):
                         try:
-                            reply, tokens = await self.llm.chat(memory_expansion_prompt(r["text"]), max_tokens=400,
-                                                                timeout=self.cfg.LLM_TIMEOUT)
+                            reply, tokens = await _llm_charged(self, r["user_id"], memory_expansion_prompt(r["text"]),
+                                                               max_tokens=400, whole=True, timeout=self.cfg.LLM_TIMEOUT)
+                            break
+                        except LLMBudgetError:
+                            reply, held = None, True
                             break
                         except LLMRefusedError as e:  # refused on content safety: the same again, so no retry
                             log.info("expansion of memory %d: %s; it goes without", r["id"], e)
@@ -7631,12 +7644,14 @@ class App:
                                         "it goes without" if attempt + 1 == EXPAND_ATTEMPTS else "asking again")
                     else:
                         self.stats["expansions_given_up"] += 1
-                    if tokens:
-                        await self.db.run(usage_add, r["user_id"], tokens, write=True)
+                    if reply is None:
+                        continue
                     stored = await self.db.run(memory_expansion_store, r["id"], r["text"], reply, write=True)
                     self.stats["expansions"] += stored
                     self.stats["expansion_tokens"] += tokens
                     outages = 0
+                if held:  # asked again once the calls under way have settled what they used (or tomorrow)
+                    await asyncio.sleep(EXPAND_HELD_SECONDS)
             except asyncio.CancelledError:
                 raise
             except LLMError as e:  # down, too slow, or the key refused: every memory would fail alike
@@ -7705,9 +7720,12 @@ class App:
         if self.profile_tried.get(key) == digest:
             return  # these very memories failed before: asked again when they change
         self.profile_tried[key] = digest
-        reply, tokens = await self.llm.chat(memory_profile_prompt(rows), max_tokens=300,
-                                            timeout=min(self.cfg.LLM_TIMEOUT, 60))
-        await self.db.run(usage_add, ctx.user_id, tokens, write=True)
+        try:
+            reply, _ = await _llm_charged(self, ctx.user_id, memory_profile_prompt(rows), max_tokens=300, whole=True,
+                                          timeout=min(self.cfg.LLM_TIMEOUT, 60))
+        except LLMBudgetError:  # no room for it today beside the user's calls under way: not tried, asked again later
+            self.profile_tried.pop(key, None)
+            return
         text = memory_profile_check(reply, rows)
         if text is None:
             self.stats["profiles_refused"] += 1
@@ -7864,17 +7882,20 @@ async def _pictures_wanted(app, ctx, text, count):
     message in app.picturing (the caller takes it out once the message is answered)."""
     if not app.cfg.VISION_MODEL or ctx.group_id and await app.db.run(session_paused, ctx.session):
         return False
+    words = text.replace(PICTURE_TEXT, "").strip()  # the words, wherever the pictures sat
+    if await _pictures_unread(app, ctx, words):
+        return False
     user = ctx.user_id
     used = await app.db.run(usage_today, user) if app.cfg.BOT_DAILY_TOKENS else 0
     names = [c["name"] for c in app.characters.get()["cards"].values()] + app.cfg.nicknames
-    kind = memory_parse(text.replace(PICTURE_TEXT, "").strip(), names)[0]  # the words, wherever the pictures sat
+    kind = memory_parse(words, names)[0]
     if kind in MEMORY_ACTIONS:
         times = app.memory_rate[user] if MEMORY_ACTIONS[kind].limited else app.memory_reads[user]
         limit = app.cfg.MEMORY_RATE_LIMIT if not ctx.superuser else 0
     else:
         times, limit = app.rate[user], app.cfg.BOT_RATE_LIMIT
     before = app.picturing[user]  # read and counted with no await between: messages at once see each other
-    if limit and sum(time.monotonic() - t <= 60 for t in times) + before >= limit:
+    if limit and sum(time.monotonic() - t <= RATE_WINDOW for t in times) + before >= limit:
         return False
     if app.cfg.BOT_DAILY_TOKENS:
         used += app.reserved[user]
@@ -7883,6 +7904,23 @@ async def _pictures_wanted(app, ctx, text, count):
             return False
     app.picturing[user] += 1
     return True
+
+
+async def _pictures_unread(app, ctx, words):
+    """Whether a message's words (its pictures taken out) are a command whose answer never reads its pictures: a
+    list, a forget, an undo, the wipe, an admin or character command, 新话题, the answer to the bot's question.
+    Only chat and a memory command that stores the words sent (MemoryAction.pictures: 记住 + a photo) use them;
+    the rest fetched and described them all the same (a vision call against the budget)."""
+    t = words.strip()
+    if _command_find(ADMIN_COMMANDS + CHARACTER_COMMANDS, t) or _NEW_TOPIC_RE.match(t) \
+            or _memory_answering(app, ctx, t) or _SHOW_WORK_RE.fullmatch(_strip_tail(t.translate(_TRADITIONAL))):
+        return True
+    names = [c["name"] for c in app.characters.get()["cards"].values()] + app.cfg.nicknames
+    kind, args = memory_parse(t, names)
+    settle = MEMORY_SETTLE.get(kind)
+    if settle:  # 忘记榴莲: a forget when a memory says 榴莲, else chat
+        kind, args = await app.db.run(lambda c: settle(c, ctx, **args))
+    return kind in MEMORY_ACTIONS and not MEMORY_ACTIONS[kind].pictures
 
 
 def _memory_said(app, ctx, text, lists=True):
@@ -7952,14 +7990,12 @@ _PICTURE_PART_RE = re.compile(r"\[图片(?:：[^\[\]]*)?\]")
 
 async def _respond(app, ctx, text, card, truncated=False):
     """The reply to one message: a command's answer, or the LLM's in-character reply."""
+    words = _PICTURE_PART_RE.sub("", text).strip()
+    if words != text and await _pictures_unread(app, ctx, words):
+        text = words  # 忘记… with a picture is the forget, not 忘记『…[图片：…]』; 你记得我什么 is the list
     if ctx.group_id and await app.db.run(session_paused, ctx.session):
         if not ((ctx.superuser or ctx.role in ("owner", "admin")) and _command_find(ADMIN_COMMANDS, text)):
             return None
-    words = _PICTURE_PART_RE.sub("", text).strip()
-    names = [c["name"] for c in app.characters.get()["cards"].values()] + app.cfg.nicknames
-    kind = memory_parse(words, names)[0] if words != text else None
-    if kind in MEMORY_ACTIONS and not MEMORY_ACTIONS[kind].limited:
-        text = words  # 你记得我什么 with a picture is a list, not 要我记住『[图片：…]你记得我什么』
     for handler in (reply_command, reply_memory, reply_new_topic):
         reply = await handler(app, ctx, text, card)
         if reply is not None:
@@ -7971,9 +8007,11 @@ async def _respond(app, ctx, text, card, truncated=False):
         return "嗯？叫我有什么事吗？"
     limited = await _rate_limited(app, ctx)
     if limited:
-        return limited
+        return _notice_once(app, ctx, limited) or None
     text = await reply_burst(app, ctx, text, card)
     reply = await reply_llm(app, ctx, text, card)
+    if not reply:
+        return None  # past the budget, and told so already this window
     if truncated:
         reply = f"（你的消息太长了，我只看了前 {app.cfg.BOT_MAX_MESSAGE} 字）\n" + reply
     return reply
@@ -7987,8 +8025,20 @@ async def _rate_limited(app, ctx):
         return BUDGET_REPLY
     if not _rate_take(app.rate[ctx.user_id], app.cfg.BOT_RATE_LIMIT):
         app.stats["rate_limited"] += 1
-        return "你说得太快啦，我有点跟不上，歇一分钟再聊吧。（这条我记下了）"
+        return RATE_REPLY
     return None
+
+
+def _notice_once(app, ctx, notice):
+    """notice (RATE_REPLY, BUDGET_REPLY) the first time in a RATE_WINDOW that this member of this chat is past
+    that limit, "" after (nothing is said; the message is stored): one a message let a flood of 60 make 60."""
+    now, key = time.monotonic(), (notice, ctx.session, ctx.user_id)
+    if now - app.told.get(key, -RATE_WINDOW) < RATE_WINDOW:
+        return ""
+    if len(app.told) > 10000:  # members who flooded long ago: forgotten, so the map stays small
+        app.told = {k: t for k, t in app.told.items() if now - t < RATE_WINDOW}
+    app.told[key] = now
+    return notice
 
 
 async def reply_llm(app, ctx, text, card):
@@ -8051,7 +8101,7 @@ async def reply_llm(app, ctx, text, card):
         log.info("LLM refused for %s: %s", ctx.session, app.llm.redact(str(e)))
         return random.choice(card.get("memory", {}).get("fallback_replies") or [DEFAULT_FALLBACK])
     except LLMBudgetError:  # replies under way in other chats hold the rest of the day's tokens
-        return BUDGET_REPLY
+        return _notice_once(app, ctx, BUDGET_REPLY)
     except LLMError as e:
         app.stats["llm_errors"] += 1
         # an empty account was logged with its Fix (hourly) by the client; the rest is logged here
@@ -8238,6 +8288,7 @@ class MemoryAction:
     handler: object  # async handler(app, ctx, **the named arguments MEMORY_COMMANDS read) -> the reply
     who: tuple = ()  # what the speaker must be, checked in this order: keys of COMMAND_WHO
     limited: bool = True  # a change against MEMORY_RATE_LIMIT (False: a list, counted apart; a wipe's steps change)
+    pictures: bool = False  # stores the words sent: a picture sent with them is described and kept (记住 + a photo)
 
 
 #: kind (as MEMORY_COMMANDS in Memory reads it) -> what it does. The phrasings are Memory's table, the doing
@@ -8253,19 +8304,19 @@ MEMORY_ACTIONS = {
     "scope": MemoryAction(_memory_scope),
     "forget_last": MemoryAction(_memory_forget_last),
     "update_last": MemoryAction(_memory_update_last),
-    "update_attr": MemoryAction(_memory_update_attr),
+    "update_attr": MemoryAction(_memory_update_attr, pictures=True),
     "forget_numbers": MemoryAction(_memory_forget_numbers),
-    "update_number": MemoryAction(_memory_update_number),
+    "update_number": MemoryAction(_memory_update_number, pictures=True),
     "forget": MemoryAction(_memory_forget),
     "replace_value": MemoryAction(_memory_replace),
     "group_forget": MemoryAction(_memory_group_forget, ("memory_group",)),
     "group_forget_text": MemoryAction(_memory_group_forget_text, ("memory_group",)),
-    "group_remember": MemoryAction(_memory_group_remember, ("memory_group",)),
-    "group_update": MemoryAction(_memory_group_update, ("memory_group",)),
-    "ask": MemoryAction(_memory_ask),
-    "ask_what": MemoryAction(_memory_ask_what, limited=False),
-    "remember": MemoryAction(_memory_remember),
-    "update": MemoryAction(_memory_update),
+    "group_remember": MemoryAction(_memory_group_remember, ("memory_group",), pictures=True),
+    "group_update": MemoryAction(_memory_group_update, ("memory_group",), pictures=True),
+    "ask": MemoryAction(_memory_ask, pictures=True),
+    "ask_what": MemoryAction(_memory_ask_what, limited=False, pictures=True),
+    "remember": MemoryAction(_memory_remember, pictures=True),
+    "update": MemoryAction(_memory_update, pictures=True),
 }
 
 
@@ -8325,7 +8376,7 @@ async def reply_memory_plan(app, ctx, text, rule_ask=None):
     key = (ctx.user_id, ctx.session)
     app.stats["memory_plans"] += 1
     ops, hint = "the speaker's LLM limit", ""
-    if not await _rate_limited(app, ctx):  # the call counts against the speaker's rate and budget
+    if await _rate_limited(app, ctx) is None:  # the call counts against the speaker's rate and budget
         messages, candidates, said = await app.db.run(memory_plan_prompt, ctx, text)
         try:
             reply, _ = await _llm_charged(app, ctx.user_id, messages, max_tokens=300,
@@ -8672,15 +8723,15 @@ async def _picture_describe(app, ctx, url):
 
 
 def _rate_full(times, limit):
-    """Whether all limit places a minute in times (a deque of monotonic times) are taken; takes none."""
+    """Whether all limit places a RATE_WINDOW in times (a deque of monotonic times) are taken; takes none."""
     now = time.monotonic()
-    return bool(limit) and sum(now - t <= 60 for t in times) >= limit
+    return bool(limit) and sum(now - t <= RATE_WINDOW for t in times) >= limit
 
 
 def _rate_take(times, limit):
-    """Takes one of limit places a minute in times (a deque of monotonic times): False when none is free."""
+    """Takes one of limit places a RATE_WINDOW in times (a deque of monotonic times): False when none is free."""
     now = time.monotonic()
-    while times and now - times[0] > 60:
+    while times and now - times[0] > RATE_WINDOW:
         times.popleft()
     if limit and len(times) >= limit:
         return False
@@ -8689,15 +8740,17 @@ def _rate_take(times, limit):
 
 
 @contextlib.asynccontextmanager
-async def _budget_reserve(app, payer, tokens):
+async def _budget_reserve(app, payer, tokens, whole=False):
     """Holds tokens of payer's BOT_DAILY_TOKENS for one LLM call while it runs: calls at once can't all pass the
     check before any is counted. Raises LLMBudgetError when the payer is past the budget, or when this call's
     tokens with what the payer's calls in flight hold would take it past (a check of what is used and held alone
     let calls at once overshoot it 1.3-1.9 times); a lone call needs only room left, so a budget smaller than
-    one call's most is still spent."""
+    one call's most is still spent. whole (work nobody waits for: summaries, expansions, profiles): the call must
+    fit whole, even alone, so background work never takes the payer past the budget."""
     if app.cfg.BOT_DAILY_TOKENS:
         used = await app.db.run(usage_today, payer) + app.reserved[payer]
-        if used >= app.cfg.BOT_DAILY_TOKENS or app.reserved[payer] and used + tokens > app.cfg.BOT_DAILY_TOKENS:
+        if used >= app.cfg.BOT_DAILY_TOKENS or (app.reserved[payer] or whole) \
+                and used + tokens > app.cfg.BOT_DAILY_TOKENS:
             app.stats["budget_hit"] += 1
             raise LLMBudgetError(f"{payer} is past BOT_DAILY_TOKENS")
     app.reserved[payer] += tokens
@@ -8709,13 +8762,14 @@ async def _budget_reserve(app, payer, tokens):
             del app.reserved[payer]
 
 
-async def _llm_charged(app, payer, messages, max_tokens=None, **kw):
+async def _llm_charged(app, payer, messages, max_tokens=None, whole=False, **kw):
     """app.llm.chat charged to payer: the most it may cost (the prompt's tokens and max_tokens) is held against
     BOT_DAILY_TOKENS while it runs, then the tokens it used are counted (nothing when it fails), so replies at
-    once in many chats can't all pass the check. Raises LLMBudgetError, making no call, when payer is past it."""
+    once in many chats can't all pass the check. Raises LLMBudgetError, making no call, when payer is past it
+    (whole: when it would be with this call's most; see _budget_reserve)."""
     held = app.cfg.BOT_DAILY_TOKENS and (sum(text_most_tokens(_llm_text(m["content"])) for m in messages)
                                          + (max_tokens or app.cfg.LLM_MAX_TOKENS))
-    async with _budget_reserve(app, payer, held):
+    async with _budget_reserve(app, payer, held, whole):
         reply, tokens = await app.llm.chat(messages, max_tokens=max_tokens, **kw)
         if tokens:
             await app.db.run(usage_add, payer, tokens, write=True)
