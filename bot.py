@@ -3134,11 +3134,13 @@ _LIFE_EVENT_RE = re.compile(r"走了|去世|死了|没了|不在了|丢了|送�
 #: same subject may say is so (a clash the plan or the user settles, in any area).
 _LIFE_STOPS_RE = re.compile(r"^(?:现在|已经|也)?(.{0,3}?)(?:不再|不)(.{1,5}?)(?:了|啦)$|"
                             r"^(?:的)?(.{2,6}?)(?:已经|终于|也)?(?:好了|好多了|痊愈了?|康复了?|治好了)$")
+#: A verb before 好了 that makes it "done", not "well again" (房子买好了, 手续办好了).
+_DONE_RE = re.compile(r"(?:买|做|弄|办|搞|修|装|写|订|定|谈|排|准备|收拾|装修)$")
 #: How a new fact says it is one more, not a change (我还养了一只狗).
 _LIFE_MORE_RE = re.compile(r"^(?:还|也|另外|同时)")
 #: How a new fact says that a state changed or ended: with one stored memory of its subject it points at (a word
 #: of that one's, or its area by its own words), the rules replace that memory instead of asking.
-_LIFE_CHANGE_RE = re.compile(r"不再|不\S{1,6}?了|戒|没了|放弃|改了|换了|改名|好了|治好|痊愈|康复|拿到|考到|考过|考上|上岸|出生|"
+_LIFE_CHANGE_RE = re.compile(r"不再|不(?!想|太想|愿|打算|舍得)\S{1,6}?了|戒|没了|放弃|改了|换了|改名|好了|治好|痊愈|康复|拿到|考到|考过|考上|上岸|出生|"
                              r"生了|去世|走了|死了|不在了|分手|分了|离婚|毕业|辞职|离职|被裁|裸辞|退休|搬|开荤|复吸")
 #: Words that name no thing of a fact's own (time, frequency, liking): a word two memories share is two characters
 #: side by side that are no stop character, no _LIFE_PLAIN_CHARS, none of these, nor a change (分手).
@@ -3603,9 +3605,10 @@ def memory_life_areas(text, subject, attribute, areas, stated=True, only=None):
 
 
 def _life_words(text):
-    """The words of a fact that name a thing of its own, for whether two memories are about the same thing.
+    """The words of a fact that name a thing of its own (not whose it is), for whether two memories are about the
+    same thing.
     Example: _life_words('我做了近视手术 现在不近视了') -> {'近视', '视手', '手术'}"""
-    t = re.sub(f"[^{_CJK}]", " ", text.translate(_LIFE_SIMPLIFIED))
+    t = re.sub(f"[^{_CJK}]|{_REL_RE}", " ", text.translate(_LIFE_SIMPLIFIED))  # 女朋友 is whose, not what
     plain = STOP_CHARS | _LIFE_PLAIN_CHARS
     return {w for w in (t[i:i + 2] for i in range(len(t) - 1))
             if " " not in w and not set(w) & plain and w not in _LIFE_PLAIN and not _LIFE_CHANGE_RE.search(w)}
@@ -4408,13 +4411,37 @@ def _life_stated(fact, known):
     areas = memory_life_areas(rest, fact.subject, fact.attribute, topics)
     if areas:
         return areas
+    stop = _life_stop(rest)
+    if stop:
+        return {("X", stop)}  # X: what stops, in no area
+    words = _life_changed(rest) if not _LIFE_MORE_RE.match(rest) else None
+    return {("W", frozenset(words))} if words else set()
+
+
+#: Time and degree words inside a fact (豆包昨天去世了): no part of what changed.
+_LIFE_WHEN_RE = re.compile(_FACT_LEAD_RE.pattern[1:])
+
+
+def _life_changed(rest):
+    """The words right before or after a change a fact says, for a state the lexicon lacks: what changed.
+    Example: _life_changed('教资考过了') -> {'教资'}; _life_changed('日语老师换了') -> set() (老师 changed, not 日语)"""
+    t = _LIFE_WHEN_RE.sub("", rest.translate(_LIFE_SIMPLIFIED))
+    out = set()
+    for m in _LIFE_CHANGE_RE.finditer(t):
+        before = re.sub("[把了个的]+$", "", t[:m.start()])[-2:]
+        after = re.sub("^[了个的一只条]+", "", t[m.end():])[:2]
+        out |= _life_words(before) | _life_words(after)
+    return out
+
+
+def _life_stop(rest):
+    """What a fact says stops (不X了, X好了), in any of its clauses, or None.
+    Example: _life_stop('做了近视手术 现在不近视了') -> '近视'"""
     simple = re.sub(rf"[{_PUNCT}{_EMOJI}]+$", "", rest.strip()).translate(_LIFE_SIMPLIFIED)
     clauses = [c for c in _FIRST_CLAUSE_RE.split(simple) if c]
-    stops = next(filter(None, map(_LIFE_STOPS_RE.match, [simple] + clauses[1:])), None)  # 做了近视手术 现在不近视了
-    if stops:
-        return {("X", "".join(g for g in stops.groups() if g))}  # X: what stops, in no area
-    words = _life_words(fact.text) if _LIFE_CHANGE_RE.search(simple) and not _LIFE_MORE_RE.match(rest) else None
-    return {("W", frozenset(words))} if words else set()
+    stops = [m for m in map(_LIFE_STOPS_RE.match, [simple] + clauses)
+             if m and not (m.group(3) and _DONE_RE.search(m.group(3)))]  # 房子买好了 is bought, not cured
+    return "".join(g for g in stops[0].groups() if g) if stops else None
 
 
 def _life_clashes(rows, fact, stated):
@@ -4462,24 +4489,35 @@ def _life_ends(fact, row):
     return any(a in held and re.search(p, value or "") for a, p in LIFE_ENDS[state].items())
 
 
-def _life_pointed(fact, stated, found, known):
-    """The one stored memory of found (those a new fact stating the life areas stated may contradict) that the
-    fact's change of state points at: it says a change (戒了, 不…了, 分手 …) and that memory alone shares a word
-    with it (苏苏, 近视; for what it says stops, those words), or, none sharing one, alone states the same area by
-    its own words or attribute (not by a topic); else None.
+def _life_pointed(fact, found, known):
+    """The one stored memory of found (those a new fact may contradict) that the fact's change of state points at:
+    it says a change (戒了, 不…了, 分手 …) and that memory alone shares a word with it (苏苏, 近视) or, when it
+    says what stops (不X了, X好了), with that (我不读博了: not 我在读研); else, none sharing one and it says no
+    stop, that memory alone states the same area by its own words or attribute, or names the partner or pet the
+    area is about (not a topic, not a detail of them: 我女朋友喜欢猫); else None.
     Example: 我和苏苏分手了 with 我女朋友叫苏苏 -> that memory; 我的猫走了 with two cats -> None"""
-    if not found or not _LIFE_CHANGE_RE.search(_subject_of(fact.text, known)[1].translate(_LIFE_SIMPLIFIED)):
-        return None
-    words = _life_words(fact.text)
-    stops = next(iter(stated))[0] == "X"  # 我腰不疼了: found are those that say 腰疼
-    shared = found if stops else [r for r in found if words & _life_words(r["text"])]
-    if shared:
-        return shared[0] if len(shared) == 1 else None
     rest = _subject_of(fact.text, known)[1]
-    said = memory_life_areas(rest, fact.subject, fact.attribute, set())
-    same = [r for r in found if said & memory_life_areas(_subject_of(r["text"], known)[1], r["subject"], r["attribute"],
-                                                         set(), stated=False)]
+    if not found or not _LIFE_CHANGE_RE.search(rest.translate(_LIFE_SIMPLIFIED)):
+        return None
+    stop = _life_stop(rest)
+    words = (_life_words(stop) or {stop}) if stop else _life_words(fact.text)
+    said = lambda r: _life_words(r["text"]) | ({stop} if stop and stop in r["text"].translate(_LIFE_SIMPLIFIED)  # noqa
+                                                 else set())
+    shared = [r for r in found if words & said(r)]
+    if shared or stop:
+        return shared[0] if len(shared) == 1 else None
+    areas = memory_life_areas(rest, fact.subject, fact.attribute, set())
+    same = [r for r in found if areas & _life_own_areas(r, known)]
     return same[0] if len(same) == 1 else None
+
+
+def _life_own_areas(row, known):
+    """{(whose, area)}: the life areas a stored memory states by its own words or attribute, or by naming the partner
+    or pet they are about (我女朋友叫苏苏, 我家狗叫旺财)."""
+    out = memory_life_areas(_subject_of(row["text"], known)[1], row["subject"], row["attribute"], set())
+    if row["attribute"] == "名字":
+        out |= {("我", a) for a, subjects in _LIFE_SHARED.items() if row["subject"] in subjects and a != "怀孕"}
+    return out
 
 
 def _life_settle(conn, ctx, text, facts, known, importance, scope):
@@ -4502,7 +4540,7 @@ def _life_settle(conn, ctx, text, facts, known, importance, scope):
         elif not candidates and areas:
             new.append((i, fact, areas))
     found = {i: [r for r in _life_clashes(rows, fact, areas) if r["id"] not in paired] for i, fact, areas in new}
-    pointed = {i: _life_pointed(facts[i], stated[i], rows_i, known) for i, rows_i in found.items() if rows_i}
+    pointed = {i: _life_pointed(facts[i], rows_i, known) for i, rows_i in found.items() if rows_i}
     targets = [r["id"] for r in pointed.values() if r is not None]
     if pointed and None not in pointed.values() and len(set(targets)) == len(targets):
         return None, *_life_merge(facts, stated, pointed)
