@@ -4414,7 +4414,7 @@ def _life_stated(fact, known):
     stop = _life_stop(rest)
     if stop:
         return {("X", stop)}  # X: what stops, in no area
-    words = _life_changed(rest) if not _LIFE_MORE_RE.match(rest) else None
+    words = _life_changed(fact.text) if not _LIFE_MORE_RE.match(rest) else None
     return {("W", frozenset(words))} if words else set()
 
 
@@ -4422,15 +4422,21 @@ def _life_stated(fact, known):
 _LIFE_WHEN_RE = re.compile(_FACT_LEAD_RE.pattern[1:])
 
 
-def _life_changed(rest):
-    """The words right before or after a change a fact says, for a state the lexicon lacks: what changed.
-    Example: _life_changed('教资考过了') -> {'教资'}; _life_changed('日语老师换了') -> set() (老师 changed, not 日语)"""
-    t = _LIFE_WHEN_RE.sub("", rest.translate(_LIFE_SIMPLIFIED))
+#: Changes that take an object (换了新猫粮, 放弃减肥): with one after them, that is what changed, not the words before.
+_LIFE_CHANGE_OBJECT_RE = re.compile(r"换了|改了|放弃|戒|拿到|考到|考过|考上|搬")
+
+
+def _life_changed(text):
+    """The words right before or after a change a fact says (its subject's name too): what changed.
+    Example: _life_changed('教资考过了') -> {'教资'}; _life_changed('日语老师换了') -> set() (老师 changed, not 日语);
+    _life_changed('年糕换了新猫粮') -> set() (the food changed, not 年糕)"""
+    t = _LIFE_WHEN_RE.sub("", re.sub(r"^我", "", text).translate(_LIFE_SIMPLIFIED))
     out = set()
     for m in _LIFE_CHANGE_RE.finditer(t):
-        before = re.sub("[把了个的]+$", "", t[:m.start()])[-2:]
-        after = re.sub("^[了个的一只条]+", "", t[m.end():])[:2]
-        out |= _life_words(before) | _life_words(after)
+        before = re.sub("[把了个的和跟与]+$", "", t[:m.start()])[-2:]
+        after = re.match(f"[{_CJK}]*", re.sub("^[了个的一只条]+", "", t[m.end():])).group()[:2]
+        out |= _life_words(after) if after and _LIFE_CHANGE_OBJECT_RE.fullmatch(m.group()) else \
+            _life_words(before) | _life_words(after)
     return out
 
 
@@ -4500,7 +4506,7 @@ def _life_pointed(fact, found, known):
     if not found or not _LIFE_CHANGE_RE.search(rest.translate(_LIFE_SIMPLIFIED)):
         return None
     stop = _life_stop(rest)
-    words = (_life_words(stop) or {stop}) if stop else _life_words(fact.text)
+    words = (_life_words(stop) or {stop}) if stop else _life_changed(fact.text)
     said = lambda r: _life_words(r["text"]) | ({stop} if stop and stop in r["text"].translate(_LIFE_SIMPLIFIED)  # noqa
                                                  else set())
     shared = [r for r in found if words & said(r)]
