@@ -2550,7 +2550,7 @@ ATTRIBUTE_RULES = [
     ("职业", r"(?:现在|目前|已经)?(退休)|(?:现在|目前|已经)?(?:在[^，,]{1,8}?)?(?:转行|改行)?(?:是|当了?|做了?)(?:一名|一个|个|名|位)?([^，,]{0,10}?(?:师|"
            r"员|生|工|经理|老板|总监|总|医生|护士|老师|学生|主播|作家|律师|会计|审计|财务|编辑|记者|翻译|保安|客服|销售|司机|厨师|设计|运营|"
            r"产品|开发|程序员|工程师|公务员|自由职业者?|主管|店长|博士|硕士|UP主|up主|博主|画师|警察|军人|农民|宝妈|"
-           r"全职妈妈|退休|创业者|模特|演员|歌手|顾问|教练|导游|秘书|助理|前台|HR|hr|外卖骑手|骑手|快递小哥))"
+           r"全职妈妈|退休|创业者|模特|演员|歌手|顾问|教练|导游|秘书|助理|前台|HR|hr|外卖骑手|骑手|快递小哥|测试))"
            r"|(?:的)?(?:职业|工作)是(.+)|(?:是)?(?:做|干)([^，,]{1,10}?)(?:的|工作|这行)", True),
     ("工作单位", r"(?:现在|目前|已经)?(?:在([^，,]{1,20}?)(?:工作|上班|实习|任职|打工)|(?:跳槽到|跳槽去|跳到|换到|调到|入职(?:了)?|进了)"
              r"([^，,]{1,20}?)(?:工作|上班|实习|任职|打工)?|(?:去|调去)([^，,]{1,20}?)(?:工作|上班|打工))(?:了)?", True),
@@ -3230,8 +3230,8 @@ ATTRIBUTE_ONLY = {"work.job"}
 #: Life states: one value per subject and area at a time, so a new state replaces the old one
 #: (我抽烟 → 我戒烟了). (area, pattern on what is said of the subject, whole).
 LIFE_STATES = [
-    ("吸烟", r"(?:每天|经常|天天|平时|偶尔|也|还|不|已经|最近|开始|又|都|现在)*(?:抽烟|吸烟|戒烟|戒了烟|烟瘾很大|复吸)"),
-    ("饮酒", r"(?:每天|经常|天天|平时|偶尔|也|还|不|已经|最近|开始|又|都|现在)*(?:喝酒|戒酒|戒了酒|酗酒)"),
+    ("吸烟", r"(?:每天|经常|天天|平时|偶尔|也|还|不|已经|最近|开始|又|都|现在)*(?:抽烟|吸烟|戒烟|戒了烟|烟瘾很大|复吸|把?烟戒(?:掉)?)"),
+    ("饮酒", r"(?:每天|经常|天天|平时|偶尔|也|还|不|已经|最近|开始|又|都|现在)*(?:喝酒|戒酒|戒了酒|酗酒|把?酒戒(?:掉)?)"),
     ("感情", r"(?:现在|目前|已经|又|还是|一直|刚|终于|正在|在)*(?:是)?(?:单身(?:狗)?|脱单|有(?:女朋友|男朋友|对象)|谈恋爱|恋爱|在恋爱|已婚|"
            r"结婚|离婚|订婚|分手|(?:们|俩)(?:已经)?分(?:手)?|"
            r"(?:和|跟)(?:我的?)?(?:女朋友|男朋友|对象|老婆|老公|前任)?\S{0,4}?(?:分手|分|离婚|结婚|在一起))"),
@@ -3240,11 +3240,15 @@ LIFE_STATES = [
     ("工作状态", r"(?:现在|目前|已经|刚|还|正)*(?:在)?(?:从\S{1,8}?)?(?:找工作|找到工作|找到了工作|辞职|离职|失业|待业(?:在家|中)?|被裁|裸辞|"
              r"工作了|上班了|入职了|开始上班|转正|跳槽\S{0,8})"),
     ("减肥", r"(?:现在|最近|正|已经|还|不|不再)*(?:在)?(?:减肥|瘦身)(?:成功)?"),
-    ("吃素", r"(?:现在|已经|开始|又|还|不再|一直|是)*(?:吃素|吃斋|素食主义者|素食者|吃肉|吃荤|不吃肉)"),
+    ("吃素", r"(?:现在|已经|开始|又|还|不再|一直|是)*(?:吃素|吃斋|素食主义者|素食者|吃肉|吃荤|不吃肉|开荤)"),
     ("住处", r"(?:现在|目前|已经|还|又)*(?:搬出来|搬回)?(?:了)?(?:自己|和人|跟人)?(?:在外面)?(?:住(?:在)?(?:学校)?宿舍|住校|"
            r"租房(?:子)?(?:住)?|合租|整租|买了?房|住(?:在)?家里|走读)"),
     ("怀孕", r"(?:已经|刚|终于|在|正在)*(?:备孕|怀孕|怀上|有了宝宝|生了|生完宝宝|生完孩子|生了宝宝|宝宝出生|当妈妈|当爸爸|流产)\S{0,4}"),
 ]
+#: Traditional characters of the words life states are told in, read as simplified ones when a state is matched
+#: (記住我單身了 is 单身; the memory keeps the user's characters).
+_LIFE_SIMPLIFIED = str.maketrans(dict(zip("單戀愛離畢業辭職懷煙減駕車學視術現貓養買讀試準備開結沒棄換寵藥醫兒媽證們對還這個過後會經習",
+                                          "单恋爱离毕业辞职怀烟减驾车学视术现猫养买读试准备开结没弃换宠药医儿妈证们对还这个过后会经习")))
 #: All areas in one pattern (one match a statement instead of one an area); the group's number is the area's.
 _LIFE_RE = re.compile("^(?:" + "|".join(f"(?P<L{i}>{p})" for i, (_, p) in enumerate(LIFE_STATES)) + ")(?:了|啦)?$")
 #: A new state of an area that also ends another attribute (我辞职了: the employer goes; 我已经工作了: 学生).
@@ -3257,19 +3261,20 @@ _LIFE_ENDED_JOBS = r"学生|研究生|大学生|中学生|高中生|实习"
 #: A new fact stating an area a stored memory of the same owner is in is not stored beside it: the plan or
 #: the user decides (replace it, or keep both).
 LIFE_AREAS = {
-    "吸烟": ("health.smoking", r"抽烟|吸烟|戒烟", "吸烟"),
-    "饮酒": ("diet.alcohol", r"喝酒|戒酒", "饮酒"),
+    "吸烟": ("health.smoking", r"抽烟|吸烟|戒烟|烟戒|把烟|戒了烟", "吸烟 喜欢"),
+    "饮酒": ("diet.alcohol", r"喝酒|戒酒|酒戒|把酒|戒了酒|啤酒|白酒|红酒", "饮酒 喜欢"),
     "感情": ("family.single_dating family.spouse_partner family.marriage_wedding family.divorce_widowed",
            r"单身|恋爱|分手|结婚|离婚", "感情"),
     "怀孕": ("family.pregnancy health.pregnancy_baby", r"怀孕|怀上|备孕|出生|生了", "怀孕"),
     "宠物": ("pet.cat pet.dog pet.bird pet.fish_aquarium pet.reptile pet.small_mammal pet.vet_health",
            r"养.{0,4}(?:猫|狗|宠物)", "宠物"),
-    "学业": ("study.university_major study.exam_gaokao_kaoyan study.study_abroad", r"读研|读博|毕业|上学|退学|休学",
-           "学业 学校 年级 专业 在学"),
-    "工作": ("work.job_change work.job work.student_job_intern work.retired work.homemaker", r"上班|工作|辞职|失业|待业",
-           "工作状态 职业 工作单位"),
-    "住处": ("place.housing_rent", r"宿舍|租房|合租|买房", "住处"),
-    "吃素": ("diet.vegetarian", r"吃素|素食|吃肉|吃荤", "吃素 喜欢 讨厌 忌口"),
+    "驾照": ("transport.driving_license", r"学车|练车|驾照|驾考|驾校|科目[一二三四]|拿证", "在学 驾照"),
+    "学业": ("study.university_major study.exam_gaokao_kaoyan study.study_abroad",
+           r"读研|读博|毕业|上学|退学|休学|考研|考公|考编|备考|上岸|考上", "学业 学校 年级 专业 在学"),
+    "工作": ("work.job_change work.job work.student_job_intern work.retired work.homemaker",
+           r"上班|工作|辞职|离职|失业|待业|被裁|裸辞|兼职|打工|实习", "工作状态 职业 工作单位"),
+    "住处": ("place.housing_rent", r"宿舍|租房|合租|买房|房子?买", "住处"),
+    "吃素": ("diet.vegetarian", r"吃素|素食|吃肉|吃荤|开荤", "吃素 喜欢 讨厌 忌口"),
     "吃辣": ("diet.spicy_avoid diet.spicy_like", r"辣", "喜欢 讨厌 忌口"),
     "减肥": ("diet.weight_loss", r"减肥|瘦身", "减肥"),
 }
@@ -3283,8 +3288,20 @@ _LIFE_EVENT_RE = re.compile(r"走了|去世|死了|没了|不在了|丢了|送�
 #: same subject may say is so (a clash the plan or the user settles, in any area).
 _LIFE_STOPS_RE = re.compile(r"^(?:现在|已经|也)?(.{0,3}?)(?:不再|不)(.{1,5}?)(?:了|啦)$|"
                             r"^(?:的)?(.{2,6}?)(?:已经|终于|也)?(?:好了|好多了|痊愈了?|康复了?|治好了)$")
+#: A verb before 好了 that makes it "done", not "well again" (房子买好了, 手续办好了).
+_DONE_RE = re.compile(r"(?:买|做|弄|办|搞|修|装|写|订|定|谈|排|准备|收拾|装修)$")
 #: How a new fact says it is one more, not a change (我还养了一只狗).
 _LIFE_MORE_RE = re.compile(r"^(?:还|也|另外|同时)")
+#: How a new fact says that a state changed or ended: with one stored memory of its subject it points at (a word
+#: of that one's, or its area by its own words), the rules replace that memory instead of asking.
+_LIFE_CHANGE_RE = re.compile(r"不再|不(?!想|太想|愿|打算|舍得)\S{1,6}?了|戒|没了|放弃|改了|换了|改名|好了|治好|痊愈|康复|拿到|考到|考过|考上|上岸|出生|"
+                             r"生了|去世|走了|死了|不在了|分手|分了|离婚|毕业|辞职|离职|被裁|裸辞|退休|搬|开荤|复吸")
+#: Words that name no thing of a fact's own (time, frequency, liking): a word two memories share is two characters
+#: side by side that are no stop character, no _LIFE_PLAIN_CHARS, none of these, nor a change (分手).
+_LIFE_PLAIN = set("现在 每天 天天 晚上 早上 中午 下午 最近 已经 以前 之前 今天 昨天 前天 明天 上周 去年 今年 明年 平时 经常 一直 喜欢 "
+                  "开始 时候 目前 刚刚 终于 总是 真的 特别 非常".split())
+#: Characters that name no thing (generic verbs, particles): 养了只猫叫年糕 shares 年糕, not 猫叫.
+_LIFE_PLAIN_CHARS = set("只叫做养些点好吧哦呀啊嘛呗哈嘿呜爽")
 #: Provinces and countries a corrected value may name (a place, not a company or a food).
 _PROVINCES = set("河北 山西 辽宁 吉林 黑龙江 江苏 浙江 安徽 福建 江西 山东 河南 湖北 湖南 广东 海南 四川 贵州 云南 陕西 甘肃 青海 "
                  "台湾 内蒙古 广西 西藏 宁夏 新疆 东北 中国 韩国 泰国".split())
@@ -3409,6 +3426,12 @@ _FACT_LEAD_RE = re.compile(r"^(?:上周|上个?星期|上礼拜|上个?月|去�
 _HABIT_RE = re.compile(r"^(?:吃|喝)(.{1,6})$")
 
 
+#: How a change of a single-valued attribute is announced before its new value (名字改了 叫张北辰, 改名了 现在叫…,
+#: 网名换了 现在叫…, 搬家了 搬到…): the words before the value; the group names the attribute when it is a nickname.
+_CHANGE_LEAD_RE = re.compile(rf"^(?:最近|已经|刚)?(?:(?:名字|(网名|昵称|外号|小名))(?:已经)?(?:改|换)了?|(?:改|换)了?名字?了?|搬家了?)"
+                             rf"[{_PUNCT}]*(?:现在|以后|已经)?")
+
+
 def _fact_core(rest):
     """What a fact says with the words no rule needs cut off. Example: _fact_core('上周搬去长沙了😭') -> '搬去长沙'"""
     first = _FIRST_CLAUSE_RE.split(re.sub(rf"[{_PUNCT}{_EMOJI}]+$", "", rest.strip()), 1)[0]
@@ -3417,7 +3440,7 @@ def _fact_core(rest):
 
 def _life_state(rest):
     """The life area a statement sets, or None. Example: _life_state('和女朋友分手了') -> '感情'"""
-    rest = re.sub(rf"[{_PUNCT}{_EMOJI}]+$", "", rest.strip())
+    rest = re.sub(rf"[{_PUNCT}{_EMOJI}]+$", "", rest.strip()).translate(_LIFE_SIMPLIFIED)
     first = _FIRST_CLAUSE_RE.split(rest, 1)[0]  # 我不减肥了 放弃了 / 我考上了，南大: the state comes first
     said = (rest,) if first == rest else (rest, first)
     if rest[:1] in ("们", "俩"):  # 我们在备孕: a couple's
@@ -3450,6 +3473,9 @@ def memory_fact(text, last_subject=None, known=()):
         who = RELATION_ALIASES.get(m.group(1), m.group(1))
         return Fact(text, who + m.group(2) if who in _SEVERAL else who, "名字", m.group(2), True, replaces)
     subject, rest = _subject_of(text, known)
+    lead = _CHANGE_LEAD_RE.match(rest)
+    if lead and rest[lead.end():]:  # 我名字改了 叫张北辰: the new name; 我网名换了 叫…: the new nickname
+        rest = ("的" + lead.group(1) if lead.group(1) else "") + rest[lead.end():]
     m = re.match(rf"^叫(?:我的?)?({_REL_RE})(.+)$", rest)
     if subject == "我" and m:  # 我叫我女朋友小猪: what the user calls her, not the user's name
         return Fact(text, RELATION_ALIASES.get(m.group(1), m.group(1)), "昵称", m.group(2), True, replaces)
@@ -3606,6 +3632,23 @@ def memory_unlist(text):
     return out
 
 
+def memory_leads(facts, last=None, known=()):
+    """The facts of a message with one that only announces a change (我改名了, 我搬家了) joined to the fact after it
+    that gives the new value: one memory. Example: memory_leads of 我改名了 + 我现在叫王一鸣 -> [我改名了 现在叫王一鸣]"""
+    out = []
+    for fact in facts:
+        rest = _subject_of(out[-1].text, known)[1] if out else ""
+        lead = _CHANGE_LEAD_RE.match(rest)
+        if lead and lead.end() == len(rest) and not out[-1].attribute and fact.attribute \
+                and fact.subject == out[-1].subject:
+            joined = memory_fact(out[-1].text + " " + _subject_of(fact.text, known)[1], last, known)
+            if joined.attribute:
+                out[-1] = joined
+                continue
+        out.append(fact)
+    return out
+
+
 def memory_options(fact):
     """Pulls the marks out of a fact. Example: memory_options('这个很重要：我对花生过敏(公开)') -> ('我对花生过敏', 2, 'public')"""
     importance, scope = 1, None
@@ -3720,6 +3763,7 @@ def memory_life_areas(text, subject, attribute, areas, stated=True, only=None):
     Example: memory_life_areas('上个月走了', '狗', None, set()) -> {('我', '宠物')}"""
     if stated and _LIFE_MORE_RE.match(text):  # 我还养了一只狗: one more, no change
         return set()
+    text = text.translate(_LIFE_SIMPLIFIED)
     out = set()
     if attribute in _LIFE_AREA_OF:
         out.add(_LIFE_AREA_OF[attribute])
@@ -3732,6 +3776,16 @@ def memory_life_areas(text, subject, attribute, areas, stated=True, only=None):
         if subject in subjects and (_LIFE_EVENT_RE.search(text) or not stated and area != "怀孕"):
             out.add(("我", area))
     return out
+
+
+def _life_words(text):
+    """The words of a fact that name a thing of its own (not whose it is), for whether two memories are about the
+    same thing.
+    Example: _life_words('我做了近视手术 现在不近视了') -> {'近视', '视手', '手术'}"""
+    t = re.sub(f"[^{_CJK}]|{_REL_RE}", " ", text.translate(_LIFE_SIMPLIFIED))  # 女朋友 is whose, not what
+    plain = STOP_CHARS | _LIFE_PLAIN_CHARS
+    return {w for w in (t[i:i + 2] for i in range(len(t) - 1))
+            if " " not in w and not set(w) & plain and w not in _LIFE_PLAIN and not _LIFE_CHANGE_RE.search(w)}
 
 
 # -- Rows --------------------------------------------------------
@@ -4449,14 +4503,16 @@ def memory_remember(conn, ctx, text, embed, *, update=False, importance=1, scope
         return f"“{m.group(1)}”是指谁呀？说全一点吧，比如“记住，我女朋友喜欢吃草莓蛋糕”。", None
     known = _known_subjects(conn, ctx)
     text = _CHAR_NOTE_RE.sub("", text).strip() or text  # 我叫王晓明 晓是破晓的晓: the name, without how it is written
-    facts = [memory_fact(p, last, known) for p in memory_unlist(text)]
+    facts = memory_leads([memory_fact(p, last, known) for p in memory_unlist(text)], last, known)
     if len(facts) > MEMORY_FACTS_PER_MESSAGE:  # 记住：我喜欢A、B、C… x 123: as many memories and expansion calls
         return (f"这一条里有{len(facts)}件事，一次最多记{MEMORY_FACTS_PER_MESSAGE}件，这次什么也没记。"
                 f"分几次告诉我吧，比如先说“记住，{facts[0].text}…”。"), None
     if update and len(facts) > 1:
         facts = _retracted(memory_list(conn, ctx), facts)
+    pointed = {}  # index in facts: the stored memory its change of state replaces (我戒烟了: 我抽烟 一天一包)
     if areas and not update:
-        asked = _life_question(conn, ctx, text, facts, known, importance, scope if explicit_scope else None)
+        asked, facts, pointed = _life_settle(conn, ctx, text, facts, known, importance,
+                                             scope if explicit_scope else None)
         if asked:
             return None, asked
     added, replaced, same, notes, ended, full, asked = [], [], [], [], [], [], None
@@ -4464,7 +4520,7 @@ def memory_remember(conn, ctx, text, embed, *, update=False, importance=1, scope
         batch = 0
         count = memory_count(conn, ctx.user_id) if cap else 0
         written = set()  # ids this message wrote: 我辞职了 现在待业中 — its facts never replace each other
-        for fact in facts:
+        for i, fact in enumerate(facts):
             rows = memory_list(conn, ctx)
             mtype, char = ("experience", ctx.character_id) if fact.subject == "你" else ("user_fact", None)
             rows = [r for r in rows if r["type"] == mtype]
@@ -4478,7 +4534,8 @@ def memory_remember(conn, ctx, text, embed, *, update=False, importance=1, scope
                 batch = _history(conn, ctx, batch, dup["id"], "update" if changed else "noop", dup if changed else None)
                 same.append(dup["text"])
                 continue
-            old, candidates = _update_target(conn, ctx, [r for r in rows if r["id"] not in written], fact, vec, update)
+            old, candidates = (pointed[i], []) if i in pointed else \
+                _update_target(conn, ctx, [r for r in rows if r["id"] not in written], fact, vec, update)
             if fact.attribute == "不再过敏" and old is not None:  # 我已经不对花生过敏了: that allergy goes
                 batch = _history(conn, ctx, batch, old["id"], "delete", old)
                 conn.execute("DELETE FROM memories WHERE id = ?", (old["id"],))
@@ -4523,24 +4580,66 @@ def memory_remember(conn, ctx, text, embed, *, update=False, importance=1, scope
 
 def _life_stated(fact, known):
     """{(whose, area)}: the life areas a new fact states (memory_life_areas of what it says of its subject), or
-    {("X", words)} when it says in no area that something stops (我不玩原神了: 玩原神)."""
+    {("X", words)} when it says in no area that something stops (我不玩原神了: 玩原神), or {("W", its words)} when
+    it says in no area that something changed (我教资考过了: 教资), for a state the lexicon lacks."""
     if fact.subject == "你":
         return set()
     rest = _subject_of(fact.text, known)[1]
     topics = {_LIFE_TOPIC_AREAS[t] for t in memory_areas(rest, fact.attribute, fact.subject) if t in _LIFE_TOPIC_AREAS}
-    stops = _LIFE_STOPS_RE.match(rest)
-    return memory_life_areas(rest, fact.subject, fact.attribute, topics) or (
-        {("X", "".join(g for g in stops.groups() if g))} if stops else set())  # X: what stops, in no area
+    areas = memory_life_areas(rest, fact.subject, fact.attribute, topics)
+    if areas:
+        return areas
+    stop = _life_stop(rest)
+    if stop:
+        return {("X", stop)}  # X: what stops, in no area
+    words = _life_changed(fact.text) if not _LIFE_MORE_RE.match(rest) else None
+    return {("W", frozenset(words))} if words else set()
+
+
+#: Time and degree words inside a fact (豆包昨天去世了): no part of what changed.
+_LIFE_WHEN_RE = re.compile(_FACT_LEAD_RE.pattern[1:])
+
+
+#: Changes that take an object (换了新猫粮, 放弃减肥): with one after them, that is what changed, not the words before.
+_LIFE_CHANGE_OBJECT_RE = re.compile(r"换了|改了|放弃|戒|拿到|考到|考过|考上|搬")
+
+
+def _life_changed(text):
+    """The words right before or after a change a fact says (its subject's name too): what changed.
+    Example: _life_changed('教资考过了') -> {'教资'}; _life_changed('日语老师换了') -> set() (老师 changed, not 日语);
+    _life_changed('年糕换了新猫粮') -> set() (the food changed, not 年糕)"""
+    t = _LIFE_WHEN_RE.sub("", re.sub(r"^我", "", text).translate(_LIFE_SIMPLIFIED))
+    out = set()
+    for m in _LIFE_CHANGE_RE.finditer(t):
+        before = re.sub("[把了个的和跟与]+$", "", t[:m.start()])[-2:]
+        after = re.match(f"[{_CJK}]*", re.sub("^[了个的一只条]+", "", t[m.end():])).group()[:2]
+        out |= _life_words(after) if after and _LIFE_CHANGE_OBJECT_RE.fullmatch(m.group()) else \
+            _life_words(before) | _life_words(after)
+    return out
+
+
+def _life_stop(rest):
+    """What a fact says stops (不X了, X好了), in any of its clauses, or None.
+    Example: _life_stop('做了近视手术 现在不近视了') -> '近视'"""
+    simple = re.sub(rf"[{_PUNCT}{_EMOJI}]+$", "", rest.strip()).translate(_LIFE_SIMPLIFIED)
+    clauses = [c for c in _FIRST_CLAUSE_RE.split(simple) if c]
+    stops = [m for m in map(_LIFE_STOPS_RE.match, [simple] + clauses)
+             if m and not (m.group(3) and _DONE_RE.search(m.group(3)))]  # 房子买好了 is bought, not cured
+    return "".join(g for g in stops[0].groups() if g) if stops else None
 
 
 def _life_clashes(rows, fact, stated):
     """The stored memories a new fact (stating the life areas stated) may contradict: the same owner's, in
     one of those areas, where no rule says they are different things (职业 and 工作单位 are both true at once);
-    stated {("X", words)}: those of its subject that say the words it says stop (我喜欢玩原神 / 我不玩原神了)."""
-    if stated and next(iter(stated))[0] == "X":
-        words = next(iter(stated))[1]
-        return [r for r in rows if r["subject"] == fact.subject and len(words) >= 2 and words in r["text"]
-                and "不" + words not in r["text"] and "不再" + words not in r["text"]]
+    stated {("X", words)}: those of its subject that say the words it says stop (我喜欢玩原神 / 我不玩原神了);
+    {("W", words)}: those of its subject that share one of its words (我在备考教资 / 我教资考过了)."""
+    kind, said = next(iter(stated)) if stated else (None, None)
+    if kind == "X":
+        says = lambda t: said in t and "不" + said not in t and "不再" + said not in t  # noqa: E731
+        return [r for r in rows if r["subject"] == fact.subject and len(said) >= 2
+                and says(r["text"].translate(_LIFE_SIMPLIFIED))]
+    if kind == "W":
+        return [r for r in rows if r["subject"] == fact.subject and said & _life_words(r["text"])]
     owners, only = {who for who, _ in stated}, {area for _, area in stated}
     out = []
     for r in rows:
@@ -4574,26 +4673,64 @@ def _life_ends(fact, row):
     return any(a in held and re.search(p, value or "") for a, p in LIFE_ENDS[state].items())
 
 
-def _life_question(conn, ctx, text, facts, known, importance, scope):
-    """A numbered question when a fact of text may contradict stored memories its rules don't pair
-    (replace one, or keep both); None when nothing clashes. Changes nothing."""
+def _life_pointed(fact, found, known):
+    """The one stored memory of found (those a new fact may contradict) that the fact's change of state points at:
+    it says a change (戒了, 不…了, 分手 …) and that memory alone shares a word with it (苏苏, 近视) or, when it
+    says what stops (不X了, X好了), with that (我不读博了: not 我在读研); else, none sharing one and it says no
+    stop, that memory alone states the same area by its own words or attribute, or names the partner or pet the
+    area is about (not a topic, not a detail of them: 我女朋友喜欢猫); else None.
+    Example: 我和苏苏分手了 with 我女朋友叫苏苏 -> that memory; 我的猫走了 with two cats -> None"""
+    rest = _subject_of(fact.text, known)[1]
+    if not found or not _LIFE_CHANGE_RE.search(rest.translate(_LIFE_SIMPLIFIED)):
+        return None
+    stop = _life_stop(rest)
+    words = (_life_words(stop) or {stop}) if stop else _life_changed(fact.text)
+    said = lambda r: _life_words(r["text"]) | ({stop} if stop and stop in r["text"].translate(_LIFE_SIMPLIFIED)  # noqa
+                                                 else set())
+    shared = [r for r in found if words & said(r)]
+    if shared or stop:
+        return shared[0] if len(shared) == 1 else None
+    areas = memory_life_areas(rest, fact.subject, fact.attribute, set())
+    same = [r for r in found if areas & _life_own_areas(r, known)]
+    return same[0] if len(same) == 1 else None
+
+
+def _life_own_areas(row, known):
+    """{(whose, area)}: the life areas a stored memory states by its own words or attribute, or by naming the partner
+    or pet they are about (我女朋友叫苏苏, 我家狗叫旺财)."""
+    out = memory_life_areas(_subject_of(row["text"], known)[1], row["subject"], row["attribute"], set())
+    if row["attribute"] == "名字":
+        out |= {("我", a) for a, subjects in _LIFE_SHARED.items() if row["subject"] in subjects and a != "怀孕"}
+    return out
+
+
+def _life_settle(conn, ctx, text, facts, known, importance, scope):
+    """(question, facts, pointed) for the facts of text the rules don't pair with a stored memory but that may
+    contradict some: pointed {index in facts: the one memory its change of state points at}, which that fact
+    replaces (a clause of the same message that says more of it goes with it: 我做了近视手术 现在不近视了 is
+    one memory); question, when one of them points at none or several, the numbered question (replace one, or
+    keep both) and nothing is replaced. Changes nothing."""
     stated = [_life_stated(f, known) for f in facts]
     if not any(stated):  # most facts state no life area: nothing more to read
-        return None
+        return None, facts, {}
     rows = [r for r in memory_list(conn, ctx) if r["type"] == "user_fact"]
-    clashes, new, paired = {}, [], set()
-    for fact, areas in zip(facts, stated):
+    new, paired = [], set()
+    for i, (fact, areas) in enumerate(zip(facts, stated)):
         if fact.replaces or _find_duplicate(conn, rows, fact, None) is not None:
             continue
         old, candidates = _update_target(conn, ctx, rows, fact, None, False)
         if old is not None:
             paired.add(old["id"])  # 我找到工作了 replaces 我待业在家 by rule: the employer said with it clashes no more
         elif not candidates and areas:
-            new.append((fact, areas))
-    for fact, areas in new:
-        clashes.update((r["id"], r) for r in _life_clashes(rows, fact, areas) if r["id"] not in paired)
+            new.append((i, fact, areas))
+    found = {i: [r for r in _life_clashes(rows, fact, areas) if r["id"] not in paired] for i, fact, areas in new}
+    pointed = {i: _life_pointed(facts[i], rows_i, known) for i, rows_i in found.items() if rows_i}
+    targets = [r["id"] for r in pointed.values() if r is not None]
+    if pointed and None not in pointed.values() and len(set(targets)) == len(targets):
+        return None, *_life_merge(facts, stated, pointed)
+    clashes = {r["id"]: r for rows_i in found.values() for r in rows_i}
     if not clashes:
-        return None
+        return None, facts, {}
     old = [clashes[i] for i in sorted(clashes)][:5]
     said = "、".join(f"『{f.text}』" for f in facts)
     listing = "\n".join(f"{n}. 替换『{r['text']}』" for n, r in enumerate(old, 1))
@@ -4601,7 +4738,39 @@ def _life_question(conn, ctx, text, facts, known, importance, scope):
     prompt = (f"{said}和我记着的{'这几条' if len(old) > 1 else '这条'}可能对不上，要怎么记？\n{listing}\n"
               f"{len(old) + 1}. 另记一条，{keep}\n回复序号就行，说“算了”就不记。")
     return {"action": "area", "ids": [r["id"] for r in old], "text": text, "importance": importance,
-            "scope": scope, "prompt": prompt}
+            "scope": scope, "prompt": prompt}, facts, {}
+
+
+def _life_merge(facts, stated, pointed):
+    """(facts, pointed) with each clause that states nothing of its own but shares a word with the memory a fact of
+    its subject replaces joined to that fact (我做了近视手术 + 我现在不近视了, replacing 我近视八百度: one memory)."""
+    owner = {}
+    for i, fact in enumerate(facts):
+        if i not in pointed and not stated[i] and not fact.attribute:
+            owners = [j for j, r in pointed.items()
+                      if facts[j].subject == fact.subject and _life_words(fact.text) & _life_words(r["text"])]
+            if len(owners) == 1:
+                owner[i] = owners[0]
+    if not owner:
+        return facts, pointed
+    out, at = [], {}
+    for i, fact in enumerate(facts):
+        if i in owner:
+            continue
+        said = sorted([i] + [k for k, j in owner.items() if j == i])
+        text = facts[said[0]].text + "".join(" " + _subject_of(facts[k].text)[1] for k in said[1:])
+        at[i] = len(out)
+        out.append(dataclasses.replace(fact, text=text) if len(said) > 1 else fact)
+    return out, {at[j]: r for j, r in pointed.items()}
+
+
+def _life_points(conn, ctx, text):
+    """Whether every fact of text is a change of state pointing at one memory of the user's (驾照拿到了, said of no
+    one, with 我在学车 stored): then it is the user's own, and a 记住 replaces that memory."""
+    known = _known_subjects(conn, ctx)
+    facts = memory_leads([memory_fact(p, None, known) for p in memory_unlist(text)], None, known)
+    asked, facts, pointed = _life_settle(conn, ctx, text, facts, known, 1, None)
+    return asked is None and len(pointed) == len(facts) > 0
 
 
 def memory_life_answer(conn, ctx, asked, n, embed, cap=0):
@@ -4638,18 +4807,21 @@ def _one_undo(conn, ctx, first):
 
 
 def _life_target(rows, fact):
-    """The memory a new life state replaces: the same area's state (also one stored before the area
-    had a rule), else what the state ends (我辞职了: 我在华为上班), else None."""
+    """(row, []): the memory a new life state replaces: the same area's state (also one stored before the
+    area had a rule), else what the state ends (我辞职了: 我在华为上班); (None, rows) when several are (the user
+    says which: 我辞职了 with two employers); (None, []) when none is."""
     same = [r for r in rows if r["attribute"] == fact.attribute
             or r["attribute"] is None and memory_fact(r["text"]).attribute == fact.attribute]
     if same:
-        return same[-1]
+        return (same[0], []) if len(same) == 1 else (None, same)
     for attribute, pattern in LIFE_ENDS.get(fact.attribute, {}).items():
         ended = [r for r in rows if r["attribute"] == attribute and re.search(pattern, fact.value or "")
                  and (attribute != "职业" or re.search(_LIFE_ENDED_JOBS, r["value"] or ""))]
+        area = _LIFE_AREA_OF.get(attribute)  # 我周末在奶茶店兼职 beside 我在美团上班: 我辞职了 may end either
+        ended += [r for r in rows if ended and r["attribute"] is None and _LIFE_WORD_RES[area].search(r["text"])]
         if ended:
-            return ended[-1]
-    return None
+            return (ended[0], []) if len(ended) == 1 else (None, ended)
+    return None, []
 
 
 def _retracted(rows, facts):
@@ -4694,7 +4866,7 @@ def _update_target(conn, ctx, rows, fact, vec, update):
     if fact.attribute in LIFE_ENDS or any(fact.attribute == a for a, _ in LIFE_STATES):
         shared = _LIFE_SHARED.get(fact.attribute, ())  # 宝宝生了 ends 我怀孕了: a baby's birth is the user's state
         owner = "我" if fact.subject in shared else fact.subject
-        return _life_target([r for r in rows if ("我" if r["subject"] in shared else r["subject"]) == owner], fact), []
+        return _life_target([r for r in rows if ("我" if r["subject"] in shared else r["subject"]) == owner], fact)
     if fact.attribute:
         same = [r for r in subject_rows if r["attribute"] == fact.attribute]
         if fact.single:
@@ -5344,7 +5516,8 @@ def memory_answer(conn, ctx, asked, text, embed, cap=0):
         if numbers and all(1 <= n <= len(rows) for n in numbers) and len(rows) == len(asked["ids"]):
             return _forget_rows(conn, ctx, [rows[n - 1] for n in numbers if _visible(ctx, rows[n - 1])])
     choices = len(asked["ids"]) + (asked["action"] == "area")  # a life-area question's last choice keeps both
-    area = asked["action"] == "area" and not m and (_AREA_KEEP_RE.search(t) and 2 or _AREA_REPLACE_RE.search(t) and 1)
+    area = asked["action"] == "area" and not m and (  # keep both is the last choice; 替换 says which only of one
+        _AREA_KEEP_RE.search(t) and choices or _AREA_REPLACE_RE.search(t) and len(asked["ids"]) == 1 and 1)
     if m or area or len(asked["ids"]) == 1 and asked["action"] != "area" and _ANSWER_YES_RE.fullmatch(t):
         n = _cn_number(m.group(1)) if m else area or 1
     else:
@@ -5845,8 +6018,11 @@ def memory_parse(text, names=()):
 
 
 def _settle_ask(conn, ctx, text):
-    """记住旺财三岁了: a remember when the user has named 旺财 before; else the bot asks."""
-    return ("remember" if memory_names_known(conn, ctx, text) else "ask"), {"text": text}
+    """记住旺财三岁了: a remember when the user has named 旺财 before; 驾照拿到了: when it says the change of a state
+    that one memory of the user's holds (我在学车); else the bot asks."""
+    if memory_names_known(conn, ctx, text) or _life_points(conn, ctx, memory_options(text)[0]):
+        return "remember", {"text": text}
+    return "ask", {"text": text}
 
 
 def _settle_update_named(conn, ctx, text):

@@ -279,29 +279,44 @@ def test_forgetting_keeps_chat_that_only_shares_a_word(bots, llm):
     assert "今天超市花生打折" in texts and not [t for t in texts if "芒果" in t], texts
 
 
-def test_a_life_area_clash_goes_to_the_plan_and_its_answer_replaces_as_one_undo(bot_and_plans):
-    """分手 vs 我女朋友叫小雨: no rule pairs them, so the plan decides; nothing is stored beside the old one."""
+def test_a_change_of_state_pointing_at_one_memory_replaces_it_by_rule(bot_and_plans):
+    """分手 naming the partner of the one relationship memory: the rules replace it, say so, call no LLM (#20 item 4);
+    one 撤销 brings it back."""
     r, nc, plans, llm = bot_and_plans
     _seed(nc, 1, ["我住在北京", "我女朋友叫小雨"])
-    plans.append('{"ops": [{"op": "update", "n": 2, "text": "我和小雨分手了"}]}')
+    plans.append('{"ops": [{"op": "add", "text": "我和小雨分手了"}]}')  # a plan that would keep both: never asked for
     reply = nc.ask(1, "记住我和小雨分手了")
-    assert "分手" in reply and _memories(r, 1) == ["我住在北京", "我和小雨分手了"], reply
-    prompt = llm.plan_requests()[-1]["json"]["messages"][1]["content"]
-    assert "2. 我女朋友叫小雨" in prompt and "记住我和小雨分手了" in prompt
+    assert "替换了『我女朋友叫小雨』" in reply and _memories(r, 1) == ["我住在北京", "我和小雨分手了"], reply
+    assert not llm.plan_requests()
     assert nc.ask(1, "撤销").startswith("已撤销")
     assert _memories(r, 1) == ["我住在北京", "我女朋友叫小雨"]
 
 
+def test_a_life_area_clash_goes_to_the_plan_and_its_answer_replaces_as_one_undo(bot_and_plans):
+    """分手 with two memories naming 小雨: the rules can't tell which, so the plan decides; nothing is stored
+    beside the old one."""
+    r, nc, plans, llm = bot_and_plans
+    _seed(nc, 1, ["我住在北京", "我女朋友叫小雨", "小雨喜欢猫"])
+    plans.append('{"ops": [{"op": "update", "n": 2, "text": "我和小雨分手了"}]}')
+    reply = nc.ask(1, "记住我和小雨分手了")
+    assert "分手" in reply and _memories(r, 1) == ["我住在北京", "我和小雨分手了", "小雨喜欢猫"], reply
+    prompt = llm.plan_requests()[-1]["json"]["messages"][1]["content"]
+    assert "2. 我女朋友叫小雨" in prompt and "记住我和小雨分手了" in prompt
+    assert nc.ask(1, "撤销").startswith("已撤销")
+    assert _memories(r, 1) == ["我住在北京", "我女朋友叫小雨", "小雨喜欢猫"]
+
+
 def test_a_life_area_clash_with_the_llm_down_asks_replace_or_keep(bot_and_plans):
+    """A weekend job beside an employer says no change: the rules can't tell whether it replaces it."""
     r, nc, plans, llm = bot_and_plans  # no plan queued: the LLM answers 500
-    _seed(nc, 1, ["我喜欢吃辣", "我住在北京"])
-    reply = nc.ask(1, "记住我现在不能吃辣了")
-    assert "1. 替换『我喜欢吃辣』" in reply and "2. 另记一条" in reply, reply
-    assert _memories(r, 1) == ["我喜欢吃辣", "我住在北京"]
-    assert "替换了『我喜欢吃辣』" in nc.ask(1, "1")
-    assert _memories(r, 1) == ["我住在北京", "我现在不能吃辣了"]
+    _seed(nc, 1, ["我在美团上班", "我住在北京"])
+    reply = nc.ask(1, "记住我周末在奶茶店兼职")
+    assert "1. 替换『我在美团上班』" in reply and "2. 另记一条" in reply, reply
+    assert _memories(r, 1) == ["我在美团上班", "我住在北京"]
+    assert "替换了『我在美团上班』" in nc.ask(1, "1")
+    assert _memories(r, 1) == ["我住在北京", "我周末在奶茶店兼职"]
     assert nc.ask(1, "撤销").startswith("已撤销")  # one 撤销: the old one back, the new one gone
-    assert sorted(_memories(r, 1)) == sorted(["我喜欢吃辣", "我住在北京"])
+    assert sorted(_memories(r, 1)) == sorted(["我在美团上班", "我住在北京"])
 
 
 def test_a_value_that_fits_several_memories_is_asked_not_guessed(bot_and_plans):
