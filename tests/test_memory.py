@@ -298,7 +298,8 @@ def test_which_one_question_and_its_answer(kconn):
     say(kconn, c, "我喜欢狗")
     reply, asked = bot.memory_forget(kconn, c, "我喜欢的东西", nothing)
     assert "1. 我喜欢猫" in reply and "2. 我喜欢狗" in reply
-    again = bot.memory_answer(kconn, c, asked, "今天天气不错", nothing)  # no answer: asked once more, never chat
+    assert bot.memory_answer(kconn, c, asked, "今天天气不错", nothing) is None  # no answer: the message is itself
+    again = bot.memory_answer(kconn, c, asked, "小鸟那个", nothing)  # an answer that fits none: asked once more
     assert again.startswith("没看明白") and "1. 我喜欢猫" in again and asked.pop("keep")
     assert bot.memory_answer(kconn, c, asked, "第二条", nothing).startswith("已忘记：“我喜欢狗”")
     assert texts(kconn) == ["我喜欢猫"]
@@ -342,7 +343,7 @@ def test_an_answer_that_picks_nothing_is_asked_once_more_then_dropped(kconn):
     say(kconn, c, "我喜欢猫")
     say(kconn, c, "我喜欢狗")
     asked = bot.memory_forget(kconn, c, "我喜欢的东西", nothing)[1]
-    for answer in ("我的", "喜欢", "今天天气不错"):  # 我的: both are the user's; 喜欢: in both
+    for answer in ("我的", "喜欢", "小鸟那条"):  # 我的: both are the user's; 喜欢: in both; 小鸟: in neither
         asked.pop("again", None)
         assert bot.memory_answer(kconn, c, asked, answer, nothing).startswith("没看明白你选的是哪一条。有几条都像")
     assert "先不改了" in bot.memory_answer(kconn, c, asked, "嗯？", nothing)
