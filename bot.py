@@ -3123,6 +3123,9 @@ LIFE_AREAS = {
 #: is the user's relationship; 旺财走了, the user's pets; 宝宝生了, the user's pregnancy).
 LIFE_SHARED = {"感情": "女朋友 男朋友 女友 男友 老婆 老公 媳妇 对象 未婚妻 未婚夫 爱人",
                "怀孕": "宝宝 儿子 女儿 闺女 孩子 老婆 媳妇 爱人", "宠物": " ".join(sorted(_ANIMALS))}
+#: An ex named as a person (我前任叫阿凯, 我前妻是老师), not a break-up or a reunion: a fact about them is no
+#: state of the user's relationship, so it neither replaces nor is replaced by the current partner (#20 e064).
+_LIFE_EX_RE = re.compile(r"前(?:任|男友|女友|男朋友|女朋友|妻|夫)(?!.*(?:分手|分了|复合|离婚|在一起|结婚))")
 #: What happens to a partner, a child or a pet that states the user's area (旺财上个月走了, 宝宝生了).
 _LIFE_EVENT_RE = re.compile(r"走了|去世|死了|没了|不在了|丢了|送人|送走|分手|分了|离婚|结婚|出生|生了|出世")
 #: How a new fact says that something stops (我不玩原神了, 我腰不疼了, 我肺炎好了): X, which a stored memory of the
@@ -4346,7 +4349,7 @@ def memory_remember(conn, ctx, text, embed, *, update=False, importance=1, scope
 def _life_stated(fact, known):
     """{(whose, area)}: the life areas a new fact states (memory_life_areas of what it says of its subject), or
     {("X", words)} when it says in no area that something stops (我不玩原神了: 玩原神)."""
-    if fact.subject == "你":
+    if fact.subject == "你" or _LIFE_EX_RE.search(fact.text):
         return set()
     rest = _subject_of(fact.text, known)[1]
     topics = {_LIFE_TOPIC_AREAS[t] for t in memory_areas(rest, fact.attribute, fact.subject) if t in _LIFE_TOPIC_AREAS}
@@ -4368,6 +4371,8 @@ def _life_clashes(rows, fact, stated):
     for r in rows:
         if r["subject"] not in owners and not ("我" in owners and any(r["subject"] in s for s in _LIFE_SHARED.values())):
             continue  # another person's memory (cheap: most rows stop here)
+        if _LIFE_EX_RE.search(r["text"]):
+            continue  # 我前任叫阿凯: the ex, not the relationship 我现在的男朋友叫小北 is
         both = {r["attribute"], fact.attribute}
         if None not in both and (len(both) == 2 and not _life_ends(fact, r) or len(both) == 1 and not fact.single):
             continue  # 我是护士 / 我跳槽了; 我养了一只猫 / 我养了一只狗: the rules keep both
@@ -4853,6 +4858,40 @@ def _ask_which_value(conn, rows, value, lead):
     return asked["prompt"], asked
 
 
+#: A date inside a memory's words (3月8号, 十月初一, 10.1): where a corrected date may go.
+_DATE_IN_TEXT_RE = re.compile(r"\d{1,2}\s*月\s*\d{1,2}\s*[号日]?|[一二三四五六七八九十]{1,2}月(?:初|十|廿|二十|三十)?[一二三四五六七八九十]?[号日]?"
+                              r"|(?<!\d)\d{1,2}[./]\d{1,2}(?!\d)")
+
+
+def _ask_which_spot(conn, spots, value):
+    """A numbered question: which of the dates (row, date) said in memories should become value; a memory saying two
+    (我生日是3月8号 结婚纪念日是10月1号) gives two choices, each shown by the words around its date."""
+    asked = {"action": "set_value", "ids": [r["id"] for r, _ in spots], "value": value, "text": value,
+             "spots": [d for _, d in spots], "choices": [], "mine": []}
+    labels = []
+    for n, (r, d) in enumerate(spots):
+        part = next((p for p in re.split(rf"[{_PUNCT}]+", r["text"]) if d in p), r["text"])
+        asked["choices"].append(part)  # what an answer in words is read against (纪念日那个)
+        labels.append(part if part == r["text"] else f"{part}（“{r['text']}”里的）")
+        if r["subject"] == "我" and not re.match(r"我(?:们|爸|妈|哥|姐|弟|妹|老|对象|家)", part):
+            asked["mine"].append(n)
+    listing = "\n".join(f"{n}. {c}" for n, c in enumerate(labels, 1))
+    asked["prompt"] = (f"有几个日期都可能是，你想把哪一个改成“{value}”？\n{listing}\n"
+                       f"回复序号就行（比如“1”），说“算了”就不改。")
+    return asked["prompt"], asked
+
+
+def _set_spot(conn, ctx, old, spot, value, embed):
+    """old with value in the place of the date spot (one of its words), as one undoable change; the reply."""
+    if old["text"].count(spot) != 1:
+        return f"要把“{old['text']}”改成什么呢？说完整一点吧，比如“更正一下，{_mine(old['subject'])}……”。"
+    fact = memory_fact(old["text"].replace(spot, value, 1))
+    with db_tx(conn, durable=True):
+        _history(conn, ctx, 0, old["id"], "update", old)
+        _memory_rewrite(conn, old, fact, embed(fact.text), 1, old["scope"])
+    return f"已把“{old['text']}”改成“{fact.text}”。（说“撤销”可以改回去）"
+
+
 def memory_correct_value(conn, ctx, said, embed):
     """不对，是阿里 / 更正：是26: the value goes to the only memory it fits; several or none: a numbered
     question. Returns (reply, question)."""
@@ -4868,6 +4907,10 @@ def memory_correct_value(conn, ctx, said, embed):
     else:
         kinds = _value_kinds(value)  # the one just changed is no surer than another that fits too (老家 and 现居地)
         fits = [r for r in rows if _fits(r, kinds)]
+        spots = [(r, d) for r in rows for d in _DATE_IN_TEXT_RE.findall(r["text"])] if "date" in kinds else []
+        if len(spots) > 1 or spots and not fits:  # 更正 是11月1号 with a birthday and an anniversary: which date
+            return _ask_which_spot(conn, spots, value) if len(spots) > 1 else (
+                _set_spot(conn, ctx, spots[0][0], spots[0][1], value, embed), None)
     if len(fits) == 1:
         return _set_value(conn, ctx, fits[0], value, embed), None
     if fits:
@@ -5074,6 +5117,8 @@ def memory_answer(conn, ctx, asked, text, embed, cap=0):
         return "那条记忆已经不在了。"
     if asked["action"] == "forget":
         return _forget_rows(conn, ctx, target)
+    if asked["action"] == "set_value" and asked.get("spots"):
+        return _set_spot(conn, ctx, target[0], asked["spots"][n - 1], asked["value"], embed)
     if asked["action"] == "set_value":
         return _set_value(conn, ctx, target[0], asked["value"], embed)
     old = target[0]
