@@ -4693,7 +4693,7 @@ def memory_forget(conn, ctx, what, embed, one=False):
     targets = _forget_targets(conn, ctx, rows, what, embed)
     if isinstance(targets, str):
         return targets, None
-    if len(targets) == 1 and re.search("[，,；;、]", targets[0]["text"]) \
+    if len(targets) == 1 and re.search(r"[，,；;、]|[\u4e00-\u9fff]\s+[\u4e00-\u9fff]", targets[0]["text"]) \
             and what not in targets[0]["text"][:len(what) + 2] and not memory_has_subject(what):
         # 忘记小黑, and 小黑 is one part of 我养了两只猫，一只叫大橘一只叫小黑: the whole of it goes, so ask
         asked = _which_question(conn, {"action": "forget", "ids": [targets[0]["id"]], "text": what})
@@ -4962,16 +4962,18 @@ def memory_replace_value(conn, ctx, old_value, new_value, embed):
 
 
 #: The words an answer to the bot's question is made of, by what they say: y (yes), n (no), w (not now: a
-#: question back or second thoughts) and f (fillers, saying neither). An answer made only of these (嗯嗯 是我的 记吧 /
-#: 算了 都留着吧) is read whole; one word outside them (a fact, a new command) makes the message one of its own.
+#: question back or second thoughts), x (a new subject starts: 对了 is no 对) and f (fillers, saying neither).
+#: An answer made only of these (嗯嗯 是我的 记吧 / 算了 都留着吧) is read whole; one word outside them (a fact,
+#: a new command) makes the message one of its own.
 _ANSWER_WORDS = {
     "y": "要的 要 好的 好滴 好嘞 好哒 好 是的 是 对的 对 没错 嗯嗯 嗯呢 嗯 恩 可以 行 当然 确认 没问题 必须 记吧 记住 记一下 "
          "记下来 记下 记上 记着 记 存 删吧 删掉 删了 删 改吧 改 整条 ok okk okay yes yep yeah y 是我的 我的 我自己的",
     "n": "算了 都不要 都不用 不用 不要 别记 别删 别改 别 不记 不删 不改 不存 不换 取消 当我没说 没事 都不是 不是 不对 不了 no nope "
          "留着 都留着 都留 不必 先不",
     "w": "要不要 要不 是不是 对不对 好不好 行不行 我再想想 再想想 想想 考虑一下 考虑考虑 等等 等一下 等会 回头再说",
+    "x": "对了 话说 顺便",
     "f": "唔 哦 噢 喔 呃 额 emm 那就 那 还是 就 其实 随口说的 随口说说 随便说说 开玩笑的 说着玩的 谢谢 谢了 thx 麻烦了 "
-         "麻烦 帮我 呀 啊 啦 哈 呢 嘛 咯 哟 呗 吧 了 的 哒 滴 嘞",
+         "麻烦 帮我 这两条 这两个 两条 两个 呀 啊 啦 哈 呢 嘛 咯 哟 呗 吧 了 的 哒 滴 嘞",
 }
 #: Every answer word, the longest first (不要 before 不, 要不要 before 要), with what it says.
 _ANSWER_VOCAB = sorted(((w, kind) for kind, words in _ANSWER_WORDS.items() for w in words.split()),
@@ -4982,7 +4984,7 @@ _ANSWER_TRADITIONAL = str.maketrans(dict(zip("別著謝換選兩後麼嗎貓狗�
 _ANSWER_FIRST_RE = re.compile(r"(?:就|是|选|就是)?(?:前面|上面|前一|头一|第一)(?:那|一)?(?:个|条|项)?")
 _ANSWER_LAST_RE = re.compile(r"(?:就|是|选|就是)?(?:后面|下面|后一|最后|最后一|最下面)(?:那|一)?(?:个|条|项)?")
 #: Answers that take every choice (都删 / 全部 / 两个都删了).
-_ANSWER_ALL_RE = re.compile(r"(?:两个|两条|几个|几条|这些|这两个|这两条)?(?:都|全|全部|全都)(?:是|删|删了|删掉|忘了|忘掉|要|行|可以)?了?")
+_ANSWER_ALL_RE = re.compile(r"(?:两个|两条|几个|几条|这些|这两个|这两条)?(?:都|全|全部|全都)(?:是|删|删了|删掉|忘了|忘掉)?了?")
 #: Answers that pick the speaker's own (我的 / 我自己那条).
 _ANSWER_MINE_RE = re.compile(r"(?:是|就是)?(?:我|我自己|我本人)(?:的|自己的)?(?:那个|那条)?")
 #: Words that point at a choice (猫的那个 / 纪念日那条): with them, the rest of a short answer names one.
@@ -5010,7 +5012,7 @@ def _answer_says(t):
             return None
         said.add(word[1])
         i += len(word[0])
-    return next((k for k in "wny" if k in said), None)
+    return None if "x" in said else next((k for k in "wny" if k in said), None)
 
 
 def _answer_named(choices, t):
@@ -5024,9 +5026,10 @@ def _answer_named(choices, t):
         return None  # 上班好累: words of a choice in a sentence, not an answer
     if len(whole) == 1 and not set(core) <= _PLAIN_CHARS:
         return whole
-    hits = {i for ch in set(core) - _PLAIN_CHARS
-            for i in [j for j, c in enumerate(choices) if ch in c] if len([c for c in choices if ch in c]) == 1}
-    return sorted(hits) if len(hits) == 1 else []
+    own = set(core) - _PLAIN_CHARS
+    hits = {j for ch in own if sum(ch in c for c in choices) == 1 for j, c in enumerate(choices) if ch in c}
+    strange = [ch for ch in own if not any(ch in c for c in choices)]  # 老 of 老爸: one such word, not a sentence
+    return sorted(hits) if len(hits) == 1 and len(strange) <= min(1, len(own) - len(strange)) else []
 
 
 def memory_answer_read(asked, text):
@@ -5059,7 +5062,7 @@ def memory_answer_read(asked, text):
         return ("pick", [0])
     if _ANSWER_LAST_RE.fullmatch(t):
         return ("pick", [len(choices) - 1 + (asked["action"] == "area")])
-    if _ANSWER_MINE_RE.fullmatch(t) and choices:
+    if _ANSWER_MINE_RE.fullmatch(t) and choices and asked["action"] != "area":
         mine = asked.get("mine") or []
         return ("pick", mine) if len(mine) == 1 else ("unclear",)
     said = _answer_says(t)
