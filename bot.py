@@ -4968,7 +4968,7 @@ def memory_replace_value(conn, ctx, old_value, new_value, embed):
 _ANSWER_WORDS = {
     "y": "要的 要 好的 好滴 好嘞 好哒 好 是的 是 对的 对 没错 嗯嗯 嗯呢 嗯 恩 可以 行 当然 确认 没问题 必须 记吧 记住 记一下 "
          "记下来 记下 记上 记着 记 存 删吧 删掉 删了 删 改吧 改 整条 ok okk okay yes yep yeah y 是我的 我的 我自己的",
-    "n": "算了 都不要 都不用 不用 不要 别记 别删 别改 别 不记 不删 不改 不存 不换 取消 当我没说 没事 都不是 不是 不对 不了 no nope "
+    "n": "算了 都不要 都不用 都不删 都别删 都不改 不用 不要 别记 别删 别改 别 不记 不删 不改 不存 不换 取消 当我没说 没事 都不是 不是 不对 不了 no nope "
          "留着 都留着 都留 不必 先不",
     "w": "要不要 要不 是不是 对不对 好不好 行不行 我再想想 再想想 想想 考虑一下 考虑考虑 等等 等一下 等会 回头再说",
     "x": "对了 话说 顺便",
@@ -5024,6 +5024,8 @@ def _answer_named(choices, t):
     whole = [i for i, c in enumerate(choices) if core in c]
     if not _ANSWER_POINTER_RE.search(t) and not whole:
         return None  # 上班好累: words of a choice in a sentence, not an answer
+    if re.search(r"不|别|没|非", core):
+        return []  # 别删我妈那条: the choice it names is the one not meant; which is meant is asked again
     if len(whole) == 1 and not set(core) <= _PLAIN_CHARS:
         return whole
     own = set(core) - _PLAIN_CHARS

@@ -348,7 +348,7 @@ _AREA = {"action": "area", "ids": [1], "choices": ["我养了一只仓鼠"], "mi
     (_WHICH, "我自己那条吧😂", ("pick", [0])), (_WHICH, "上面那條", ("pick", [0])), (_WHICH, "都删了吧 🙃", ("pick", [0, 1])),
     (_WHICH, "1 2", ("pick", [0, 1])), (_WHICH, "杭州的", ("unclear",)), (_WHICH, "小猫那条", ("unclear",)),
     (_WHICH, "好的", ("unclear",)), (_WHICH, "算了算了 都留着吧", ("n",)), (_WHICH, "唔 还是别删了 两条都留着", ("n",)),
-    (_WHICH, "都行", None), (_WHICH, "上班好累", None), (_WHICH, "今天好累啊 加班到十点", None),
+    (_WHICH, "都行", None), (_WHICH, "上班好累", None), (_WHICH, "今天好累啊 加班到十点", None), (_WHICH, "别删我妈那条", ("unclear",)),
     (_WHICH, "对了 记住我下周出差", None), (_WHICH, "撤销", None), (_WHICH, "确认删除", None),
     (_STORE, "嗯嗯 是我的 记吧", ("y",)), (_STORE, "对 记上", ("y",)), (_STORE, "好的呀~", ("y",)), (_STORE, "yes", ("y",)),
     (_STORE, "要要要", ("y",)), (_STORE, "不用了", ("n",)), (_STORE, "别记 随口说的", ("n",)),
