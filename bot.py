@@ -3282,6 +3282,9 @@ LIFE_AREAS = {
 #: is the user's relationship; 旺财走了, the user's pets; 宝宝生了, the user's pregnancy).
 LIFE_SHARED = {"感情": "女朋友 男朋友 女友 男友 老婆 老公 媳妇 对象 未婚妻 未婚夫 爱人",
                "怀孕": "宝宝 儿子 女儿 闺女 孩子 老婆 媳妇 爱人", "宠物": " ".join(sorted(_ANIMALS))}
+#: An ex named as a person (我前任叫阿凯, 我前妻是老师), not a break-up or a reunion: a fact about them is no
+#: state of the user's relationship, so it neither replaces nor is replaced by the current partner (#20 e064).
+_LIFE_EX_RE = re.compile(r"前(?:任|男友|女友|男朋友|女朋友|妻|夫)(?!.*(?:分手|分了|复合|离婚|在一起|结婚))")
 #: What happens to a partner, a child or a pet that states the user's area (旺财上个月走了, 宝宝生了).
 _LIFE_EVENT_RE = re.compile(r"走了|去世|死了|没了|不在了|丢了|送人|送走|分手|分了|离婚|结婚|出生|生了|出世")
 #: How a new fact says that something stops (我不玩原神了, 我腰不疼了, 我肺炎好了): X, which a stored memory of the
@@ -4582,7 +4585,7 @@ def _life_stated(fact, known):
     """{(whose, area)}: the life areas a new fact states (memory_life_areas of what it says of its subject), or
     {("X", words)} when it says in no area that something stops (我不玩原神了: 玩原神), or {("W", its words)} when
     it says in no area that something changed (我教资考过了: 教资), for a state the lexicon lacks."""
-    if fact.subject == "你":
+    if fact.subject == "你" or _LIFE_EX_RE.search(fact.text):
         return set()
     rest = _subject_of(fact.text, known)[1]
     topics = {_LIFE_TOPIC_AREAS[t] for t in memory_areas(rest, fact.attribute, fact.subject) if t in _LIFE_TOPIC_AREAS}
@@ -4645,6 +4648,8 @@ def _life_clashes(rows, fact, stated):
     for r in rows:
         if r["subject"] not in owners and not ("我" in owners and any(r["subject"] in s for s in _LIFE_SHARED.values())):
             continue  # another person's memory (cheap: most rows stop here)
+        if _LIFE_EX_RE.search(r["text"]):
+            continue  # 我前任叫阿凯: the ex, not the relationship 我现在的男朋友叫小北 is
         both = {r["attribute"], fact.attribute}
         if None not in both and (len(both) == 2 and not _life_ends(fact, r) or len(both) == 1 and not fact.single):
             continue  # 我是护士 / 我跳槽了; 我养了一只猫 / 我养了一只狗: the rules keep both
@@ -4737,8 +4742,8 @@ def _life_settle(conn, ctx, text, facts, known, importance, scope):
     keep = "原来的都留着" if len(old) > 1 else "原来那条也留着"
     prompt = (f"{said}和我记着的{'这几条' if len(old) > 1 else '这条'}可能对不上，要怎么记？\n{listing}\n"
               f"{len(old) + 1}. 另记一条，{keep}\n回复序号就行，说“算了”就不记。")
-    return {"action": "area", "ids": [r["id"] for r in old], "text": text, "importance": importance,
-            "scope": scope, "prompt": prompt}, facts, {}
+    return _choices({"action": "area", "ids": [r["id"] for r in old], "text": text, "importance": importance,
+                     "scope": scope, "prompt": prompt}, old), facts, {}
 
 
 def _life_merge(facts, stated, pointed):
@@ -4914,12 +4919,21 @@ def _remember_reply(added, replaced, same, notes, importance, scope, update=True
     return "；".join(parts) + "。" + undo
 
 
+def _choices(asked, rows):
+    """asked with the words of its choices and which of them are the speaker's own, for reading an answer in words
+    (memory_answer_read: 我爸的 / 我自己那条)."""
+    asked["choices"] = [r["text"] for r in rows]
+    asked["mine"] = [i for i, r in enumerate(rows) if r["subject"] == "我"]
+    return asked
+
+
 def _which_question(conn, asked):
     """A numbered which-one question, and what to do with the answer; or None."""
     if not asked or asked["action"] in ("store", "area"):
         return asked
     asked["ids"] = sorted(asked["ids"])
     rows = _rows(conn, asked["ids"])
+    _choices(asked, rows)
     listing = "\n".join(f"{n}. {r['text']}" for n, r in enumerate(rows, 1))
     verb = "改成“" + asked["text"] + "”" if asked["action"] == "replace" else "忘记"
     if len(rows) == 1:  # one memory that says more than what was named: all of it would go
@@ -5189,11 +5203,22 @@ def memory_forget(conn, ctx, what, embed, one=False):
         return "我这里还没有关于你的记忆。", None
     what = re.sub(r"^(?:that\s+)", "", what.strip(), flags=re.I)
     known = _known_subjects(conn, ctx)
+    holders = {r["subject"] for r in rows if r["attribute"] == "名字" and r["value"] == what.strip()} | {
+        (_pet_of(r["value"]) or ("",))[0] for r in rows if r["attribute"] == "宠物"
+        and (_pet_of(r["value"]) or ("", ""))[1] == what.strip()}
+    if len(holders) > 1:  # 小鹿 names the partner and the cat (known keeps one of them): which is asked
+        asked = _which_question(conn, {"action": "forget", "ids": [r["id"] for r in rows if what.strip() in r["text"]],
+                                       "text": what})
+        return asked["prompt"], asked
     bare_subject, bare_rest = _subject_of(what, known)
     m = re.match(r"^(?:所有|全部|一切)(?:关于|有关)?(.+?)的?(?:记忆|事情|事|东西)?$", what) or (
         re.match(r"^((?:我的?|我家)?\S{1,10})$", what) if bare_rest.strip("的") == "" and bare_subject not in ("我", "你")
         else None)
     pets = [r for r in rows if r["attribute"] == "宠物" and (_pet_of(r["value"]) or ("", ""))[1] == what.strip()]
+    also = [r for r in rows if what.strip() and what.strip() in r["text"] and r["id"] not in {p["id"] for p in pets}]
+    if pets and also:  # 小鹿 is the cat's name and the partner's: which is asked, never the pet picked
+        asked = _which_question(conn, {"action": "forget", "ids": [r["id"] for r in pets + also], "text": what})
+        return asked["prompt"], asked
     if pets:  # 忘记小黑, one of two cats: that one
         return _forget_rows(conn, ctx, pets), None
     if m and m.group(1) not in ("我", "关于我"):  # 忘记所有关于我妈妈的 / 忘记我的猫: all of it, one undo
@@ -5215,7 +5240,7 @@ def memory_forget(conn, ctx, what, embed, one=False):
     targets = _forget_targets(conn, ctx, rows, what, embed)
     if isinstance(targets, str):
         return targets, None
-    if len(targets) == 1 and re.search("[，,；;、]", targets[0]["text"]) \
+    if len(targets) == 1 and re.search(r"[，,；;、]|[\u4e00-\u9fff]\s+[\u4e00-\u9fff]", targets[0]["text"]) \
             and what not in targets[0]["text"][:len(what) + 2] and not memory_has_subject(what):
         # 忘记小黑, and 小黑 is one part of 我养了两只猫，一只叫大橘一只叫小黑: the whole of it goes, so ask
         asked = _which_question(conn, {"action": "forget", "ids": [targets[0]["id"]], "text": what})
@@ -5381,10 +5406,44 @@ def _set_value(conn, ctx, old, value, embed):
 
 def _ask_which_value(conn, rows, value, lead):
     """A numbered question: which of rows should take value (the answer goes to _set_value)."""
-    asked = {"action": "set_value", "ids": [r["id"] for r in rows], "value": value, "text": value}
+    asked = _choices({"action": "set_value", "ids": [r["id"] for r in rows], "value": value, "text": value}, rows)
     listing = "\n".join(f"{n}. {r['text']}" for n, r in enumerate(rows, 1))
     asked["prompt"] = f"{lead}\n{listing}\n回复序号就行（比如“1”），说“算了”就不改。"
     return asked["prompt"], asked
+
+
+#: A date inside a memory's words (3月8号, 十月初一, 10.1): where a corrected date may go.
+_DATE_IN_TEXT_RE = re.compile(r"\d{1,2}\s*月\s*\d{1,2}\s*[号日]?|[一二三四五六七八九十]{1,2}月(?:初|十|廿|二十|三十)?[一二三四五六七八九十]?[号日]?"
+                              r"|(?<!\d)\d{1,2}[./]\d{1,2}(?!\d)")
+
+
+def _ask_which_spot(conn, spots, value):
+    """A numbered question: which of the dates (row, date) said in memories should become value; a memory saying two
+    (我生日是3月8号 结婚纪念日是10月1号) gives two choices, each shown by the words around its date."""
+    asked = {"action": "set_value", "ids": [r["id"] for r, _ in spots], "value": value, "text": value,
+             "spots": [d for _, d in spots], "choices": [], "mine": []}
+    labels = []
+    for n, (r, d) in enumerate(spots):
+        part = next((p for p in re.split(rf"[{_PUNCT}]+", r["text"]) if d in p), r["text"])
+        asked["choices"].append(part)  # what an answer in words is read against (纪念日那个)
+        labels.append(part if part == r["text"] else f"{part}（“{r['text']}”里的）")
+        if r["subject"] == "我" and not re.match(r"我(?:们|爸|妈|哥|姐|弟|妹|老|对象|家)", part):
+            asked["mine"].append(n)
+    listing = "\n".join(f"{n}. {c}" for n, c in enumerate(labels, 1))
+    asked["prompt"] = (f"有几个日期都可能是，你想把哪一个改成“{value}”？\n{listing}\n"
+                       f"回复序号就行（比如“1”），说“算了”就不改。")
+    return asked["prompt"], asked
+
+
+def _set_spot(conn, ctx, old, spot, value, embed):
+    """old with value in the place of the date spot (one of its words), as one undoable change; the reply."""
+    if old["text"].count(spot) != 1:
+        return f"要把“{old['text']}”改成什么呢？说完整一点吧，比如“更正一下，{_mine(old['subject'])}……”。"
+    fact = memory_fact(old["text"].replace(spot, value, 1))
+    with db_tx(conn, durable=True):
+        _history(conn, ctx, 0, old["id"], "update", old)
+        _memory_rewrite(conn, old, fact, embed(fact.text), 1, old["scope"])
+    return f"已把“{old['text']}”改成“{fact.text}”。（说“撤销”可以改回去）"
 
 
 def memory_correct_value(conn, ctx, said, embed):
@@ -5402,6 +5461,10 @@ def memory_correct_value(conn, ctx, said, embed):
     else:
         kinds = _value_kinds(value)  # the one just changed is no surer than another that fits too (老家 and 现居地)
         fits = [r for r in rows if _fits(r, kinds)]
+        spots = [(r, d) for r in rows for d in _DATE_IN_TEXT_RE.findall(r["text"])] if "date" in kinds else []
+        if len(spots) > 1 or spots and not fits:  # 更正 是11月1号 with a birthday and an anniversary: which date
+            return _ask_which_spot(conn, spots, value) if len(spots) > 1 else (
+                _set_spot(conn, ctx, spots[0][0], spots[0][1], value, embed), None)
     if len(fits) == 1:
         return _set_value(conn, ctx, fits[0], value, embed), None
     if fits:
@@ -5452,55 +5515,135 @@ def memory_replace_value(conn, ctx, old_value, new_value, embed):
     return f"已把“{old['text']}”改成“{fact.text}”。（说“撤销”可以改回去）", None
 
 
-#: Answers to a question that say no (算了 / 不用了 / 当我没说).
-_ANSWER_NO_RE = re.compile(r"(?:算了|不用了?|不要了?|取消|没事了?|不改了?|不删了?|不记了?|都不是|都不要|都不用|当我没说|不了|"
-                           r"(?:不用|别|不要)(?:记|删|改)了?|no)+", re.I)
-#: Answers that say yes (to 要我记住吗, or to a question with one choice).
-_ANSWER_YES_RE = re.compile(r"(?:要的|要|好的|好滴|好嘞|好|是的|是|对的|对|没错|嗯|可以|行|记吧|记住|记一下|记下来|记|删吧|删|确认|"
-                            r"ok|okay|yes|y)+", re.I)
+#: The words an answer to the bot's question is made of, by what they say: y (yes), n (no), w (not now: a
+#: question back or second thoughts), x (a new subject starts: 对了 is no 对) and f (fillers, saying neither).
+#: An answer made only of these (嗯嗯 是我的 记吧 / 算了 都留着吧) is read whole; one word outside them (a fact,
+#: a new command) makes the message one of its own.
+_ANSWER_WORDS = {
+    "y": "要的 要 好的 好滴 好嘞 好哒 好 是的 是 对的 对 没错 嗯嗯 嗯呢 嗯 恩 可以 行 当然 确认 没问题 必须 记吧 记住 记一下 "
+         "记下来 记下 记上 记着 记 存 删吧 删掉 删了 删 改吧 改 整条 ok okk okay yes yep yeah y 是我的 我的 我自己的",
+    "n": "算了 都不要 都不用 都不删 都别删 都不改 不用 不要 别记 别删 别改 别 不记 不删 不改 不存 不换 取消 当我没说 没事 都不是 不是 不对 不了 no nope "
+         "留着 都留着 都留 不必 先不",
+    "w": "要不要 要不 是不是 对不对 好不好 行不行 我再想想 再想想 想想 考虑一下 考虑考虑 等等 等一下 等会 回头再说",
+    "x": "对了 话说 顺便",
+    "f": "唔 哦 噢 喔 呃 额 emm 那就 那 还是 就 其实 随口说的 随口说说 随便说说 开玩笑的 说着玩的 谢谢 谢了 thx 麻烦了 "
+         "麻烦 帮我 这两条 这两个 两条 两个 呀 啊 啦 哈 呢 嘛 咯 哟 呗 吧 了 的 哒 滴 嘞",
+}
+#: Every answer word, the longest first (不要 before 不, 要不要 before 要), with what it says.
+_ANSWER_VOCAB = sorted(((w, kind) for kind, words in _ANSWER_WORDS.items() for w in words.split()),
+                       key=lambda x: -len(x[0]))
+#: Traditional characters an answer may use, read as simplified (第二個 / 上面那條 / 別刪了).
+_ANSWER_TRADITIONAL = str.maketrans(dict(zip("別著謝換選兩後麼嗎貓狗爸媽紀念號", "别着谢换选两后么吗猫狗爸妈纪念号")))
 #: Answers that pick the first or the last choice (前面那个 / 上面那条 / 最后一个).
-_ANSWER_FIRST_RE = re.compile(r"(?:就|是|选|就是)?(?:前面|上面|前一|头一|第一)(?:那|一)?(?:个|条|项)?(?:吧)?")
-_ANSWER_LAST_RE = re.compile(r"(?:就|是|选|就是)?(?:后面|下面|后一|最后|最后一|最下面)(?:那|一)?(?:个|条|项)?(?:吧)?")
+_ANSWER_FIRST_RE = re.compile(r"(?:就|是|选|就是)?(?:前面|上面|前一|头一|第一)(?:那|一)?(?:个|条|项)?")
+_ANSWER_LAST_RE = re.compile(r"(?:就|是|选|就是)?(?:后面|下面|后一|最后|最后一|最下面)(?:那|一)?(?:个|条|项)?")
 #: Answers that take every choice (都删 / 全部 / 两个都删了).
-_ANSWER_ALL_RE = re.compile(r"(?:两个|两条|几个|几条|这些)?(?:都|全|全部|全都)(?:是|删|删了|删掉|忘了|忘掉|不要了|要|行|可以)?")
-#: Answers that pick the speaker's own (我的 / 我自己的).
+_ANSWER_ALL_RE = re.compile(r"(?:两个|两条|几个|几条|这些|这两个|这两条)?(?:都|全|全部|全都)(?:是|删|删了|删掉|忘了|忘掉)?了?")
+#: Answers that pick the speaker's own (我的 / 我自己那条).
 _ANSWER_MINE_RE = re.compile(r"(?:是|就是)?(?:我|我自己|我本人)(?:的|自己的)?(?:那个|那条)?")
-
-
-def _answer_pick(rows, t):
-    """Which of a question's choices (rows) an answer in words picks (前面那个: the first): a list of their
-    indexes; [] when it picks none."""
-    if _ANSWER_FIRST_RE.fullmatch(t):
-        return [0]
-    if _ANSWER_LAST_RE.fullmatch(t):
-        return [len(rows) - 1]
-    if _ANSWER_ALL_RE.fullmatch(t):
-        return list(range(len(rows)))
-    if _ANSWER_MINE_RE.fullmatch(t):
-        mine = [i for i, r in enumerate(rows) if r["subject"] == "我"]
-        return mine if len(mine) == 1 else []
-    core = re.sub(r"^(?:是|就是|选)|(?:的)?(?:那个|那条|那句|这个|这条)$", "", t)
-    said = [i for i, r in enumerate(rows) if core and core in r["text"] and not set(core) <= _PLAIN_CHARS]
-    return said if len(said) == 1 else []
-
-
+#: Words that point at a choice (猫的那个 / 纪念日那条): with them, the rest of a short answer names one.
+_ANSWER_POINTER_RE = re.compile(r"那一?[个条句项]|这一?[个条句项]|的")
+#: What a choice named in words may carry besides its words (我妹的那条 删吧).
+_ANSWER_AROUND_RE = re.compile(rf"那一?[个条句项]|这一?[个条句项]|的|删掉|删了|删吧|删|[{PARTICLES}了]|^(?:就是|是|选|就|要)")
 #: Answers in words to a life-area question (1. 替换『…』 / 2. 另记一条).
 _AREA_REPLACE_RE = re.compile(r"替换|换掉|换成新|用新的|覆盖|更新|旧的不要|删掉旧|改成新")
-_AREA_KEEP_RE = re.compile(r"另记|都留|都要|都保留|两条都|两个都|新加|加一条|再记一条|分开记|都记|(?:不|别|不用|不要)(?:要)?(?:替换|换)")
+_AREA_KEEP_RE = re.compile(r"另记|另外记|都留|都要|都保留|两条都|两个都|新加|加一条|再记一条|分开记|都记|(?:不|别|不用|不要)(?:要)?(?:替换|换)")
+
+
+def _answer_norm(text):
+    """An answer's words: simplified, lower case, no emoji, marks or spaces. Example: _answer_norm('第二個 🙈') -> '第二个'"""
+    t = text.translate(_TRADITIONAL).translate(_ANSWER_TRADITIONAL).lower()
+    return re.sub(rf"[{_PUNCT}{_EMOJI}?？\U0001F300-\U0001FAFF]+", "", _strip_tail(t))
+
+
+def _answer_says(t):
+    """What an answer made only of answer words says: 'w' (not now), 'n', 'y'; None when a word is not one of them
+    or it says neither. Example: _answer_says('算了都留着吧') -> 'n'"""
+    said, i = set(), 0
+    while i < len(t):
+        word = next(((w, k) for w, k in _ANSWER_VOCAB if t.startswith(w, i)), None)
+        if word is None:
+            return None
+        said.add(word[1])
+        i += len(word[0])
+    return None if "x" in said else next((k for k in "wny" if k in said), None)
+
+
+def _answer_named(choices, t):
+    """Which choice a short answer names by its words (我爸的 / 纪念日那个 / 开店): [index], [] when it fits none or
+    several, None when it is no answer of that shape (a sentence of its own, a new command)."""
+    core = _ANSWER_AROUND_RE.sub("", t)
+    if not core or len(core) > 6 or re.search(r"记|忘|改|更正", core):
+        return None
+    whole = [i for i, c in enumerate(choices) if core in c]
+    if not _ANSWER_POINTER_RE.search(t) and not whole:
+        return None  # 上班好累: words of a choice in a sentence, not an answer
+    if re.search(r"不|别|没|非", core):
+        return []  # 别删我妈那条: the choice it names is the one not meant; which is meant is asked again
+    if len(whole) == 1 and not set(core) <= _PLAIN_CHARS:
+        return whole
+    own = set(core) - _PLAIN_CHARS
+    hits = {j for ch in own if sum(ch in c for c in choices) == 1 for j, c in enumerate(choices) if ch in c}
+    strange = [ch for ch in own if not any(ch in c for c in choices)]  # 老 of 老爸: one such word, not a sentence
+    return sorted(hits) if len(hits) == 1 and len(strange) <= min(1, len(own) - len(strange)) else []
+
+
+def memory_answer_read(asked, text):
+    """What a message says to the bot's question (asked): ('n',) no, ('w',) not now, ('y',) yes, ('pick', [indexes])
+    (2 / 第二个 / 后面那个 / 我的 / 我爸的 / 都删), ('unclear',) an answer that fits none or several; None when it is
+    no answer but a message of its own (the question is then dropped)."""
+    t = _answer_norm(text)
+    if not t:
+        return None
+    if asked["action"] == "store":
+        said = _answer_says(t)
+        return (said,) if said else None
+    choices = asked.get("choices") or []
+    spaced = _strip_tail(text.translate(_TRADITIONAL).translate(_ANSWER_TRADITIONAL))
+    one = rf"第?\s*{_NUM}\s*[条个项号]?"
+    if asked["action"] == "forget" and re.fullmatch(rf"{one}(?:(?:[{_PUNCT}和跟及还有]+|(?<=[条个项号])){one})+"
+                                                    rf"(?:都删|删掉|删了|删)?", spaced):
+        return ("pick", sorted({_cn_number(n) - 1 for n in re.findall(_NUM, spaced)}))  # 1和2 / 第一条、第三条 / 1 2
+    m = re.fullmatch(rf"(?:第|选|就|是|就是|选第)?({_NUM})(?:条|个|项|号)?", t)
+    if m:
+        return ("pick", [_cn_number(m.group(1)) - 1])
+    if asked["action"] == "area":
+        if _AREA_KEEP_RE.search(t):
+            return ("pick", [len(asked["ids"])])  # the last choice keeps both
+        if _AREA_REPLACE_RE.search(t):
+            return ("pick", [0]) if len(asked["ids"]) == 1 else ("unclear",)
+    if _ANSWER_ALL_RE.fullmatch(t):
+        return ("pick", list(range(len(choices)))) if asked["action"] == "forget" else ("unclear",)
+    if _ANSWER_FIRST_RE.fullmatch(t):
+        return ("pick", [0])
+    if _ANSWER_LAST_RE.fullmatch(t):
+        return ("pick", [len(choices) - 1 + (asked["action"] == "area")])
+    if _ANSWER_MINE_RE.fullmatch(t) and choices and asked["action"] != "area":
+        mine = asked.get("mine") or []
+        return ("pick", mine) if len(mine) == 1 else ("unclear",)
+    said = _answer_says(t)
+    if said == "y":  # 好的 to 要整条删掉吗 (one choice); to a which-one question it says which not
+        return ("pick", [0]) if len(asked["ids"]) == 1 and asked["action"] != "area" else ("unclear",)
+    if said:
+        return (said,)
+    named = _answer_named(choices, t)
+    return None if named is None else ("pick", named) if len(named) == 1 else ("unclear",)
 
 
 def memory_answer(conn, ctx, asked, text, embed, cap=0):
-    """Acts on the answer to a which-one question (2 / 第二条 / 前面那个 / 我的 / the words of one / 都删) or a
-    要我记住吗 (stored while the user has fewer than cap memories); a which-one question not answered is asked
-    once more (asked["keep"]), then dropped. None when the message is no answer (then it is handled as usual)."""
-    t = _strip_tail(text)
-    if _ANSWER_NO_RE.fullmatch(t):
+    """Acts on the answer to a which-one question (2 / 第二条 / 前面那个 / 我的 / the words of one / 都删), a life-area
+    question or a 要我记住吗 (stored while the user has fewer than cap memories); an answer that fits none or
+    several is asked once more (asked["keep"]), then dropped. None when the message is no answer (then the
+    question is dropped and the message handled as usual)."""
+    said = memory_answer_read(asked, text)
+    if said is not None and said[0] in ("n", "w"):
         return "好的，那就不改了。"
     if asked["action"] == "store":
-        if not asked["text"] and t and not re.search(r"[?？]|吗$", text.strip()) and not _ANSWER_YES_RE.fullmatch(t) \
+        t = _strip_tail(text)
+        if not asked["text"] and said is None and t and not re.search(r"[?？]|吗$", text.strip()) \
                 and not memory_contentless(t):  # 记一下 … 我周末都要加班
             return memory_remember(conn, ctx, t if memory_has_subject(t) else "我" + t, embed, cap=cap)[0]
-        if _ANSWER_YES_RE.fullmatch(t):
+        if said == ("y",):
             if memory_contentless(asked["text"]):  # 😢 offered by an older question: nothing to store
                 return "要我记住什么呢？比如：记住，我住在北京"
             said = asked["text"]  # 豆豆昨天走了 after 我家有只柯基叫豆豆: 豆豆's, not 我豆豆…
@@ -5508,32 +5651,24 @@ def memory_answer(conn, ctx, asked, text, embed, cap=0):
             fact = said if mine else "我" + said
             return memory_remember(conn, ctx, fact, embed, importance=asked.get("importance", 1), cap=cap)[0]
         return None
-    m = re.fullmatch(rf"(?:第|选|就|是)?\s*({_NUM})\s*(?:条|个|项|号)?(?:吧|吧。|。)?", t)
-    several = None if m else re.fullmatch(rf"(?:第?\s*{_NUM}\s*[条个项号]?[{_PUNCT}和跟及还有]*){{2,}}", t)
-    if several and asked["action"] == "forget":  # 1和2 / 第一条、第三条
-        numbers = sorted({_cn_number(n) for n in re.findall(_NUM, t)})
-        rows = _rows(conn, asked["ids"])
-        if numbers and all(1 <= n <= len(rows) for n in numbers) and len(rows) == len(asked["ids"]):
-            return _forget_rows(conn, ctx, [rows[n - 1] for n in numbers if _visible(ctx, rows[n - 1])])
+    if said is None:
+        return None
     choices = len(asked["ids"]) + (asked["action"] == "area")  # a life-area question's last choice keeps both
-    area = asked["action"] == "area" and not m and (  # keep both is the last choice; 替换 says which only of one
-        _AREA_KEEP_RE.search(t) and choices or _AREA_REPLACE_RE.search(t) and len(asked["ids"]) == 1 and 1)
-    if m or area or len(asked["ids"]) == 1 and asked["action"] != "area" and _ANSWER_YES_RE.fullmatch(t):
-        n = _cn_number(m.group(1)) if m else area or 1
-    else:
-        rows = _rows(conn, asked["ids"])
-        picked = _answer_pick(rows, t) if len(rows) == len(asked["ids"]) else []
-        if len(picked) > 1 and asked["action"] == "forget":  # 都删了吧
-            return _forget_rows(conn, ctx, [r for r in rows if _visible(ctx, r)])
-        if len(picked) != 1:
-            if asked.get("again"):
-                return "没看明白你选的是哪一条，这件事就先不改了。要改的话再说一遍就行。"
-            asked["again"] = asked["keep"] = True
-            return "没看明白你选的是哪一条。" + asked.get("prompt", "回复序号就行（比如“1”），说“算了”就不改。")
-        n = picked[0] + 1
-    if not 1 <= n <= choices:
+    if said[0] == "unclear" or not said[1]:
+        if asked.get("again"):
+            return "没看明白你选的是哪一条，这件事就先不改了。要改的话再说一遍就行。"
+        asked["again"] = asked["keep"] = True
+        return "没看明白你选的是哪一条。" + asked.get("prompt", "回复序号就行（比如“1”），说“算了”就不改。")
+    bad = [n + 1 for n in said[1] if not 0 <= n < choices]
+    if bad:
         asked["keep"] = True  # the question still waits for a number that is one of its own
         return f"只有1到{choices}可以选哦。"
+    if len(said[1]) > 1:  # 都删了吧 / 1和2: only a forget takes several
+        rows = _rows(conn, [asked["ids"][n] for n in said[1]])
+        if len(rows) != len(said[1]):
+            return "那几条记忆有的已经不在了，这次先不删。"
+        return _forget_rows(conn, ctx, [r for r in rows if _visible(ctx, r)])
+    n = said[1][0] + 1
     if asked["action"] == "area":
         return memory_life_answer(conn, ctx, asked, n, embed, cap=cap)
     target = _rows(conn, [asked["ids"][n - 1]])
@@ -5541,6 +5676,8 @@ def memory_answer(conn, ctx, asked, text, embed, cap=0):
         return "那条记忆已经不在了。"
     if asked["action"] == "forget":
         return _forget_rows(conn, ctx, target)
+    if asked["action"] == "set_value" and asked.get("spots"):
+        return _set_spot(conn, ctx, target[0], asked["spots"][n - 1], asked["value"], embed)
     if asked["action"] == "set_value":
         return _set_value(conn, ctx, target[0], asked["value"], embed)
     old = target[0]
@@ -8115,17 +8252,12 @@ def _memory_said(app, ctx, text, lists=True):
     return _memory_answering(app, ctx, text)
 
 
-#: The words of an answer to the bot's which-one question or 要我记住吗 (as memory_answer reads them).
-_ANSWER_RE = re.compile(rf"算了|不用了?|不要|取消|没事|不改了?|都不是|no|要|好|好的|是|是的|对|对的|嗯|嗯嗯|记吧|记住|可以|行|ok"
-                        rf"|yes|y|(?:第|选|就|是)?\s*{_NUM}\s*(?:条|个|项|号)?(?:吧|吧。|。)?", re.I)
-
-
 def _memory_answering(app, ctx, text):
     """Whether a message is worded as the answer to the question the bot asked in this chat less than
     PENDING_SECONDS ago (a wipe's 确认删除 is a command of its own)."""
     asked = app.memory_asked.get((ctx.user_id, ctx.session))
     return bool(asked and time.monotonic() - asked["at"] <= PENDING_SECONDS
-                and _ANSWER_RE.fullmatch(_strip_tail(text)))
+                and memory_answer_read(asked, text) is not None)
 
 
 def _memory_quiet(times, warned_at, limit):
@@ -8519,12 +8651,15 @@ async def reply_memory(app, ctx, text, card):
     settle = MEMORY_SETTLE.get(kind)
     if settle:  # 记住旺财三岁了 / 忘记榴莲: the speaker's memories decide whether it is a command
         kind, args = await app.db.run(lambda c: settle(c, ctx, **args))
-    if asked is not None and (kind is None or kind == "ask_what" and asked.get("text")):  # 记一下吧 to 要我记住『…』吗
+    # An answer first, even where its words parse as a command (记吧 / 别记 随口说的 / 我妹的那条 删吧), unless it is
+    # only unclear: a new command that names no choice (对了 记住我下周出差) is itself.
+    if asked is not None and (kind is None or kind == "ask_what" and asked.get("text")
+                              or memory_answer_read(asked, text) not in (None, ("unclear",))):
         cap = 0 if ctx.superuser else app.cfg.MEMORY_MAX_PER_USER
         reply = await app.db.run(lambda c: memory_answer(c, ctx, asked, text, app.vec, cap=cap), write=True)
+        if not (reply is not None and asked.pop("keep", False)):  # one not answered is asked once more
+            app.memory_asked.pop(key, None)  # answered, or ignored: the message is itself and a late answer is none
         if reply is not None:
-            if not asked.pop("keep", False):  # a which-one question not answered is asked once more
-                app.memory_asked.pop(key, None)
             await _mark_command(app, ctx)
             return reply
     if kind is None:

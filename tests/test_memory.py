@@ -298,7 +298,8 @@ def test_which_one_question_and_its_answer(kconn):
     say(kconn, c, "我喜欢狗")
     reply, asked = bot.memory_forget(kconn, c, "我喜欢的东西", nothing)
     assert "1. 我喜欢猫" in reply and "2. 我喜欢狗" in reply
-    again = bot.memory_answer(kconn, c, asked, "今天天气不错", nothing)  # no answer: asked once more, never chat
+    assert bot.memory_answer(kconn, c, asked, "今天天气不错", nothing) is None  # no answer: the message is itself
+    again = bot.memory_answer(kconn, c, asked, "小鸟那个", nothing)  # an answer that fits none: asked once more
     assert again.startswith("没看明白") and "1. 我喜欢猫" in again and asked.pop("keep")
     assert bot.memory_answer(kconn, c, asked, "第二条", nothing).startswith("已忘记：“我喜欢狗”")
     assert texts(kconn) == ["我喜欢猫"]
@@ -337,12 +338,36 @@ def test_no_in_words_changes_nothing(kconn, answer):
     assert texts(kconn) == ["我喜欢猫", "我喜欢狗"]
 
 
+_WHICH = {"action": "forget", "ids": [1, 2], "choices": ["我在杭州上班", "我妈在杭州开店"], "mine": [0]}
+_STORE = {"action": "store", "text": "周五晚上聚餐", "ids": []}
+_AREA = {"action": "area", "ids": [1], "choices": ["我养了一只仓鼠"], "mine": [0]}
+
+
+@pytest.mark.parametrize("asked,answer,read", [
+    (_WHICH, "我妈的", ("pick", [1])), (_WHICH, "开店那个", ("pick", [1])), (_WHICH, "第二個", ("pick", [1])),
+    (_WHICH, "我自己那条吧😂", ("pick", [0])), (_WHICH, "上面那條", ("pick", [0])), (_WHICH, "都删了吧 🙃", ("pick", [0, 1])),
+    (_WHICH, "1 2", ("pick", [0, 1])), (_WHICH, "杭州的", ("unclear",)), (_WHICH, "小猫那条", ("unclear",)),
+    (_WHICH, "好的", ("unclear",)), (_WHICH, "算了算了 都留着吧", ("n",)), (_WHICH, "唔 还是别删了 两条都留着", ("n",)),
+    (_WHICH, "都行", None), (_WHICH, "上班好累", None), (_WHICH, "今天好累啊 加班到十点", None), (_WHICH, "别删我妈那条", ("unclear",)),
+    (_WHICH, "对了 记住我下周出差", None), (_WHICH, "撤销", None), (_WHICH, "确认删除", None),
+    (_STORE, "嗯嗯 是我的 记吧", ("y",)), (_STORE, "对 记上", ("y",)), (_STORE, "好的呀~", ("y",)), (_STORE, "yes", ("y",)),
+    (_STORE, "要要要", ("y",)), (_STORE, "不用了", ("n",)), (_STORE, "别记 随口说的", ("n",)),
+    (_STORE, "要不要记呢 我再想想", ("w",)), (_STORE, "对了", None), (_STORE, "是的 我明天还要加班", None),
+    (_STORE, "是吗？", None), (_AREA, "换掉换掉", ("pick", [0])), (_AREA, "两条都留着吧", ("pick", [1])),
+    (_AREA, "算了 不记了", ("n",)), (_AREA, "我自己那条", ("unclear",)), (_AREA, "好的", ("unclear",)),
+])
+def test_an_answer_is_read_whole_and_a_message_of_its_own_is_none(asked, answer, read):
+    """What the user says to the bot's question (#20, the user third): yes and no in more words, a choice named by
+    its words; anything with words of its own (a fact, a new command, chat) is no answer."""
+    assert bot.memory_answer_read(asked, answer) == read
+
+
 def test_an_answer_that_picks_nothing_is_asked_once_more_then_dropped(kconn):
     c = ctx()
     say(kconn, c, "我喜欢猫")
     say(kconn, c, "我喜欢狗")
     asked = bot.memory_forget(kconn, c, "我喜欢的东西", nothing)[1]
-    for answer in ("我的", "喜欢", "今天天气不错"):  # 我的: both are the user's; 喜欢: in both
+    for answer in ("我的", "喜欢", "小鸟那条"):  # 我的: both are the user's; 喜欢: in both; 小鸟: in neither
         asked.pop("again", None)
         assert bot.memory_answer(kconn, c, asked, answer, nothing).startswith("没看明白你选的是哪一条。有几条都像")
     assert "先不改了" in bot.memory_answer(kconn, c, asked, "嗯？", nothing)

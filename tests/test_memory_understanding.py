@@ -341,3 +341,26 @@ def test_a_forget_the_rules_find_nothing_for_asks_the_plan_before_saying_so(bot_
     _seed(nc, 1, ["我有辆特斯拉"])
     reply = nc.ask(1, "忘了我有车这事吧")  # no plan queued: the LLM answers 500
     assert reply.startswith(bot._NOT_FOUND) and _memories(r, 1) == ["我住在厦门", "我有辆特斯拉"], reply
+
+
+def test_a_question_left_unanswered_expires_and_a_late_answer_changes_nothing(bots, llm):
+    """An answer to a question older than PENDING_SECONDS, or to one the user walked away from (a new command, chat),
+    is a message of its own: 要 stores nothing, 1 deletes nothing."""
+    r = bots.start(MEMORY_RATE_LIMIT=0)
+    nc = bots.connect(r)
+    assert "要我记住『周五晚上聚餐』吗" in nc.ask(1, "记一下 周五晚上聚餐")
+    r.call(lambda: _expire(r.app))
+    assert not nc.ask(1, "要").startswith("好的，记住了")
+    _seed(nc, 1, ["我在杭州上班", "我妈在杭州开店"])
+    assert "有几条都像" in nc.ask(1, "忘了杭州那条")
+    r.call(lambda: _expire(r.app))
+    nc.ask(1, "1")
+    assert "有几条都像" in nc.ask(1, "忘了杭州那条")
+    assert nc.ask(1, "记住，我喜欢吃榴莲").startswith("好的")  # walked away: a new command
+    nc.ask(1, "2")
+    assert _memories(r, 1) == ["我在杭州上班", "我妈在杭州开店", "我喜欢吃榴莲"]
+
+
+async def _expire(app):
+    for asked in app.memory_asked.values():
+        asked["at"] -= bot.PENDING_SECONDS + 1
