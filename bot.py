@@ -338,7 +338,7 @@ def config_describe(cfg):
 #####################################################################
 
 #: The schema version this code writes; schema.sql ends with the same number.
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 #: Migrations from version N to N+1: SQL, then an optional Python step (fn(conn)), all in one
 #: transaction. The Python step may use only what is defined above the Memory section at import
 #: time; it is looked up when the migration runs.
@@ -464,6 +464,10 @@ END;
 CREATE TRIGGER memories_profile_au AFTER UPDATE OF text, scope, user_id ON memories BEGIN
     DELETE FROM profiles WHERE user_id IN (old.user_id, new.user_id);
 END;
+""", None),
+    # v6: one user's messages found without reading everyone's (a forget's scan, 忘记关于我的一切)
+    5: ("""
+CREATE INDEX messages_user ON messages (user_id, session);
 """, None),
 }
 #: Python steps of migrations, by name; the sections that own them fill this in.
