@@ -5389,16 +5389,118 @@ def memory_set_scope(conn, ctx, n, public):
     return f"第{n}条“{r['text']}”" + ("现在群聊里也可以用了。" if public else "现在只在私聊里用。")
 
 
-def memory_wipe(conn, user_id):
-    """Deletes every memory of one user, with its history and the memory commands in the chat log."""
+#: Rows one step of 忘记关于我的一切 deletes (messages) or reads (group summaries), each step a transaction of its own:
+#: the other chats' replies wait for one step, not for the whole wipe (tests/bench.py --forget).
+WIPE_BATCH = 2000
+
+
+def memory_wipe_size(conn, user_id):
+    """What 忘记关于我的一切 would delete: (the user's memories, whether any chat of theirs is stored)."""
+    said = conn.execute("SELECT EXISTS (SELECT 1 FROM messages WHERE user_id = ? AND kind != 'command')",
+                        (user_id,)).fetchone()[0]
+    return memory_count(conn, user_id), bool(said)
+
+
+def memory_wipe_start(conn, user_id):
+    """忘记关于我的一切, its first step, in one transaction: the user's memories (wishes and expansions with them), their
+    vectors, history and profiles; the private chat's summaries (with every character, rollups too) and follow-up
+    marks; past days' LLM use (today's stays: BOT_DAILY_TOKENS is not reset by a wipe). Returns (memories deleted,
+    the plan memory_wipe_step follows): the rest is every message said by or to the user before this one."""
+    private = f"p:{user_id}"
     with db_tx(conn, durable=True):
-        ids = [r[0] for r in conn.execute("SELECT id FROM memories WHERE user_id = ?", (user_id,))]
-        for i in ids:
-            conn.execute("DELETE FROM memories_vec WHERE memory_id = ?", (i,))
+        upto = conn.execute("SELECT coalesce(max(id), 0) FROM messages").fetchone()[0]
+        rows = conn.execute("SELECT * FROM memories WHERE user_id = ?", (user_id,)).fetchall()
+        groups = [r[0] for r in conn.execute("SELECT DISTINCT session FROM messages WHERE user_id = ? "
+                                             "AND session LIKE 'g:%'", (user_id,))]
+        names = {r[0] for r in conn.execute("SELECT DISTINCT speaker FROM messages WHERE user_id = ? AND role = 'user' "
+                                            "AND session LIKE 'g:%'", (user_id,))}
+        for r in rows:
+            conn.execute("DELETE FROM memories_vec WHERE memory_id = ?", (r["id"],))
         conn.execute("DELETE FROM memories WHERE user_id = ?", (user_id,))
         conn.execute("DELETE FROM memory_history WHERE user_id = ?", (user_id,))
-        conn.execute("DELETE FROM messages WHERE user_id = ? AND kind = 'command'", (user_id,))  # what was said to them
-    return len(ids)
+        conn.execute("DELETE FROM profiles WHERE user_id = ?", (user_id,))
+        conn.execute("DELETE FROM summaries_vec WHERE summary_id IN (SELECT id FROM summaries WHERE session = ?)",
+                     (private,))
+        conn.execute("DELETE FROM summaries WHERE session = ?", (private,))
+        conn.execute("DELETE FROM meta WHERE key >= ? AND key < ?", (f"follow_up:{private}/", f"follow_up:{private}0"))
+        conn.execute("DELETE FROM usage WHERE user_id = ? AND day != ?", (user_id, time.strftime("%Y-%m-%d")))
+    # a name of one character (阿) would take every sentence that has it; a card of two or more, and the QQ number
+    names = sorted({n.strip() for n in names if len(n.strip()) >= 2} | {user_id}, key=len, reverse=True)
+    plan = {"user": user_id, "private": private, "upto": upto, "groups": groups, "names": names,
+            "keys": [_mention_key(r) for r in rows], "summaries": None}
+    return len(rows), plan
+
+
+def _wipe_group_summaries(conn, plan):
+    """The group summaries the wipe reads: those whose turns include the user's, those whose index names the user,
+    and those a query for one of their memories finds (as memory_redact would, at most REDACT_CANDIDATES each)."""
+    user, found = plan["user"], set()
+    for g in plan["groups"]:
+        found |= {r[0] for r in conn.execute(
+            "SELECT id FROM summaries s WHERE session = ? AND EXISTS (SELECT 1 FROM messages m WHERE m.user_id = ? "
+            "AND m.session = s.session AND m.id BETWEEN s.first_msg AND s.last_msg)", (g, user))}
+    marks = ",".join("?" * len(plan["groups"]))
+    owners = [f"{s}/{c}" for s, c in conn.execute(f"SELECT DISTINCT session, character_id FROM summaries "
+                                                  f"WHERE session IN ({marks})", plan["groups"])]
+    named = [" AND ".join(f'"{t}"' for t in dict.fromkeys(text_tokens(n)) if len(t) > 1 or t.isascii() or len(n) == 1)
+             for n in plan["names"]]
+    queries = [" OR ".join(f"({q})" for q in named if q)] + [_mention_query(k) for k in plan["keys"]]
+    for q in queries:
+        found |= set(_mention_candidates(conn, "summaries_fts", owners, q))
+    return sorted(found)
+
+
+def _wipe_says(plan, sentence):
+    """Whether a group summary's sentence names the wiped user (a card they spoke under, their QQ number) or says
+    one of their memories (memory_says); most sentences are let go by words alone, before memory_says reads them."""
+    if any(n in sentence for n in plan["names"]):
+        return True
+    t = memory_plain_words(sentence)
+    units = set(_UNIT_RE.findall(t))
+    return any(((k.name and k.name in t) or (k.value and k.value in t) or len(units & k.units.keys()) >= 2)
+               and memory_says(k, sentence) for k in plan["keys"])
+
+
+def memory_wipe_step(conn, plan):
+    """忘记关于我的一切, one more step (WIPE_BATCH rows at most, one transaction): first the group summaries' sentences
+    that name the user or say their memories are taken out (a summary left with none says FORGOTTEN_TEXT), then the
+    messages said by the user or to them before the wipe are deleted (their private chat whole; in groups their
+    lines, the replies to them and their lines not addressed to the bot), index rows with them. The newest
+    message of all stays, so no id is used twice. Returns True when nothing is left to do."""
+    with db_tx(conn, durable=True):
+        if plan["summaries"] is None:
+            plan["summaries"] = _wipe_group_summaries(conn, plan) if plan["groups"] else []
+            return False
+        if plan["summaries"]:
+            ids, plan["summaries"] = plan["summaries"][:WIPE_BATCH // 10], plan["summaries"][WIPE_BATCH // 10:]
+            for s in conn.execute(f"SELECT id, session, character_id, text FROM summaries "
+                                  f"WHERE id IN ({','.join('?' * len(ids))})", ids).fetchall():
+                kept = [x for x in _sentences(s["text"]) if not _wipe_says(plan, x)]
+                if len(kept) == len(_sentences(s["text"])):
+                    continue
+                text = "".join(kept).strip() or FORGOTTEN_TEXT
+                if s["text"].startswith("此前，") and not text.startswith(("此前", FORGOTTEN_TEXT)):
+                    text = "此前，" + text  # its first sentence went, not what the note is
+                conn.execute("UPDATE summaries SET text = ? WHERE id = ?", (text, s["id"]))
+                conn.execute("DELETE FROM summaries_fts WHERE rowid = ?", (s["id"],))
+                conn.execute("INSERT INTO summaries_fts (rowid, tokens, owner) VALUES (?, mnemo_tokens(?), "
+                             "mnemo_owner(?))", (s["id"], text, f"{s['session']}/{s['character_id']}"))
+                conn.execute("DELETE FROM summaries_vec WHERE summary_id = ?", (s["id"],))
+            return False
+        gone = conn.execute("DELETE FROM messages WHERE id IN (SELECT id FROM messages WHERE user_id = ? AND id < ? "
+                            "LIMIT ?)", (plan["user"], plan["upto"], WIPE_BATCH)).rowcount
+        gone += conn.execute("DELETE FROM messages WHERE id IN (SELECT id FROM messages WHERE session = ? AND id < ? "
+                             "LIMIT ?)", (plan["private"], plan["upto"], WIPE_BATCH)).rowcount
+    return not gone
+
+
+def memory_wipe(conn, user_id):
+    """Forgets everything about one user (memory_wipe_start, then memory_wipe_step until done) in one go; returns the
+    number of memories deleted. The bot runs the steps as separate jobs (_memory_wipe_all), so others get between."""
+    n, plan = memory_wipe_start(conn, user_id)
+    while not memory_wipe_step(conn, plan):
+        pass
+    return n
 
 
 def memory_undo(conn, ctx, embed):
@@ -7990,12 +8092,26 @@ async def _memory_group_show(app, ctx):
 
 async def _memory_wipe_ask(app, ctx):
     """忘记关于我的一切: asks for the confirmation first (nothing is undone after a wipe)."""
-    n = await app.db.run(memory_count, ctx.user_id)
-    if not n:
+    n, said = await app.db.run(memory_wipe_size, ctx.user_id)
+    if not n and not said:
         return "我这里还没有关于你的记忆。"
     app.wipe_asked[ctx.user_id] = time.monotonic()
     count = "" if ctx.group_id else f"{n}条"
-    return f"确定要删除我记得的关于你的全部{count}记忆吗？删除后无法撤销。确定的话请在两分钟内回复“{_CONFIRM_WIPE}”。"
+    return f"确定要删除我记得的关于你的全部{count}记忆吗？我们的私聊记录和总结、你在群里跟我说过的话也会一起删掉，" \
+           f"删除后无法撤销。确定的话请在两分钟内回复“{_CONFIRM_WIPE}”。"
+
+
+async def _memory_wipe_all(app, user_id):
+    """Forgets everything about a user: memory_wipe_start, then its steps, each a job of its own on the database
+    thread (other chats' queries get between them); then what the running bot holds of them. Returns the number of
+    memories deleted."""
+    n, plan = await app.db.run(memory_wipe_start, user_id, write=True)
+    while not await app.db.run(memory_wipe_step, plan, write=True):
+        pass
+    for held in (app.memory_asked, app.memory_used, app.profile_due, app.profile_tried):
+        for key in [k for k in held if k[0] == user_id]:
+            del held[key]  # a which-one question quotes memories; the last reply's memory ids; a profile to write
+    return n
 
 
 async def _memory_wipe(app, ctx):
@@ -8003,9 +8119,9 @@ async def _memory_wipe(app, ctx):
     asked_at = app.wipe_asked.pop(ctx.user_id, None)
     if asked_at is None or time.monotonic() - asked_at > WIPE_CONFIRM_SECONDS:
         return "没有待确认的删除。要删除全部记忆，请先说“忘记关于我的一切”。"
-    n = await app.db.run(memory_wipe, ctx.user_id, write=True)
+    n = await _memory_wipe_all(app, ctx.user_id)
     count = "" if ctx.group_id else f"{n}条"  # how much the bot knows of a member is no group's business
-    return f"好的，关于你的{count}记忆都已经删除了（记忆指令的聊天记录也删了）。"
+    return f"好的，关于你的{count}记忆都已经删除了，我们的私聊记录和总结、你在群里跟我说过的话也删了。"
 
 
 async def _memory_undo(app, ctx):
@@ -8375,11 +8491,11 @@ async def _admin_backup(app, ctx, arg, card):
 
 
 async def _admin_forget_user(app, ctx, arg, card):
-    """/forget_user QQ: deletes every memory of that user."""
+    """/forget_user QQ: forgets everything about that user (their memories and chats, as 忘记关于我的一切)."""
     if not arg.isdigit():
         return "用法：/forget_user QQ号"
-    n = await app.db.run(memory_wipe, arg, write=True)
-    return f"已删除 {arg} 的 {n} 条记忆。"
+    n = await _memory_wipe_all(app, arg)
+    return f"已删除 {arg} 的 {n} 条记忆和聊天记录。"
 
 
 async def _admin_pause(app, ctx, arg, card):
