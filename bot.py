@@ -5389,9 +5389,13 @@ def memory_set_scope(conn, ctx, n, public):
     return f"第{n}条“{r['text']}”" + ("现在群聊里也可以用了。" if public else "现在只在私聊里用。")
 
 
-#: Rows one step of 忘记关于我的一切 deletes (messages) or reads (group summaries), each step a transaction of its own:
-#: the other chats' replies wait for one step, not for the whole wipe (tests/bench.py --forget).
-WIPE_BATCH = 2000
+#: Seconds one step of 忘记关于我的一切 works, in one transaction, before the other chats' queries get their turn on
+#: the database thread (tests/bench.py --forget: the longest hold of a wipe of 10k messages of 100k).
+WIPE_STEP_SECONDS = 0.03
+#: Messages one statement of a wipe deletes; a step runs such statements until WIPE_STEP_SECONDS is spent.
+WIPE_BATCH = 100
+#: Group summaries a wipe reads between two looks at the clock.
+WIPE_SUMMARIES = 2
 
 
 def memory_wipe_size(conn, user_id):
@@ -5401,97 +5405,138 @@ def memory_wipe_size(conn, user_id):
     return memory_count(conn, user_id), bool(said)
 
 
+def _wipe_private_summaries(conn, private):
+    """Deletes every summary of a private chat (all characters, rollups too) with its vector; FTS by trigger."""
+    conn.execute("DELETE FROM summaries_vec WHERE summary_id IN (SELECT id FROM summaries WHERE session = ?)",
+                 (private,))
+    conn.execute("DELETE FROM summaries WHERE session = ?", (private,))
+
+
 def memory_wipe_start(conn, user_id):
     """忘记关于我的一切, its first step, in one transaction: the user's memories (wishes and expansions with them), their
-    vectors, history and profiles; the private chat's summaries (with every character, rollups too) and follow-up
-    marks; past days' LLM use (today's stays: BOT_DAILY_TOKENS is not reset by a wipe). Returns (memories deleted,
-    the plan memory_wipe_step follows): the rest is every message said by or to the user before this one."""
+    vectors, history and profiles; the private chat's follow-up marks; past days' LLM use (today's stays:
+    BOT_DAILY_TOKENS is not reset by a wipe). Returns (memories deleted, the plan memory_wipe_step follows): the rest
+    is every message said by or to the user before this one, the private chat's summaries, and the group summaries'
+    sentences about them."""
     private = f"p:{user_id}"
     with db_tx(conn, durable=True):
         upto = conn.execute("SELECT coalesce(max(id), 0) FROM messages").fetchone()[0]
+        last_summary = conn.execute("SELECT coalesce(max(id), 0) FROM summaries").fetchone()[0]
         rows = conn.execute("SELECT * FROM memories WHERE user_id = ?", (user_id,)).fetchall()
         groups = [r[0] for r in conn.execute("SELECT DISTINCT session FROM messages WHERE user_id = ? "
                                              "AND session LIKE 'g:%'", (user_id,))]
-        names = {r[0] for r in conn.execute("SELECT DISTINCT speaker FROM messages WHERE user_id = ? AND role = 'user' "
-                                            "AND session LIKE 'g:%'", (user_id,))}
+        marks = ",".join("?" * len(groups))
+        # a card of one character (阿) would take every sentence that has it: cards of two or more, and the QQ number
+        names = {r[0].strip() for r in conn.execute("SELECT DISTINCT speaker FROM messages WHERE user_id = ? "
+                                                    "AND role = 'user' AND session LIKE 'g:%'", (user_id,))}
+        names = sorted({n for n in names if len(n) >= 2} | {user_id}, key=len, reverse=True)
+        found = set()
+        for g in groups:  # the summaries whose turns include theirs (a rollup's range holds its parts')
+            found |= {r[0] for r in conn.execute(
+                "SELECT id FROM summaries s WHERE session = ? AND EXISTS (SELECT 1 FROM messages m WHERE "
+                "m.user_id = ? AND m.session = s.session AND m.id BETWEEN s.first_msg AND s.last_msg)", (g, user_id))}
+        owners = [f"{s}/{c}" for s, c in conn.execute(f"SELECT DISTINCT session, character_id FROM summaries "
+                                                      f"WHERE session IN ({marks})", groups)]
         for r in rows:
             conn.execute("DELETE FROM memories_vec WHERE memory_id = ?", (r["id"],))
         conn.execute("DELETE FROM memories WHERE user_id = ?", (user_id,))
         conn.execute("DELETE FROM memory_history WHERE user_id = ?", (user_id,))
         conn.execute("DELETE FROM profiles WHERE user_id = ?", (user_id,))
-        conn.execute("DELETE FROM summaries_vec WHERE summary_id IN (SELECT id FROM summaries WHERE session = ?)",
-                     (private,))
-        conn.execute("DELETE FROM summaries WHERE session = ?", (private,))
         conn.execute("DELETE FROM meta WHERE key >= ? AND key < ?", (f"follow_up:{private}/", f"follow_up:{private}0"))
         conn.execute("DELETE FROM usage WHERE user_id = ? AND day != ?", (user_id, time.strftime("%Y-%m-%d")))
-    # a name of one character (阿) would take every sentence that has it; a card of two or more, and the QQ number
-    names = sorted({n.strip() for n in names if len(n.strip()) >= 2} | {user_id}, key=len, reverse=True)
-    plan = {"user": user_id, "private": private, "upto": upto, "groups": groups, "names": names,
-            "keys": [_mention_key(r) for r in rows], "summaries": None}
+    named = " OR ".join("(" + " AND ".join(f'"{t}"' for t in dict.fromkeys(text_tokens(n))) + ")" for n in names)
+    plan = {"user": user_id, "private": private, "upto": upto, "last_summary": last_summary, "groups": groups,
+            "names": names, "rows": rows, "keys": None, "by_unit": None, "owners": owners, "found": found, "late": True,
+            # the summaries that name them, then those a query for one of their memories finds (as memory_redact)
+            "queries": [named] if groups else []}
     return len(rows), plan
 
 
-def _wipe_group_summaries(conn, plan):
-    """The group summaries the wipe reads: those whose turns include the user's, those whose index names the user,
-    and those a query for one of their memories finds (as memory_redact would, at most REDACT_CANDIDATES each)."""
-    user, found = plan["user"], set()
-    for g in plan["groups"]:
-        found |= {r[0] for r in conn.execute(
-            "SELECT id FROM summaries s WHERE session = ? AND EXISTS (SELECT 1 FROM messages m WHERE m.user_id = ? "
-            "AND m.session = s.session AND m.id BETWEEN s.first_msg AND s.last_msg)", (g, user))}
-    marks = ",".join("?" * len(plan["groups"]))
-    owners = [f"{s}/{c}" for s, c in conn.execute(f"SELECT DISTINCT session, character_id FROM summaries "
-                                                  f"WHERE session IN ({marks})", plan["groups"])]
-    named = [" AND ".join(f'"{t}"' for t in dict.fromkeys(text_tokens(n)) if len(t) > 1 or t.isascii() or len(n) == 1)
-             for n in plan["names"]]
-    queries = [" OR ".join(f"({q})" for q in named if q)] + [_mention_query(k) for k in plan["keys"]]
-    for q in queries:
-        found |= set(_mention_candidates(conn, "summaries_fts", owners, q))
-    return sorted(found)
+def _wipe_keys(plan):
+    """The plan's _mention_key of each wiped memory, which memory units they hold, and one summary query each."""
+    plan["keys"] = [_mention_key(r) for r in plan.pop("rows")]
+    plan["by_unit"] = collections.defaultdict(list)
+    for i, k in enumerate(plan["keys"]):
+        for u in k.units:
+            plan["by_unit"][u].append(i)
+    plan["queries"] += plan["keys"] if plan["owners"] else []
 
 
-def _wipe_says(plan, sentence):
-    """Whether a group summary's sentence names the wiped user (a card they spoke under, their QQ number) or says
-    one of their memories (memory_says); most sentences are let go by words alone, before memory_says reads them."""
+def _wipe_says(plan, sentence, others):
+    """Whether a group summary's sentence is about the wiped user: it names them (a card they spoke under, their QQ
+    number), or names no other member of its window (others) and says one of their memories (memory_says; 小红说她对
+    青霉素过敏 is 小红's). Most sentences are let go by their words, before memory_says reads them."""
     if any(n in sentence for n in plan["names"]):
         return True
+    if any(n in sentence for n in others):
+        return False
     t = memory_plain_words(sentence)
-    units = set(_UNIT_RE.findall(t))
-    return any(((k.name and k.name in t) or (k.value and k.value in t) or len(units & k.units.keys()) >= 2)
-               and memory_says(k, sentence) for k in plan["keys"])
+    hits = collections.Counter(i for u in set(_UNIT_RE.findall(t)) for i in plan["by_unit"].get(u, ()))
+    keys = plan["keys"]
+    return any(memory_says(keys[i], sentence) for i in range(len(keys))
+               if hits[i] >= 2 or (keys[i].name and keys[i].name in t) or (keys[i].value and keys[i].value in t))
+
+
+def _wipe_summary(conn, plan, s):
+    """Takes the sentences about the wiped user out of one group summary (_wipe_says), with its index rows."""
+    others = {r[0].strip() for r in conn.execute("SELECT DISTINCT speaker FROM messages WHERE session = ? AND id "
+                                                 "BETWEEN ? AND ? AND role = 'user' AND user_id != ?",
+                                                 (s["session"], s["first_msg"], s["last_msg"], plan["user"]))}
+    others = [n for n in others if len(n) >= 2 and not any(n in m or m in n for m in plan["names"])]
+    kept = [x for x in _sentences(s["text"]) if not _wipe_says(plan, x, others)]
+    if len(kept) == len(_sentences(s["text"])):
+        return
+    text = "".join(kept).strip() or FORGOTTEN_TEXT
+    if s["text"].startswith("此前，") and not text.startswith(("此前", FORGOTTEN_TEXT)):
+        text = "此前，" + text  # its first sentence went, not what the note is
+    conn.execute("UPDATE summaries SET text = ? WHERE id = ?", (text, s["id"]))
+    conn.execute("DELETE FROM summaries_fts WHERE rowid = ?", (s["id"],))
+    conn.execute("INSERT INTO summaries_fts (rowid, tokens, owner) VALUES (?, mnemo_tokens(?), mnemo_owner(?))",
+                 (s["id"], text, f"{s['session']}/{s['character_id']}"))
+    conn.execute("DELETE FROM summaries_vec WHERE summary_id = ?", (s["id"],))
 
 
 def memory_wipe_step(conn, plan):
-    """忘记关于我的一切, one more step (WIPE_BATCH rows at most, one transaction): first the group summaries' sentences
-    that name the user or say their memories are taken out (a summary left with none says FORGOTTEN_TEXT), then the
-    messages said by the user or to them before the wipe are deleted (their private chat whole; in groups their
-    lines, the replies to them and their lines not addressed to the bot), index rows with them. The newest
-    message of all stays, so no id is used twice. Returns True when nothing is left to do."""
+    """忘记关于我的一切, one more step: one transaction, WIPE_STEP_SECONDS of work. In order: the group summaries that
+    may be about the user are found (the index queries of the plan) and their sentences about the user taken out
+    (a summary left with none says FORGOTTEN_TEXT; a rollup is read like its parts); the messages said by the user
+    or to them before the wipe are deleted (their private chat whole; in groups their lines, the replies to them
+    and their lines not addressed to the bot), index rows with them; last, the private chat's summaries (with every
+    character, rollups too) are deleted and the group summaries written meanwhile read again (one from turns now
+    deleted is never stored, summary_store). The newest message of all stays, so no id
+    is used twice. Returns True when nothing is left to do."""
+    end = time.monotonic() + WIPE_STEP_SECONDS
     with db_tx(conn, durable=True):
-        if plan["summaries"] is None:
-            plan["summaries"] = _wipe_group_summaries(conn, plan) if plan["groups"] else []
-            return False
-        if plan["summaries"]:
-            ids, plan["summaries"] = plan["summaries"][:WIPE_BATCH // 10], plan["summaries"][WIPE_BATCH // 10:]
-            for s in conn.execute(f"SELECT id, session, character_id, text FROM summaries "
-                                  f"WHERE id IN ({','.join('?' * len(ids))})", ids).fetchall():
-                kept = [x for x in _sentences(s["text"]) if not _wipe_says(plan, x)]
-                if len(kept) == len(_sentences(s["text"])):
-                    continue
-                text = "".join(kept).strip() or FORGOTTEN_TEXT
-                if s["text"].startswith("此前，") and not text.startswith(("此前", FORGOTTEN_TEXT)):
-                    text = "此前，" + text  # its first sentence went, not what the note is
-                conn.execute("UPDATE summaries SET text = ? WHERE id = ?", (text, s["id"]))
-                conn.execute("DELETE FROM summaries_fts WHERE rowid = ?", (s["id"],))
-                conn.execute("INSERT INTO summaries_fts (rowid, tokens, owner) VALUES (?, mnemo_tokens(?), "
-                             "mnemo_owner(?))", (s["id"], text, f"{s['session']}/{s['character_id']}"))
-                conn.execute("DELETE FROM summaries_vec WHERE summary_id = ?", (s["id"],))
-            return False
-        gone = conn.execute("DELETE FROM messages WHERE id IN (SELECT id FROM messages WHERE user_id = ? AND id < ? "
-                            "LIMIT ?)", (plan["user"], plan["upto"], WIPE_BATCH)).rowcount
-        gone += conn.execute("DELETE FROM messages WHERE id IN (SELECT id FROM messages WHERE session = ? AND id < ? "
-                             "LIMIT ?)", (plan["private"], plan["upto"], WIPE_BATCH)).rowcount
-    return not gone
+        while True:  # one piece of work at least, however slow the machine
+            if plan["keys"] is None:
+                _wipe_keys(plan)
+            elif plan["queries"]:
+                q = plan["queries"].pop()
+                q = q if isinstance(q, str) else _mention_query(q)
+                plan["found"] |= set(_mention_candidates(conn, "summaries_fts", plan["owners"], q))
+            elif plan["found"]:
+                ids = sorted(plan["found"])[:WIPE_SUMMARIES]
+                plan["found"] -= set(ids)
+                for s in conn.execute(f"SELECT id, session, character_id, first_msg, last_msg, text FROM summaries "
+                                      f"WHERE id IN ({','.join('?' * len(ids))})", ids).fetchall():
+                    _wipe_summary(conn, plan, s)
+            elif conn.execute("DELETE FROM messages WHERE id IN (SELECT id FROM messages WHERE user_id = ? AND id < ? "
+                              "LIMIT ?)", (plan["user"], plan["upto"], WIPE_BATCH)).rowcount:
+                pass
+            elif conn.execute("DELETE FROM messages WHERE id IN (SELECT id FROM messages WHERE session = ? "
+                              "AND id < ? LIMIT ?)", (plan["private"], plan["upto"], WIPE_BATCH)).rowcount:
+                pass
+            elif plan["late"]:
+                plan["late"] = False
+                _wipe_private_summaries(conn, plan["private"])
+                marks = ",".join("?" * len(plan["groups"]))
+                plan["found"] = {r[0] for r in conn.execute(f"SELECT id FROM summaries WHERE id > ? "
+                                                            f"AND session IN ({marks})",
+                                                            [plan["last_summary"], *plan["groups"]])}
+            else:
+                return True
+            if time.monotonic() >= end:
+                return False
 
 
 def memory_wipe(conn, user_id):
