@@ -6,6 +6,7 @@
     .venv/bin/python tests/bench.py --flood [--json]                 # another user's replies while one floods
     .venv/bin/python tests/bench.py --flood-group [--json]           # only its same-group case
     .venv/bin/python tests/bench.py --reply [--runs N]               # reply latency at 0 and 100k memories
+    .venv/bin/python tests/bench.py --forget [--runs N]              # 忘记 and 忘记关于我的一切 at 100k messages
     .venv/bin/python tests/bench.py --footprint [--quick]            # also tests/footprint.py: start time, RSS, encode speed
 
 The vector model is tokenlearn-static-model's small test model when it is installed (--model to choose
