@@ -5427,9 +5427,10 @@ def memory_wipe_start(conn, user_id):
                                              "AND session LIKE 'g:%'", (user_id,))]
         marks = ",".join("?" * len(groups))
         # a card of one character (阿) would take every sentence that has it: cards of two or more, and the QQ number
+        # (five digits or more, as QQ numbers are: 7 would be every 7月)
         names = {r[0].strip() for r in conn.execute("SELECT DISTINCT speaker FROM messages WHERE user_id = ? "
                                                     "AND role = 'user' AND session LIKE 'g:%'", (user_id,))}
-        names = sorted({n for n in names if len(n) >= 2} | {user_id}, key=len, reverse=True)
+        names = sorted({n for n in names | {user_id} if len(n) >= (5 if n.isdigit() else 2)}, key=len, reverse=True)
         found = set()
         for g in groups:  # the summaries whose turns include theirs (a rollup's range holds its parts')
             found |= {r[0] for r in conn.execute(
@@ -5444,11 +5445,12 @@ def memory_wipe_start(conn, user_id):
         conn.execute("DELETE FROM profiles WHERE user_id = ?", (user_id,))
         conn.execute("DELETE FROM meta WHERE key >= ? AND key < ?", (f"follow_up:{private}/", f"follow_up:{private}0"))
         conn.execute("DELETE FROM usage WHERE user_id = ? AND day != ?", (user_id, time.strftime("%Y-%m-%d")))
-    named = " OR ".join("(" + " AND ".join(f'"{t}"' for t in dict.fromkeys(text_tokens(n))) + ")" for n in names)
+    named = " OR ".join("(" + " AND ".join(f'"{t}"' for t in dict.fromkeys(text_tokens(n))) + ")"
+                        for n in names if text_tokens(n))  # a card of emoji only has no words to look for
     plan = {"user": user_id, "private": private, "upto": upto, "last_summary": last_summary, "groups": groups,
             "names": names, "rows": rows, "keys": None, "by_unit": None, "owners": owners, "found": found, "late": True,
             # the summaries that name them, then those a query for one of their memories finds (as memory_redact)
-            "queries": [named] if groups else []}
+            "queries": [named] if groups and named else []}
     return len(rows), plan
 
 

@@ -148,9 +148,10 @@ def test_a_user_with_chats_but_no_memories_can_wipe_them(runner, napcat, llm):
 
 
 def test_the_wipe_is_done_in_steps_and_keeps_the_rollups_consistent(tmp_path, monkeypatch):
-    """memory_wipe_step deletes WIPE_BATCH rows a statement, as many as WIPE_STEP_SECONDS allow (0: one); the private chat's level-0 summaries and the rollup they
-    were folded into go together; a group summary that is all about the user says FORGOTTEN_TEXT, and the group's
-    rollup above it loses the user's sentence too; a sentence of their memory's words about another member stays."""
+    """memory_wipe_step deletes WIPE_BATCH rows a statement, as many as WIPE_STEP_SECONDS allow (0: one); the
+    private chat's level-0 summaries and the rollup they were folded into go together; a group summary that is all
+    about the user says FORGOTTEN_TEXT, and the group's rollup above it loses the user's sentence too; a sentence of
+    their memory's words about another member stays."""
     monkeypatch.setattr(bot, "WIPE_BATCH", 50)
     monkeypatch.setattr(bot, "WIPE_STEP_SECONDS", 0)
     conn = bot.db_connect(tmp_path / "w.db")
@@ -160,6 +161,7 @@ def test_the_wipe_is_done_in_steps_and_keeps_the_rollups_consistent(tmp_path, mo
         for i in range(120):
             conn.execute(ins, ("p:1", "1", "阿强", f"第{i}句私聊"))
             conn.execute(ins, ("g:9", "1" if i % 2 else "2", "阿强" if i % 2 else "小红", f"群里第{i}句"))
+        conn.execute(ins, ("g:9", "1", "🐱🐱", "喵"))  # a card of emoji only: nothing to look for, no error
         conn.execute(ins, ("g:9", "2", "小红", "最后一句"))
         summ = ("INSERT INTO summaries (session, character_id, first_msg, last_msg, level, text, method, rolled_into, "
                 "created_at) VALUES (?, 'default', ?, ?, ?, ?, 'llm', ?, 0)")
@@ -168,16 +170,16 @@ def test_the_wipe_is_done_in_steps_and_keeps_the_rollups_consistent(tmp_path, mo
         top = conn.execute(summ, ("g:9", 2, 240, 1, "此前，阿强说了很多。小红说了一些。", None)).lastrowid
         conn.execute(summ, ("g:9", 2, 100, 0, "此前，阿强说了很多。", top))
         conn.execute(summ, ("g:9", 102, 240, 0, "此前，小红说了一些。", top))
-        conn.execute(summ, ("g:9", 102, 120, 0, "此前，小红说她对青霉素过敏。其中一位对青霉素过敏。", None))
+        conn.execute(summ, ("g:9", 102, 120, 0, "此前，小红说她对青霉素过敏。其中一位对青霉素过敏。小红说1月去爬山。", None))
         bot.memory_insert(conn, None, user_id="1", text="我对青霉素过敏", subject="我", attribute="过敏", value="青霉素")
     n, plan = bot.memory_wipe_start(conn, "1")
     steps = 1
     while not bot.memory_wipe_step(conn, plan):
         steps += 1
     assert steps >= 1 + 2 + 4 + 1  # the start, the summary queries, 180 messages 50 at a time, the late look
-    assert conn.execute("SELECT count(*) FROM messages WHERE user_id = '1'").fetchone()[0] == 0
+    assert conn.execute("SELECT count(*) FROM messages WHERE user_id = '1'").fetchone()[0] == 0  # the newest is 小红's
     assert conn.execute("SELECT count(*) FROM messages WHERE user_id = '2'").fetchone()[0] == 61
     assert conn.execute("SELECT count(*) FROM summaries WHERE session = 'p:1'").fetchone()[0] == 0
     assert [r[0] for r in conn.execute("SELECT text FROM summaries WHERE session = 'g:9' ORDER BY id")] == \
-        ["此前，小红说了一些。", bot.FORGOTTEN_TEXT, "此前，小红说了一些。", "此前，小红说她对青霉素过敏。"]  # 小红's stays
+        ["此前，小红说了一些。", bot.FORGOTTEN_TEXT, "此前，小红说了一些。", "此前，小红说她对青霉素过敏。小红说1月去爬山。"]  # 小红's stays; QQ 1 is no QQ number
     assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
