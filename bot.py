@@ -5505,8 +5505,8 @@ def memory_wipe_step(conn, plan):
     or to them before the wipe are deleted (their private chat whole; in groups their lines, the replies to them
     and their lines not addressed to the bot), index rows with them; last, the private chat's summaries (with every
     character, rollups too) are deleted and the group summaries written meanwhile read again (one from turns now
-    deleted is never stored, summary_store). The newest message of all stays, so no id
-    is used twice. Returns True when nothing is left to do."""
+    deleted is never stored, summary_store). The newest message of all stays, so no id is used twice. Returns True
+    when nothing is left to do."""
     end = time.monotonic() + WIPE_STEP_SECONDS
     with db_tx(conn, durable=True):
         while True:  # one piece of work at least, however slow the machine
@@ -5539,15 +5539,6 @@ def memory_wipe_step(conn, plan):
                 return True
             if time.monotonic() >= end:
                 return False
-
-
-def memory_wipe(conn, user_id):
-    """Forgets everything about one user (memory_wipe_start, then memory_wipe_step until done) in one go; returns the
-    number of memories deleted. The bot runs the steps as separate jobs (_memory_wipe_all), so others get between."""
-    n, plan = memory_wipe_start(conn, user_id)
-    while not memory_wipe_step(conn, plan):
-        pass
-    return n
 
 
 def memory_undo(conn, ctx, embed):
