@@ -339,7 +339,7 @@ def config_describe(cfg):
 #####################################################################
 
 #: The schema version this code writes; schema.sql ends with the same number.
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 #: Migrations from version N to N+1: SQL, then an optional Python step (fn(conn)), all in one
 #: transaction. The Python step may use only what is defined above the Memory section at import
 #: time; it is looked up when the migration runs.
@@ -465,6 +465,10 @@ END;
 CREATE TRIGGER memories_profile_au AFTER UPDATE OF text, scope, user_id ON memories BEGIN
     DELETE FROM profiles WHERE user_id IN (old.user_id, new.user_id);
 END;
+""", None),
+    # v6: one user's messages found without reading everyone's (a forget's scan, 忘记关于我的一切)
+    5: ("""
+CREATE INDEX messages_user ON messages (user_id, session);
 """, None),
 }
 #: Python steps of migrations, by name; the sections that own them fill this in.
@@ -5761,16 +5765,156 @@ def memory_set_scope(conn, ctx, n, public):
     return f"第{n}条“{r['text']}”" + ("现在群聊里也可以用了。" if public else "现在只在私聊里用。")
 
 
-def memory_wipe(conn, user_id):
-    """Deletes every memory of one user, with its history and the memory commands in the chat log."""
+#: Seconds one step of 忘记关于我的一切 works, in one transaction, before the other chats' queries get their turn on
+#: the database thread (tests/bench.py --forget: the longest hold of a wipe of 10k messages of 100k).
+WIPE_STEP_SECONDS = 0.03
+#: Messages one statement of a wipe deletes; a step runs such statements until WIPE_STEP_SECONDS is spent.
+WIPE_BATCH = 100
+#: Group summaries a wipe reads between two looks at the clock.
+WIPE_SUMMARIES = 2
+
+
+def memory_wipe_size(conn, user_id):
+    """What 忘记关于我的一切 would delete: (the user's memories, whether any chat of theirs is stored)."""
+    said = conn.execute("SELECT EXISTS (SELECT 1 FROM messages WHERE user_id = ? AND kind != 'command')",
+                        (user_id,)).fetchone()[0]
+    return memory_count(conn, user_id), bool(said)
+
+
+def _wipe_private_summaries(conn, private):
+    """Deletes every summary of a private chat (all characters, rollups too) with its vector; FTS by trigger."""
+    conn.execute("DELETE FROM summaries_vec WHERE summary_id IN (SELECT id FROM summaries WHERE session = ?)",
+                 (private,))
+    conn.execute("DELETE FROM summaries WHERE session = ?", (private,))
+
+
+def memory_wipe_start(conn, user_id):
+    """忘记关于我的一切, its first step, in one transaction: the user's memories (wishes and expansions with them), their
+    vectors, history and profiles; the private chat's follow-up marks; past days' LLM use (today's stays:
+    BOT_DAILY_TOKENS is not reset by a wipe). Returns (memories deleted, the plan memory_wipe_step follows): the rest
+    is every message said by or to the user before this one, the private chat's summaries, and the group summaries'
+    sentences about them."""
+    private = f"p:{user_id}"
     with db_tx(conn, durable=True):
-        ids = [r[0] for r in conn.execute("SELECT id FROM memories WHERE user_id = ?", (user_id,))]
-        for i in ids:
-            conn.execute("DELETE FROM memories_vec WHERE memory_id = ?", (i,))
+        upto = conn.execute("SELECT coalesce(max(id), 0) FROM messages").fetchone()[0]
+        last_summary = conn.execute("SELECT coalesce(max(id), 0) FROM summaries").fetchone()[0]
+        rows = conn.execute("SELECT * FROM memories WHERE user_id = ?", (user_id,)).fetchall()
+        groups = [r[0] for r in conn.execute("SELECT DISTINCT session FROM messages WHERE user_id = ? "
+                                             "AND session LIKE 'g:%'", (user_id,))]
+        marks = ",".join("?" * len(groups))
+        # a card of one character (阿) would take every sentence that has it: cards of two or more, and the QQ number
+        # (five digits or more, as QQ numbers are: 7 would be every 7月)
+        names = {r[0].strip() for r in conn.execute("SELECT DISTINCT speaker FROM messages WHERE user_id = ? "
+                                                    "AND role = 'user' AND session LIKE 'g:%'", (user_id,))}
+        names = sorted({n for n in names | {user_id} if len(n) >= (5 if n.isdigit() else 2)}, key=len, reverse=True)
+        found = set()
+        for g in groups:  # the summaries whose turns include theirs (a rollup's range holds its parts')
+            found |= {r[0] for r in conn.execute(
+                "SELECT id FROM summaries s WHERE session = ? AND EXISTS (SELECT 1 FROM messages m WHERE "
+                "m.user_id = ? AND m.session = s.session AND m.id BETWEEN s.first_msg AND s.last_msg)", (g, user_id))}
+        owners = [f"{s}/{c}" for s, c in conn.execute(f"SELECT DISTINCT session, character_id FROM summaries "
+                                                      f"WHERE session IN ({marks})", groups)]
+        for r in rows:
+            conn.execute("DELETE FROM memories_vec WHERE memory_id = ?", (r["id"],))
         conn.execute("DELETE FROM memories WHERE user_id = ?", (user_id,))
         conn.execute("DELETE FROM memory_history WHERE user_id = ?", (user_id,))
-        conn.execute("DELETE FROM messages WHERE user_id = ? AND kind = 'command'", (user_id,))  # what was said to them
-    return len(ids)
+        conn.execute("DELETE FROM profiles WHERE user_id = ?", (user_id,))
+        conn.execute("DELETE FROM meta WHERE key >= ? AND key < ?", (f"follow_up:{private}/", f"follow_up:{private}0"))
+        conn.execute("DELETE FROM usage WHERE user_id = ? AND day != ?", (user_id, time.strftime("%Y-%m-%d")))
+    named = " OR ".join("(" + " AND ".join(f'"{t}"' for t in dict.fromkeys(text_tokens(n))) + ")"
+                        for n in names if text_tokens(n))  # a card of emoji only has no words to look for
+    plan = {"user": user_id, "private": private, "upto": upto, "last_summary": last_summary, "groups": groups,
+            "names": names, "rows": rows, "keys": None, "by_unit": None, "owners": owners, "found": found, "late": True,
+            # the summaries that name them, then those a query for one of their memories finds (as memory_redact)
+            "queries": [named] if groups and named else []}
+    return len(rows), plan
+
+
+def _wipe_keys(plan):
+    """The plan's _mention_key of each wiped memory, which memory units they hold, and one summary query each."""
+    plan["keys"] = [_mention_key(r) for r in plan.pop("rows")]
+    plan["by_unit"] = collections.defaultdict(list)
+    for i, k in enumerate(plan["keys"]):
+        for u in k.units:
+            plan["by_unit"][u].append(i)
+    plan["queries"] += plan["keys"] if plan["owners"] else []
+
+
+def _wipe_says(plan, sentence, others):
+    """Whether a group summary's sentence is about the wiped user: it names them (a card they spoke under, their QQ
+    number), or names no other member of its window (others) and says one of their memories (memory_says; 小红说她对
+    青霉素过敏 is 小红's). Most sentences are let go by their words, before memory_says reads them."""
+    if any(n in sentence for n in plan["names"]):
+        return True
+    if any(n in sentence for n in others):
+        return False
+    t = memory_plain_words(sentence)
+    hits = collections.Counter(i for u in set(_UNIT_RE.findall(t)) for i in plan["by_unit"].get(u, ()))
+    keys = plan["keys"]
+    return any(memory_says(keys[i], sentence) for i in range(len(keys))
+               if hits[i] >= 2 or (keys[i].name and keys[i].name in t) or (keys[i].value and keys[i].value in t))
+
+
+def _wipe_summary(conn, plan, s):
+    """Takes the sentences about the wiped user out of one group summary (_wipe_says), with its index rows."""
+    others = {r[0].strip() for r in conn.execute("SELECT DISTINCT speaker FROM messages WHERE session = ? AND id "
+                                                 "BETWEEN ? AND ? AND role = 'user' AND user_id != ?",
+                                                 (s["session"], s["first_msg"], s["last_msg"], plan["user"]))}
+    others = [n for n in others if len(n) >= 2 and not any(n in m or m in n for m in plan["names"])]
+    kept = [x for x in _sentences(s["text"]) if not _wipe_says(plan, x, others)]
+    if len(kept) == len(_sentences(s["text"])):
+        return
+    text = "".join(kept).strip() or FORGOTTEN_TEXT
+    if s["text"].startswith("此前，") and not text.startswith(("此前", FORGOTTEN_TEXT)):
+        text = "此前，" + text  # its first sentence went, not what the note is
+    conn.execute("UPDATE summaries SET text = ? WHERE id = ?", (text, s["id"]))
+    conn.execute("DELETE FROM summaries_fts WHERE rowid = ?", (s["id"],))
+    conn.execute("INSERT INTO summaries_fts (rowid, tokens, owner) VALUES (?, mnemo_tokens(?), mnemo_owner(?))",
+                 (s["id"], text, f"{s['session']}/{s['character_id']}"))
+    conn.execute("DELETE FROM summaries_vec WHERE summary_id = ?", (s["id"],))
+
+
+def memory_wipe_step(conn, plan):
+    """忘记关于我的一切, one more step: one transaction, WIPE_STEP_SECONDS of work. In order: the group summaries that
+    may be about the user are found (the index queries of the plan) and their sentences about the user taken out
+    (a summary left with none says FORGOTTEN_TEXT; a rollup is read like its parts); the messages said by the user
+    or to them before the wipe are deleted (their private chat whole; in groups their lines, the replies to them
+    and their lines not addressed to the bot), index rows with them; last, the private chat's summaries (with every
+    character, rollups too) are deleted and the group summaries written meanwhile read again (one from turns now
+    deleted is never stored, summary_store). The newest message of all stays, so no id is used twice. Returns True
+    when nothing is left to do."""
+    end = time.monotonic() + WIPE_STEP_SECONDS
+    with db_tx(conn, durable=True):
+        while True:  # one piece of work at least, however slow the machine
+            if plan["keys"] is None:
+                _wipe_keys(plan)
+            elif plan["queries"]:
+                q = plan["queries"].pop()
+                q = q if isinstance(q, str) else _mention_query(q)
+                plan["found"] |= set(_mention_candidates(conn, "summaries_fts", plan["owners"], q))
+            elif plan["found"]:
+                ids = sorted(plan["found"])[:WIPE_SUMMARIES]
+                plan["found"] -= set(ids)
+                for s in conn.execute(f"SELECT id, session, character_id, first_msg, last_msg, text FROM summaries "
+                                      f"WHERE id IN ({','.join('?' * len(ids))})", ids).fetchall():
+                    _wipe_summary(conn, plan, s)
+            elif conn.execute("DELETE FROM messages WHERE id IN (SELECT id FROM messages WHERE user_id = ? AND id < ? "
+                              "LIMIT ?)", (plan["user"], plan["upto"], WIPE_BATCH)).rowcount:
+                pass
+            elif conn.execute("DELETE FROM messages WHERE id IN (SELECT id FROM messages WHERE session = ? "
+                              "AND id < ? LIMIT ?)", (plan["private"], plan["upto"], WIPE_BATCH)).rowcount:
+                pass
+            elif plan["late"]:
+                plan["late"] = False
+                _wipe_private_summaries(conn, plan["private"])
+                marks = ",".join("?" * len(plan["groups"]))
+                plan["found"] = {r[0] for r in conn.execute(f"SELECT id FROM summaries WHERE id > ? "
+                                                            f"AND session IN ({marks})",
+                                                            [plan["last_summary"], *plan["groups"]])}
+            else:
+                return True
+            if time.monotonic() >= end:
+                return False
 
 
 def memory_undo(conn, ctx, embed):
@@ -8436,12 +8580,26 @@ async def _memory_group_show(app, ctx):
 
 async def _memory_wipe_ask(app, ctx):
     """忘记关于我的一切: asks for the confirmation first (nothing is undone after a wipe)."""
-    n = await app.db.run(memory_count, ctx.user_id)
-    if not n:
+    n, said = await app.db.run(memory_wipe_size, ctx.user_id)
+    if not n and not said:
         return "我这里还没有关于你的记忆。"
     app.wipe_asked[ctx.user_id] = time.monotonic()
     count = "" if ctx.group_id else f"{n}条"
-    return f"确定要删除我记得的关于你的全部{count}记忆吗？删除后无法撤销。确定的话请在两分钟内回复“{_CONFIRM_WIPE}”。"
+    return f"确定要删除我记得的关于你的全部{count}记忆吗？我们的私聊记录和总结、你在群里跟我说过的话也会一起删掉，" \
+           f"删除后无法撤销。确定的话请在两分钟内回复“{_CONFIRM_WIPE}”。"
+
+
+async def _memory_wipe_all(app, user_id):
+    """Forgets everything about a user: memory_wipe_start, then its steps, each a job of its own on the database
+    thread (other chats' queries get between them); then what the running bot holds of them. Returns the number of
+    memories deleted."""
+    n, plan = await app.db.run(memory_wipe_start, user_id, write=True)
+    while not await app.db.run(memory_wipe_step, plan, write=True):
+        pass
+    for held in (app.memory_asked, app.memory_used, app.profile_due, app.profile_tried):
+        for key in [k for k in held if k[0] == user_id]:
+            del held[key]  # a which-one question quotes memories; the last reply's memory ids; a profile to write
+    return n
 
 
 async def _memory_wipe(app, ctx):
@@ -8449,9 +8607,9 @@ async def _memory_wipe(app, ctx):
     asked_at = app.wipe_asked.pop(ctx.user_id, None)
     if asked_at is None or time.monotonic() - asked_at > WIPE_CONFIRM_SECONDS:
         return "没有待确认的删除。要删除全部记忆，请先说“忘记关于我的一切”。"
-    n = await app.db.run(memory_wipe, ctx.user_id, write=True)
+    n = await _memory_wipe_all(app, ctx.user_id)
     count = "" if ctx.group_id else f"{n}条"  # how much the bot knows of a member is no group's business
-    return f"好的，关于你的{count}记忆都已经删除了（记忆指令的聊天记录也删了）。"
+    return f"好的，关于你的{count}记忆都已经删除了，我们的私聊记录和总结、你在群里跟我说过的话也删了。"
 
 
 async def _memory_undo(app, ctx):
@@ -8825,11 +8983,11 @@ async def _admin_backup(app, ctx, arg, card):
 
 
 async def _admin_forget_user(app, ctx, arg, card):
-    """/forget_user QQ: deletes every memory of that user."""
+    """/forget_user QQ: forgets everything about that user (their memories and chats, as 忘记关于我的一切)."""
     if not arg.isdigit():
         return "用法：/forget_user QQ号"
-    n = await app.db.run(memory_wipe, arg, write=True)
-    return f"已删除 {arg} 的 {n} 条记忆。"
+    n = await _memory_wipe_all(app, arg)
+    return f"已删除 {arg} 的 {n} 条记忆和聊天记录。"
 
 
 async def _admin_pause(app, ctx, arg, card):

@@ -32,6 +32,7 @@ CREATE TABLE messages (
 );
 CREATE INDEX messages_session ON messages (session, id);
 CREATE INDEX messages_ambient ON messages (session, id) WHERE kind = 'ambient';
+CREATE INDEX messages_user ON messages (user_id, session);  -- one user's turns (忘记, 忘记关于我的一切), not the whole table
 
 CREATE VIRTUAL TABLE messages_fts USING fts5(tokens, owner);
 CREATE TRIGGER messages_ai AFTER INSERT ON messages WHEN new.kind = 'chat' BEGIN
@@ -192,4 +193,4 @@ CREATE TABLE meta (
     value TEXT NOT NULL
 );
 
-PRAGMA user_version = 5;
+PRAGMA user_version = 6;

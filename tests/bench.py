@@ -6,6 +6,7 @@
     .venv/bin/python tests/bench.py --flood [--json]                 # another user's replies while one floods
     .venv/bin/python tests/bench.py --flood-group [--json]           # only its same-group case
     .venv/bin/python tests/bench.py --reply [--runs N]               # reply latency at 0 and 100k memories
+    .venv/bin/python tests/bench.py --forget [--runs N]              # 忘记 and 忘记关于我的一切 at 100k messages
     .venv/bin/python tests/bench.py --footprint [--quick]            # also tests/footprint.py: start time, RSS, encode speed
 
 The vector model is tokenlearn-static-model's small test model when it is installed (--model to choose
@@ -416,6 +417,91 @@ def bench_forget(tmpdir, sizes=(1_000, 100_000), runs=5):
     return out
 
 
+def _wipe_database(path, total=100_000, mine=10_000, memories=300, users=100):
+    """A database of total messages, mine of them said by or to user '1' (half in their private chat, half in three
+    groups among the others' lines), a summary every 20 messages of each chat, and memories of theirs."""
+    conn = bot.db_connect(path)
+    rng = random.Random(total)
+    texts = _bench_texts(rng, total)
+    rows = []
+    for i, t in enumerate(texts):  # a line and the reply to it, pair by pair
+        turn = i // 2
+        if turn % (total // mine) == 0:
+            user, session = "1", "p:1" if turn // 10 % 2 == 0 else f"g:{turn // 20 % 3}"
+        else:
+            user = str(2 + turn % users)
+            session = f"g:{turn % 3}" if turn % 4 == 1 else f"p:{user}"
+        rows.append((session, user, "阿明" if user == "1" else f"群友{user}", "user" if i % 2 == 0 else "assistant", t,
+                     1.7e9 + i))
+    with bot.db_tx(conn):
+        conn.executemany("INSERT INTO messages (session, user_id, speaker, role, character_id, text, created_at) "
+                         "VALUES (?, ?, ?, ?, 'assistant', ?, ?)", rows)
+        for (session,) in conn.execute("SELECT DISTINCT session FROM messages").fetchall():
+            ids = [r[0] for r in conn.execute("SELECT id FROM messages WHERE session = ? ORDER BY id", (session,))]
+            conn.executemany("INSERT INTO summaries (session, character_id, first_msg, last_msg, text, method, "
+                             "created_at) VALUES (?, 'assistant', ?, ?, ?, 'llm', 0)",
+                             [(session, ids[i], ids[min(i + 19, len(ids) - 1)],
+                               "此前，" + "。".join(texts[j - 1] for j in ids[i:i + 4]) + "。")
+                              for i in range(0, len(ids), 20)])
+        for text in _bench_texts(rng, memories):
+            fact = bot.memory_fact(text)
+            bot.memory_insert(conn, None, user_id="1", text=fact.text, subject=fact.subject,
+                              attribute=fact.attribute, value=fact.value)
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+
+
+def bench_wipe(tmpdir, runs=3):
+    """What 忘记关于我的一切 costs: a user with 10k messages (and 300 memories) in a 100k-message database. The wipe
+    runs as the bot runs it, memory_wipe_start and then memory_wipe_step until done, each a job of its own on the
+    database thread: the longest job is how long another chat's reply may wait for it; the sum is the wipe.
+    Medians of runs, each on a fresh copy. Also one 忘记 of that user (memory_redact) with and without the
+    messages_user index (schema v6), which its per-user scans use."""
+    import shutil
+    base = Path(tmpdir) / "wipe-base.db"
+    _wipe_database(base)
+    longest, typical, total, steps, first, forget, forget_noindex = [], [], [], [], [], [], []
+    for run in range(runs):
+        path = Path(tmpdir) / f"wipe{run}.db"
+        shutil.copy(base, path)
+        conn = bot.db_connect(path)
+        held = []
+        t0 = time.perf_counter()
+        n, plan = bot.memory_wipe_start(conn, "1")
+        held.append((time.perf_counter() - t0) * 1000)
+        done = False
+        while not done:
+            t0 = time.perf_counter()
+            done = bot.memory_wipe_step(conn, plan)
+            held.append((time.perf_counter() - t0) * 1000)
+        left = conn.execute("SELECT count(*) FROM messages WHERE user_id = '1'").fetchone()[0]
+        assert n == 300 and left <= 1, (n, left)  # the newest message of all may be theirs: it stays
+        conn.close()
+        longest.append(max(held))
+        typical.append(statistics.median(held))
+        total.append(sum(held))
+        first.append(held[0])
+        steps.append(len(held))
+        for index, times in ((True, forget), (False, forget_noindex)):
+            path = Path(tmpdir) / f"forget{run}{index}.db"
+            shutil.copy(base, path)
+            conn = bot.db_connect(path)
+            if not index:
+                conn.execute("DROP INDEX messages_user")
+            row = conn.execute("SELECT * FROM memories WHERE user_id = '1' ORDER BY id LIMIT 1 OFFSET ?",
+                               (run,)).fetchone()
+            t0 = time.perf_counter()
+            bot._forget_rows(conn, bot.Ctx(user_id="1", session="p:1", character_id="assistant"), [row])
+            times.append((time.perf_counter() - t0) * 1000)
+            conn.close()
+    med = lambda xs: round(statistics.median(xs), 1)  # noqa: E731
+    return {"database": "100k messages, the user's 10k (5k private, 5k in 3 groups), 300 memories",
+            "wipe, longest hold of the database thread_ms": med(longest),
+            "wipe, median hold_ms": med(typical), "wipe, first step_ms": med(first),
+            "wipe, all steps_ms": med(total), "wipe, steps": med(steps),
+            "one 忘记 of that user_ms": med(forget), "one 忘记 of that user, without messages_user_ms": med(forget_noindex)}
+
+
 def bench_memory_rules(runs=5):
     """The rules' path of the memory commands, LLM-free: median µs to read one message (memory_parse) over
     every line of tests/data/memory_commands.jsonl and memory_understanding.jsonl, best of runs passes."""
@@ -748,7 +834,8 @@ def main(argv=None):
                              "(another chat's user, and another member of the flooder's group)")
     parser.add_argument("--flood-group", action="store_true",
                         help="only the same-group case of --flood: a member's reply while another member floods")
-    parser.add_argument("--forget", action="store_true", help="only what a 忘记 costs at 1k and 100k messages")
+    parser.add_argument("--forget", action="store_true", help="only what a 忘记 costs at 1k and 100k messages, "
+                        "and 忘记关于我的一切 for a user with 10k messages of 100k")
     parser.add_argument("--reply", action="store_true", help="only the reply latency at 0 and 100k memories (bot, fake LLM)")
     parser.add_argument("--runs", type=int, default=3, help="runs of the reply latency at 0 and 100k memories (median)")
     parser.add_argument("--quick", action="store_true", help="smaller sizes, no LoCoMo: a quick look")
@@ -786,6 +873,7 @@ def main(argv=None):
                     embedder, args.data / "locomo10.json")
         if args.forget:
             results["forget"] = bench_forget(tmpdir, runs=args.runs if args.runs != 3 else 5)
+            results["wipe"] = bench_wipe(tmpdir, runs=args.runs)
         if args.reply or args.load:
             results["reply_at_scale"] = bench_reply_scale(tmpdir, model, runs=args.runs)
         if args.load:

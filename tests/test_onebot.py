@@ -119,6 +119,33 @@ def test_blank_database_gets_exact_schema(tmp_path):
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
+def test_v5_database_gets_the_user_index_and_loses_nothing(tmp_path):
+    """A v5 file (today's schema without messages_user) opens as v6: the index is there, one user's rows are found
+    through it, and every row of every table is as it was."""
+    path = tmp_path / "v5.db"
+    conn = bot.db_connect(path)
+    conn.execute("DROP INDEX messages_user")
+    conn.execute("PRAGMA user_version = 5")
+    for i in range(30):
+        conn.execute("INSERT INTO messages (session, user_id, speaker, role, character_id, text, created_at) "
+                     "VALUES (?, ?, '阿强', 'user', 'default', ?, 0)", (f"p:{i % 3}", str(i % 3), f"第{i}句：我住在北京"))
+    conn.execute("INSERT INTO memories (user_id, type, text, created_at, updated_at) VALUES ('1', 'user_fact', "
+                 "'我住在北京', 0, 0)")
+    conn.execute("INSERT INTO summaries (session, character_id, first_msg, last_msg, text, method, created_at) "
+                 "VALUES ('p:1', 'default', 1, 30, '此前，用户说住在北京。', 'llm', 0)")
+    tables = ("messages", "memories", "summaries", "messages_fts", "memories_fts", "summaries_fts")
+    before = {t: [tuple(r) for r in conn.execute(f"SELECT * FROM {t} ORDER BY rowid")] for t in tables}
+    conn.close()
+    conn = bot.db_connect(path)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == bot.SCHEMA_VERSION == 6
+    assert {t: [tuple(r) for r in conn.execute(f"SELECT * FROM {t} ORDER BY rowid")] for t in tables} == before
+    plan = " ".join(r[-1] for r in conn.execute("EXPLAIN QUERY PLAN SELECT DISTINCT session FROM messages "
+                                                 "WHERE user_id = '1'"))
+    assert plan == "SEARCH messages USING COVERING INDEX messages_user (user_id=?)"  # not SCAN messages
+    assert conn.execute("SELECT count(*) FROM messages WHERE user_id = '1'").fetchone()[0] == 10
+    assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
 def test_newer_database_is_refused(tmp_path):
     path = tmp_path / "new.db"
     bot.db_connect(path).execute("PRAGMA user_version = 99")

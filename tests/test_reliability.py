@@ -433,7 +433,7 @@ def test_forget_and_list_touch_only_the_speaker(runner, napcat, llm):
     assert napcat.ask(2, "忘记第1条").startswith("已忘记：“我住在西安”")
     assert napcat.ask(2, "撤销").startswith("已撤销")
     assert napcat.ask(2, "忘记关于我的一切").startswith("确定要删除我记得的关于你的全部1条记忆吗")
-    assert napcat.ask(2, "确认删除") == "好的，关于你的1条记忆都已经删除了（记忆指令的聊天记录也删了）。"
+    assert napcat.ask(2, "确认删除") == "好的，关于你的1条记忆都已经删除了，我们的私聊记录和总结、你在群里跟我说过的话也删了。"
     assert runner.rows("SELECT count(*) AS n FROM messages WHERE user_id = '2' AND text LIKE '%西安%'") == [{"n": 0}]
     assert napcat.ask(2, "撤销") == "没有可以撤销的记忆操作。"
     assert runner.rows("SELECT user_id, text FROM memories ORDER BY id") == \
@@ -499,7 +499,7 @@ def test_admin_status_backup_forget_user(runner, napcat, llm, tmp_path):
     assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     assert conn.execute("SELECT count(*) FROM memories WHERE type != 'lore'").fetchone()[0] == 3
     conn.close()
-    assert napcat.ask(42, "/forget_user 7") == "已删除 7 的 2 条记忆。"
+    assert napcat.ask(42, "/forget_user 7") == "已删除 7 的 2 条记忆和聊天记录。"
     assert runner.rows("SELECT user_id FROM memories WHERE type != 'lore'") == [{"user_id": "42"}]
     assert napcat.ask(42, "/forget_user abc") == "用法：/forget_user QQ号"
 
