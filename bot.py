@@ -2316,7 +2316,7 @@ _PUNCT = "\\s，,。.:：!！~～、；;…"
 #: Emoji and their joiners, which end many a chat message (我结婚了💍) but say nothing a memory keeps.
 _EMOJI = "\U0001F000-\U0001FAFF\u2600-\u27BF\u200d\ufe0f"
 #: Particles a command word or a whole command may end with (记住哦, 记得噢, 撤销一下吧): every rule uses this list.
-PARTICLES = "哦喔噢啊呀吖啦嘛哈呢吧呗哟咯嘞喽捏"
+PARTICLES = "哦喔噢啊呀吖啦嘛哈呢吧呗哟咯嘞喽捏嗷噻撒咧"
 #: Particles cut from the end of a fact (我住在北京呗); not 吧, which ends words (酒吧, 网吧).
 _FACT_PARTICLES = PARTICLES.replace("吧", "")
 #: What may end a command after its words: punctuation, particles, thanks, an emoji.
@@ -5553,7 +5553,7 @@ _ANY_PARTICLE = f"[{PARTICLES}]"
 _REMEMBER_VERB = (r"(?:记住|记一下下|记一下|记下来|记下|记着|记著|记好|记牢|记一哈|记一手|记到起|记倒起|记到哈|记倒|记在心里|记心里|"
                   r"记在小本本上|记个笔记|记一笔|记录一下|记录下|备忘|备个忘|(?i:mark)|马克|记主|记往|记注|纪住)")
 #: How a message may ask to remember (besides 记住): leads that stand for 记住 before the fact.
-_REMEMBER_LEADS = (r"(?:这个|这件事|这事|这些)?(?:请|麻烦|麻烦你|麻烦您|你|您|以后)?(?:要|得|一定要|可要)?(?:帮我|给我|替我|帮忙)?"
+_REMEMBER_LEADS = (r"(?:这个|这件事|这事|这些|小本本)?(?:请|麻烦|麻烦你|麻烦您|你|您|以后)?(?:要|得|一定要|可要)?(?:帮我|给我|替我|帮忙)?"
                    rf"(?:好好)?{_REMEMBER_VERB}(?:点|一下|下)?")
 #: The same words at a message's end (我对虾过敏，记下来 / 我搬到深圳了，帮我记一下); glued to the words before them only
 #: after a word that can end a fact and without 了 (全班都说记住了 / 我已经记住了 are said of someone, not asked).
@@ -5577,7 +5577,7 @@ _SHOW_ME = (r"(?:都|全|全部)?(?:列一下|列出来|列个表|列给我|发�
             r"(?:说|讲|念)(?:来|给我)听听?|念念|报一下|说一下|讲一下)(?:看看?|瞅瞅|康康|听听|一下|下)?")
 _LIST_ASK = (r"(?:康康|看看|让我看看|给我看看|我想看看)?[，,\s]*(?:你|我在你(?:这|那)(?:儿|里|边)?)(?:现在|目前|到底|一共|总共|都|还)*"
              r"(?:记|存|保存)(?:了|下了|住了|着|得|住)?(?:些|一些)?(?:关于)?我?(?:的)?(?:些|一些)?(?:啥|什么|哪些|多少)"
-             rf"(?:东西|事|事情|记忆|内容|信息|资料)?儿?了?(?:[？?，,\s]*{_SHOW_ME})?{_ANY_PARTICLE}*[?？]*"
+             rf"(?:东西|事|事情|记忆|内容|信息|资料)?儿?了?(?:{_ANY_PARTICLE}*[？?，,\s]*{_SHOW_ME})?{_ANY_PARTICLE}*[?？]*"
              r"|把?你(?:都)?(?:记|存|保存)(?:的|着的|下的|住的|了的)(?:关于我的?|我的)(?:东西|记忆|事|事情|信息|资料)?"
              rf"{_SHOW_ME}{_ANY_PARTICLE}*"
              r"|(?:给我看看|让我看看|看看)你(?:都)?(?:记|存)(?:的|着的|下的|了的)(?:关于我的?|我的)?(?:东西|事|记忆)")
@@ -5710,8 +5710,11 @@ _EMOJI_TAIL_RE = re.compile(rf"(?<=[{_PUNCT}{PARTICLES}])[{_EMOJI}\s]+$")
 
 #: A short lead-in that ends in a particle right before 我 (告诉你哦我…, 跟你说啊我…).
 _LEAD_PARTICLE_RE = re.compile(f"^[^{_PUNCT}我]{{2,8}}?[{PARTICLES}](?=我)")
-#: A remember request that is a whole clause (记到起哈 / 你帮我记一下哈 / mark下 / 这个你记住 / 記牢).
-_REMEMBER_CLAUSE_RE = re.compile(rf"{_FILLER_WORDS}*{_REMEMBER_LEADS}(?:了)?{_ANY_PARTICLE}*")
+#: How a user may address the bot after a request (记一下哦宝 / 记住宝子，…): no part of the fact.
+_VOCATIVE = r"(?:宝子|宝|亲爱的|亲|小可爱|姐妹|老铁|兄弟|哥们|家人们)"
+#: A remember request that is a whole clause (记到起哈 / 你帮我记一下哈 / mark下 / 这个你记住 / 記牢 / 帮我记呀).
+_REMEMBER_CLAUSE_RE = re.compile(rf"{_FILLER_WORDS}*(?:{_REMEMBER_LEADS}|(?:你|请|麻烦你?)?(?:帮我|给我|替我|帮忙)记)(?:了)?"
+                                 rf"{_ANY_PARTICLE}*{_VOCATIVE}?{_ANY_PARTICLE}*")
 #: A weak request as the last clause after a fact about someone (我对虾过敏 记得哦 / 我下个月结婚 别忘了哦); alone,
 #: or before anything but a fact, it is care (记得吃饭哦), not a request.
 _REMEMBER_WEAK_CLAUSE_RE = re.compile(rf"(?:你|要|你要|一定要|可要|千万)?(?:记得|别忘了|不要忘了|别忘记了?|不要忘记了?){_ANY_PARTICLE}*")
@@ -5725,7 +5728,7 @@ _FEELING_RE = re.compile(r"难受|难过|伤心|心疼|心痛|舍不得|好想|�
 #: What a user wants of how the character writes (少用点emoji / 表情包发少点 / 别用颜文字了), said without 你 or 以后;
 #: a short why may follow (看着眼花). Only these things: 少用点盐 is about cooking.
 _REPLY_STYLE = r"(?:表情包|表情|(?i:emoji)|颜文字|颜表情|感叹号|问号|波浪号|省略号|标点符号|标点|语气词|网络用语|英文|英语|繁体字|繁体|废话)"
-_STYLE_WISH_RE = re.compile(rf"^(?:你)?(?:以后|今后)?(?:你)?(?:(?P<d1>少|多|别|不要|不许|尽量少|尽量别|尽量不要)(?:再)?"
+_STYLE_WISH_RE = re.compile(rf"^(?:你)?(?:以后|今后)?(?:你)?(?:(?P<d1>少|多|别|不要|不许|尽量少|尽量别|尽量不要)(?:再|老|总|老是|总是|一直)?"
                             rf"(?:用|发|加|带|打)(?:点|些|一点)?(?P<t1>{_REPLY_STYLE})"
                             rf"|(?P<t2>{_REPLY_STYLE})(?:你)?(?:(?:用|发|加|打)(?P<d2>少|多)|(?P<d3>少|多|别|不要)(?:用|发|加|打)?)"
                             rf"(?:点|一点|些)?)(?:了)?{_ANY_PARTICLE}*(?:[{_PUNCT}]+[^，,。!！?？]{{0,8}})?$")
@@ -5842,7 +5845,7 @@ _WEAK_VERB_RE = re.compile(r"^(?:请|麻烦|帮我|给我|你|把|就|那)*(?:�
 _SHAPED_VERBS = "(?:删|忘|改|不对|错|别记|不用记|不要|留着|更正)"
 #: Memory phrases anywhere in a message (重新记, 帮我记, 那条…删了, 第3条改成…); the group is a weak
 #: one that needs a memory it points at (那个…改一下 may be about anything).
-_SHAPED_ANY_RE = re.compile(rf"重新记|记错了?|帮我记|给我记|别记着?|不用记|不要记|记一下|记下来|(?<![^帮给替]我)(?<!^我)(?:记到起|记倒起)|"
+_SHAPED_ANY_RE = re.compile(rf"重新记|记错了?|帮我记|给我记|别记着?|不用记|不要记|(?<![帮给替][他她])记一下|记下来|(?<![^帮给替]我)(?<!^我)(?:记到起|记倒起)|"
                             rf"(?:那条|这条|这几条|那几条|那两条|那两个|这两个|那几个)(?:记忆)?[^，,。！!？?]{{0,1}}{_SHAPED_VERBS}|"
                             rf"第\s*{_NUM}\s*[条个](?!朋友圈|消息|微博|评论|视频)[^，,。！!？?]{{0,4}}"
                             rf"(?:{_SHAPED_VERBS}|过时|过期|没用|作废|有问题)|"
