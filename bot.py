@@ -5586,9 +5586,10 @@ _LIST_ASK = (r"(?:康康|看看|让我看看|给我看看|我想看看)?[，,\s]
 _LIST_WORDS = ("你 我 的 关于 有关 都 还 现在 目前 到底 一共 总共 这儿 这里 这边 那儿 那里 在 脑子里 心里 里 存了 存着 存 "
                "保存了 保存 记了 记得 记着 记住了 记住 记下了 记下 记 知道 了解 对 有 哪些 多少 什么 啥 些 一些 所有 全部 "
                "一切 事情 事 东西 東西 记忆 信息 资料 内容 列出来 列出 列一下 列 说说 讲讲 看看 看 康康 瞅瞅 听听 说来 讲来 念 把 儿 "
-               "给我 发我 了 吗 呢 啊 呀 吧 嘛").split()
-#: Words said while thinking, before or around a request (嗯那个 你帮我记一下哈 就是我…): never part of the fact.
-_FILLER_WORDS = r"(?:嗯+|呃+|额+|啊+|哦+|噢|诶|欸|哎|咦|那个|这个|就是|然后|对了|话说|那啥|(?i:emm+))"
+               "给我 发我 发给我 这 那 条 几条 多少条 了 吗 呢 啊 呀 吧 嘛").split()
+#: Words said while thinking, before or around a request (嗯那个 你帮我记一下哈 就是我…): never part of the fact. One
+#: word each, none a particle: repeated by the rules that use them (嗯+ inside a repeat backtracks exponentially).
+_FILLER_WORDS = r"(?:嗯|呃|额|诶|欸|哎|咦|那个|这个|就是|然后|对了|话说|那啥|(?i:em)m*)"
 #: Rewrites to the canonical wordings memory_parse reads: (pattern, replacement), tried in order.
 MEMORY_REWRITES = [
     ("好吗 好不好 可以吗 行吗 行不行 成吗", rf"^(.+?(?:删|忘|记|撤|改)[^，,]{{0,6}}?)[{_PUNCT}]*(?:好吗|好不好|可以吗|行吗|行不行|成吗)"
@@ -5596,7 +5597,7 @@ MEMORY_REWRITES = [
     ("请 麻烦 帮", r"^(?:请你?|麻烦你?|麻烦您|你帮我|帮我|帮忙|给我)+(?=忘记|忘掉|忘一下|忘了|删掉|删除|删一下|别记|不用记|不要记|撤销|撤回)",
      ""),  # 麻烦忘一下我前任的名字 / 帮我删掉生日那条
     ("忘一下 删一下 删了 删下", r"^(?:忘一下|删一下|删下|删了)(?=我的?|关于我)", "忘记"),  # 删一下我的生日
-    ("能 可以 可不可以 能否", rf"^(?:你)?(?:能不能|可不可以|能否|可以|能)(?:帮我|给我|帮忙)?"
+    ("能 可以 可不可以 能否", rf"^(?!.*(?:多少|几个|几条|什么|啥|哪些))(?:你)?(?:能不能|可不可以|能否|可以|能)(?:帮我|给我|帮忙)?"
                          rf"((?:记住|记一下|记下|忘记|忘掉|删掉|删除|把|清空|清除|更正|撤销|撤回)"
                          rf"(?!我的?(?:{_words_re(_ATTRIBUTE_BY_WORD)})?[吗么]?$)[^吗么]{{4,}}?)"
                          r"(?:吗|么|嘛|不|好吗|可以吗|行吗|好不好)?[?？]*$", r"\1"),  # 你能记住我喜欢猫吗: a request
@@ -5616,7 +5617,8 @@ MEMORY_REWRITES = [
     ("记", rf"^{_REMEMBER_LEADS}(?:了)?{_ANY_PARTICLE}*[{_PUNCT}]+(?=\S)", "记住，"),  # 帮我记着，… / 记牢了：…
     ("记住", r"^(?:请|麻烦[你您]?)(?:帮我|给我)?记住", "记住"),  # 请帮我记住我喜欢喝美式
     ("记注 记主 纪住 记往", r"^(?:记注|记主|纪住|记往)(?=[，,：:\s我])", "记住"),  # the IME's slip
-    ("记 mark 备忘 马克", rf"^(?:{_FILLER_WORDS}*(?:你|请|麻烦你?)?(?:帮我|给我|替我|帮忙)|{_FILLER_WORDS}+(?:你|请|麻烦你?)?|(?:你|请)?"
+    ("帮 给 替 嗯 呃 额 诶 欸 哎 咦 那个 这个 就是 然后 对了 话说 那啥 emm 记到起 记倒起 记一手 mark 备忘",
+     rf"^(?:{_FILLER_WORDS}*(?:你|请|麻烦你?)?(?:帮我|给我|替我|帮忙)|{_FILLER_WORDS}+(?:你|请|麻烦你?)?|(?:你|请)?"
                     rf"(?=记到起|记倒起|记一手|(?i:mark)|备忘))(?:好好)?{_REMEMBER_VERB}(?:点|一下|下)?[{PARTICLES}]*{_FILLER_WORDS}*"
                     rf"(?=我|{_REL_RE})", "记住，"),  # 帮我记着(啊)我… / 那个你帮我记一下就是我血压有点高
     ("叫我", r"^记住[，,：:\s]*(?:以后|今后)(?:你)?(?:就)?叫我", "记住，你以后叫我"),  # 记住以后叫我阿猫
@@ -5627,7 +5629,7 @@ MEMORY_REWRITES = [
     ("记错 错了 不对", rf"^(?:我的)?({_words_re(_ATTRIBUTE_BY_WORD)})(?:那条)?(?:记错了|错了|不对)[{_PUNCT}]*(?:应该)?是(.+)$",
      r"更正：\1是\2"),  # 生日记错了，是3月4日
     ("记 存", rf"^(?:{_LIST_ASK})$", "你记得我什么"),  # 你都记着我些什么 / 康康你都记了我啥 / 我在你这存了哪些记忆 列一下
-    ("记 存 知道 了解 脑子 心里", rf"^(?=.*我)(?=.*(?:记|存|知道|了解|脑子|心里))(?=.*(?:哪些|多少|什么|啥|所有|全部|一切|都有|列|说说|讲讲|看看))"
+    ("记 存 知道 了解 脑子 心里", rf"^(?=.*我)(?=.*(?:记|存|知道|了解|脑子|心里))(?=.*(?:哪些|多少|几条|什么|啥|所有|全部|一切|都有|列|说说|讲讲|看看|发我|发给我))"
                      rf"(?:{_words_re(_LIST_WORDS)}|[{_PUNCT}?？])+$", "你记得我什么"),  # 你知道我多少事 / 我有哪些记忆
     ("了解 记忆", rf"^(?:你(?:对我)?(?:到底)?了解(?:我)?(?:多少|些什么|什么|哪些)|(?:看一下|看下|看看|查看|查一下|给我看看|我想看看)"
                 rf"(?:你的|我的)?记忆(?:列表)?|我的记忆(?:给我)?{_SHOW_ME}){_ANY_PARTICLE}*[?？]*$", "你记得我什么"),  # 你对我了解多少
@@ -5710,11 +5712,18 @@ _EMOJI_TAIL_RE = re.compile(rf"(?<=[{_PUNCT}{PARTICLES}])[{_EMOJI}\s]+$")
 
 #: A short lead-in that ends in a particle right before 我 (告诉你哦我…, 跟你说啊我…).
 _LEAD_PARTICLE_RE = re.compile(f"^[^{_PUNCT}我]{{2,8}}?[{PARTICLES}](?=我)")
+#: A message's clauses and the pauses between them, alternating (re.split keeps the pauses); emoji anywhere.
+_CLAUSES_RE = re.compile(f"([{_PUNCT}]+)")
+_EMOJI_RE = re.compile(f"[{_EMOJI}]+")
+#: A word without which a clause is no remember request (one search before the long pattern).
+_REQUEST_WORD_RE = re.compile(r"记|备|马克|mark", re.I)
+#: Words without which a message has no request clause around a fact (the gate of _remember_around).
+_AROUND_WORD_RE = re.compile(r"记|备|忘|马克|mark", re.I)
 #: How a user may address the bot after a request (记一下哦宝 / 记住宝子，…): no part of the fact.
 _VOCATIVE = r"(?:宝子|宝|亲爱的|亲|小可爱|姐妹|老铁|兄弟|哥们|家人们)"
 #: A remember request that is a whole clause (记到起哈 / 你帮我记一下哈 / mark下 / 这个你记住 / 記牢 / 帮我记呀).
 _REMEMBER_CLAUSE_RE = re.compile(rf"{_FILLER_WORDS}*(?:{_REMEMBER_LEADS}|(?:你|请|麻烦你?)?(?:帮我|给我|替我|帮忙)记)(?:了)?"
-                                 rf"{_ANY_PARTICLE}*{_VOCATIVE}?{_ANY_PARTICLE}*")
+                                 rf"{_ANY_PARTICLE}*(?:{_VOCATIVE}{_ANY_PARTICLE}*)?")
 #: A weak request as the last clause after a fact about someone (我对虾过敏 记得哦 / 我下个月结婚 别忘了哦); alone,
 #: or before anything but a fact, it is care (记得吃饭哦), not a request.
 _REMEMBER_WEAK_CLAUSE_RE = re.compile(rf"(?:你|要|你要|一定要|可要|千万)?(?:记得|别忘了|不要忘了|别忘记了?|不要忘记了?){_ANY_PARTICLE}*")
@@ -5728,6 +5737,7 @@ _FEELING_RE = re.compile(r"难受|难过|伤心|心疼|心痛|舍不得|好想|�
 #: What a user wants of how the character writes (少用点emoji / 表情包发少点 / 别用颜文字了), said without 你 or 以后;
 #: a short why may follow (看着眼花). Only these things: 少用点盐 is about cooking.
 _REPLY_STYLE = r"(?:表情包|表情|(?i:emoji)|颜文字|颜表情|感叹号|问号|波浪号|省略号|标点符号|标点|语气词|网络用语|英文|英语|繁体字|繁体|废话)"
+_REPLY_STYLE_RE = re.compile(_REPLY_STYLE)
 _STYLE_WISH_RE = re.compile(rf"^(?:你)?(?:以后|今后)?(?:你)?(?:(?P<d1>少|多|别|不要|不许|尽量少|尽量别|尽量不要)(?:再|老|总|老是|总是|一直)?"
                             rf"(?:用|发|加|带|打)(?:点|些|一点)?(?P<t1>{_REPLY_STYLE})"
                             rf"|(?P<t2>{_REPLY_STYLE})(?:你)?(?:(?:用|发|加|打)(?P<d2>少|多)|(?P<d3>少|多|别|不要)(?:用|发|加|打)?)"
@@ -5760,10 +5770,10 @@ def _said_part(text):
     """text without the clauses at its ends that say nothing to keep (fillers, emphasis, another request, emoji),
     and without the fillers before its first 我; and whether a clause dropped said it is important.
     Example: _said_part('很重要的 就是我有哮喘 ') -> ('我有哮喘', True)"""
-    parts = re.split(f"([{_PUNCT}]+)", text)
+    parts = _CLAUSES_RE.split(text)
     empty = [k for k in range(0, len(parts), 2) if (
-        memory_contentless(c := re.sub(f"[{_EMOJI}]+", "", parts[k])) or _EMPTY_CLAUSE_RE.fullmatch(c)
-        or _REMEMBER_CLAUSE_RE.fullmatch(c))]
+        memory_contentless(c := _EMOJI_RE.sub("", parts[k])) or _EMPTY_CLAUSE_RE.fullmatch(c)
+        or len(c) <= 24 and _REMEMBER_CLAUSE_RE.fullmatch(c))]
     keep = [k for k in range(0, len(parts), 2) if k not in empty]
     said = "".join(parts[keep[0]:keep[-1] + 1]) if keep else ""
     return re.sub(rf"^(?:{_FILLER_WORDS}[{_PUNCT}]*)+(?=我)", "", said), any("重要" in parts[k] for k in empty)
@@ -5774,13 +5784,13 @@ def _remember_around(t):
     (a lead-in before it dropped), else the fact before it (a remark after it dropped: 心里好难受 is no fact); 记一下
     when nothing is left to remember; None when no clause is a request, or which side is the fact is not clear.
     Example: _remember_around('我外婆上个月走了 记一下吧 好想她') -> '记住，我外婆上个月走了'"""
-    parts = re.split(f"([{_PUNCT}]+)", t)
-    at = next((k for k in range(0, len(parts), 2)
-               if _REMEMBER_CLAUSE_RE.fullmatch(re.sub(f"[{_EMOJI}]+", "", parts[k]))), None)
+    parts = _CLAUSES_RE.split(t)
+    at = next((k for k in range(0, len(parts), 2) if len(parts[k]) <= 24 and _REQUEST_WORD_RE.search(parts[k])
+               and _REMEMBER_CLAUSE_RE.fullmatch(_EMOJI_RE.sub("", parts[k]))), None)  # cheap tests first
     if at is None:
-        last = max((k for k in range(0, len(parts), 2) if not memory_contentless(parts[k])), default=0)
-        if last and _REMEMBER_WEAK_CLAUSE_RE.fullmatch(parts[last]):  # 我对虾过敏 记得哦
-            told = _told_fact(_said_part("".join(parts[:last]))[0])
+        last = next((k for k in range(len(parts) - 1, 1, -2) if not memory_contentless(parts[k])), 0)
+        if last and ("记得" in parts[last] or "忘" in parts[last]) and _REMEMBER_WEAK_CLAUSE_RE.fullmatch(parts[last]):
+            told = _told_fact(_said_part("".join(parts[:last]))[0])  # 我对虾过敏 记得哦
             return told if told and memory_has_subject(told[3:]) else None
         return None
     (before, marked), (after, marked_after) = _said_part("".join(parts[:at])), _said_part("".join(parts[at + 1:]))
@@ -5806,7 +5816,7 @@ def memory_normalise(text):
     t = _EMOJI_TAIL_RE.sub("", t) or t  # 豆豆昨天走了 记一下吧 😢: the emoji is no fact (记住我喜欢🐱 keeps it)
     if "那" in t or "这" in t:  # 芒果那条🗑️删掉
         t = _POINTER_EMOJI_RE.sub(r"\1", t)
-    if re.search(r"记|备|忘|(?i:mark)|马克", t):  # 豆包昨天去世了 记一下吧 心里好难受 / 记牢 很重要的 我有哮喘
+    if _AROUND_WORD_RE.search(t):  # 豆包昨天去世了 记一下吧 心里好难受 / 记牢 很重要的 我有哮喘
         t = _remember_around(t) or t
     for words, pattern, repl in _MEMORY_REWRITES:  # a row's words first: one search in C, not a loop in Python
         if words.search(t):
@@ -5821,10 +5831,10 @@ def memory_normalise(text):
         m = pattern.match(t)
         if m:
             return form.format(*(g for g in m.groups() if g is not None), t=t)
-    m = _STYLE_WISH_RE.match(t)
+    m = _STYLE_WISH_RE.match(t) if _REPLY_STYLE_RE.search(t) else None
     if m:  # 少用点emoji 看着眼花 / 表情包发少点
         return f"记住，你以后{m.group('d1') or m.group('d2') or m.group('d3')}用{m.group('t1') or m.group('t2')}"
-    m = _REMEMBER_TAIL_RE.match(t) if re.search(r"记|备|mark|马克", t[-8:], re.I) else None
+    m = _REMEMBER_TAIL_RE.match(t) if _REQUEST_WORD_RE.search(t[-8:]) else None
     if m and not t.startswith(("记住", "忘记")):  # 我搬到深圳了，记一下 / 跟你说个好消息，我戒烟了！记一下
         told = _told_fact(m.group(1))
         if told:
