@@ -2424,7 +2424,7 @@ _PUNCT = "\\s，,。.:：!！~～、；;…"
 #: Emoji and their joiners, which end many a chat message (我结婚了💍) but say nothing a memory keeps.
 _EMOJI = "\U0001F000-\U0001FAFF\u2600-\u27BF\u200d\ufe0f"
 #: Particles a command word or a whole command may end with (记住哦, 记得噢, 撤销一下吧): every rule uses this list.
-PARTICLES = "哦喔噢啊呀吖啦嘛哈呢吧呗哟咯嘞喽捏"
+PARTICLES = "哦喔噢啊呀吖啦嘛哈呢吧呗哟咯嘞喽捏嗷噻撒咧"
 #: Particles cut from the end of a fact (我住在北京呗); not 吧, which ends words (酒吧, 网吧).
 _FACT_PARTICLES = PARTICLES.replace("吧", "")
 #: What may end a command after its words: punctuation, particles, thanks, an emoji.
@@ -2491,7 +2491,8 @@ def memory_contentless(fact):
 
 
 #: Traditional characters of the command words, read as simplified (記住 = 记住).
-_TRADITIONAL = str.maketrans(dict(zip("記憶刪銷說錯歡請幫關於麼們還對條這個為別", "记忆删销说错欢请帮关于么们还对条这个为别")))
+_TRADITIONAL = str.maketrans(dict(zip("記憶刪銷說錯歡請幫關於麼們還對條這個為來別裡嗎給讓點兒聽講問誰時錄備",
+                                     "记忆删销说错欢请帮关于么们还对条这个为来别里吗给让点儿听讲问谁时录备")))
 #: What follows a command word in chat rather than a command ("记住了吗", "忘了带伞").
 _NOT_AN_OBJECT_RE = re.compile(r"^(?:了|吗|没|呢|啊|吧|嘛|不|得|住|过|带|拿|关|交|吃饭|喝水|睡觉|休息|提醒|告诉|叫我|帮我|给我|明天|今天|晚上|早上)")
 #: A 记住 that starts with a time (记住明天三点开会) is asked about, not taken as chat.
@@ -6385,13 +6386,19 @@ MEMORY_SETTLE = {"ask": _settle_ask, "update_named": _settle_update_named, "upda
 
 #: One particle of PARTICLES, anywhere (X那条删了吧, 记一下哈).
 _ANY_PARTICLE = f"[{PARTICLES}]"
+#: Every verb that asks the bot to remember, however it is said: Sichuan 记到起 / 记倒起 / 记到哈 (= 记住), slang 记一手 /
+#: mark / 备忘, 记著 (traditional), the IME's slips 记主 / 记往 / 纪住. Read as a request only where the whole clause is
+#: one (我记到起了 and 他叫我记到起 are not), or right before a fact about someone.
+_REMEMBER_VERB = (r"(?:记住|记一下下|记一下|记下来|记下|记着|记著|记好|记牢|记一哈|记一手|记到起|记倒起|记到哈|记倒|记在心里|记心里|"
+                  r"记在小本本上|记个笔记|记一笔|记录一下|记录下|备忘|备个忘|(?i:mark)|马克|记主|记往|记注|纪住)")
 #: How a message may ask to remember (besides 记住): leads that stand for 记住 before the fact.
-_REMEMBER_LEADS = (r"(?:这个|这件事|这些)?(?:请|麻烦|麻烦你|麻烦您|你|您|以后)?(?:要|得|一定要|可要)?(?:帮我|给我|替我|帮忙)?"
-                   r"(?:记到起|记倒起|记着|记一哈|记一下下|记牢了?|记好了?|记在心里|记心里|"
-                   r"记在小本本上|记下来|记一笔|记住|记一下|记下)")
-#: The same words at a message's end (我对虾过敏，记下来 / 我搬到深圳了，帮我记一下).
-_REMEMBER_TAIL_RE = re.compile(rf"^(.{{2,}}?)[{_PUNCT}]*(?:你|请|麻烦)?(?:帮我|给我|替我)?(?:记一下|记下来|记住|记着|记好|记下|"
-                               rf"记一哈|记牢|记在心里|更新一下|更新下)(?:了)?{_ANY_PARTICLE}*[{_PUNCT}]*$")
+_REMEMBER_LEADS = (r"(?:这个|这件事|这事|这些|小本本)?(?:请|麻烦|麻烦你|麻烦您|你|您|以后)?(?:要|得|一定要|可要)?(?:帮我|给我|替我|帮忙)?"
+                   rf"(?:好好)?{_REMEMBER_VERB}(?:点|一下|下)?")
+#: The same words at a message's end (我对虾过敏，记下来 / 我搬到深圳了，帮我记一下); glued to the words before them only
+#: after a word that can end a fact and without 了 (全班都说记住了 / 我已经记住了 are said of someone, not asked).
+_REMEMBER_TAIL_RE = re.compile(rf"^(.{{2,}}?)(?:[{_PUNCT}]+(?:你|请|麻烦)?(?:帮我|给我|替我)?(?:{_REMEMBER_VERB}(?:点|一下|下)?|更新一下|"
+                               rf"更新下)(?:了)?|(?<![说问叫让要没不都也已经会能得还就我们他她])(?:你|请|麻烦)?(?:帮我|给我|替我)?"
+                               rf"(?:{_REMEMBER_VERB}(?:点|一下|下)?|更新一下|更新下)){_ANY_PARTICLE}*[{_PUNCT}]*$", re.I)
 #: An update asked for at a message's end (我和琳琳分手了，帮我更新一下).
 _UPDATE_TAIL_RE = re.compile(rf"^(.{{4,}}?)(?:[{_PUNCT}]+(?:你|请|麻烦)?(?:帮我|给我|替我)?|(?:你|请|麻烦)?(?:帮我|给我|替我))"
                              rf"(?:更新一下|更新下|更新|改一下|改下|更正一下|更正|改过来)(?:吧)?{_ANY_PARTICLE}*[{_PUNCT}]*$")
@@ -6406,10 +6413,11 @@ _FORGET_AFTER = (r"(?:你|就|给我|帮我)*(?:忘掉|忘了|忘记|删了|删�
                  r"莫记了|莫记到了|莫记|别存了|不用存了|不要存了|别存|删一下|删下|清掉|清除|delete掉?|del掉?|remove掉?|删)(?:一下|下)?")
 #: A request for the list in the ways people ask for it: who keeps it, what is kept, how to show it.
 #: Ways to ask to be shown something (列出来 / 发我瞅瞅 / 给我看看).
-_SHOW_ME = r"(?:都|全|全部)?(?:列一下|列出来|列个表|列给我|发出来|发我|发给我|给我看|让我看|说说|讲讲|康康|瞅瞅|看看)(?:看看|瞅瞅|康康|一下|下)?"
+_SHOW_ME = (r"(?:都|全|全部)?(?:列一下|列出来|列个表|列给我|发出来|发我|发给我|(?:给我|让我)?(?:看看?|康康|瞅瞅|瞧瞧)|说说|讲讲|"
+            r"(?:说|讲|念)(?:来|给我)听听?|念念|报一下|说一下|讲一下)(?:看看?|瞅瞅|康康|听听|一下|下)?")
 _LIST_ASK = (r"(?:康康|看看|让我看看|给我看看|我想看看)?[，,\s]*(?:你|我在你(?:这|那)(?:儿|里|边)?)(?:现在|目前|到底|一共|总共|都|还)*"
              r"(?:记|存|保存)(?:了|下了|住了|着|得|住)?(?:些|一些)?(?:关于)?我?(?:的)?(?:些|一些)?(?:啥|什么|哪些|多少)"
-             rf"(?:东西|事|事情|记忆|内容|信息|资料)?了?(?:[？?，,\s]*{_SHOW_ME})?{_ANY_PARTICLE}*[?？]*"
+             rf"(?:东西|事|事情|记忆|内容|信息|资料)?儿?了?(?:{_ANY_PARTICLE}*[？?，,\s]*{_SHOW_ME})?{_ANY_PARTICLE}*[?？]*"
              r"|把?你(?:都)?(?:记|存|保存)(?:的|着的|下的|住的|了的)(?:关于我的?|我的)(?:东西|记忆|事|事情|信息|资料)?"
              rf"{_SHOW_ME}{_ANY_PARTICLE}*"
              r"|(?:给我看看|让我看看|看看)你(?:都)?(?:记|存)(?:的|着的|下的|了的)(?:关于我的?|我的)?(?:东西|事|记忆)")
@@ -6417,7 +6425,11 @@ _LIST_ASK = (r"(?:康康|看看|让我看看|给我看看|我想看看)?[，,\s]
 #: message of only these, with 我, a keeping word and a how-much or show word, asks for the list.
 _LIST_WORDS = ("你 我 的 关于 有关 都 还 现在 目前 到底 一共 总共 这儿 这里 这边 那儿 那里 在 脑子里 心里 里 存了 存着 存 "
                "保存了 保存 记了 记得 记着 记住了 记住 记下了 记下 记 知道 了解 对 有 哪些 多少 什么 啥 些 一些 所有 全部 "
-               "一切 事情 事 东西 東西 记忆 信息 资料 内容 列出来 列出 列一下 列 说说 讲讲 看看 给我 发我 了 吗 呢 啊 呀 吧 嘛").split()
+               "一切 事情 事 东西 東西 记忆 信息 资料 内容 列出来 列出 列一下 列 说说 讲讲 看看 看 康康 瞅瞅 听听 说来 讲来 念 把 儿 "
+               "给我 发我 发给我 这 那 条 几条 多少条 了 吗 呢 啊 呀 吧 嘛").split()
+#: Words said while thinking, before or around a request (嗯那个 你帮我记一下哈 就是我…): never part of the fact. One
+#: word each, none a particle: repeated by the rules that use them (嗯+ inside a repeat backtracks exponentially).
+_FILLER_WORDS = r"(?:嗯|呃|额|诶|欸|哎|咦|那个|这个|就是|然后|对了|话说|那啥|(?i:em)m*)"
 #: Rewrites to the canonical wordings memory_parse reads: (pattern, replacement), tried in order.
 MEMORY_REWRITES = [
     ("好吗 好不好 可以吗 行吗 行不行 成吗", rf"^(.+?(?:删|忘|记|撤|改)[^，,]{{0,6}}?)[{_PUNCT}]*(?:好吗|好不好|可以吗|行吗|行不行|成吗)"
@@ -6425,7 +6437,7 @@ MEMORY_REWRITES = [
     ("请 麻烦 帮", r"^(?:请你?|麻烦你?|麻烦您|你帮我|帮我|帮忙|给我)+(?=忘记|忘掉|忘一下|忘了|删掉|删除|删一下|别记|不用记|不要记|撤销|撤回)",
      ""),  # 麻烦忘一下我前任的名字 / 帮我删掉生日那条
     ("忘一下 删一下 删了 删下", r"^(?:忘一下|删一下|删下|删了)(?=我的?|关于我)", "忘记"),  # 删一下我的生日
-    ("能 可以 可不可以 能否", rf"^(?:你)?(?:能不能|可不可以|能否|可以|能)(?:帮我|给我|帮忙)?"
+    ("能 可以 可不可以 能否", rf"^(?!.*(?:多少|几个|几条|什么|啥|哪些))(?:你)?(?:能不能|可不可以|能否|可以|能)(?:帮我|给我|帮忙)?"
                          rf"((?:记住|记一下|记下|忘记|忘掉|删掉|删除|把|清空|清除|更正|撤销|撤回)"
                          rf"(?!我的?(?:{_words_re(_ATTRIBUTE_BY_WORD)})?[吗么]?$)[^吗么]{{4,}}?)"
                          r"(?:吗|么|嘛|不|好吗|可以吗|行吗|好不好)?[?？]*$", r"\1"),  # 你能记住我喜欢猫吗: a request
@@ -6444,8 +6456,11 @@ MEMORY_REWRITES = [
     ("小本本", r"^小本本(?:记下来|记好|记上|记一下)", "记住"),
     ("记", rf"^{_REMEMBER_LEADS}(?:了)?{_ANY_PARTICLE}*[{_PUNCT}]+(?=\S)", "记住，"),  # 帮我记着，… / 记牢了：…
     ("记住", r"^(?:请|麻烦[你您]?)(?:帮我|给我)?记住", "记住"),  # 请帮我记住我喜欢喝美式
-    ("记注 记主 纪住", r"^(?:记注|记主|纪住)(?=[，,：:\s我])", "记住"),  # the IME's slip
-    ("记", rf"^(?:你|请|麻烦你?)?(?:帮我|给我|替我|帮忙)(?:记着|记住|记一下|记下|记好|记牢)[{PARTICLES}]*(?=我)", "记住，"),  # 帮我记着(啊)我…
+    ("记注 记主 纪住 记往", r"^(?:记注|记主|纪住|记往)(?=[，,：:\s我])", "记住"),  # the IME's slip
+    ("帮 给 替 嗯 呃 额 诶 欸 哎 咦 那个 这个 就是 然后 对了 话说 那啥 emm 记到起 记倒起 记一手 mark 备忘",
+     rf"^(?:{_FILLER_WORDS}*(?:你|请|麻烦你?)?(?:帮我|给我|替我|帮忙)|{_FILLER_WORDS}+(?:你|请|麻烦你?)?|(?:你|请)?"
+                    rf"(?=记到起|记倒起|记一手|(?i:mark)|备忘))(?:好好)?{_REMEMBER_VERB}(?:点|一下|下)?[{PARTICLES}]*{_FILLER_WORDS}*"
+                    rf"(?=我|{_REL_RE})", "记住，"),  # 帮我记着(啊)我… / 那个你帮我记一下就是我血压有点高
     ("叫我", r"^记住[，,：:\s]*(?:以后|今后)(?:你)?(?:就)?叫我", "记住，你以后叫我"),  # 记住以后叫我阿猫
     ("改成 改为 换成 应该是", rf"^(?:那个|把)?(?:我的)?({_words_re(_ATTRIBUTE_BY_WORD)})(?:改成|改为|换成|应该是)(.+)$", r"更正：\1是\2"),
     ("错 不对", rf"^(说错了|搞错了|记错了|弄错了|不对)(?:[{_PUNCT}]*\1)+", r"\1"),  # 说错了说错了，…
@@ -6454,7 +6469,7 @@ MEMORY_REWRITES = [
     ("记错 错了 不对", rf"^(?:我的)?({_words_re(_ATTRIBUTE_BY_WORD)})(?:那条)?(?:记错了|错了|不对)[{_PUNCT}]*(?:应该)?是(.+)$",
      r"更正：\1是\2"),  # 生日记错了，是3月4日
     ("记 存", rf"^(?:{_LIST_ASK})$", "你记得我什么"),  # 你都记着我些什么 / 康康你都记了我啥 / 我在你这存了哪些记忆 列一下
-    ("记 存 知道 了解 脑子 心里", rf"^(?=.*我)(?=.*(?:记|存|知道|了解|脑子|心里))(?=.*(?:哪些|多少|什么|啥|所有|全部|一切|都有|列|说说|讲讲|看看))"
+    ("记 存 知道 了解 脑子 心里", rf"^(?=.*我)(?=.*(?:记|存|知道|了解|脑子|心里))(?=.*(?:哪些|多少|几条|什么|啥|所有|全部|一切|都有|列|说说|讲讲|看看|发我|发给我))"
                      rf"(?:{_words_re(_LIST_WORDS)}|[{_PUNCT}?？])+$", "你记得我什么"),  # 你知道我多少事 / 我有哪些记忆
     ("了解 记忆", rf"^(?:你(?:对我)?(?:到底)?了解(?:我)?(?:多少|些什么|什么|哪些)|(?:看一下|看下|看看|查看|查一下|给我看看|我想看看)"
                 rf"(?:你的|我的)?记忆(?:列表)?|我的记忆(?:给我)?{_SHOW_ME}){_ANY_PARTICLE}*[?？]*$", "你记得我什么"),  # 你对我了解多少
@@ -6537,6 +6552,98 @@ _EMOJI_TAIL_RE = re.compile(rf"(?<=[{_PUNCT}{PARTICLES}])[{_EMOJI}\s]+$")
 
 #: A short lead-in that ends in a particle right before 我 (告诉你哦我…, 跟你说啊我…).
 _LEAD_PARTICLE_RE = re.compile(f"^[^{_PUNCT}我]{{2,8}}?[{PARTICLES}](?=我)")
+#: A message's clauses and the pauses between them, alternating (re.split keeps the pauses); emoji anywhere.
+_CLAUSES_RE = re.compile(f"([{_PUNCT}]+)")
+_EMOJI_RE = re.compile(f"[{_EMOJI}]+")
+#: A word without which a clause is no remember request (one search before the long pattern).
+_REQUEST_WORD_RE = re.compile(r"记|备|马克|mark", re.I)
+#: Words without which a message has no request clause around a fact (the gate of _remember_around).
+_AROUND_WORD_RE = re.compile(r"记|备|忘|马克|mark", re.I)
+#: How a user may address the bot after a request (记一下哦宝 / 记住宝子，…): no part of the fact.
+_VOCATIVE = r"(?:宝子|宝|亲爱的|亲|小可爱|姐妹|老铁|兄弟|哥们|家人们)"
+#: A remember request that is a whole clause (记到起哈 / 你帮我记一下哈 / mark下 / 这个你记住 / 記牢 / 帮我记呀).
+_REMEMBER_CLAUSE_RE = re.compile(rf"{_FILLER_WORDS}*(?:{_REMEMBER_LEADS}|(?:你|请|麻烦你?)?(?:帮我|给我|替我|帮忙)记)(?:了)?"
+                                 rf"{_ANY_PARTICLE}*(?:{_VOCATIVE}{_ANY_PARTICLE}*)?")
+#: A weak request as the last clause after a fact about someone (我对虾过敏 记得哦 / 我下个月结婚 别忘了哦); alone,
+#: or before anything but a fact, it is care (记得吃饭哦), not a request.
+_REMEMBER_WEAK_CLAUSE_RE = re.compile(rf"(?:你|要|你要|一定要|可要|千万)?(?:记得|别忘了|不要忘了|别忘记了?|不要忘记了?){_ANY_PARTICLE}*")
+#: A clause beside a request that says nothing to keep: fillers, emphasis (很重要的 / 千万别忘了), particles.
+_EMPTY_CLAUSE_RE = re.compile(rf"(?:{_FILLER_WORDS}|(?:这个|这件事|这事|这条)?(?:很|超|超级|非常|特别|巨|贼|真的)?重要(?:的)?|"
+                              rf"千万别忘了?|一定要?记住|别忘了|别(?:搞|弄|记)错了?|[{PARTICLES}])+")
+#: What a remark after the request says (心里好难受 / 哈哈哈开心死了 / 好担心啊): a feeling, never the fact.
+_FEELING_RE = re.compile(r"难受|难过|伤心|心疼|心痛|舍不得|好想|想[她他它你]|担心|害怕|紧张|开心|高兴|激动|兴奋|爽|晦气|烦|累死|"
+                         r"哭|泪|呜|哈哈|嘿嘿|嘻嘻|唉|绝了|无语|服了|太好了|好耶|可惜|遗憾|郁闷|崩溃|破防|emo|麻了|笑死|气死|"
+                         r"尴尬|感动|幸福|谢谢|拜托|求你|重要", re.I)
+#: What a user wants of how the character writes (少用点emoji / 表情包发少点 / 别用颜文字了), said without 你 or 以后;
+#: a short why may follow (看着眼花). Only these things: 少用点盐 is about cooking.
+_REPLY_STYLE = r"(?:表情包|表情|(?i:emoji)|颜文字|颜表情|感叹号|问号|波浪号|省略号|标点符号|标点|语气词|网络用语|英文|英语|繁体字|繁体|废话)"
+_REPLY_STYLE_RE = re.compile(_REPLY_STYLE)
+_STYLE_WISH_RE = re.compile(rf"^(?:你)?(?:以后|今后)?(?:你)?(?:(?P<d1>少|多|别|不要|不许|尽量少|尽量别|尽量不要)(?:再|老|总|老是|总是|一直)?"
+                            rf"(?:用|发|加|带|打)(?:点|些|一点)?(?P<t1>{_REPLY_STYLE})"
+                            rf"|(?P<t2>{_REPLY_STYLE})(?:你)?(?:(?:用|发|加|打)(?P<d2>少|多)|(?P<d3>少|多|别|不要)(?:用|发|加|打)?)"
+                            rf"(?:点|一点|些)?)(?:了)?{_ANY_PARTICLE}*(?:[{_PUNCT}]+[^，,。!！?？]{{0,8}})?$")
+
+
+#: A subject and adverbs only (我已经 / 我也): what is left of 我已经记住了 when its verb is cut off, no fact.
+_SAID_NOTHING_RE = re.compile(rf"^[{_PUNCT}]*(?:好的|好|嗯+|行|ok)?[{_PUNCT}]*(?:我|我们|你|他|她)(?:已经|也|都|早就|早已|早|就|刚刚|刚|真的|"
+                              rf"确实|肯定|一定|会|能|这次|这下)*[{_PUNCT}{PARTICLES}]*$", re.I)
+
+
+def _told_fact(said):
+    """The fact in what was said before a remember request at a message's end: the first piece about someone,
+    after a lead-in (跟你说个好消息，我戒烟了); None when it is too short to be one.
+    Example: _told_fact('跟你说个好消息，我戒烟了！') -> '记住，我戒烟了！'"""
+    said = _TELL_YOU_RE.sub("", said)  # the fact starts after a mark, or after a lead-in's particle
+    lead = _LEAD_PARTICLE_RE.match(said)
+    after = [said[x.end():] for x in re.finditer(f"[{_PUNCT}]+", said)] + ([said[lead.end():]] if lead else [])
+    if _SAID_NOTHING_RE.match(said):
+        return None  # 我已经 记住了: the user has remembered something
+    for piece in [said] + after:
+        if memory_has_subject(piece):
+            return "记住，" + piece
+    if len(said) >= 4 and not said.endswith(("我", "你")):
+        return "记住，" + said  # (我记下了 is the user's own)
+    return None
+
+
+def _said_part(text):
+    """text without the clauses at its ends that say nothing to keep (fillers, emphasis, another request, emoji),
+    and without the fillers before its first 我; and whether a clause dropped said it is important.
+    Example: _said_part('很重要的 就是我有哮喘 ') -> ('我有哮喘', True)"""
+    parts = _CLAUSES_RE.split(text)
+    empty = [k for k in range(0, len(parts), 2) if (
+        memory_contentless(c := _EMOJI_RE.sub("", parts[k])) or _EMPTY_CLAUSE_RE.fullmatch(c)
+        or len(c) <= 24 and _REMEMBER_CLAUSE_RE.fullmatch(c))]
+    keep = [k for k in range(0, len(parts), 2) if k not in empty]
+    said = "".join(parts[keep[0]:keep[-1] + 1]) if keep else ""
+    return re.sub(rf"^(?:{_FILLER_WORDS}[{_PUNCT}]*)+(?=我)", "", said), any("重要" in parts[k] for k in empty)
+
+
+def _remember_around(t):
+    """A message one of whose clauses is a remember request, in the canonical wording: the fact after the request
+    (a lead-in before it dropped), else the fact before it (a remark after it dropped: 心里好难受 is no fact); 记一下
+    when nothing is left to remember; None when no clause is a request, or which side is the fact is not clear.
+    Example: _remember_around('我外婆上个月走了 记一下吧 好想她') -> '记住，我外婆上个月走了'"""
+    parts = _CLAUSES_RE.split(t)
+    at = next((k for k in range(0, len(parts), 2) if len(parts[k]) <= 24 and _REQUEST_WORD_RE.search(parts[k])
+               and _REMEMBER_CLAUSE_RE.fullmatch(_EMOJI_RE.sub("", parts[k]))), None)  # cheap tests first
+    if at is None:
+        last = next((k for k in range(len(parts) - 1, 1, -2) if not memory_contentless(parts[k])), 0)
+        if last and ("记得" in parts[last] or "忘" in parts[last]) and _REMEMBER_WEAK_CLAUSE_RE.fullmatch(parts[last]):
+            told = _told_fact(_said_part("".join(parts[:last]))[0])  # 我对虾过敏 记得哦
+            return told if told and memory_has_subject(told[3:]) else None
+        return None
+    (before, marked), (after, marked_after) = _said_part("".join(parts[:at])), _said_part("".join(parts[at + 1:]))
+    mark = "这个很重要：" if marked or marked_after else ""  # 记牢 很重要的 我有哮喘: kept as memory_options reads it
+    if not before and not after:  # 记到起哈 / 记一下吧 😭 alone: what is asked (记住了 alone is the user's own)
+        asked = re.sub(f"[{_EMOJI}{PARTICLES}]+$", "", parts[at])
+        return "记一下" if not asked.endswith("了") or asked.endswith(("记好了", "记牢了")) else None
+    if after and (not before or memory_has_subject(after)):
+        return "记住，" + mark + after
+    told = _told_fact(before) if before else None
+    if told and (not after or _FEELING_RE.search(after)):  # not 记住 以后别劝我喝: a second thing asked, unclear
+        return "记住，" + mark + told[3:]
+    return None
 
 
 #: Words a speech-to-text message starts with before what it means (嗯那个就是那个二胎那个你删掉吧).
@@ -6577,6 +6684,8 @@ def memory_normalise(text):
     if _FORGET_VERB_RE.search(t):  # 来福那条删了 送人了: the forget without its reason
         t = _SPOKEN_AGAIN_RE.sub(r"\1", _SPOKEN_LEAD_RE.sub("", t)) or t
         t = _forget_clause(t) if _PAUSES_RE.search(t) else t
+    if _AROUND_WORD_RE.search(t):  # 豆包昨天去世了 记一下吧 心里好难受 / 记牢 很重要的 我有哮喘
+        t = _remember_around(t) or t
     for words, pattern, repl in _MEMORY_REWRITES:  # a row's words first: one search in C, not a loop in Python
         if words.search(t):
             t = pattern.sub(repl, t, count=1)
@@ -6590,16 +6699,14 @@ def memory_normalise(text):
         m = pattern.match(t)
         if m:
             return form.format(*(g for g in m.groups() if g is not None), t=t)
-    m = _REMEMBER_TAIL_RE.match(t) if "记" in t[-8:] else None
+    m = _STYLE_WISH_RE.match(t) if _REPLY_STYLE_RE.search(t) else None
+    if m:  # 少用点emoji 看着眼花 / 表情包发少点
+        return f"记住，你以后{m.group('d1') or m.group('d2') or m.group('d3')}用{m.group('t1') or m.group('t2')}"
+    m = _REMEMBER_TAIL_RE.match(t) if _REQUEST_WORD_RE.search(t[-8:]) else None
     if m and not t.startswith(("记住", "忘记")):  # 我搬到深圳了，记一下 / 跟你说个好消息，我戒烟了！记一下
-        said = _TELL_YOU_RE.sub("", m.group(1))  # the fact starts after a mark, or after a lead-in's particle
-        lead = _LEAD_PARTICLE_RE.match(said)
-        after = [said[x.end():] for x in re.finditer(f"[{_PUNCT}]+", said)] + ([said[lead.end():]] if lead else [])
-        for piece in [said] + after:
-            if memory_has_subject(piece):
-                return "记住，" + piece
-        if len(said) >= 4 and not said.endswith(("我", "你")):
-            return "记住，" + said  # (我记下了 is the user's own)
+        told = _told_fact(m.group(1))
+        if told:
+            return told
     m = _UPDATE_TAIL_RE.match(t) if "更" in t[-8:] or "改" in t[-8:] else None
     if m and memory_has_subject(m.group(1)):
         return "记住，" + m.group(1)  # 我和琳琳分手了，帮我更新一下: a new state, reconciled with the stored ones
@@ -6616,7 +6723,7 @@ _WEAK_VERB_RE = re.compile(r"^(?:请|麻烦|帮我|给我|你|把|就|那)*(?:�
 _SHAPED_VERBS = "(?:删|忘|改|不对|错|别记|不用记|不要|留着|更正)"
 #: Memory phrases anywhere in a message (重新记, 帮我记, 那条…删了, 第3条改成…); the group is a weak
 #: one that needs a memory it points at (那个…改一下 may be about anything).
-_SHAPED_ANY_RE = re.compile(rf"重新记|记错了?|帮我记|给我记|别记着?|不用记|不要记|记一下|记下来|记到起|记倒起|"
+_SHAPED_ANY_RE = re.compile(rf"重新记|记错了?|帮我记|给我记|别记着?|不用记|不要记|(?<![帮给替][他她])记一下|记下来|(?<![^帮给替]我)(?<!^我)(?:记到起|记倒起)|"
                             rf"(?:那条|这条|这几条|那几条|那两条|那两个|这两个|那几个)(?:记忆)?[^，,。！!？?]{{0,1}}{_SHAPED_VERBS}|"
                             rf"第\s*{_NUM}\s*[条个](?!朋友圈|消息|微博|评论|视频)[^，,。！!？?]{{0,4}}"
                             rf"(?:{_SHAPED_VERBS}|过时|过期|没用|作废|有问题)|"
@@ -6641,6 +6748,8 @@ def memory_shaped_words(text, weak=False):
     return bool(start and not _WEAK_VERB_RE.match(t) or anywhere and not anywhere.group(1) or end and not end.group(1))
 
 
+#: When something remembered happened (记得小时候… / 记得那年…): said by someone remembering, not a request.
+_PAST_RE = re.compile(r"小时候|以前|那时|当年|当时|上次|那年|那天|第一次|去年|高中|初中|小学|大学|读书")
 #: A question word: a message asking something is a command only when it names a memory.
 _ASKS_RE = re.compile(r"多久|多长时间|怎么|怎样|为什么|为啥|咋|如何|吗|[？?]")
 
@@ -6658,6 +6767,8 @@ def memory_shaped(conn, ctx, text):
         rest = t[start.end():].lstrip(_PUNCT.replace("\\s", " "))
         if rest and (_NOT_AN_OBJECT_RE.match(rest) or _CHAT_FORGET_RE.match(rest)) and not _SHAPED_ANY_RE.search(rest):
             return False  # 记住了吗 / 忘记带伞: chat
+        if start.group().endswith("记得") and _PAST_RE.match(rest):
+            return False  # 记得小时候常去河边玩: remembering, not asked to
         if re.match(r"你记(?:得|住|着)", start.group()) and re.search(r"吗|什么|啥|哪|几|多久|多少|怎么|如何|咋|[?？]$", rest):
             return False  # 你记得我喜欢吃什么吗: a question, for chat
         if _ASKS_RE.search(rest) and not _SHAPED_ANY_RE.search(rest) and not any(
@@ -6850,6 +6961,8 @@ def memory_claim_check(reply):
 
 
 #: 你刚才用了我哪些记忆 / 你怎么知道的: the memories behind the last reply.
+#: An interjection before a show-the-work question (诶你咋知道我有狗的).
+_SHOW_WORK_LEAD_RE = re.compile(rf"^(?:诶|欸|哎呀|哎|咦|哇|啊|嗯|卧槽|我去|等等|不是)+[{_PUNCT}]*(?=你|谁|为|哪|刚|是|我)")
 _SHOW_WORK_RE = re.compile(r"^(?:刚才|刚刚)?你(?:刚才|刚刚)?(?:是)?(?:根据|依据|凭)(?:我的?)?(?:什么|啥|哪条|哪些)(?:记忆|信息)?"
                            r"(?:说的|这么说的?|知道的|回的|回答的)?|"
                            r"^你?(?:刚才|刚刚)?为(?:什么|啥)(?:这么|那么)说|^(?:是)?哪(?:条|些)记忆让你(?:这么|那么)说(?:的)?|"
@@ -6860,6 +6973,8 @@ _SHOW_WORK_RE = re.compile(r"^(?:刚才|刚刚)?你(?:刚才|刚刚)?(?:是)?(?:
                            r"^(?:你)?(?:刚才|刚刚|上一句|这句|刚|上一条回复|上一句话|刚才那句话|刚才的回复)?(?:回我的时候|回答的时候|回复的时候|回我时|说的时候)?(?:是)?"
                            r"(?:用了|用到了?|参考了|根据|依据|调用了)(?:我的?|关于我的?)?(?:哪些|什么|啥|哪几条|哪条)(?:关于我的?)?"
                            r"(?:记忆|信息|资料|东西|内容)?|"
+                           r"^谁(?:跟|和|给|告诉)(?:你)?(?:说|讲)?(?:的)?(?:我|我的|我家)[^，,。!！?？]{1,20}|"
+                           r"^你(?:是)?听谁说的(?:我|我的|我家)?[^，,。!！?？]{0,20}|"
                            r"^你(?:是)?(?:怎么|咋|从哪|从哪里|从哪儿|哪来|为什么|为啥|凭什么)(?:会)?(?:知道|晓得|记得)(?:的|这个|这些|这件事|"
                            rf"(?:我|我的|我家|我们家)[^，,。!！?？]{{0,20}})?")
 
@@ -8800,7 +8915,7 @@ async def reply_memory(app, ctx, text, card):
         asked = app.memory_asked.pop(key)
         asked = None
     names = [c["name"] for c in app.characters.get()["cards"].values()] + app.cfg.nicknames
-    if _SHOW_WORK_RE.fullmatch(_strip_tail(text.translate(_TRADITIONAL))):  # 你刚才用了我哪些记忆 / 你怎么知道的
+    if _SHOW_WORK_RE.fullmatch(_SHOW_WORK_LEAD_RE.sub("", _strip_tail(text.translate(_TRADITIONAL)))):  # 你怎么知道的
         await _mark_command(app, ctx)
         limited = _memory_read_limited(app, ctx)
         return limited if limited is not None else await app.db.run(memory_show_work, ctx,

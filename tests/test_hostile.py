@@ -94,11 +94,14 @@ def test_a_76000_character_message_is_answered_and_costs_a_capped_search(start, 
 
 
 #: Messages that made the memory rules backtrack for seconds to minutes (found by a hostile tester): runs of
-#: spaces or punctuation after a command word, runs of one particle.
-BACKTRACKERS = ["忘记" + " " * 1500 + "x(", "哦" + "，" * 3990 + "x(", "啊" * 3990 + "x", "记住我" + "哈" * 3990 + "x"]
+#: spaces or punctuation after a command word, runs of one particle; runs of a filler beside a request (嗯+ inside a
+#: repeat: 18 嗯 took 0.13 s, each one more doubled it).
+BACKTRACKERS = ["忘记" + " " * 1500 + "x(", "哦" + "，" * 3990 + "x(", "啊" * 3990 + "x", "记住我" + "哈" * 3990 + "x",
+                "嗯" * 3990 + "x 记一下", "嗯" * 3990 + "x", "记住 " + "啊" * 3990 + "x"]
 
 
-@pytest.mark.parametrize("text", BACKTRACKERS, ids=["spaces", "commas", "particles", "ha"])
+@pytest.mark.parametrize("text", BACKTRACKERS, ids=["spaces", "commas", "particles", "ha", "filler-request", "filler",
+                                                    "particles-after-request"])
 def test_the_memory_rules_read_a_pathological_message_in_bounded_time(text):
     t = time.perf_counter()
     bot.memory_parse(text)
