@@ -3232,19 +3232,28 @@ TOPICS_RULES = 1
 ATTRIBUTE_ONLY = {"work.job"}
 
 
+#: A count said with a smoking or drinking habit or how long one has quit (一天两包, 三个月).
+_LIFE_N = r"[一二两三四五六七八九十半几\d]+"
+#: How long a habit has stopped (戒烟三个月, 戒酒半年多), or that it worked (戒烟成功).
+_LIFE_QUIT_FOR = rf"(?:成功|{_LIFE_N}(?:个)?(?:天|周|星期|月|年)(?:多)?)?"
+#: How often a habit is said to be kept (每天, 一周).
+_LIFE_HOW_OFTEN = r"(?:每天|一天|每周|一周|经常|天天|平时|偶尔|也|还|不|已经|最近|开始|又|都|现在)*"
 #: Life states: one value per subject and area at a time, so a new state replaces the old one
 #: (我抽烟 → 我戒烟了). (area, pattern on what is said of the subject, whole).
 LIFE_STATES = [
-    ("吸烟", r"(?:每天|经常|天天|平时|偶尔|也|还|不|已经|最近|开始|又|都|现在)*(?:抽烟|吸烟|戒烟|戒了烟|烟瘾很大|复吸|把?烟戒(?:掉)?)"),
-    ("饮酒", r"(?:每天|经常|天天|平时|偶尔|也|还|不|已经|最近|开始|又|都|现在)*(?:喝酒|戒酒|戒了酒|酗酒|把?酒戒(?:掉)?)"),
+    ("吸烟", rf"{_LIFE_HOW_OFTEN}(?:抽烟|吸烟|戒了烟|复吸|把?烟戒(?:掉)?|戒烟{_LIFE_QUIT_FOR}|"
+           rf"烟瘾(?:挺|很|特别|比较|超)?大(?:的)?|抽{_LIFE_N}(?:包|根|支)(?:烟)?|{_LIFE_N}(?:包|根|支)烟)"),
+    ("饮酒", rf"{_LIFE_HOW_OFTEN}(?:喝酒|戒了酒|酗酒|滴酒不沾|把?酒戒(?:掉)?|戒酒{_LIFE_QUIT_FOR}|"
+           rf"喝{_LIFE_N}(?:次|顿|瓶|杯)酒)"),
     ("感情", r"(?:现在|目前|已经|又|还是|一直|刚|终于|正在|在)*(?:是)?(?:单身(?:狗)?|脱单|有(?:女朋友|男朋友|对象)|谈恋爱|恋爱|在恋爱|已婚|"
            r"结婚|离婚|订婚|分手|(?:们|俩)(?:已经)?分(?:手)?|"
            r"(?:和|跟)(?:我的?)?(?:女朋友|男朋友|对象|老婆|老公|前任)?\S{0,4}?(?:分手|分|离婚|结婚|在一起))"),
-    ("学业", r"(?:现在|目前|已经|还|正|刚)*(?:在)?(?:读研|读博|读大学|上大学|读高中|上高中|毕业|考研|准备考\S{1,5}|备考\S{0,5}|考上\S{0,5}|"
+    ("学业", r"(?:现在|目前|已经|还|正|刚)*(?:在)?(?:读研|读博|读大学|上大学|读高中|上高中|"
+           r"(?:大学|本科|研究生|硕士|博士|高中|初中|大专|专科)?毕业|考研|准备考\S{1,5}|备考\S{0,5}|考上\S{0,5}|"
            r"休学|复学|退学|保研)"),
     ("工作状态", r"(?:现在|目前|已经|刚|还|正)*(?:在)?(?:从\S{1,8}?)?(?:找工作|找到工作|找到了工作|辞职|离职|失业|待业(?:在家|中)?|被裁|裸辞|"
              r"工作了|上班了|入职了|开始上班|转正|跳槽\S{0,8})"),
-    ("减肥", r"(?:现在|最近|正|已经|还|不|不再)*(?:在)?(?:减肥|瘦身)(?:成功)?"),
+    ("减肥", r"(?:现在|最近|正|已经|还|不|不再)*(?:在)?(?:减肥|瘦身)(?:成功|失败)?"),
     ("吃素", r"(?:现在|已经|开始|又|还|不再|一直|是)*(?:吃素|吃斋|素食主义者|素食者|吃肉|吃荤|不吃肉|开荤)"),
     ("住处", r"(?:现在|目前|已经|还|又)*(?:搬出来|搬回)?(?:了)?(?:自己|和人|跟人)?(?:在外面)?(?:住(?:在)?(?:学校)?宿舍|住校|"
            r"租房(?:子)?(?:住)?|合租|整租|买了?房|住(?:在)?家里|走读)"),
@@ -3258,9 +3267,11 @@ _LIFE_SIMPLIFIED = str.maketrans(dict(zip("單戀愛離畢業辭職懷煙減駕�
 _LIFE_RE = re.compile("^(?:" + "|".join(f"(?P<L{i}>{p})" for i, (_, p) in enumerate(LIFE_STATES)) + ")(?:了|啦)?$")
 #: A new state of an area that also ends another attribute (我辞职了: the employer goes; 我已经工作了: 学生).
 LIFE_ENDS = {"工作状态": {"工作单位": r"辞职|离职|失业|待业|被裁|裸辞|跳槽", "职业": r"找到|工作|上班|入职|转正"},
-             "学业": {"职业": r"毕业|退学"}}
+             "学业": {"职业": r"毕业|退学", "年级": r"毕业|退学", "学校": r"毕业|退学"}}
 #: The 职业 values a new work state ends (a student's, an intern's); a nurse stays a nurse after 跳槽.
 _LIFE_ENDED_JOBS = r"学生|研究生|大学生|中学生|高中生|实习"
+#: A 学校 memory that says the user studies there now (我在浙大读研), which 毕业 ends; 我是浙大的 stays true.
+_LIFE_STUDYING_RE = re.compile(r"在\S{0,8}?(?:读|上学|念书|上大学)|读研|读博|在读")
 #: Life areas a new fact may change with no rule to pair it with the old one (我在谈恋爱 → 我结婚了, 旺财走了):
 #: area -> (the topics that name it, words that name it besides, the attributes a statement of it may have).
 #: A new fact stating an area a stored memory of the same owner is in is not stored beside it: the plan or
@@ -3294,8 +3305,9 @@ _LIFE_EX_RE = re.compile(r"前(?:任|男友|女友|男朋友|女朋友|妻|夫)(
 _LIFE_EVENT_RE = re.compile(r"走了|去世|死了|没了|不在了|丢了|送人|送走|分手|分了|离婚|结婚|出生|生了|出世")
 #: How a new fact says that something stops (我不玩原神了, 我腰不疼了, 我肺炎好了): X, which a stored memory of the
 #: same subject may say is so (a clash the plan or the user settles, in any area).
-_LIFE_STOPS_RE = re.compile(r"^(?:现在|已经|也)?(.{0,3}?)(?:不再|不)(.{1,5}?)(?:了|啦)$|"
-                            r"^(?:的)?(.{2,6}?)(?:已经|终于|也)?(?:好了|好多了|痊愈了?|康复了?|治好了)$")
+_LIFE_STOPS_RE = re.compile(r"^(?:现在|已经|也|以后)?(.{0,3}?)(?:不再|不用|不需要|不必|不(?!想|太想|愿|打算|舍得))(.{1,5}?)(?:了|啦)$|"
+                            r"^(?:的)?(.{2,6}?)(?:已经|终于|也|都)?(?:好了|好多了|痊愈了?|康复了?|治好了|(?:恢复)?正常了|摘了|摘掉了)$|"
+                            r"^(.{2,12}?)\s*(?:已经|终于|也)?退役(?:了|啦)?$")
 #: A verb before 好了 that makes it "done", not "well again" (房子买好了, 手续办好了).
 _DONE_RE = re.compile(r"(?:买|做|弄|办|搞|修|装|写|订|定|谈|排|准备|收拾|装修)$")
 #: How a new fact says it is one more, not a change (我还养了一只狗).
@@ -3303,6 +3315,7 @@ _LIFE_MORE_RE = re.compile(r"^(?:还|也|另外|同时)")
 #: How a new fact says that a state changed or ended: with one stored memory of its subject it points at (a word
 #: of that one's, or its area by its own words), the rules replace that memory instead of asking.
 _LIFE_CHANGE_RE = re.compile(r"不再|不(?!想|太想|愿|打算|舍得)\S{1,6}?了|戒|没了|放弃|改了|换了|改名|好了|治好|痊愈|康复|拿到|考到|考过|考上|上岸|出生|"
+                             r"正常了|退役|摘了|摘掉|滴酒不沾了|下来了|"
                              r"生了|去世|走了|死了|不在了|分手|分了|离婚|毕业|辞职|离职|被裁|裸辞|退休|搬|开荤|复吸")
 #: Words that name no thing of a fact's own (time, frequency, liking): a word two memories share is two characters
 #: side by side that are no stop character, no _LIFE_PLAIN_CHARS, none of these, nor a change (分手).
@@ -3436,7 +3449,7 @@ _HABIT_RE = re.compile(r"^(?:吃|喝)(.{1,6})$")
 
 #: How a change of a single-valued attribute is announced before its new value (名字改了 叫张北辰, 改名了 现在叫…,
 #: 网名换了 现在叫…, 搬家了 搬到…): the words before the value; the group names the attribute when it is a nickname.
-_CHANGE_LEAD_RE = re.compile(rf"^(?:最近|已经|刚)?(?:(?:名字|(网名|昵称|外号|小名))(?:已经)?(?:改|换)了?|(?:改|换)了?名字?了?|搬家了?)"
+_CHANGE_LEAD_RE = re.compile(rf"^(?:最近|已经|刚|现在)?(?:(?:名字|(网名|昵称|外号|小名))(?:已经)?(?:改|换)了?|(?:改|换)了?名字?了?|搬家了?)"
                              rf"[{_PUNCT}]*(?:现在|以后|已经)?")
 
 
@@ -4492,6 +4505,10 @@ _CHAR_NOTE_RE = re.compile(rf"(?<=\S)[{_PUNCT}]+(?:其中的?)?([\u4e00-\u9fff])
                            rf"[{PARTICLES}{_PUNCT}]*(?=$|[{_PUNCT}])")
 
 
+#: Whom a message is told to, as a clause of its own or after a 了 (姐妹们 我戒烟了, 我辞职了家人们 准备…): no fact
+#: (我家人们都很好 keeps its 家人们).
+_ADDRESS_RE = re.compile(rf"(?:^|(?<=[{_PUNCT}\s了啦]))(?:家人们|姐妹们|兄弟们|宝子们|集美们|老铁们|朋友们|各位|大家)"
+                         rf"(?:[{_PUNCT}\s]+|$)")
 #: Most facts one message may store (a hostile tester's one 490-character 记住 made 123 memories, each an expansion
 #: call); more is answered, nothing stored.
 MEMORY_FACTS_PER_MESSAGE = 30
@@ -4511,6 +4528,7 @@ def memory_remember(conn, ctx, text, embed, *, update=False, importance=1, scope
         return f"“{m.group(1)}”是指谁呀？说全一点吧，比如“记住，我女朋友喜欢吃草莓蛋糕”。", None
     known = _known_subjects(conn, ctx)
     text = _CHAR_NOTE_RE.sub("", text).strip() or text  # 我叫王晓明 晓是破晓的晓: the name, without how it is written
+    text = _ADDRESS_RE.sub(" ", text).strip() or text  # 姐妹们 我戒烟了: who is told, not a fact
     facts = memory_leads([memory_fact(p, last, known) for p in memory_unlist(text)], last, known)
     if len(facts) > MEMORY_FACTS_PER_MESSAGE:  # 记住：我喜欢A、B、C… x 123: as many memories and expansion calls
         return (f"这一条里有{len(facts)}件事，一次最多记{MEMORY_FACTS_PER_MESSAGE}件，这次什么也没记。"
@@ -4519,6 +4537,7 @@ def memory_remember(conn, ctx, text, embed, *, update=False, importance=1, scope
         facts = _retracted(memory_list(conn, ctx), facts)
     pointed = {}  # index in facts: the stored memory its change of state replaces (我戒烟了: 我抽烟 一天一包)
     if areas and not update:
+        facts = _life_reasons(facts, known)
         asked, facts, pointed = _life_settle(conn, ctx, text, facts, known, importance,
                                              scope if explicit_scope else None)
         if asked:
@@ -4626,14 +4645,24 @@ def _life_changed(text):
     return out
 
 
+#: Who told it, before what stops (医生说不用吃药了): no part of what stops.
+_LIFE_SAID_RE = re.compile(r"^(?:医生|大夫|老师|教练)(?:说|讲)")
+
+
 def _life_stop(rest):
     """What a fact says stops (不X了, X好了), in any of its clauses, or None.
     Example: _life_stop('做了近视手术 现在不近视了') -> '近视'"""
     simple = re.sub(rf"[{_PUNCT}{_EMOJI}]+$", "", rest.strip()).translate(_LIFE_SIMPLIFIED)
-    clauses = [c for c in _FIRST_CLAUSE_RE.split(simple) if c]
-    stops = [m for m in map(_LIFE_STOPS_RE.match, [simple] + clauses)
+    clauses = [_LIFE_SAID_RE.sub("", c) for c in _FIRST_CLAUSE_RE.split(simple) if c]  # 复查了 血糖正常了: 血糖
+    pairs = [a + b for a, b in zip(clauses, clauses[1:])]  # iPhone12 退役啦: a name the spaces cut off
+    stops = [m for m in map(_LIFE_STOPS_RE.match, clauses + pairs + [simple])
              if m and not (m.group(3) and _DONE_RE.search(m.group(3)))]  # 房子买好了 is bought, not cured
-    return "".join(g for g in stops[0].groups() if g) if stops else None
+    return re.sub(r"\s+", "", "".join(g for g in stops[0].groups() if g)).lower() if stops else None
+
+
+def _life_flat(text):
+    """A memory's words as a stop is compared with them: simplified, no spaces, lower case (iPhone 12 → iphone12)."""
+    return re.sub(r"\s+", "", text.translate(_LIFE_SIMPLIFIED)).lower()
 
 
 def _life_clashes(rows, fact, stated):
@@ -4645,7 +4674,7 @@ def _life_clashes(rows, fact, stated):
     if kind == "X":
         says = lambda t: said in t and "不" + said not in t and "不再" + said not in t  # noqa: E731
         return [r for r in rows if r["subject"] == fact.subject and len(said) >= 2
-                and says(r["text"].translate(_LIFE_SIMPLIFIED))]
+                and says(_life_flat(r["text"]))]
     if kind == "W":
         return [r for r in rows if r["subject"] == fact.subject and said & _life_words(r["text"])]
     owners, only = {who for who, _ in stated}, {area for _, area in stated}
@@ -4659,6 +4688,8 @@ def _life_clashes(rows, fact, stated):
         if None not in both and (len(both) == 2 and not _life_ends(fact, r) or len(both) == 1 and not fact.single):
             continue  # 我是护士 / 我跳槽了; 我养了一只猫 / 我养了一只狗: the rules keep both
         topics = {_LIFE_TOKEN_AREAS[t] for t in (r["areas"] or "").split() if t in _LIFE_TOKEN_AREAS}
+        if "工作" in only and _WORKPLACE_RE.search(r["text"]) and "在家" not in r["text"]:
+            topics.add("工作")  # 我在腾讯做后端: a job by where it is done (its topic is the attribute's only)
         if stated & memory_life_areas(r["text"], r["subject"], r["attribute"], topics, stated=False, only=only):
             out.append(r)
     return out
@@ -4679,6 +4710,8 @@ def _life_ends(fact, row):
         return False  # 职业 and 工作单位, 学校 and 年级: both true at once
     if state not in LIFE_ENDS:
         return True
+    if other == "学校" and not _LIFE_STUDYING_RE.search(text):
+        return False  # 我是浙大的 stays true after 毕业
     held = {other} | ({"工作单位"} if _WORKPLACE_RE.search(text) or any(c in text for c in _COMPANIES) else set())
     return any(a in held and re.search(p, value or "") for a, p in LIFE_ENDS[state].items())
 
@@ -4693,9 +4726,10 @@ def _life_pointed(fact, found, known):
     rest = _subject_of(fact.text, known)[1]
     if not found or not _LIFE_CHANGE_RE.search(rest.translate(_LIFE_SIMPLIFIED)):
         return None
-    stop = _life_stop(rest)
+    # a state of a known area points by that area (我现在滴酒不沾了 is no 不沾 that stops)
+    stop = _life_stop(rest) if fact.attribute not in _LIFE_STATE_ATTRIBUTES else None
     words = (_life_words(stop) or {stop}) if stop else _life_changed(fact.text)
-    said = lambda r: _life_words(r["text"]) | ({stop} if stop and stop in r["text"].translate(_LIFE_SIMPLIFIED)  # noqa
+    said = lambda r: _life_words(r["text"]) | ({stop} if stop and stop in _life_flat(r["text"])  # noqa
                                                  else set())
     shared = [r for r in found if words & said(r)]
     if shared or stop:
@@ -4751,6 +4785,18 @@ def _life_settle(conn, ctx, text, facts, known, importance, scope):
                      "scope": scope, "prompt": prompt}, old), facts, {}
 
 
+def _life_reasons(facts, known):
+    """facts with each clause said of no one that states nothing (太累了, 复查了) joined to the one fact of the message
+    that states a life area: the reason told beside a change (太累了 不减肥了 is one memory, 我不减肥了 太累了)."""
+    states = [i for i, f in enumerate(facts) if _life_stated(f, known)]
+    bare = [i for i, f in enumerate(facts) if i not in states and f.subject == "我" and not f.attribute
+            and not f.replaces and not re.match(f"我|{_REL_RE}", f.text)]
+    if len(states) != 1 or not bare or len(bare) + 1 != len(facts):
+        return facts
+    state = facts[states[0]]
+    return [dataclasses.replace(state, text=state.text + " " + " ".join(facts[i].text for i in bare))]
+
+
 def _life_merge(facts, stated, pointed):
     """(facts, pointed) with each clause that states nothing of its own but shares a word with the memory a fact of
     its subject replaces joined to that fact (我做了近视手术 + 我现在不近视了, replacing 我近视八百度: one memory)."""
@@ -4775,12 +4821,21 @@ def _life_merge(facts, stated, pointed):
 
 
 def _life_points(conn, ctx, text):
-    """Whether every fact of text is a change of state pointing at one memory of the user's (驾照拿到了, said of no
-    one, with 我在学车 stored): then it is the user's own, and a 记住 replaces that memory."""
+    """Whether text says, of no one, the change of a state one memory of the user's holds (驾照拿到了 with 我在学车
+    stored), its other clauses stating no life area (复查了 血糖正常了, 太累了 不减肥了: the reason told beside it):
+    then it is the user's own, and a 记住 replaces that memory."""
     known = _known_subjects(conn, ctx)
+    text = _ADDRESS_RE.sub(" ", text).strip() or text  # 兄弟们 我裸辞了: said to them, of the user
     facts = memory_leads([memory_fact(p, None, known) for p in memory_unlist(text)], None, known)
     asked, facts, pointed = _life_settle(conn, ctx, text, facts, known, 1, None)
-    return asked is None and len(pointed) == len(facts) > 0
+    if asked is not None:
+        return False
+    rows = [r for r in memory_list(conn, ctx) if r["type"] == "user_fact"]
+    stated = [_life_stated(f, known) for f in facts]
+    # a state a rule pairs with the one memory of its area (太累了 不减肥了 with 我在减肥) points at it too
+    points = [i in pointed or bool(s) and _update_target(conn, ctx, rows, f, None, False)[0] is not None
+              for i, (f, s) in enumerate(zip(facts, stated))]
+    return any(points) and all(p or not s for p, s in zip(points, stated))
 
 
 def memory_life_answer(conn, ctx, asked, n, embed, cap=0):
@@ -4826,7 +4881,8 @@ def _life_target(rows, fact):
         return (same[0], []) if len(same) == 1 else (None, same)
     for attribute, pattern in LIFE_ENDS.get(fact.attribute, {}).items():
         ended = [r for r in rows if r["attribute"] == attribute and re.search(pattern, fact.value or "")
-                 and (attribute != "职业" or re.search(_LIFE_ENDED_JOBS, r["value"] or ""))]
+                 and (attribute != "职业" or re.search(_LIFE_ENDED_JOBS, r["value"] or ""))
+                 and (attribute != "学校" or _LIFE_STUDYING_RE.search(r["text"]))]
         area = _LIFE_AREA_OF.get(attribute)  # 我周末在奶茶店兼职 beside 我在美团上班: 我辞职了 may end either
         ended += [r for r in rows if ended and r["attribute"] is None and _LIFE_WORD_RES[area].search(r["text"])]
         if ended:
