@@ -1333,8 +1333,28 @@ _LOOKALIKES = str.maketrans(dict(zip("аԁеһіјӏорԛѕԝхуαβεικνο
 #: What shows nothing in a name: zero-width and format characters, Hangul fillers, the blank Braille cell.
 _INVISIBLE_RE = re.compile("[\u00ad\u034f\u115f\u1160\u180e\u200b-\u200f\u202a-\u202e\u2060-\u206f\u2800\u3164"
                            "\ufe00-\ufe0f\ufeff\uffa0]")
-#: A QQ number's digits in brackets after a name, as a group line shows them: nobody may wear them in a card.
-_NAME_DIGITS_RE = re.compile(r"[(（]\s*\d*\s*[)）]")
+#: Digits as a name may show them: any script's (full-width too), superscript and subscript.
+_NAME_DIGIT = "\\d⁰¹²³⁴-⁹₀-₉"
+#: Letters drawn like 0 and 1 (O, o, I, l, |; full-width, Cyrillic, Greek): 阿强(O222) reads as 阿强(0222).
+_NAME_DIGIT_LIKE = "OoIl|ＯｏＩｌ｜ОоΟοı"
+#: A QQ number's digits in brackets after a name, as a group line shows them (or letters drawn like them beside a
+#: digit, or four of those alone): nobody may wear them in a card.
+_NAME_DIGITS_RE = re.compile(rf"[(（⁽₍]\s*(?:[{_NAME_DIGIT_LIKE}\s]*[{_NAME_DIGIT}][{_NAME_DIGIT}{_NAME_DIGIT_LIKE}\s]*"
+                             rf"|[{_NAME_DIGIT_LIKE}]{{4,}}|)\s*[)）⁾₎]")
+#: Characters a name may be written in that neither NFKC nor text_simplified reads as the simplified one: Japanese
+#: shinjitai (満 for 满, 気 for 气) and variants of Chinese (羣 for 群, 彊 for 强), so 小満 or 羣主 is the character's
+#: or the role's name in a name's key. The common ones of names and of the reserved words.
+NAME_VARIANT_PAIRS = """
+満满 気气 労劳 単单 桜樱 広广 沢泽 浜滨 辺边 戦战 帰归 変变 楽乐 歩步 駅驿 発发 県县 円圆 図图 団团 売卖 読读 説说 様样
+黒黑 亜亚 悪恶 圧压 仮假 価价 拡扩 覚觉 関关 歓欢 観观 拠据 挙举 経经 軽轻 継继 芸艺 験验 検检 険险 権权 顕显 厳严 済济
+斎斋 雑杂 賛赞 歯齿 児儿 実实 釈释 収收 従从 渋涩 獣兽 縦纵 粛肃 処处 焼烧 証证 奨奖 乗乘 浄净 剰剩 畳叠 嬢娘 譲让 醸酿
+粋粹 酔醉 穂穗 髄髓 斉齐 摂摄 銭钱 繊纤 荘庄 捜搜 巣巢 騒骚 増增 蔵藏 贈赠 続续 対对 滝泷 択择 弾弹 遅迟 鋳铸 庁厅 聴听
+転转 伝传 闘斗 徳德 悩恼 脳脑 覇霸 廃废 拝拜 抜拔 払拂 仏佛 舗铺 訳译 薬药 揺摇 謡谣 頼赖 覧览 竜龙 両两 猟猎 緑绿 涙泪
+塁垒 霊灵 齢龄 剣剑 稲稻 隠隐 営营 栄荣 駆驱 恵惠 鶏鸡 渓溪 戯戏 犠牺 偽伪 郷乡 暁晓 勲勋 薫薰 掲揭 渇渴 陥陷 巻卷 禍祸
+壊坏 懐怀 穏稳 縁缘 艶艳 謁谒 囲围 壱壹 姉姊 氷冰 冨富 竪竖 羣群 彊强 峯峰 衆众 綫线 鷄鸡 朶朵 敎教 吿告 凖准 兎兔
+啓启 獃呆 㑹会 僞伪 爲为 眞真 靑青 淸清 晳皙 綉绣 螢萤 麪面 鑛矿
+"""
+_NAME_VARIANTS = str.maketrans({p[0]: p[1] for p in NAME_VARIANT_PAIRS.split() if p[0] != p[1]})
 
 
 def text_unbracket(name):
@@ -1349,13 +1369,14 @@ def text_unbracket(name):
 def text_name_key(name):
     """What two members' names are told apart by: what a reader sees, so a look-alike card (full-width letters,
     zero-width or other spaces, trailing dots, Cyrillic а for a, brackets of digits or digits after it) has the
-    key of the name it copies.
+    key of the name it copies; traditional and Japanese characters read as simplified (阿強, 小満).
 
     Example: text_name_key('Ａlice\u200b.') -> 'alice'
     Example: text_name_key('阿\u3000强(0222)') -> '阿强'"""
     name = unicodedata.normalize("NFKC", _INVISIBLE_RE.sub("", name)).casefold().translate(_LOOKALIKES)
-    key = re.sub(r"[\W_]+", "", text_unbracket(name))
-    return key.rstrip("0123456789") or key
+    key = re.sub(r"[\W_]+", "", text_unbracket(text_simplified(name).translate(_NAME_VARIANTS)))
+    # digits after it, or three or more of digits and letters drawn like them (阿强O222)
+    return re.sub(r"(?=[0-9oil]*[0-9])[0-9oil]{3,}$|[0-9]+$", "", key) or key
 
 
 def text_speaker_labels(people, reserved=()):
