@@ -7092,7 +7092,8 @@ def summary_open_items(text):
 
 def _summary_own_items(conn, ctx, summary, items):
     """Of a group summary's open items, the speaker's own: the window had only them speaking, or the item
-    names them and no other member of the window (member A is never asked about member B's plan); none when
+    mentions them and no other member of the window (member A is never asked about member B's plan; a name is a
+    mention only as a whole, so 强 is not asked about 阿强打算…: see _summary_mentions); none when
     another member of the window went by the speaker's name (the summary can't tell them apart)."""
     others = {r[0] for r in conn.execute(
         "SELECT DISTINCT speaker FROM messages WHERE session = ? AND role = 'user' AND kind = 'chat' AND user_id != ? "
@@ -7102,7 +7103,37 @@ def _summary_own_items(conn, ctx, summary, items):
     name = ctx.speaker or ""
     if text_name_key(name) in {text_name_key(o) for o in others}:  # another member wore (a look-alike of) the name
         return []
-    return [x for x in items if name and name in x and not any(o in x.replace(name, "") for o in others)]
+    return [x for x in items if name and _summary_mentions(x, [name, *others]) == {name}]
+
+
+#: Characters after which a name in a summary still starts a mention (帮阿强…, 和阿强…, 答应阿强…): a name after
+#: any other letter or character is part of a longer word (小强 is not 强).
+_MENTION_AFTER = "和跟与同及帮给对向让叫问替陪请找被把醒应约等"
+
+
+def _summary_mentions(text, names):
+    """Which of names text mentions as a member, the way a summary writes them: at the start, after punctuation,
+    a space, 群友 or a word like 和 / 帮, and not inside a longer name of names (阿强打算… mentions 阿强, not 强).
+
+    Example: _summary_mentions('阿强打算下周三去面试', ['强', '阿强']) -> {'阿强'}
+    Example: _summary_mentions('小强说明天去爬山', ['强']) -> set()"""
+    spans = []
+    for n in set(filter(None, names)):
+        at = text.find(n)
+        while at >= 0:
+            spans.append((at, at + len(n), n))
+            at = text.find(n, at + 1)
+    found = set()
+    for start, end, n in spans:
+        if any(s <= start and end <= e and e - s > end - start for s, e, _ in spans):
+            continue  # inside a longer name
+        before, after = text[start - 1:start], text[end:end + 1]
+        if start and re.match(r"\w", before) and before not in _MENTION_AFTER and text[max(0, start - 2):start] != "群友":
+            continue
+        if re.match(r"[A-Za-z0-9]", n[-1]) and re.match(r"[A-Za-z0-9]", after):
+            continue  # Tom in Tommy
+        found.add(n)
+    return found
 
 
 def summary_follow_up(conn, ctx, character_id, hours):

@@ -458,6 +458,41 @@ def test_in_a_group_a_follow_up_is_about_the_speakers_own_plan(start, llm, monke
         nc.close()
 
 
+#: (summary, what 强's follow-up holds, what 阿强's holds): a name is matched as a whole mention, never inside
+#: another member's longer name.
+NESTED_NAME_CASES = [
+    ("此前，阿强打算下周三去面试。强问了天气。", None, "阿强打算下周三去面试"),  # found by a hostile tester
+    ("此前，强打算明天去爬山。阿强问了天气。", "强打算明天去爬山", None),
+    ("此前，小强打算周末搬家。", None, None),  # 小强 is neither member
+    ("此前，阿强和强打算周末一起去爬山。", None, None),  # both: neither is asked
+]
+
+
+@pytest.mark.parametrize("summary, strong, ah_strong", NESTED_NAME_CASES, ids=[c[0][3:9] for c in NESTED_NAME_CASES])
+def test_in_a_group_a_follow_up_never_goes_to_a_member_whose_name_is_inside_anothers(start, llm, monkeypatch, summary,
+                                                                                        strong, ah_strong):
+    """Found by a hostile tester: member 强 was asked about 阿强's 打算下周三去面试 (强 is in 阿强打算…)."""
+    llm.summary_script = [summary]
+    runner = start(SUMMARY_EVERY=2)
+    nc = NapCat(runner.cfg.ONEBOT_PORT)
+    a, b = {"group_id": 781, "card": "强", "at_bot": True}, {"group_id": 781, "card": "阿强", "at_bot": True}
+    try:
+        nc.ask(1250202, "我打算下周三去面试", **b)
+        nc.ask(1250201, "今天天气怎么样", **a)
+        nc.ask(1250201, "好的", **a)
+        assert wait_for(lambda: runner.rows("SELECT text FROM summaries"))
+        later = time.time() + 13 * 3600
+        monkeypatch.setattr(bot, "clock", lambda: later)
+        nc.ask(1250201, "我回来了", **a)
+        note = _follow_up_note(llm)
+        assert (strong in note) if strong else note is None, note
+        nc.ask(1250202, "我也回来了", **b)
+        note = _follow_up_note(llm)
+        assert (ah_strong in note) if ah_strong else note is None, note
+    finally:
+        nc.close()
+
+
 def test_in_a_group_a_member_wearing_anothers_card_is_not_asked_about_their_plan(start, llm, monkeypatch):
     """A summary names members by card: with a second 阿B (another QQ number) in the window, 阿B说… can't be told
     to be the speaker's, so no follow-up is made of it."""
