@@ -1249,17 +1249,28 @@ _TOKEN_HALF_RE = re.compile("[\u0370-\u03ff\u0400-\u052f\u0530-\u058f\u0590-\u05
                             "\u10a0-\u10ff]")
 
 
+#: Latin letters, digits, ASCII and general punctuation: merged by every tokenizer, about four a token.
+_TOKEN_QUARTER_RE = re.compile("[\x00-\u024f\u1e00-\u1eff\u2000-\u206f]")
+#: Characters past the Basic Multilingual Plane (CJK Extension B, math letters, tag characters): four UTF-8 bytes
+#: a tokenizer has few merges for, two tokens.
+_TOKEN_ASTRAL_RE = re.compile("[\U00010000-\U0010ffff]")
+
+
 def text_count_tokens(text):
     """A rough LLM token count: a CJK character, a hangul syllable, a kana or a Thai letter is one, an emoji two,
-    two Cyrillic, Greek or Arabic letters one, four other characters (Latin letters, digits, punctuation) one.
+    two Cyrillic, Greek or Arabic letters one, four Latin letters, digits or ASCII punctuation one; any other
+    character (full-width forms, combining marks, Tibetan, Ethiopic, Yi, symbols, box drawing) one, and one past
+    the Basic Multilingual Plane (CJK Extension B, math letters, tag characters) two: a tokenizer has no merges for
+    them (counted four a token, a prompt of CJK Extension B was three times PROMPT_BUDGET).
 
     Example: text_count_tokens('你好 hello') -> 4
-    Example: text_count_tokens('안녕하세요 😀') -> 7"""
+    Example: text_count_tokens('안녕하세요 😀') -> 7
+    Example: text_count_tokens('𠀀𠀁 ＡＢ') -> 6"""
     text, one = _TOKEN_ONE_RE.subn("", text)
     text, emoji = _TOKEN_EMOJI_RE.subn("", text)
     text, half = _TOKEN_HALF_RE.subn("", text)
-    rest = len(text) - len(re.findall(r"\s", text))
-    return one + 2 * emoji + (half + 1) // 2 + (rest + 3) // 4
+    text, quarter = _TOKEN_QUARTER_RE.subn("", re.sub(r"\s+", "", text))
+    return one + 2 * emoji + (half + 1) // 2 + (quarter + 3) // 4 + len(text) + len(_TOKEN_ASTRAL_RE.findall(text))
 
 
 def text_most_tokens(text):

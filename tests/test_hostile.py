@@ -1692,3 +1692,34 @@ def test_a_korean_chats_prompt_stays_within_the_budget(start, llm):
         assert sum(derived_tokens(m["content"]) for m in messages) <= runner.cfg.PROMPT_BUDGET
     finally:
         nc.close()
+
+
+def rare_tokens(text):
+    """The fewest tokens a byte-level tokenizer makes of text, counted apart from the bot's code: a character past
+    the Basic Multilingual Plane two (four bytes it has few merges for), any other non-ASCII character one
+    (ideographs, full-width forms, combining marks, Tibetan), four ASCII characters one; spaces none."""
+    text = re.sub(r"\s+", "", text)
+    astral = len(re.findall("[\U00010000-\U0010ffff]", text))
+    ascii_ = len(re.findall("[\x00-\x7f]", text))
+    return 2 * astral + (len(text) - astral - ascii_) + (ascii_ + 3) // 4
+
+
+RARE_SCRIPTS = {"CJK Extension B": "𠀀𠀁𠀂𠀃", "math letters": "𝐇𝐞𝐥𝐥𝐨", "zalgo": "a\u0301\u0302\u0303\u0308",
+                "full-width Latin": "ＡＢＣＤ", "Tibetan": "བཀྲ་ཤིས་", "box drawing": "─│┌┐", "tag characters": "\U000e0061\U000e0062"}
+
+
+@pytest.mark.parametrize("unit", RARE_SCRIPTS.values(), ids=RARE_SCRIPTS.keys())
+def test_a_chat_in_a_rare_script_stays_within_the_prompt_budget(start, llm, unit):
+    """Found by a hostile tester: characters outside the scripts the estimate knew counted four a token, so a chat of
+    CJK Extension B made a prompt the bot counted 1,164 of PROMPT_BUDGET 2,000, about 3,400 at two tokens a
+    character (messages of 120 characters here: a prompt keeps its last two turns whatever they cost); each is at least one token now, two past the Basic Multilingual Plane, combining marks one each."""
+    runner = start(SUMMARY_EVERY=1000, RECENT_TURNS=20)  # PROMPT_BUDGET: the default
+    nc = NapCat(runner.cfg.ONEBOT_PORT)
+    try:
+        for i in range(16):
+            assert nc.ask(1270001, f"第{i}条 " + unit * (120 // len(unit))).startswith("echo:")
+        messages = llm.chat_requests()[-1]["json"]["messages"]
+        assert len(messages) >= 3  # turns were kept, as many as fit
+        assert sum(rare_tokens(m["content"]) for m in messages) <= runner.cfg.PROMPT_BUDGET
+    finally:
+        nc.close()
