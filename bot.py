@@ -1253,17 +1253,28 @@ _TOKEN_HALF_RE = re.compile("[\u0370-\u03ff\u0400-\u052f\u0530-\u058f\u0590-\u05
                             "\u10a0-\u10ff]")
 
 
+#: Latin letters, digits, ASCII and general punctuation: merged by every tokenizer, about four a token.
+_TOKEN_QUARTER_RE = re.compile("[\x00-\u024f\u1e00-\u1eff\u2000-\u206f]")
+#: Characters past the Basic Multilingual Plane (CJK Extension B, math letters, tag characters): four UTF-8 bytes
+#: a tokenizer has few merges for, two tokens.
+_TOKEN_ASTRAL_RE = re.compile("[\U00010000-\U0010ffff]")
+
+
 def text_count_tokens(text):
     """A rough LLM token count: a CJK character, a hangul syllable, a kana or a Thai letter is one, an emoji two,
-    two Cyrillic, Greek or Arabic letters one, four other characters (Latin letters, digits, punctuation) one.
+    two Cyrillic, Greek or Arabic letters one, four Latin letters, digits or ASCII punctuation one; any other
+    character (full-width forms, combining marks, Tibetan, Ethiopic, Yi, symbols, box drawing) one, and one past
+    the Basic Multilingual Plane (CJK Extension B, math letters, tag characters) two: a tokenizer has no merges for
+    them (counted four a token, a prompt of CJK Extension B was three times PROMPT_BUDGET).
 
     Example: text_count_tokens('你好 hello') -> 4
-    Example: text_count_tokens('안녕하세요 😀') -> 7"""
+    Example: text_count_tokens('안녕하세요 😀') -> 7
+    Example: text_count_tokens('𠀀𠀁 ＡＢ') -> 6"""
     text, one = _TOKEN_ONE_RE.subn("", text)
     text, emoji = _TOKEN_EMOJI_RE.subn("", text)
     text, half = _TOKEN_HALF_RE.subn("", text)
-    rest = len(text) - len(re.findall(r"\s", text))
-    return one + 2 * emoji + (half + 1) // 2 + (rest + 3) // 4
+    text, quarter = _TOKEN_QUARTER_RE.subn("", re.sub(r"\s+", "", text))
+    return one + 2 * emoji + (half + 1) // 2 + (quarter + 3) // 4 + len(text) + len(_TOKEN_ASTRAL_RE.findall(text))
 
 
 def text_most_tokens(text):
@@ -1300,8 +1311,24 @@ def text_neutralise(text):
     return re.sub(r"\s+", " ", text).strip()
 
 
-#: Characters that read as a colon (a transcript's `名字：` between a speaker and their words).
-_COLONS = ":：︰﹕∶꞉˸ː׃᠄⁚"
+#: Characters drawn like a colon that neither their name nor NFKC says so of (vertical dots, Lisu, runic, ratio).
+_COLONS_DRAWN = "︰∶׃⁚ꓽ᛬⋮︙⁞"
+
+
+def _colon_like(c):
+    """A character that reads as a colon: NFKC makes it one, or Unicode names it one (ETHIOPIC COLON, PRESENTATION
+    FORM FOR VERTICAL COLON, Z NOTATION TYPE COLON, TRICOLON; not SEMICOLON, nor the currency COLON SIGN)."""
+    name = unicodedata.name(c, "")
+    return unicodedata.normalize("NFKC", c) in (":", "：") or \
+        ("COLON" in name and re.search(r"(?<!SEMI)COLON(?! SIGN)", name) is not None)
+
+
+#: Characters that read as a colon (a transcript's `名字：` between a speaker and their words): decided by rule over
+#: every code point outside the big ideograph and hangul blocks (none of those is a colon), so a colon-like the list
+#: above misses is one all the same (0.1 s at start).
+_COLONS = "".join(dict.fromkeys(_COLONS_DRAWN + "".join(
+    chr(c) for block in (range(0x3400), range(0xA000, 0xAC00), range(0xF900, 0x20000)) for c in block
+    if _colon_like(chr(c)))))
 #: What may pad the start of a line unseen: spaces, zero-width and format characters.
 _LINE_PAD = "\\s\u00ad\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\ufeff"
 
@@ -1321,8 +1348,28 @@ _LOOKALIKES = str.maketrans(dict(zip("аԁеһіјӏорԛѕԝхуαβεικνο
 #: What shows nothing in a name: zero-width and format characters, Hangul fillers, the blank Braille cell.
 _INVISIBLE_RE = re.compile("[\u00ad\u034f\u115f\u1160\u180e\u200b-\u200f\u202a-\u202e\u2060-\u206f\u2800\u3164"
                            "\ufe00-\ufe0f\ufeff\uffa0]")
-#: A QQ number's digits in brackets after a name, as a group line shows them: nobody may wear them in a card.
-_NAME_DIGITS_RE = re.compile(r"[(（]\s*\d*\s*[)）]")
+#: Digits as a name may show them: any script's (full-width too), superscript and subscript.
+_NAME_DIGIT = "\\d⁰¹²³⁴-⁹₀-₉"
+#: Letters drawn like 0 and 1 (O, o, I, l, |; full-width, Cyrillic, Greek): 阿强(O222) reads as 阿强(0222).
+_NAME_DIGIT_LIKE = "OoIl|ＯｏＩｌ｜ОоΟοı"
+#: A QQ number's digits in brackets after a name, as a group line shows them (or letters drawn like them beside a
+#: digit, or four of those alone): nobody may wear them in a card.
+_NAME_DIGITS_RE = re.compile(rf"[(（⁽₍]\s*(?:[{_NAME_DIGIT_LIKE}\s]*[{_NAME_DIGIT}][{_NAME_DIGIT}{_NAME_DIGIT_LIKE}\s]*"
+                             rf"|[{_NAME_DIGIT_LIKE}]{{4,}}|)\s*[)）⁾₎]")
+#: Characters a name may be written in that neither NFKC nor text_simplified reads as the simplified one: Japanese
+#: shinjitai (満 for 满, 気 for 气) and variants of Chinese (羣 for 群, 彊 for 强), so 小満 or 羣主 is the character's
+#: or the role's name in a name's key. The common ones of names and of the reserved words.
+NAME_VARIANT_PAIRS = """
+満满 気气 労劳 単单 桜樱 広广 沢泽 浜滨 辺边 戦战 帰归 変变 楽乐 歩步 駅驿 発发 県县 円圆 図图 団团 売卖 読读 説说 様样
+黒黑 亜亚 悪恶 圧压 仮假 価价 拡扩 覚觉 関关 歓欢 観观 拠据 挙举 経经 軽轻 継继 芸艺 験验 検检 険险 権权 顕显 厳严 済济
+斎斋 雑杂 賛赞 歯齿 児儿 実实 釈释 収收 従从 渋涩 獣兽 縦纵 粛肃 処处 焼烧 証证 奨奖 乗乘 浄净 剰剩 畳叠 嬢娘 譲让 醸酿
+粋粹 酔醉 穂穗 髄髓 斉齐 摂摄 銭钱 繊纤 荘庄 捜搜 巣巢 騒骚 増增 蔵藏 贈赠 続续 対对 滝泷 択择 弾弹 遅迟 鋳铸 庁厅 聴听
+転转 伝传 闘斗 徳德 悩恼 脳脑 覇霸 廃废 拝拜 抜拔 払拂 仏佛 舗铺 訳译 薬药 揺摇 謡谣 頼赖 覧览 竜龙 両两 猟猎 緑绿 涙泪
+塁垒 霊灵 齢龄 剣剑 稲稻 隠隐 営营 栄荣 駆驱 恵惠 鶏鸡 渓溪 戯戏 犠牺 偽伪 郷乡 暁晓 勲勋 薫薰 掲揭 渇渴 陥陷 巻卷 禍祸
+壊坏 懐怀 穏稳 縁缘 艶艳 謁谒 囲围 壱壹 姉姊 氷冰 冨富 竪竖 羣群 彊强 峯峰 衆众 綫线 鷄鸡 朶朵 敎教 吿告 凖准 兎兔
+啓启 獃呆 㑹会 僞伪 爲为 眞真 靑青 淸清 晳皙 綉绣 螢萤 麪面 鑛矿
+"""
+_NAME_VARIANTS = str.maketrans({p[0]: p[1] for p in NAME_VARIANT_PAIRS.split() if p[0] != p[1]})
 
 
 def text_unbracket(name):
@@ -1337,13 +1384,14 @@ def text_unbracket(name):
 def text_name_key(name):
     """What two members' names are told apart by: what a reader sees, so a look-alike card (full-width letters,
     zero-width or other spaces, trailing dots, Cyrillic а for a, brackets of digits or digits after it) has the
-    key of the name it copies.
+    key of the name it copies; traditional and Japanese characters read as simplified (阿強, 小満).
 
     Example: text_name_key('Ａlice\u200b.') -> 'alice'
     Example: text_name_key('阿\u3000强(0222)') -> '阿强'"""
     name = unicodedata.normalize("NFKC", _INVISIBLE_RE.sub("", name)).casefold().translate(_LOOKALIKES)
-    key = re.sub(r"[\W_]+", "", text_unbracket(name))
-    return key.rstrip("0123456789") or key
+    key = re.sub(r"[\W_]+", "", text_unbracket(text_simplified(name).translate(_NAME_VARIANTS)))
+    # digits after it, or three or more of digits and letters drawn like them (阿强O222)
+    return re.sub(r"(?=[0-9oil]*[0-9])[0-9oil]{3,}$|[0-9]+$", "", key) or key
 
 
 def text_speaker_labels(people, reserved=()):
@@ -7370,7 +7418,8 @@ def summary_open_items(text):
 
 def _summary_own_items(conn, ctx, summary, items):
     """Of a group summary's open items, the speaker's own: the window had only them speaking, or the item
-    names them and no other member of the window (member A is never asked about member B's plan); none when
+    mentions them and no other member of the window (member A is never asked about member B's plan; a name is a
+    mention only as a whole, so 强 is not asked about 阿强打算…: see _summary_mentions); none when
     another member of the window went by the speaker's name (the summary can't tell them apart)."""
     others = {r[0] for r in conn.execute(
         "SELECT DISTINCT speaker FROM messages WHERE session = ? AND role = 'user' AND kind = 'chat' AND user_id != ? "
@@ -7380,7 +7429,37 @@ def _summary_own_items(conn, ctx, summary, items):
     name = ctx.speaker or ""
     if text_name_key(name) in {text_name_key(o) for o in others}:  # another member wore (a look-alike of) the name
         return []
-    return [x for x in items if name and name in x and not any(o in x.replace(name, "") for o in others)]
+    return [x for x in items if name and _summary_mentions(x, [name, *others]) == {name}]
+
+
+#: Characters after which a name in a summary still starts a mention (帮阿强…, 和阿强…, 答应阿强…): a name after
+#: any other letter or character is part of a longer word (小强 is not 强).
+_MENTION_AFTER = "和跟与同及帮给对向让叫问替陪请找被把醒应约等"
+
+
+def _summary_mentions(text, names):
+    """Which of names text mentions as a member, the way a summary writes them: at the start, after punctuation,
+    a space, 群友 or a word like 和 / 帮, and not inside a longer name of names (阿强打算… mentions 阿强, not 强).
+
+    Example: _summary_mentions('阿强打算下周三去面试', ['强', '阿强']) -> {'阿强'}
+    Example: _summary_mentions('小强说明天去爬山', ['强']) -> set()"""
+    spans = []
+    for n in set(filter(None, names)):
+        at = text.find(n)
+        while at >= 0:
+            spans.append((at, at + len(n), n))
+            at = text.find(n, at + 1)
+    found = set()
+    for start, end, n in spans:
+        if any(s <= start and end <= e and e - s > end - start for s, e, _ in spans):
+            continue  # inside a longer name
+        before, after = text[start - 1:start], text[end:end + 1]
+        if start and re.match(r"\w", before) and before not in _MENTION_AFTER and text[max(0, start - 2):start] != "群友":
+            continue
+        if re.match(r"[A-Za-z0-9]", n[-1]) and re.match(r"[A-Za-z0-9]", after):
+            continue  # Tom in Tommy
+        found.add(n)
+    return found
 
 
 def summary_follow_up(conn, ctx, character_id, hours):
