@@ -2054,11 +2054,14 @@ class LLMClient:
         self.notices = []  # account problems the superusers are to be told of (sent by the OneBot section)
         self.noticed = {}  # problem -> when it was last reported
 
-    async def chat(self, messages, *, max_tokens=None, timeout=None, model=None, shrink=None):
+    async def chat(self, messages, *, max_tokens=None, timeout=None, model=None, shrink=None, rethink=None):
         """One chat completion: (text, tokens used). Raises LLMError after the retries: LLMRefusedError at
         once when the provider refuses on content safety, LLMBalanceError when the account is empty.
         shrink(messages, tokens) -> messages of about that many tokens, tried once when the prompt is longer
-        than the model's context (never the same prompt again)."""
+        than the model's context (never the same prompt again). rethink (async (tokens spent, max_tokens of the
+        retry)): called before asking again when a reasoning model's thinking used up max_tokens; it counts the
+        spent try and may refuse the larger retry by raising (LLMBudgetError). The returned tokens are the last
+        try's only."""
         cfg = self.cfg
         if self.http is None:
             self.open()
@@ -2092,7 +2095,11 @@ class LLMClient:
                     try:
                         return _llm_parse(response, messages)
                     except _LLMThinkingOnly as e:
-                        if "thinking" in fixed:
+                        spent = e.tokens or sum(text_count_tokens(_llm_text(m["content"])) for m in messages) + budget
+                        again = "thinking" not in fixed
+                        if rethink is not None:  # the spent try is counted; the retry may be refused
+                            await rethink(spent, budget + LLM_THINKING_ROOM if again else None)
+                        if not again:
                             raise LLMReplyError(f"{e}, again with max_tokens={budget}")
                         fixed.add("thinking")
                         log.warning("LLM %s (max_tokens=%d); asking once more with %d", e, budget,
@@ -2175,12 +2182,13 @@ class LLMClient:
         log.error("%s", line)
         self.notices.append(chat_text)
 
-    async def describe(self, data, mime, timeout):
+    async def describe(self, data, mime, timeout, rethink=None):
         """What VISION_MODEL sees in a picture, in Chinese: (text, tokens). Raises LLMError."""
         url = f"data:{mime};base64," + base64.b64encode(data).decode()
         messages = [{"role": "user", "content": [{"type": "text", "text": VISION_PROMPT},
                                                  {"type": "image_url", "image_url": {"url": url}}]}]
-        return await self.chat(messages, max_tokens=VISION_MAX_TOKENS, timeout=timeout, model=self.cfg.VISION_MODEL)
+        return await self.chat(messages, max_tokens=VISION_MAX_TOKENS, timeout=timeout, model=self.cfg.VISION_MODEL,
+                               rethink=rethink)
 
     async def fetch_picture(self, url, timeout):
         """A picture's bytes and MIME type from its segment's http(s) URL (loopback included: NapCat
@@ -2228,7 +2236,11 @@ class LLMClient:
 
 
 class _LLMThinkingOnly(LLMReplyError):
-    """A reasoning model thought until max_tokens and left no answer."""
+    """A reasoning model thought until max_tokens and left no answer; tokens: what the provider says it used."""
+
+    def __init__(self, message, tokens=None):
+        super().__init__(message)
+        self.tokens = tokens if isinstance(tokens, int) and tokens > 0 else None
 
 
 def llm_strip_thinking(text):
@@ -2257,7 +2269,8 @@ def _llm_parse(response, messages):
         text = llm_strip_thinking(text) if isinstance(text, str) else (None if text is not None else "")
         if text == "" and (choice.get("finish_reason") == "length" or message.get("reasoning_content")
                            or message.get("reasoning") or "<think>" in (message.get("content") or "")):
-            raise _LLMThinkingOnly("thinking used up max_tokens and left no answer")
+            usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
+            raise _LLMThinkingOnly("thinking used up max_tokens and left no answer", usage.get("total_tokens"))
         if not text:
             raise ValueError("empty content")
     except LLMReplyError:
@@ -9024,8 +9037,10 @@ async def _picture_describe(app, ctx, url):
     if not _rate_take(app.vision_rate[ctx.user_id], app.cfg.BOT_RATE_LIMIT):
         app.stats["pictures_rate_limited"] += 1
         raise LLMError("the sender is past BOT_RATE_LIMIT vision calls a minute")
-    async with _budget_reserve(app, ctx.user_id, VISION_RESERVE_TOKENS):
-        text, tokens = await app.llm.describe(data, mime, VISION_TIMEOUT)
+    prompt = VISION_RESERVE_TOKENS - VISION_MAX_TOKENS  # the picture's own tokens, at most
+    async with _budget_reserve(app, ctx.user_id, VISION_RESERVE_TOKENS), \
+            _budget_rethink(app, ctx.user_id, prompt, VISION_RESERVE_TOKENS) as rethink:
+        text, tokens = await app.llm.describe(data, mime, VISION_TIMEOUT, rethink)
         await app.db.run(usage_add, ctx.user_id, tokens, write=True)
     text = text_neutralise(text.translate(str.maketrans("[]【】", "（）（）")))[:VISION_MAX_CHARS]
     await app.db.run(picture_cache, digest, text, write=True)
@@ -9078,13 +9093,43 @@ async def _llm_charged(app, payer, messages, max_tokens=None, whole=False, **kw)
     BOT_DAILY_TOKENS while it runs, then the tokens it used are counted (nothing when it fails), so replies at
     once in many chats can't all pass the check. Raises LLMBudgetError, making no call, when payer is past it
     (whole: when it would be with this call's most; see _budget_reserve)."""
-    held = app.cfg.BOT_DAILY_TOKENS and (sum(text_most_tokens(_llm_text(m["content"])) for m in messages)
-                                         + (max_tokens or app.cfg.LLM_MAX_TOKENS))
-    async with _budget_reserve(app, payer, held, whole):
-        reply, tokens = await app.llm.chat(messages, max_tokens=max_tokens, **kw)
+    prompt = sum(text_most_tokens(_llm_text(m["content"])) for m in messages)
+    held = app.cfg.BOT_DAILY_TOKENS and prompt + (max_tokens or app.cfg.LLM_MAX_TOKENS)
+    async with _budget_reserve(app, payer, held, whole), _budget_rethink(app, payer, prompt, held) as rethink:
+        reply, tokens = await app.llm.chat(messages, max_tokens=max_tokens, rethink=rethink, **kw)
         if tokens:
             await app.db.run(usage_add, payer, tokens, write=True)
     return reply, tokens
+
+
+@contextlib.asynccontextmanager
+async def _budget_rethink(app, payer, prompt, held):
+    """The rethink of LLMClient.chat for a call charged to payer holding held tokens: the try whose thinking used up
+    max_tokens is counted at once, and the retry (prompt and its larger max_tokens) must fit BOT_DAILY_TOKENS
+    whole beside what is used and what the payer's other calls hold, else LLMBudgetError (a reasoning model's
+    retry held only the first max_tokens and its first try was never counted: one 记住 used 2.6 times the
+    budget). The extra held for the retry is given back when the call ends."""
+    extra = 0
+
+    async def rethink(spent, max_tokens):
+        nonlocal extra
+        await app.db.run(usage_add, payer, spent, write=True)
+        if max_tokens is None or not app.cfg.BOT_DAILY_TOKENS:
+            return
+        more = prompt + max_tokens - held - extra  # what the retry may cost beyond what this call holds
+        used = await app.db.run(usage_today, payer) + app.reserved[payer] - held - extra
+        if used + prompt + max_tokens > app.cfg.BOT_DAILY_TOKENS:
+            app.stats["budget_hit"] += 1
+            raise LLMBudgetError(f"{payer} has no room in BOT_DAILY_TOKENS for a reasoning model's retry")
+        app.reserved[payer] += more
+        extra += more
+    try:
+        yield rethink
+    finally:
+        if extra:
+            app.reserved[payer] -= extra
+            if not app.reserved[payer]:
+                del app.reserved[payer]
 
 
 async def _pictures_in(app, ctx, text):

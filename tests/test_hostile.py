@@ -1586,3 +1586,57 @@ def test_a_korean_chats_prompt_stays_within_the_budget(start, llm):
         assert sum(derived_tokens(m["content"]) for m in messages) <= runner.cfg.PROMPT_BUDGET
     finally:
         nc.close()
+
+
+def _thinking_model(billed):
+    """A reasoning model that spends all of max_tokens thinking when given at most 400 (an empty answer, finish_reason
+    length) and answers when given more; it reports usage honestly (the prompt as the bot counts it, and every
+    token it was allowed), each total appended to billed. Replies to chat cost 15."""
+    def answer(body):
+        if not (is_expansion_request(body) or is_summary_request(body)):
+            billed.append(15)
+            return None
+        allowed = body["max_tokens"]
+        total = sum(bot.text_count_tokens(m["content"]) for m in body["messages"]) + allowed
+        billed.append(total)
+        message = ({"role": "assistant", "content": "", "reasoning_content": "嗯，让我想想……" * 50}
+                   if allowed <= 400 else {"role": "assistant", "content": "此前，用户聊了天气。"})
+        return {"body": json.dumps({"choices": [{"index": 0, "message": message, "finish_reason": "length"
+                                                 if allowed <= 400 else "stop"}],
+                                    "usage": {"total_tokens": total}}, ensure_ascii=False)}
+    return answer
+
+
+@pytest.mark.parametrize("case", ["expansion-no-room", "expansion-room", "summary-no-room"])
+def test_a_reasoning_models_retry_is_counted_and_must_fit_the_budget(start, llm, case):
+    """A reasoning model thought away max_tokens; the bot asked again with LLM_THINKING_ROOM more, holding only the
+    first max_tokens, and never counted the first try: one 记住 under BOT_DAILY_TOKENS=1000 used 3,104 tokens
+    (2,576 counted). Every try is counted; the retry is made only when its prompt and larger max_tokens fit whole:
+    - 1,000 a day: the expansion's first try (~530) is counted, its retry (~2,600) refused, expanded later;
+    - 20,000 a day: both tries are made and counted;
+    - 1,000 a day: a summary's first try is counted, the retry refused, the summary written extractively."""
+    billed = []
+    budget = 20000 if case == "expansion-room" else 1000
+    runner = start(BOT_DAILY_TOKENS=budget, SUMMARY_EVERY=2 if case.startswith("summary") else 0)
+    llm.answer = _thinking_model(billed)
+    nc = NapCat(runner.cfg.ONEBOT_PORT)
+    tokens = lambda: sum(r["tokens"] for r in runner.rows("SELECT tokens FROM usage"))
+    try:
+        if case.startswith("summary"):
+            for text in ("下周三我要去面试", "自我介绍还没写", "好的"):
+                nc.ask(24, text)
+            assert wait_for(lambda: runner.rows("SELECT method FROM summaries"))
+            assert runner.rows("SELECT method FROM summaries") == [{"method": "extractive"}]
+            tries = [r for r in llm.requests if is_summary_request(r["json"])]
+        else:
+            assert nc.ask(24, "记住，我家的猫叫橘子").startswith("好的")
+            assert wait_for(lambda: llm.expansion_requests(), 15)
+            time.sleep(1)
+            tries = [r for r in llm.requests if is_expansion_request(r["json"])]
+        assert wait_for(lambda: not runner.app.reserved)
+        assert len(tries) == (2 if case == "expansion-room" else 1), [t["json"]["max_tokens"] for t in tries]
+        assert wait_for(lambda: tokens() == sum(billed)), (tokens(), billed)  # every try counted (was the last only)
+        assert tokens() <= budget, billed  # was 2,576 counted and 3,104 spent of 1,000
+    finally:
+        llm.answer = None
+        nc.close()
