@@ -110,6 +110,9 @@ DEFAULTS = {
     "BOT_SUPERUSERS": "",  # comma-separated QQ numbers allowed to use admin commands
     "BOT_NICKNAMES": "",  # extra comma-separated names that address the bot in groups (character names always do)
     "BOT_RATE_LIMIT": 20,  # messages a minute per user that reach the LLM; 0 turns the limit off
+    # answers a minute the bot gives in one group, all its members together (colluders can't make it flood the
+    # group); not set: GROUP_RATE_FACTOR x BOT_RATE_LIMIT; 0 turns the cap off
+    "BOT_GROUP_RATE_LIMIT": 60,
     "BOT_DAILY_TOKENS": 0,  # LLM tokens a user may use a day; 0 = no budget
     "BOT_MAX_MESSAGE": 4000,  # characters of one message that are kept; the rest is cut with a note
     "BOT_QUEUE_LIMIT": 20,  # messages one member may have waiting in a chat; past it: stored, 'slow down' said once
@@ -143,6 +146,8 @@ DEFAULTS = {
     "VISION_MODEL": "",
 }
 
+#: BOT_GROUP_RATE_LIMIT when not set, as a multiple of BOT_RATE_LIMIT: three members at their limit at once.
+GROUP_RATE_FACTOR = 3
 #: Settings whose value is never shown.
 SECRETS = {"LLM_API_KEY", "ONEBOT_ACCESS_TOKEN"}
 #: Prefixes that mark a variable as ours, so a typo in one is reported.
@@ -246,6 +251,8 @@ def config_load(environ=None, dotenv=None):
         value = raw.pop(key, None)
         if value is None:
             cfg[key] = default
+            if key == "BOT_GROUP_RATE_LIMIT":  # follows BOT_RATE_LIMIT (read before it, DEFAULTS being in order)
+                cfg[key] = GROUP_RATE_FACTOR * cfg["BOT_RATE_LIMIT"]
             continue
         value = value.strip()
         if isinstance(default, (int, float)):
@@ -7772,6 +7779,9 @@ QUEUE_CHANGE_REPLY = "消息有点多，刚才这条和接下来的记忆改动�
 BUDGET_REPLY = "今天我们聊得太多啦，我得休息了，明天再来找我吧。（这条我记下了）"
 #: Said to a user past BOT_RATE_LIMIT LLM messages a RATE_WINDOW (stored all the same), once a window in each chat.
 RATE_REPLY = "你说得太快啦，我有点跟不上，歇一分钟再聊吧。（这条我记下了）"
+#: Said once a RATE_WINDOW in a group whose members got BOT_GROUP_RATE_LIMIT answers in it (the rest are stored,
+#: commands among them not done).
+GROUP_BUSY_REPLY = "群里找我的消息太多啦，我歇一分钟。（这一分钟里的消息我记下了，但不会回复，指令也没有执行）"
 #: Seconds the rate limits count over (BOT_RATE_LIMIT, MEMORY_RATE_LIMIT's lists, vision calls, the flood cap),
 #: and in which a member of a chat hears RATE_REPLY or BUDGET_REPLY once.
 RATE_WINDOW = 60.0
@@ -7867,6 +7877,8 @@ class App:
         self.arrivals = collections.defaultdict(collections.deque)  # user -> times of recent stored messages
         self.flood_warned = {}  # user -> when the log last said their messages are dropped
         self.told = {}  # (notice, chat, member) -> when they last heard RATE_REPLY or BUDGET_REPLY there
+        self.group_sent = collections.defaultdict(collections.deque)  # group chat -> times of its recent answers
+        self.group_told = {}  # group chat -> when it last heard GROUP_BUSY_REPLY
         self.reserved = collections.Counter()  # payer -> tokens held by LLM calls under way (BOT_DAILY_TOKENS)
         self.picturing = collections.Counter()  # user -> their messages whose pictures are fetched, not yet answered
         self.in_line = {}  # (chat, user) -> a future done when that user's last message is in its chat's line
@@ -8317,6 +8329,42 @@ async def _respond(app, ctx, text, card, truncated=False):
     if ctx.group_id and await app.db.run(session_paused, ctx.session):
         if not ((ctx.superuser or ctx.role in ("owner", "admin")) and _command_find(ADMIN_COMMANDS, text)):
             return None
+    busy = _group_busy(app, ctx)
+    if busy is not None:
+        return busy or None
+    reply = await _respond_counted(app, ctx, text, card, truncated)
+    if reply and ctx.group_id:
+        app.group_sent[ctx.session].append(time.monotonic())
+    return reply
+
+
+def _group_busy(app, ctx):
+    """GROUP_BUSY_REPLY when the bot answered BOT_GROUP_RATE_LIMIT messages in this group in the last RATE_WINDOW
+    ("" when the group heard it already this window: nothing is said, nothing is done); else None. Members
+    together cycling commands each counted apart got 237 answers into one group in 30 s. A superuser's message is
+    answered all the same (and counted)."""
+    limit = app.cfg.BOT_GROUP_RATE_LIMIT
+    if not ctx.group_id or ctx.superuser or not limit:
+        return None
+    times = app.group_sent[ctx.session]
+    now = time.monotonic()
+    while times and now - times[0] > RATE_WINDOW:
+        times.popleft()
+    if len(times) < limit:
+        return None
+    app.stats["group_limited"] += 1
+    if now - app.group_told.get(ctx.session, -RATE_WINDOW) < RATE_WINDOW:
+        return ""
+    app.group_told[ctx.session] = now
+    return GROUP_BUSY_REPLY
+
+
+async def _respond_counted(app, ctx, text, card, truncated):
+    """_respond's answer once the group has room: every answer is counted against one of the member's limits
+    (a command's against BOT_RATE_LIMIT, as chat; memory changes and lists against MEMORY_RATE_LIMIT)."""
+    if _command_counted(app, ctx, text) and not _rate_take(app.rate[ctx.user_id], app.cfg.BOT_RATE_LIMIT):
+        app.stats["rate_limited"] += 1
+        return _notice_once(app, ctx, RATE_REPLY) or None
     for handler in (reply_command, reply_memory, reply_new_topic):
         reply = await handler(app, ctx, text, card)
         if reply is not None:
@@ -8325,6 +8373,9 @@ async def _respond(app, ctx, text, card, truncated=False):
                 app.profile_kick(ctx)  # and the profile is written again (nothing is asked when nothing changed)
             return reply or None  # "": handled, nothing to say (a read past the limit, whose sender was told)
     if not text.strip():
+        if not _rate_take(app.rate[ctx.user_id], app.cfg.BOT_RATE_LIMIT) and not ctx.superuser:
+            app.stats["rate_limited"] += 1
+            return _notice_once(app, ctx, RATE_REPLY) or None
         return "嗯？叫我有什么事吗？"
     limited = await _rate_limited(app, ctx)
     if limited:
@@ -8336,6 +8387,15 @@ async def _respond(app, ctx, text, card, truncated=False):
     if truncated:
         reply = f"（你的消息太长了，我只看了前 {app.cfg.BOT_MAX_MESSAGE} 字）\n" + reply
     return reply
+
+
+def _command_counted(app, ctx, text):
+    """Whether a message is a command counted against BOT_RATE_LIMIT: an admin or character command (当前角色,
+    切换角色 refused or not, /pause) or 新话题; a superuser's never. Unlimited, one member's 当前角色 / 切换角色
+    cycle made 86 answers into a group in 55 s."""
+    if ctx.superuser or not app.cfg.BOT_RATE_LIMIT:
+        return False
+    return bool(_command_find(ADMIN_COMMANDS + CHARACTER_COMMANDS, text) or _NEW_TOPIC_RE.match(text.strip()))
 
 
 async def _rate_limited(app, ctx):

@@ -5,6 +5,7 @@ to the same limits as messages."""
 
 import contextlib
 import json
+import queue
 import random
 import re
 import signal
@@ -1639,4 +1640,53 @@ def test_a_reasoning_models_retry_is_counted_and_must_fit_the_budget(start, llm,
         assert tokens() <= budget, billed  # was 2,576 counted and 3,104 spent of 1,000
     finally:
         llm.answer = None
+        nc.close()
+
+
+@pytest.mark.parametrize("text", ["当前角色", "角色列表", "切换角色 neko", "/pause", "新话题", "你记得我什么",
+                                  "你怎么知道的"])
+def test_a_members_commands_are_counted_against_a_limit_with_one_notice(start, llm, text):
+    """BOT_RATE_LIMIT counted chat only: one member cycling 当前角色, 切换角色 (refused), 你记得我什么 … got 86 answers
+    into a group in 55 s. A command's answer (a refused one too) is counted against BOT_RATE_LIMIT, a
+    memory list against MEMORY_RATE_LIMIT; past it, one notice a window and nothing more."""
+    runner = start(BOT_RATE_LIMIT=4, MEMORY_RATE_LIMIT=4, BOT_GROUP_RATE_LIMIT=0)
+    nc = NapCat(runner.cfg.ONEBOT_PORT)
+    group = {"group_id": 976, "at_bot": True}
+    try:
+        for _ in range(10):
+            nc.event(61, text, role="member", **group)
+        reads = text.startswith("你")  # the marker is counted apart: chat after lists, a list after commands
+        marker = {} if reads else {"text": "你记得我什么", "answer": "还没有"}
+        replies = [text_of(p).strip() for p in nc.barrier(61, role="member", **marker, **group)]
+        assert len(replies) == 4 + 1, replies  # was 10
+        assert "太快" in replies[-1] and not [r for r in replies[:-1] if "太快" in r], replies
+    finally:
+        nc.close()
+
+
+def test_members_together_can_not_make_the_bot_flood_their_group(start, llm):
+    """Three members each within their own limits got 237 answers into one group in 30 s. A group gets at most
+    BOT_GROUP_RATE_LIMIT answers a minute (not set: 3 x BOT_RATE_LIMIT), then one notice; a superuser is still
+    answered; another group is not held back."""
+    runner = start(BOT_RATE_LIMIT=3, BOT_SUPERUSERS="99")
+    assert runner.cfg.BOT_GROUP_RATE_LIMIT == 9
+    nc = NapCat(runner.cfg.ONEBOT_PORT)
+    group = {"group_id": 977, "at_bot": True}
+    try:
+        for member in range(63, 68):  # five members, three commands each: within their own limits
+            for _ in range(3):
+                nc.event(member, "当前角色", role="member", **group)
+        replies = []
+        with contextlib.suppress(queue.Empty):  # members are answered by turns: no one marker comes last
+            while True:
+                replies.append(text_of(nc.reply(timeout=3)).strip())
+        assert len(replies) == 9 + 1, replies  # was 15
+        assert replies[-1] == bot.GROUP_BUSY_REPLY
+        assert nc.ask(99, "我是超级用户", **group).strip().endswith("我是超级用户")  # answered past the cap
+        assert nc.ask(63, "别的群", group_id=978, at_bot=True).strip().endswith("别的群")
+        nc.event(64, "当前角色", role="member", **group)
+        assert nc.ask(99, "再问一次", **group).strip().endswith("再问一次")  # told once a window, then nothing
+        time.sleep(1)
+        assert nc.sent.empty()
+    finally:
         nc.close()
