@@ -8258,7 +8258,18 @@ async def _pictures_unread(app, ctx, words):
     settle = MEMORY_SETTLE.get(kind)
     if settle:  # 忘记榴莲: a forget when a memory says 榴莲, else chat
         kind, args = await app.db.run(lambda c: settle(c, ctx, **args))
-    return kind in MEMORY_ACTIONS and not MEMORY_ACTIONS[kind].pictures
+    return kind in MEMORY_ACTIONS and (not MEMORY_ACTIONS[kind].pictures or await _memory_refused(app, ctx, kind))
+
+
+async def _memory_refused(app, ctx, kind):
+    """Whether a memory command that would keep its pictures is refused before it stores anything, as
+    _memory_group_remember and _memory_remember refuse it: a member's 记住，本群… where only admins may, a 记住 past
+    MEMORY_MAX_PER_USER. Its pictures were fetched and described all the same."""
+    if kind in ("group_remember", "group_update"):
+        return app.cfg.MEMORY_GROUP_WRITERS != "all" and not (ctx.superuser or ctx.role in ("owner", "admin"))
+    cap = app.cfg.MEMORY_MAX_PER_USER
+    return kind in ("remember", "update") and bool(cap) and not ctx.superuser \
+        and await app.db.run(memory_count, ctx.user_id) >= cap
 
 
 def _memory_said(app, ctx, text, lists=True):

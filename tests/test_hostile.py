@@ -1690,3 +1690,26 @@ def test_members_together_can_not_make_the_bot_flood_their_group(start, llm):
         assert nc.sent.empty()
     finally:
         nc.close()
+
+
+@pytest.mark.parametrize("case", ["member-group-fact", "past-the-cap"])
+def test_a_refused_remember_does_not_fetch_its_picture(start, llm, pictures, case):
+    """记住 + a picture keeps the picture's description, but a 记住 refused before anything is stored fetched and
+    described it all the same (a vision call against the budget): a plain member's 记住，本群… (only admins may),
+    a 记住 past MEMORY_MAX_PER_USER."""
+    pictures.pictures["r.png"] = (png(rgb=(1, 2, 3)), 0)
+    runner = start(VISION_MODEL="vl-test", MEMORY_MAX_PER_USER=1)
+    nc = NapCat(runner.cfg.ONEBOT_PORT)
+    group = {"group_id": 979, "role": "member"} if case == "member-group-fact" else {}
+    words = "记住，本群的吉祥物长这样" if group else "记住，我的猫长这样"
+    try:
+        if not group:
+            assert nc.ask(14, "记住，我住在杭州").startswith("好的")
+        shown = picture_message([pictures.url("r.png")], at_bot=bool(group))
+        nc.event(14, message=[s for s in shown if s["type"] == "at"] + [{"type": "text", "data": {"text": words}}]
+                 + [s for s in shown if s["type"] != "at"], **group)
+        answer = nc.reply_text().strip()
+        assert ("只有群主" in answer) if group else ("记不下更多了" in answer), answer
+        assert (pictures.hits.get("r.png", 0), len(llm.vision_requests())) == (0, 0)  # was (1, 1)
+    finally:
+        nc.close()
