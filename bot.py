@@ -3828,6 +3828,9 @@ class Ctx:
     command: bool = False  # the message is a memory command: kept out of recall and summaries
     role: str = ""  # in a group: owner, admin or member (OneBot's sender.role)
     pictures: object = None  # the task describing the message's pictures (VISION_MODEL), awaited before its reply
+    # the picture URLs of a message whose use is not known yet (the sender's earlier message in the chat was being
+    # answered when it came: that may open or close a question): decided once, when it is (_pictures_decide)
+    undecided: tuple = ()
     forgotten: bool = False  # the message forgot memories: its reply is stored without their words
 
     @property
@@ -7882,6 +7885,7 @@ class App:
         self.reserved = collections.Counter()  # payer -> tokens held by LLM calls under way (BOT_DAILY_TOKENS)
         self.picturing = collections.Counter()  # user -> their messages whose pictures are fetched, not yet answered
         self.in_line = {}  # (chat, user) -> a future done when that user's last message is in its chat's line
+        self.answering = {}  # (chat, user) -> a future done when that user's last message there is answered
         self.wipe_asked = {}  # user -> time they asked to forget everything
         self.memory_asked = {}  # (user, session) -> the which-one question waiting for its answer
         self.memory_rate = collections.defaultdict(collections.deque)  # user -> times of recent memory changes
@@ -8138,6 +8142,11 @@ async def reply_handle(app, ctx, text, onebot_id=None, pictures=()):
     mine = (ctx.session, ctx.user_id)
     app.queued[mine] += 1
     reply, picturing = None, False
+    earlier, answered = app.answering.get(mine), asyncio.get_running_loop().create_future()
+    app.answering[mine] = answered
+    # its place among the sender's messages, taken on arrival (before any await: they keep the order they came in)
+    ahead, lined = app.in_line.get(mine), asyncio.get_running_loop().create_future()
+    app.in_line[mine] = lined
     try:
         if app.queued[mine] > app.cfg.BOT_QUEUE_LIMIT:  # the member's own share: others in the chat keep theirs
             change = _memory_said(app, ctx, text, lists=False)
@@ -8147,11 +8156,22 @@ async def reply_handle(app, ctx, text, onebot_id=None, pictures=()):
                 reply = QUEUE_CHANGE_REPLY if change else QUEUE_REPLY
                 await app.db.run(_store_message, app, ctx, "assistant", reply, write=True)
         else:
-            if pictures and await _pictures_wanted(app, ctx, text, len(pictures)):
+            if pictures and earlier is not None and not earlier.done():
+                ctx.undecided = tuple(pictures)  # decided once the earlier message is answered
+            elif pictures and await _pictures_wanted(app, ctx, text, len(pictures)):
                 picturing = True  # counted by the next message's check until this one is answered
                 reply_pictures(app, ctx, pictures)
             entry = _burst_enter(app, ctx, text)
-            await _pictures_wait(app, ctx)
+
+            async def decide():  # once the earlier message is answered, unless its burst read this one
+                nonlocal picturing
+                await asyncio.wait([earlier])
+                if not entry["taken"] and ctx.undecided:
+                    ctx.undecided, urls = (), ctx.undecided
+                    if await _pictures_wanted(app, ctx, text, len(urls)):
+                        picturing = True
+                        reply_pictures(app, ctx, urls)
+            await _pictures_wait(app, ctx, ahead, lined, decide if ctx.undecided else None)
             async with app.locks[ctx.session].held(ctx.user_id):
                 if _burst_taken(app, ctx, entry):
                     return None  # it went to the LLM with an earlier message of its burst: that reply answers it
@@ -8169,6 +8189,13 @@ async def reply_handle(app, ctx, text, onebot_id=None, pictures=()):
                     await app.db.run(_store_message, app, ctx, "assistant", FORGOTTEN_TEXT if ctx.forgotten else reply,
                                      write=True)
     finally:
+        answered.set_result(None)
+        if app.answering.get(mine) is answered:
+            del app.answering[mine]
+        if not lined.done():
+            lined.set_result(None)
+        if app.in_line.get(mine) is lined:
+            del app.in_line[mine]
         if picturing:
             app.picturing[ctx.user_id] -= 1
             if not app.picturing[ctx.user_id]:
@@ -8212,12 +8239,13 @@ def _flooding(app, ctx, text):
     return True
 
 
-async def _pictures_wanted(app, ctx, text, count):
+async def _pictures_wanted(app, ctx, text, count, joined=False):
     """Whether a message's count pictures are worth fetching: a vision model is set, its group is not paused, and
     its sender has room in BOT_RATE_LIMIT (MEMORY_RATE_LIMIT for a memory command) and BOT_DAILY_TOKENS, counting
     their messages whose pictures are already being fetched (else the reply is 你说得太快啦, and nothing is
     fetched): ten messages of three pictures at once fetched all thirty on a budget for one. True counts the
-    message in app.picturing (the caller takes it out once the message is answered)."""
+    message in app.picturing (the caller takes it out once the message is answered). joined: the message is read with
+    an earlier one's reply (a burst), which took the place in BOT_RATE_LIMIT; it is not counted."""
     if not app.cfg.VISION_MODEL or ctx.group_id and await app.db.run(session_paused, ctx.session):
         return False
     words = text.replace(PICTURE_TEXT, "").strip()  # the words, wherever the pictures sat
@@ -8232,6 +8260,8 @@ async def _pictures_wanted(app, ctx, text, count):
         limit = app.cfg.MEMORY_RATE_LIMIT if not ctx.superuser else 0
     else:
         times, limit = app.rate[user], app.cfg.BOT_RATE_LIMIT
+    if joined:
+        return not app.cfg.BOT_DAILY_TOKENS or used + app.reserved[user] < app.cfg.BOT_DAILY_TOKENS
     before = app.picturing[user]  # read and counted with no await between: messages at once see each other
     if limit and sum(time.monotonic() - t <= RATE_WINDOW for t in times) + before >= limit:
         return False
@@ -8302,21 +8332,21 @@ def _memory_quiet(times, warned_at, limit):
     return (_rate_full(times, limit) and warned_at is not None and time.monotonic() - warned_at < 60)
 
 
-async def _pictures_wait(app, ctx):
+async def _pictures_wait(app, ctx, before, mine, decide=None):
     """Waits for the message's pictures before it asks for its chat's lock, so a slow picture URL holds up
-    only its sender's messages, never the rest of a group; the sender's own messages keep their order."""
-    key = (ctx.session, ctx.user_id)
-    before, mine = app.in_line.get(key), asyncio.get_running_loop().create_future()
-    app.in_line[key] = mine
+    only its sender's messages, never the rest of a group; the sender's own messages keep their order (before:
+    the future of the sender's message ahead of it in the chat; mine: this one's, done here).
+    decide (async): first decides whether its pictures are fetched at all (Ctx.undecided)."""
     try:
+        if decide is not None:
+            await decide()
         if ctx.pictures is not None:
             await asyncio.wait([ctx.pictures])
         if before is not None and not before.done():
             await asyncio.wait([before])
     finally:
-        mine.set_result(None)
-        if app.in_line.get(key) is mine:
-            del app.in_line[key]
+        if not mine.done():
+            mine.set_result(None)
 
 
 def _card_now(conn, app, ctx):
@@ -8330,6 +8360,8 @@ def _card_now(conn, app, ctx):
 
 #: A picture as a message's text holds it: [图片] or, described, [图片：…] (a description has no brackets).
 _PICTURE_PART_RE = re.compile(r"\[图片(?:：[^\[\]]*)?\]")
+#: Pictures sent before a message's words.
+_PICTURE_LEAD_RE = re.compile(r"\s*(?:\[图片(?:：[^\[\]]*)?\]\s*)+")
 
 
 async def _respond(app, ctx, text, card, truncated=False):
@@ -8337,6 +8369,10 @@ async def _respond(app, ctx, text, card, truncated=False):
     words = _PICTURE_PART_RE.sub("", text).strip()
     if words != text and await _pictures_unread(app, ctx, words):
         text = words  # 忘记… with a picture is the forget, not 忘记『…[图片：…]』; 你记得我什么 is the list
+    elif words != text and (lead := _PICTURE_LEAD_RE.match(text)):
+        names = [c["name"] for c in app.characters.get()["cards"].values()] + app.cfg.nicknames
+        if memory_parse(words, names)[0]:  # [图片：…]记住，… is the 记住 its pictures were fetched for, not chat
+            text = text[lead.end():] + lead.group(0).strip()
     if ctx.group_id and await app.db.run(session_paused, ctx.session):
         if not ((ctx.superuser or ctx.role in ("owner", "admin")) and _command_find(ADMIN_COMMANDS, text)):
             return None
@@ -9025,8 +9061,9 @@ def _burst_taken(app, ctx, entry):
 
 
 def _burst_command(app, ctx, text):
-    """Whether a waiting message is (or may be) a command, which is answered on its own, in turn."""
-    t = text.strip()
+    """Whether a waiting message is (or may be) a command, which is answered on its own, in turn (its pictures
+    left out: [图片]记住，… is the 记住)."""
+    t = _PICTURE_PART_RE.sub("", text).strip()
     names = [c["name"] for c in app.characters.get()["cards"].values()] + app.cfg.nicknames
     return bool(_command_find(ADMIN_COMMANDS, t) or _command_find(CHARACTER_COMMANDS, t) or _NEW_TOPIC_RE.match(t)
                 or memory_parse(t, names)[0] or _memory_answering(app, ctx, t))
@@ -9044,13 +9081,25 @@ async def reply_burst(app, ctx, text, card):
         size += len(entry["text"]) + 1
         if size > app.cfg.BOT_MAX_MESSAGE or _burst_command(app, other, entry["text"]):
             break  # one LLM call reads no more than one message may hold; the rest get their own turn
-        if ctx.group_id and other.pictures is not None and not other.pictures.done():
+        if ctx.group_id and (other.undecided or other.pictures is not None and not other.pictures.done()):
             break  # in a group the lock is everyone's: a picture still loading is answered in its own turn
         entry["taken"] = True
         app.waiting[ctx.session].remove(entry)
         taken.append(entry)
     if not taken:
         return text
+    # chat now, read with this reply: pictures not yet decided are fetched as far as the vision calls a minute
+    # reach (the reply took the place in BOT_RATE_LIMIT); a burst's third picture message was never fetched
+    limit, scheduled = app.cfg.BOT_RATE_LIMIT, 0
+    for e in taken:
+        other = e["ctx"]
+        if other.undecided:
+            other.undecided, urls = (), other.undecided
+            recent = sum(time.monotonic() - t <= RATE_WINDOW for t in app.vision_rate[ctx.user_id])
+            places = limit - scheduled - recent if limit else len(urls)
+            if places > 0 and await _pictures_wanted(app, other, e["text"], len(urls), joined=True):
+                scheduled += min(places, len(urls))
+                reply_pictures(app, other, urls[:places])
     for e in taken:
         e["text"] = await _pictures_in(app, e["ctx"], e["text"])
     ids = [e["ctx"].message_id for e in taken]

@@ -676,7 +676,9 @@ def test_pictures_at_once_can_not_race_past_the_daily_budget(start, llm, picture
 
 @pytest.mark.parametrize("settings, text, kept, fetched", [
     ({"BOT_DAILY_TOKENS": 15}, "第{}组", 10, 3),  # the fake LLM reports 15 tokens a call: one message's worth
-    ({"BOT_RATE_LIMIT": 2}, "第{}组", 6, 2 * 3),  # past FLOOD_FACTOR x 2 a minute: dropped, never fetched
+    # past FLOOD_FACTOR x 2 a minute: dropped, never fetched; the 2nd-6th join the 1st's reply, with no vision call
+    # left a minute (the 1st's pictures took both): not fetched (the 2nd's were, then went to the LLM as [图片])
+    ({"BOT_RATE_LIMIT": 2}, "第{}组", 6, 3),
     ({"MEMORY_RATE_LIMIT": 2}, "记住，这是我的第{}只猫", 10, 2 * 3),  # a memory command counts against its own limit
 ])
 def test_pictures_of_messages_at_once_are_fetched_only_as_far_as_their_limits_reach(start, llm, pictures, settings,
@@ -1711,5 +1713,50 @@ def test_a_refused_remember_does_not_fetch_its_picture(start, llm, pictures, cas
         answer = nc.reply_text().strip()
         assert ("只有群主" in answer) if group else ("记不下更多了" in answer), answer
         assert (pictures.hits.get("r.png", 0), len(llm.vision_requests())) == (0, 0)  # was (1, 1)
+    finally:
+        nc.close()
+
+
+def _with_picture(text, url):
+    return [{"type": "text", "data": {"text": text}}, {"type": "image", "data": {"file": "a.png", "url": url}}]
+
+
+@pytest.mark.parametrize("case", ["answer-right-behind-the-question", "chat-after-the-answer", "burst"])
+def test_a_messages_picture_is_fetched_once_its_use_is_known(start, llm, pictures, case):
+    """Whether a message uses its picture was judged on arrival, before the sender's earlier message was answered:
+    - 要 + a picture right behind a message the bot questions: fetched and described, then read as the answer;
+    - 要, then 好 + a picture, a question open: 好 judged an answer (not fetched), then sent to the LLM as chat with
+      a bare [图片] (要 had answered the question);
+    - three picture messages joined in one reply under BOT_RATE_LIMIT=3: the third never fetched.
+    Now it is judged when the earlier message is answered."""
+    for n in "abc":
+        pictures.pictures[f"{n}.png"] = (png(rgb=(ord(n), 5, 5)), 0)
+    runner = start(VISION_MODEL="vl-test", BOT_RATE_LIMIT=3)
+    nc = NapCat(runner.cfg.ONEBOT_PORT)
+    memories = lambda user: [r["text"] for r in runner.rows("SELECT text FROM memories WHERE user_id = ?", user)]
+    try:
+        if case == "answer-right-behind-the-question":
+            nc.event(21, "记住明天三点开会")
+            nc.event(21, message=_with_picture("要", pictures.url("a.png")))
+            assert "要我记住" in nc.reply_text() and nc.reply_text().startswith("好的")
+            assert memories("21") == ["我明天三点开会"]
+            assert (pictures.hits.get("a.png", 0), len(llm.vision_requests())) == (0, 0)  # was (1, 1)
+        elif case == "chat-after-the-answer":
+            assert "要我记住" in nc.ask(22, "记住周五下午去体检")
+            nc.event(22, "要")
+            nc.event(22, message=_with_picture("好", pictures.url("b.png")))
+            assert nc.reply_text().startswith("好的") and memories("22") == ["我周五下午去体检"]
+            assert nc.reply_text().startswith("echo:")
+            assert "[图片：一只橘猫趴在键盘上]" in llm.chat_requests()[-1]["json"]["messages"][-1]["content"]  # was [图片]
+            assert pictures.hits.get("b.png", 0) == 1
+        else:
+            llm.delay = 1.5
+            nc.event(23, "你好")
+            assert wait_for(lambda: llm.chat_requests())
+            for n in "abc":
+                nc.event(23, message=_with_picture(f"看这个{n}", pictures.url(f"{n}.png")))
+            replies = [nc.reply_text(timeout=30) for _ in range(2)]
+            assert replies[0].startswith("echo:") and replies[1].count("[图片：一只橘猫趴在键盘上]") == 3, replies
+            assert {n: pictures.hits.get(f"{n}.png", 0) for n in "abc"} == {"a": 1, "b": 1, "c": 1}  # c was 0
     finally:
         nc.close()
