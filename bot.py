@@ -110,6 +110,9 @@ DEFAULTS = {
     "BOT_SUPERUSERS": "",  # comma-separated QQ numbers allowed to use admin commands
     "BOT_NICKNAMES": "",  # extra comma-separated names that address the bot in groups (character names always do)
     "BOT_RATE_LIMIT": 20,  # messages a minute per user that reach the LLM; 0 turns the limit off
+    # answers a minute the bot gives in one group, all its members together (colluders can't make it flood the
+    # group); not set: GROUP_RATE_FACTOR x BOT_RATE_LIMIT; 0 turns the cap off
+    "BOT_GROUP_RATE_LIMIT": 60,
     "BOT_DAILY_TOKENS": 0,  # LLM tokens a user may use a day; 0 = no budget
     "BOT_MAX_MESSAGE": 4000,  # characters of one message that are kept; the rest is cut with a note
     "BOT_QUEUE_LIMIT": 20,  # messages one member may have waiting in a chat; past it: stored, 'slow down' said once
@@ -143,6 +146,8 @@ DEFAULTS = {
     "VISION_MODEL": "",
 }
 
+#: BOT_GROUP_RATE_LIMIT when not set, as a multiple of BOT_RATE_LIMIT: three members at their limit at once.
+GROUP_RATE_FACTOR = 3
 #: Settings whose value is never shown.
 SECRETS = {"LLM_API_KEY", "ONEBOT_ACCESS_TOKEN"}
 #: Prefixes that mark a variable as ours, so a typo in one is reported.
@@ -246,6 +251,8 @@ def config_load(environ=None, dotenv=None):
         value = raw.pop(key, None)
         if value is None:
             cfg[key] = default
+            if key == "BOT_GROUP_RATE_LIMIT":  # follows BOT_RATE_LIMIT (read before it, DEFAULTS being in order)
+                cfg[key] = GROUP_RATE_FACTOR * cfg["BOT_RATE_LIMIT"]
             continue
         value = value.strip()
         if isinstance(default, (int, float)):
@@ -2106,11 +2113,14 @@ class LLMClient:
         self.notices = []  # account problems the superusers are to be told of (sent by the OneBot section)
         self.noticed = {}  # problem -> when it was last reported
 
-    async def chat(self, messages, *, max_tokens=None, timeout=None, model=None, shrink=None):
+    async def chat(self, messages, *, max_tokens=None, timeout=None, model=None, shrink=None, rethink=None):
         """One chat completion: (text, tokens used). Raises LLMError after the retries: LLMRefusedError at
         once when the provider refuses on content safety, LLMBalanceError when the account is empty.
         shrink(messages, tokens) -> messages of about that many tokens, tried once when the prompt is longer
-        than the model's context (never the same prompt again)."""
+        than the model's context (never the same prompt again). rethink (async (tokens spent, max_tokens of the
+        retry)): called before asking again when a reasoning model's thinking used up max_tokens; it counts the
+        spent try and may refuse the larger retry by raising (LLMBudgetError). The returned tokens are the last
+        try's only."""
         cfg = self.cfg
         if self.http is None:
             self.open()
@@ -2144,7 +2154,11 @@ class LLMClient:
                     try:
                         return _llm_parse(response, messages)
                     except _LLMThinkingOnly as e:
-                        if "thinking" in fixed:
+                        spent = e.tokens or sum(text_count_tokens(_llm_text(m["content"])) for m in messages) + budget
+                        again = "thinking" not in fixed
+                        if rethink is not None:  # the spent try is counted; the retry may be refused
+                            await rethink(spent, budget + LLM_THINKING_ROOM if again else None)
+                        if not again:
                             raise LLMReplyError(f"{e}, again with max_tokens={budget}")
                         fixed.add("thinking")
                         log.warning("LLM %s (max_tokens=%d); asking once more with %d", e, budget,
@@ -2227,12 +2241,13 @@ class LLMClient:
         log.error("%s", line)
         self.notices.append(chat_text)
 
-    async def describe(self, data, mime, timeout):
+    async def describe(self, data, mime, timeout, rethink=None):
         """What VISION_MODEL sees in a picture, in Chinese: (text, tokens). Raises LLMError."""
         url = f"data:{mime};base64," + base64.b64encode(data).decode()
         messages = [{"role": "user", "content": [{"type": "text", "text": VISION_PROMPT},
                                                  {"type": "image_url", "image_url": {"url": url}}]}]
-        return await self.chat(messages, max_tokens=VISION_MAX_TOKENS, timeout=timeout, model=self.cfg.VISION_MODEL)
+        return await self.chat(messages, max_tokens=VISION_MAX_TOKENS, timeout=timeout, model=self.cfg.VISION_MODEL,
+                               rethink=rethink)
 
     async def fetch_picture(self, url, timeout):
         """A picture's bytes and MIME type from its segment's http(s) URL (loopback included: NapCat
@@ -2280,7 +2295,11 @@ class LLMClient:
 
 
 class _LLMThinkingOnly(LLMReplyError):
-    """A reasoning model thought until max_tokens and left no answer."""
+    """A reasoning model thought until max_tokens and left no answer; tokens: what the provider says it used."""
+
+    def __init__(self, message, tokens=None):
+        super().__init__(message)
+        self.tokens = tokens if isinstance(tokens, int) and tokens > 0 else None
 
 
 def llm_strip_thinking(text):
@@ -2309,7 +2328,8 @@ def _llm_parse(response, messages):
         text = llm_strip_thinking(text) if isinstance(text, str) else (None if text is not None else "")
         if text == "" and (choice.get("finish_reason") == "length" or message.get("reasoning_content")
                            or message.get("reasoning") or "<think>" in (message.get("content") or "")):
-            raise _LLMThinkingOnly("thinking used up max_tokens and left no answer")
+            usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
+            raise _LLMThinkingOnly("thinking used up max_tokens and left no answer", usage.get("total_tokens"))
         if not text:
             raise ValueError("empty content")
     except LLMReplyError:
@@ -3874,6 +3894,9 @@ class Ctx:
     command: bool = False  # the message is a memory command: kept out of recall and summaries
     role: str = ""  # in a group: owner, admin or member (OneBot's sender.role)
     pictures: object = None  # the task describing the message's pictures (VISION_MODEL), awaited before its reply
+    # the picture URLs of a message whose use is not known yet (the sender's earlier message in the chat was being
+    # answered when it came: that may open or close a question): decided once, when it is (_pictures_decide)
+    undecided: tuple = ()
     forgotten: bool = False  # the message forgot memories: its reply is stored without their words
 
     @property
@@ -8153,6 +8176,9 @@ QUEUE_CHANGE_REPLY = "消息有点多，刚才这条和接下来的记忆改动�
 BUDGET_REPLY = "今天我们聊得太多啦，我得休息了，明天再来找我吧。（这条我记下了）"
 #: Said to a user past BOT_RATE_LIMIT LLM messages a RATE_WINDOW (stored all the same), once a window in each chat.
 RATE_REPLY = "你说得太快啦，我有点跟不上，歇一分钟再聊吧。（这条我记下了）"
+#: Said once a RATE_WINDOW in a group whose members got BOT_GROUP_RATE_LIMIT answers in it (the rest are stored,
+#: commands among them not done).
+GROUP_BUSY_REPLY = "群里找我的消息太多啦，我歇一分钟。（这一分钟里的消息我记下了，但不会回复，指令也没有执行）"
 #: Seconds the rate limits count over (BOT_RATE_LIMIT, MEMORY_RATE_LIMIT's lists, vision calls, the flood cap),
 #: and in which a member of a chat hears RATE_REPLY or BUDGET_REPLY once.
 RATE_WINDOW = 60.0
@@ -8248,9 +8274,12 @@ class App:
         self.arrivals = collections.defaultdict(collections.deque)  # user -> times of recent stored messages
         self.flood_warned = {}  # user -> when the log last said their messages are dropped
         self.told = {}  # (notice, chat, member) -> when they last heard RATE_REPLY or BUDGET_REPLY there
+        self.group_sent = collections.defaultdict(collections.deque)  # group chat -> times of its recent answers
+        self.group_told = {}  # group chat -> when it last heard GROUP_BUSY_REPLY
         self.reserved = collections.Counter()  # payer -> tokens held by LLM calls under way (BOT_DAILY_TOKENS)
         self.picturing = collections.Counter()  # user -> their messages whose pictures are fetched, not yet answered
         self.in_line = {}  # (chat, user) -> a future done when that user's last message is in its chat's line
+        self.answering = {}  # (chat, user) -> a future done when that user's last message there is answered
         self.wipe_asked = {}  # user -> time they asked to forget everything
         self.memory_asked = {}  # (user, session) -> the which-one question waiting for its answer
         self.memory_rate = collections.defaultdict(collections.deque)  # user -> times of recent memory changes
@@ -8507,6 +8536,11 @@ async def reply_handle(app, ctx, text, onebot_id=None, pictures=()):
     mine = (ctx.session, ctx.user_id)
     app.queued[mine] += 1
     reply, picturing = None, False
+    earlier, answered = app.answering.get(mine), asyncio.get_running_loop().create_future()
+    app.answering[mine] = answered
+    # its place among the sender's messages, taken on arrival (before any await: they keep the order they came in)
+    ahead, lined = app.in_line.get(mine), asyncio.get_running_loop().create_future()
+    app.in_line[mine] = lined
     try:
         if app.queued[mine] > app.cfg.BOT_QUEUE_LIMIT:  # the member's own share: others in the chat keep theirs
             change = _memory_said(app, ctx, text, lists=False)
@@ -8516,11 +8550,22 @@ async def reply_handle(app, ctx, text, onebot_id=None, pictures=()):
                 reply = QUEUE_CHANGE_REPLY if change else QUEUE_REPLY
                 await app.db.run(_store_message, app, ctx, "assistant", reply, write=True)
         else:
-            if pictures and await _pictures_wanted(app, ctx, text, len(pictures)):
+            if pictures and earlier is not None and not earlier.done():
+                ctx.undecided = tuple(pictures)  # decided once the earlier message is answered
+            elif pictures and await _pictures_wanted(app, ctx, text, len(pictures)):
                 picturing = True  # counted by the next message's check until this one is answered
                 reply_pictures(app, ctx, pictures)
             entry = _burst_enter(app, ctx, text)
-            await _pictures_wait(app, ctx)
+
+            async def decide():  # once the earlier message is answered, unless its burst read this one
+                nonlocal picturing
+                await asyncio.wait([earlier])
+                if not entry["taken"] and ctx.undecided:
+                    ctx.undecided, urls = (), ctx.undecided
+                    if await _pictures_wanted(app, ctx, text, len(urls)):
+                        picturing = True
+                        reply_pictures(app, ctx, urls)
+            await _pictures_wait(app, ctx, ahead, lined, decide if ctx.undecided else None)
             async with app.locks[ctx.session].held(ctx.user_id):
                 if _burst_taken(app, ctx, entry):
                     return None  # it went to the LLM with an earlier message of its burst: that reply answers it
@@ -8538,6 +8583,13 @@ async def reply_handle(app, ctx, text, onebot_id=None, pictures=()):
                     await app.db.run(_store_message, app, ctx, "assistant", FORGOTTEN_TEXT if ctx.forgotten else reply,
                                      write=True)
     finally:
+        answered.set_result(None)
+        if app.answering.get(mine) is answered:
+            del app.answering[mine]
+        if not lined.done():
+            lined.set_result(None)
+        if app.in_line.get(mine) is lined:
+            del app.in_line[mine]
         if picturing:
             app.picturing[ctx.user_id] -= 1
             if not app.picturing[ctx.user_id]:
@@ -8581,12 +8633,13 @@ def _flooding(app, ctx, text):
     return True
 
 
-async def _pictures_wanted(app, ctx, text, count):
+async def _pictures_wanted(app, ctx, text, count, joined=False):
     """Whether a message's count pictures are worth fetching: a vision model is set, its group is not paused, and
     its sender has room in BOT_RATE_LIMIT (MEMORY_RATE_LIMIT for a memory command) and BOT_DAILY_TOKENS, counting
     their messages whose pictures are already being fetched (else the reply is 你说得太快啦, and nothing is
     fetched): ten messages of three pictures at once fetched all thirty on a budget for one. True counts the
-    message in app.picturing (the caller takes it out once the message is answered)."""
+    message in app.picturing (the caller takes it out once the message is answered). joined: the message is read with
+    an earlier one's reply (a burst), which took the place in BOT_RATE_LIMIT; it is not counted."""
     if not app.cfg.VISION_MODEL or ctx.group_id and await app.db.run(session_paused, ctx.session):
         return False
     words = text.replace(PICTURE_TEXT, "").strip()  # the words, wherever the pictures sat
@@ -8601,6 +8654,8 @@ async def _pictures_wanted(app, ctx, text, count):
         limit = app.cfg.MEMORY_RATE_LIMIT if not ctx.superuser else 0
     else:
         times, limit = app.rate[user], app.cfg.BOT_RATE_LIMIT
+    if joined:
+        return not app.cfg.BOT_DAILY_TOKENS or used + app.reserved[user] < app.cfg.BOT_DAILY_TOKENS
     before = app.picturing[user]  # read and counted with no await between: messages at once see each other
     if limit and sum(time.monotonic() - t <= RATE_WINDOW for t in times) + before >= limit:
         return False
@@ -8627,7 +8682,18 @@ async def _pictures_unread(app, ctx, words):
     settle = MEMORY_SETTLE.get(kind)
     if settle:  # 忘记榴莲: a forget when a memory says 榴莲, else chat
         kind, args = await app.db.run(lambda c: settle(c, ctx, **args))
-    return kind in MEMORY_ACTIONS and not MEMORY_ACTIONS[kind].pictures
+    return kind in MEMORY_ACTIONS and (not MEMORY_ACTIONS[kind].pictures or await _memory_refused(app, ctx, kind))
+
+
+async def _memory_refused(app, ctx, kind):
+    """Whether a memory command that would keep its pictures is refused before it stores anything, as
+    _memory_group_remember and _memory_remember refuse it: a member's 记住，本群… where only admins may, a 记住 past
+    MEMORY_MAX_PER_USER. Its pictures were fetched and described all the same."""
+    if kind in ("group_remember", "group_update"):
+        return app.cfg.MEMORY_GROUP_WRITERS != "all" and not (ctx.superuser or ctx.role in ("owner", "admin"))
+    cap = app.cfg.MEMORY_MAX_PER_USER
+    return kind in ("remember", "update") and bool(cap) and not ctx.superuser \
+        and await app.db.run(memory_count, ctx.user_id) >= cap
 
 
 def _memory_said(app, ctx, text, lists=True):
@@ -8660,21 +8726,21 @@ def _memory_quiet(times, warned_at, limit):
     return (_rate_full(times, limit) and warned_at is not None and time.monotonic() - warned_at < 60)
 
 
-async def _pictures_wait(app, ctx):
+async def _pictures_wait(app, ctx, before, mine, decide=None):
     """Waits for the message's pictures before it asks for its chat's lock, so a slow picture URL holds up
-    only its sender's messages, never the rest of a group; the sender's own messages keep their order."""
-    key = (ctx.session, ctx.user_id)
-    before, mine = app.in_line.get(key), asyncio.get_running_loop().create_future()
-    app.in_line[key] = mine
+    only its sender's messages, never the rest of a group; the sender's own messages keep their order (before:
+    the future of the sender's message ahead of it in the chat; mine: this one's, done here).
+    decide (async): first decides whether its pictures are fetched at all (Ctx.undecided)."""
     try:
+        if decide is not None:
+            await decide()
         if ctx.pictures is not None:
             await asyncio.wait([ctx.pictures])
         if before is not None and not before.done():
             await asyncio.wait([before])
     finally:
-        mine.set_result(None)
-        if app.in_line.get(key) is mine:
-            del app.in_line[key]
+        if not mine.done():
+            mine.set_result(None)
 
 
 def _card_now(conn, app, ctx):
@@ -8688,6 +8754,8 @@ def _card_now(conn, app, ctx):
 
 #: A picture as a message's text holds it: [图片] or, described, [图片：…] (a description has no brackets).
 _PICTURE_PART_RE = re.compile(r"\[图片(?:：[^\[\]]*)?\]")
+#: Pictures sent before a message's words.
+_PICTURE_LEAD_RE = re.compile(r"\s*(?:\[图片(?:：[^\[\]]*)?\]\s*)+")
 
 
 async def _respond(app, ctx, text, card, truncated=False):
@@ -8695,9 +8763,49 @@ async def _respond(app, ctx, text, card, truncated=False):
     words = _PICTURE_PART_RE.sub("", text).strip()
     if words != text and await _pictures_unread(app, ctx, words):
         text = words  # 忘记… with a picture is the forget, not 忘记『…[图片：…]』; 你记得我什么 is the list
+    elif words != text and (lead := _PICTURE_LEAD_RE.match(text)):
+        names = [c["name"] for c in app.characters.get()["cards"].values()] + app.cfg.nicknames
+        if memory_parse(words, names)[0]:  # [图片：…]记住，… is the 记住 its pictures were fetched for, not chat
+            text = text[lead.end():] + lead.group(0).strip()
     if ctx.group_id and await app.db.run(session_paused, ctx.session):
         if not ((ctx.superuser or ctx.role in ("owner", "admin")) and _command_find(ADMIN_COMMANDS, text)):
             return None
+    busy = _group_busy(app, ctx)
+    if busy is not None:
+        return busy or None
+    reply = await _respond_counted(app, ctx, text, card, truncated)
+    if reply and ctx.group_id:
+        app.group_sent[ctx.session].append(time.monotonic())
+    return reply
+
+
+def _group_busy(app, ctx):
+    """GROUP_BUSY_REPLY when the bot answered BOT_GROUP_RATE_LIMIT messages in this group in the last RATE_WINDOW
+    ("" when the group heard it already this window: nothing is said, nothing is done); else None. Members
+    together cycling commands each counted apart got 237 answers into one group in 30 s. A superuser's message is
+    answered all the same (and counted)."""
+    limit = app.cfg.BOT_GROUP_RATE_LIMIT
+    if not ctx.group_id or ctx.superuser or not limit:
+        return None
+    times = app.group_sent[ctx.session]
+    now = time.monotonic()
+    while times and now - times[0] > RATE_WINDOW:
+        times.popleft()
+    if len(times) < limit:
+        return None
+    app.stats["group_limited"] += 1
+    if now - app.group_told.get(ctx.session, -RATE_WINDOW) < RATE_WINDOW:
+        return ""
+    app.group_told[ctx.session] = now
+    return GROUP_BUSY_REPLY
+
+
+async def _respond_counted(app, ctx, text, card, truncated):
+    """_respond's answer once the group has room: every answer is counted against one of the member's limits
+    (a command's against BOT_RATE_LIMIT, as chat; memory changes and lists against MEMORY_RATE_LIMIT)."""
+    if _command_counted(app, ctx, text) and not _rate_take(app.rate[ctx.user_id], app.cfg.BOT_RATE_LIMIT):
+        app.stats["rate_limited"] += 1
+        return _notice_once(app, ctx, RATE_REPLY) or None
     for handler in (reply_command, reply_memory, reply_new_topic):
         reply = await handler(app, ctx, text, card)
         if reply is not None:
@@ -8706,6 +8814,9 @@ async def _respond(app, ctx, text, card, truncated=False):
                 app.profile_kick(ctx)  # and the profile is written again (nothing is asked when nothing changed)
             return reply or None  # "": handled, nothing to say (a read past the limit, whose sender was told)
     if not text.strip():
+        if not _rate_take(app.rate[ctx.user_id], app.cfg.BOT_RATE_LIMIT) and not ctx.superuser:
+            app.stats["rate_limited"] += 1
+            return _notice_once(app, ctx, RATE_REPLY) or None
         return "嗯？叫我有什么事吗？"
     limited = await _rate_limited(app, ctx)
     if limited:
@@ -8717,6 +8828,15 @@ async def _respond(app, ctx, text, card, truncated=False):
     if truncated:
         reply = f"（你的消息太长了，我只看了前 {app.cfg.BOT_MAX_MESSAGE} 字）\n" + reply
     return reply
+
+
+def _command_counted(app, ctx, text):
+    """Whether a message is a command counted against BOT_RATE_LIMIT: an admin or character command (当前角色,
+    切换角色 refused or not, /pause) or 新话题; a superuser's never. Unlimited, one member's 当前角色 / 切换角色
+    cycle made 86 answers into a group in 55 s."""
+    if ctx.superuser or not app.cfg.BOT_RATE_LIMIT:
+        return False
+    return bool(_command_find(ADMIN_COMMANDS + CHARACTER_COMMANDS, text) or _NEW_TOPIC_RE.match(text.strip()))
 
 
 async def _rate_limited(app, ctx):
@@ -9349,8 +9469,9 @@ def _burst_taken(app, ctx, entry):
 
 
 def _burst_command(app, ctx, text):
-    """Whether a waiting message is (or may be) a command, which is answered on its own, in turn."""
-    t = text.strip()
+    """Whether a waiting message is (or may be) a command, which is answered on its own, in turn (its pictures
+    left out: [图片]记住，… is the 记住)."""
+    t = _PICTURE_PART_RE.sub("", text).strip()
     names = [c["name"] for c in app.characters.get()["cards"].values()] + app.cfg.nicknames
     return bool(_command_find(ADMIN_COMMANDS, t) or _command_find(CHARACTER_COMMANDS, t) or _NEW_TOPIC_RE.match(t)
                 or memory_parse(t, names)[0] or _memory_answering(app, ctx, t))
@@ -9368,13 +9489,25 @@ async def reply_burst(app, ctx, text, card):
         size += len(entry["text"]) + 1
         if size > app.cfg.BOT_MAX_MESSAGE or _burst_command(app, other, entry["text"]):
             break  # one LLM call reads no more than one message may hold; the rest get their own turn
-        if ctx.group_id and other.pictures is not None and not other.pictures.done():
+        if ctx.group_id and (other.undecided or other.pictures is not None and not other.pictures.done()):
             break  # in a group the lock is everyone's: a picture still loading is answered in its own turn
         entry["taken"] = True
         app.waiting[ctx.session].remove(entry)
         taken.append(entry)
     if not taken:
         return text
+    # chat now, read with this reply: pictures not yet decided are fetched as far as the vision calls a minute
+    # reach (the reply took the place in BOT_RATE_LIMIT); a burst's third picture message was never fetched
+    limit, scheduled = app.cfg.BOT_RATE_LIMIT, 0
+    for e in taken:
+        other = e["ctx"]
+        if other.undecided:
+            other.undecided, urls = (), other.undecided
+            recent = sum(time.monotonic() - t <= RATE_WINDOW for t in app.vision_rate[ctx.user_id])
+            places = limit - scheduled - recent if limit else len(urls)
+            if places > 0 and await _pictures_wanted(app, other, e["text"], len(urls), joined=True):
+                scheduled += min(places, len(urls))
+                reply_pictures(app, other, urls[:places])
     for e in taken:
         e["text"] = await _pictures_in(app, e["ctx"], e["text"])
     ids = [e["ctx"].message_id for e in taken]
@@ -9432,8 +9565,10 @@ async def _picture_describe(app, ctx, url):
     if not _rate_take(app.vision_rate[ctx.user_id], app.cfg.BOT_RATE_LIMIT):
         app.stats["pictures_rate_limited"] += 1
         raise LLMError("the sender is past BOT_RATE_LIMIT vision calls a minute")
-    async with _budget_reserve(app, ctx.user_id, VISION_RESERVE_TOKENS):
-        text, tokens = await app.llm.describe(data, mime, VISION_TIMEOUT)
+    prompt = VISION_RESERVE_TOKENS - VISION_MAX_TOKENS  # the picture's own tokens, at most
+    async with _budget_reserve(app, ctx.user_id, VISION_RESERVE_TOKENS), \
+            _budget_rethink(app, ctx.user_id, prompt, VISION_RESERVE_TOKENS) as rethink:
+        text, tokens = await app.llm.describe(data, mime, VISION_TIMEOUT, rethink)
         await app.db.run(usage_add, ctx.user_id, tokens, write=True)
     text = text_neutralise(text.translate(str.maketrans("[]【】", "（）（）")))[:VISION_MAX_CHARS]
     await app.db.run(picture_cache, digest, text, write=True)
@@ -9486,13 +9621,43 @@ async def _llm_charged(app, payer, messages, max_tokens=None, whole=False, **kw)
     BOT_DAILY_TOKENS while it runs, then the tokens it used are counted (nothing when it fails), so replies at
     once in many chats can't all pass the check. Raises LLMBudgetError, making no call, when payer is past it
     (whole: when it would be with this call's most; see _budget_reserve)."""
-    held = app.cfg.BOT_DAILY_TOKENS and (sum(text_most_tokens(_llm_text(m["content"])) for m in messages)
-                                         + (max_tokens or app.cfg.LLM_MAX_TOKENS))
-    async with _budget_reserve(app, payer, held, whole):
-        reply, tokens = await app.llm.chat(messages, max_tokens=max_tokens, **kw)
+    prompt = sum(text_most_tokens(_llm_text(m["content"])) for m in messages)
+    held = app.cfg.BOT_DAILY_TOKENS and prompt + (max_tokens or app.cfg.LLM_MAX_TOKENS)
+    async with _budget_reserve(app, payer, held, whole), _budget_rethink(app, payer, prompt, held) as rethink:
+        reply, tokens = await app.llm.chat(messages, max_tokens=max_tokens, rethink=rethink, **kw)
         if tokens:
             await app.db.run(usage_add, payer, tokens, write=True)
     return reply, tokens
+
+
+@contextlib.asynccontextmanager
+async def _budget_rethink(app, payer, prompt, held):
+    """The rethink of LLMClient.chat for a call charged to payer holding held tokens: the try whose thinking used up
+    max_tokens is counted at once, and the retry (prompt and its larger max_tokens) must fit BOT_DAILY_TOKENS
+    whole beside what is used and what the payer's other calls hold, else LLMBudgetError (a reasoning model's
+    retry held only the first max_tokens and its first try was never counted: one 记住 used 2.6 times the
+    budget). The extra held for the retry is given back when the call ends."""
+    extra = 0
+
+    async def rethink(spent, max_tokens):
+        nonlocal extra
+        await app.db.run(usage_add, payer, spent, write=True)
+        if max_tokens is None or not app.cfg.BOT_DAILY_TOKENS:
+            return
+        more = prompt + max_tokens - held - extra  # what the retry may cost beyond what this call holds
+        used = await app.db.run(usage_today, payer) + app.reserved[payer] - held - extra
+        if used + prompt + max_tokens > app.cfg.BOT_DAILY_TOKENS:
+            app.stats["budget_hit"] += 1
+            raise LLMBudgetError(f"{payer} has no room in BOT_DAILY_TOKENS for a reasoning model's retry")
+        app.reserved[payer] += more
+        extra += more
+    try:
+        yield rethink
+    finally:
+        if extra:
+            app.reserved[payer] -= extra
+            if not app.reserved[payer]:
+                del app.reserved[payer]
 
 
 async def _pictures_in(app, ctx, text):

@@ -5,6 +5,7 @@ to the same limits as messages."""
 
 import contextlib
 import json
+import queue
 import random
 import re
 import signal
@@ -713,7 +714,9 @@ def test_pictures_at_once_can_not_race_past_the_daily_budget(start, llm, picture
 
 @pytest.mark.parametrize("settings, text, kept, fetched", [
     ({"BOT_DAILY_TOKENS": 15}, "第{}组", 10, 3),  # the fake LLM reports 15 tokens a call: one message's worth
-    ({"BOT_RATE_LIMIT": 2}, "第{}组", 6, 2 * 3),  # past FLOOD_FACTOR x 2 a minute: dropped, never fetched
+    # past FLOOD_FACTOR x 2 a minute: dropped, never fetched; the 2nd-6th join the 1st's reply, with no vision call
+    # left a minute (the 1st's pictures took both): not fetched (the 2nd's were, then went to the LLM as [图片])
+    ({"BOT_RATE_LIMIT": 2}, "第{}组", 6, 3),
     ({"MEMORY_RATE_LIMIT": 2}, "记住，这是我的第{}只猫", 10, 2 * 3),  # a memory command counts against its own limit
 ])
 def test_pictures_of_messages_at_once_are_fetched_only_as_far_as_their_limits_reach(start, llm, pictures, settings,
@@ -1725,5 +1728,176 @@ def test_a_chat_in_a_rare_script_stays_within_the_prompt_budget(start, llm, unit
         messages = llm.chat_requests()[-1]["json"]["messages"]
         assert len(messages) >= 3  # turns were kept, as many as fit
         assert sum(rare_tokens(m["content"]) for m in messages) <= runner.cfg.PROMPT_BUDGET
+    finally:
+        nc.close()
+
+
+def _thinking_model(billed):
+    """A reasoning model that spends all of max_tokens thinking when given at most 400 (an empty answer, finish_reason
+    length) and answers when given more; it reports usage honestly (the prompt as the bot counts it, and every
+    token it was allowed), each total appended to billed. Replies to chat cost 15."""
+    def answer(body):
+        if not (is_expansion_request(body) or is_summary_request(body)):
+            billed.append(15)
+            return None
+        allowed = body["max_tokens"]
+        total = sum(bot.text_count_tokens(m["content"]) for m in body["messages"]) + allowed
+        billed.append(total)
+        message = ({"role": "assistant", "content": "", "reasoning_content": "嗯，让我想想……" * 50}
+                   if allowed <= 400 else {"role": "assistant", "content": "此前，用户聊了天气。"})
+        return {"body": json.dumps({"choices": [{"index": 0, "message": message, "finish_reason": "length"
+                                                 if allowed <= 400 else "stop"}],
+                                    "usage": {"total_tokens": total}}, ensure_ascii=False)}
+    return answer
+
+
+@pytest.mark.parametrize("case", ["expansion-no-room", "expansion-room", "summary-no-room"])
+def test_a_reasoning_models_retry_is_counted_and_must_fit_the_budget(start, llm, case):
+    """A reasoning model thought away max_tokens; the bot asked again with LLM_THINKING_ROOM more, holding only the
+    first max_tokens, and never counted the first try: one 记住 under BOT_DAILY_TOKENS=1000 used 3,104 tokens
+    (2,576 counted). Every try is counted; the retry is made only when its prompt and larger max_tokens fit whole:
+    - 1,000 a day: the expansion's first try (~530) is counted, its retry (~2,600) refused, expanded later;
+    - 20,000 a day: both tries are made and counted;
+    - 1,000 a day: a summary's first try is counted, the retry refused, the summary written extractively."""
+    billed = []
+    budget = 20000 if case == "expansion-room" else 1000
+    runner = start(BOT_DAILY_TOKENS=budget, SUMMARY_EVERY=2 if case.startswith("summary") else 0)
+    llm.answer = _thinking_model(billed)
+    nc = NapCat(runner.cfg.ONEBOT_PORT)
+    tokens = lambda: sum(r["tokens"] for r in runner.rows("SELECT tokens FROM usage"))
+    try:
+        if case.startswith("summary"):
+            for text in ("下周三我要去面试", "自我介绍还没写", "好的"):
+                nc.ask(24, text)
+            assert wait_for(lambda: runner.rows("SELECT method FROM summaries"))
+            assert runner.rows("SELECT method FROM summaries") == [{"method": "extractive"}]
+            tries = [r for r in llm.requests if is_summary_request(r["json"])]
+        else:
+            assert nc.ask(24, "记住，我家的猫叫橘子").startswith("好的")
+            assert wait_for(lambda: llm.expansion_requests(), 15)
+            time.sleep(1)
+            tries = [r for r in llm.requests if is_expansion_request(r["json"])]
+        assert wait_for(lambda: not runner.app.reserved)
+        assert len(tries) == (2 if case == "expansion-room" else 1), [t["json"]["max_tokens"] for t in tries]
+        assert wait_for(lambda: tokens() == sum(billed)), (tokens(), billed)  # every try counted (was the last only)
+        assert tokens() <= budget, billed  # was 2,576 counted and 3,104 spent of 1,000
+    finally:
+        llm.answer = None
+        nc.close()
+
+
+@pytest.mark.parametrize("text", ["当前角色", "角色列表", "切换角色 neko", "/pause", "新话题", "你记得我什么",
+                                  "你怎么知道的"])
+def test_a_members_commands_are_counted_against_a_limit_with_one_notice(start, llm, text):
+    """BOT_RATE_LIMIT counted chat only: one member cycling 当前角色, 切换角色 (refused), 你记得我什么 … got 86 answers
+    into a group in 55 s. A command's answer (a refused one too) is counted against BOT_RATE_LIMIT, a
+    memory list against MEMORY_RATE_LIMIT; past it, one notice a window and nothing more."""
+    runner = start(BOT_RATE_LIMIT=4, MEMORY_RATE_LIMIT=4, BOT_GROUP_RATE_LIMIT=0)
+    nc = NapCat(runner.cfg.ONEBOT_PORT)
+    group = {"group_id": 976, "at_bot": True}
+    try:
+        for _ in range(10):
+            nc.event(61, text, role="member", **group)
+        reads = text.startswith("你")  # the marker is counted apart: chat after lists, a list after commands
+        marker = {} if reads else {"text": "你记得我什么", "answer": "还没有"}
+        replies = [text_of(p).strip() for p in nc.barrier(61, role="member", **marker, **group)]
+        assert len(replies) == 4 + 1, replies  # was 10
+        assert "太快" in replies[-1] and not [r for r in replies[:-1] if "太快" in r], replies
+    finally:
+        nc.close()
+
+
+def test_members_together_can_not_make_the_bot_flood_their_group(start, llm):
+    """Three members each within their own limits got 237 answers into one group in 30 s. A group gets at most
+    BOT_GROUP_RATE_LIMIT answers a minute (not set: 3 x BOT_RATE_LIMIT), then one notice; a superuser is still
+    answered; another group is not held back."""
+    runner = start(BOT_RATE_LIMIT=3, BOT_SUPERUSERS="99")
+    assert runner.cfg.BOT_GROUP_RATE_LIMIT == 9
+    nc = NapCat(runner.cfg.ONEBOT_PORT)
+    group = {"group_id": 977, "at_bot": True}
+    try:
+        for member in range(63, 68):  # five members, three commands each: within their own limits
+            for _ in range(3):
+                nc.event(member, "当前角色", role="member", **group)
+        replies = []
+        with contextlib.suppress(queue.Empty):  # members are answered by turns: no one marker comes last
+            while True:
+                replies.append(text_of(nc.reply(timeout=3)).strip())
+        assert len(replies) == 9 + 1, replies  # was 15
+        assert replies[-1] == bot.GROUP_BUSY_REPLY
+        assert nc.ask(99, "我是超级用户", **group).strip().endswith("我是超级用户")  # answered past the cap
+        assert nc.ask(63, "别的群", group_id=978, at_bot=True).strip().endswith("别的群")
+        nc.event(64, "当前角色", role="member", **group)
+        assert nc.ask(99, "再问一次", **group).strip().endswith("再问一次")  # told once a window, then nothing
+        time.sleep(1)
+        assert nc.sent.empty()
+    finally:
+        nc.close()
+
+
+@pytest.mark.parametrize("case", ["member-group-fact", "past-the-cap"])
+def test_a_refused_remember_does_not_fetch_its_picture(start, llm, pictures, case):
+    """记住 + a picture keeps the picture's description, but a 记住 refused before anything is stored fetched and
+    described it all the same (a vision call against the budget): a plain member's 记住，本群… (only admins may),
+    a 记住 past MEMORY_MAX_PER_USER."""
+    pictures.pictures["r.png"] = (png(rgb=(1, 2, 3)), 0)
+    runner = start(VISION_MODEL="vl-test", MEMORY_MAX_PER_USER=1)
+    nc = NapCat(runner.cfg.ONEBOT_PORT)
+    group = {"group_id": 979, "role": "member"} if case == "member-group-fact" else {}
+    words = "记住，本群的吉祥物长这样" if group else "记住，我的猫长这样"
+    try:
+        if not group:
+            assert nc.ask(14, "记住，我住在杭州").startswith("好的")
+        shown = picture_message([pictures.url("r.png")], at_bot=bool(group))
+        nc.event(14, message=[s for s in shown if s["type"] == "at"] + [{"type": "text", "data": {"text": words}}]
+                 + [s for s in shown if s["type"] != "at"], **group)
+        answer = nc.reply_text().strip()
+        assert ("只有群主" in answer) if group else ("记不下更多了" in answer), answer
+        assert (pictures.hits.get("r.png", 0), len(llm.vision_requests())) == (0, 0)  # was (1, 1)
+    finally:
+        nc.close()
+
+
+def _with_picture(text, url):
+    return [{"type": "text", "data": {"text": text}}, {"type": "image", "data": {"file": "a.png", "url": url}}]
+
+
+@pytest.mark.parametrize("case", ["answer-right-behind-the-question", "chat-after-the-answer", "burst"])
+def test_a_messages_picture_is_fetched_once_its_use_is_known(start, llm, pictures, case):
+    """Whether a message uses its picture was judged on arrival, before the sender's earlier message was answered:
+    - 要 + a picture right behind a message the bot questions: fetched and described, then read as the answer;
+    - 要, then 好 + a picture, a question open: 好 judged an answer (not fetched), then sent to the LLM as chat with
+      a bare [图片] (要 had answered the question);
+    - three picture messages joined in one reply under BOT_RATE_LIMIT=3: the third never fetched.
+    Now it is judged when the earlier message is answered."""
+    for n in "abc":
+        pictures.pictures[f"{n}.png"] = (png(rgb=(ord(n), 5, 5)), 0)
+    runner = start(VISION_MODEL="vl-test", BOT_RATE_LIMIT=3)
+    nc = NapCat(runner.cfg.ONEBOT_PORT)
+    memories = lambda user: [r["text"] for r in runner.rows("SELECT text FROM memories WHERE user_id = ?", user)]
+    try:
+        if case == "answer-right-behind-the-question":
+            nc.event(21, "记住明天三点开会")
+            nc.event(21, message=_with_picture("要", pictures.url("a.png")))
+            assert "要我记住" in nc.reply_text() and nc.reply_text().startswith("好的")
+            assert memories("21") == ["我明天三点开会"]
+            assert (pictures.hits.get("a.png", 0), len(llm.vision_requests())) == (0, 0)  # was (1, 1)
+        elif case == "chat-after-the-answer":
+            assert "要我记住" in nc.ask(22, "记住周五下午去体检")
+            nc.event(22, "要")
+            nc.event(22, message=_with_picture("好", pictures.url("b.png")))
+            assert nc.reply_text().startswith("好的") and memories("22") == ["我周五下午去体检"]
+            assert nc.reply_text().startswith("echo:")
+            assert "[图片：一只橘猫趴在键盘上]" in llm.chat_requests()[-1]["json"]["messages"][-1]["content"]  # was [图片]
+            assert pictures.hits.get("b.png", 0) == 1
+        else:
+            llm.delay = 1.5
+            nc.event(23, "你好")
+            assert wait_for(lambda: llm.chat_requests())
+            for n in "abc":
+                nc.event(23, message=_with_picture(f"看这个{n}", pictures.url(f"{n}.png")))
+            replies = [nc.reply_text(timeout=30) for _ in range(2)]
+            assert replies[0].startswith("echo:") and replies[1].count("[图片：一只橘猫趴在键盘上]") == 3, replies
+            assert {n: pictures.hits.get(f"{n}.png", 0) for n in "abc"} == {"a": 1, "b": 1, "c": 1}  # c was 0
     finally:
         nc.close()
