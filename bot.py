@@ -2594,7 +2594,14 @@ _ENGLISH_RES = [(a, re.compile(f"(?:{p})$", re.I), single) for a, p, single in E
 #: Cities a 在X工作 may name (then it is where the user works, not the employer).
 _CITIES = set("北京 上海 广州 深圳 成都 杭州 重庆 武汉 南京 西安 天津 苏州 长沙 郑州 青岛 厦门 福州 济南 沈阳 大连 哈尔滨 昆明 合肥 "
               "南昌 南宁 贵阳 太原 石家庄 兰州 乌鲁木齐 呼和浩特 海口 三亚 无锡 宁波 东莞 佛山 珠海 香港 澳门 台北 "
-              "东京 大阪 首尔 纽约 伦敦 巴黎 新加坡 美国 日本 英国 法国 德国 加拿大 澳洲 国外 老家 本地 外地".split())
+              "东京 大阪 首尔 纽约 伦敦 巴黎 新加坡 美国 日本 英国 法国 德国 加拿大 澳洲 国外 老家 本地 外地 "
+              # prefecture-level cities a bare correction may name (不对 是常州): a place, so it fits only a place
+              "常州 南通 徐州 扬州 镇江 泰州 盐城 淮安 连云港 宿迁 温州 嘉兴 湖州 绍兴 金华 台州 舟山 丽水 衢州 泉州 漳州 莆田 "
+              "汕头 惠州 中山 江门 湛江 茂名 肇庆 韶关 清远 桂林 柳州 洛阳 开封 新乡 安阳 南阳 许昌 平顶山 焦作 商丘 信阳 "
+              "周口 驻马店 烟台 潍坊 威海 淄博 临沂 济宁 泰安 日照 聊城 保定 唐山 邯郸 秦皇岛 廊坊 张家口 承德 沧州 邢台 "
+              "大同 长春 包头 鞍山 抚顺 锦州 丹东 营口 宜昌 襄阳 荆州 十堰 黄石 孝感 株洲 湘潭 衡阳 岳阳 常德 郴州 怀化 九江 "
+              "赣州 景德镇 上饶 芜湖 蚌埠 安庆 马鞍山 阜阳 绵阳 德阳 宜宾 泸州 南充 乐山 遵义 大理 丽江 西宁 银川 拉萨 "
+              "咸阳 宝鸡 延安 汉中 天水 喀什".split())
 #: Attributes that contradict each other on the same value (我喜欢猫 → 我讨厌猫).
 OPPOSITES = {"喜欢": "讨厌", "讨厌": "喜欢"}
 #: Words a user names an attribute by, in 忘记我的住址 / 你记得我住哪.
@@ -5373,6 +5380,8 @@ def _value_kinds(value):
     if re.fullmatch(r"(?:今天|明天|后天|昨天|前天|早上|上午|中午|下午|晚上|凌晨|傍晚)?(?:\d{1,2}|[一二两三四五六七八九十]{1,3})"
                     r"(?:点|:\d{2}|：\d{2})(?:半|钟|\d{1,2}分?|[一二三四五]刻)?|今天|明天|后天|昨天|前天|今晚|明早", v):
         kinds.add("time")
+    if re.fullmatch(r"(?:地铁)?\d{1,2}号线", v):
+        kinds.add("line")  # 其实是4号线: no attribute takes it, the words of a memory do (spots below)
     if re.search(r"(?:大学|学院|中学|小学|高中|初中)$", v):
         kinds.add("school")
     if re.fullmatch(r"[浅深淡亮暗墨天湖宝藏]?[红橙黄绿青蓝紫黑白灰粉棕褐金银米咖]色", v):
@@ -5394,6 +5403,8 @@ def _fits(row, kinds):
 def _set_value(conn, ctx, old, value, embed):
     """old with value in the place of its value, as one undoable change; a reply (or a question back
     when the words don't allow it)."""
+    if re.fullmatch(r"\d+岁", value) and re.fullmatch(r"\d+", old["value"] or ""):
+        value = value[:-1]  # 不对 6岁了 for 我女儿今年5岁 (stored value 5)
     fact = memory_fact(old["text"].replace(old["value"], value, 1)) if old["value"] else None
     if fact is None or old["text"].count(old["value"]) != 1 or re.search("[，,；;]", old["text"]) \
             or (fact.attribute, fact.value) != (old["attribute"], value):
@@ -5415,6 +5426,10 @@ def _ask_which_value(conn, rows, value, lead):
 #: A date inside a memory's words (3月8号, 十月初一, 10.1): where a corrected date may go.
 _DATE_IN_TEXT_RE = re.compile(r"\d{1,2}\s*月\s*\d{1,2}\s*[号日]?|[一二三四五六七八九十]{1,2}月(?:初|十|廿|二十|三十)?[一二三四五六七八九十]?[号日]?"
                               r"|(?<!\d)\d{1,2}[./]\d{1,2}(?!\d)")
+
+
+#: A metro line inside a memory's words (坐地铁2号线): where a corrected line may go.
+_LINE_IN_TEXT_RE = re.compile(r"(?<!\d)\d{1,2}号线")
 
 
 def _ask_which_spot(conn, spots, value):
@@ -5456,12 +5471,15 @@ def memory_correct_value(conn, ctx, said, embed):
     h = conn.execute("SELECT memory_id FROM memory_history WHERE user_id = ? AND undone = 0 "
                      "AND action IN ('insert', 'update') ORDER BY id DESC LIMIT 1", (ctx.user_id,)).fetchone()
     last = next((r for r in rows if h and r["id"] == h[0]), None)
-    if whole.attribute:  # 不对，是对芒果过敏: the allergy, whichever was said last
+    bare = (_value_kinds(said) - {"thing"}) & _BARE_VALUE_KINDS  # 6岁 / 28 / 常州: whoever's memory it fits
+    value = said if bare else value
+    if whole.attribute and not bare:  # 不对，是对芒果过敏: the allergy, whichever was said last
         fits = [r for r in rows if r["attribute"] == whole.attribute and r["subject"] == "我"]
     else:
         kinds = _value_kinds(value)  # the one just changed is no surer than another that fits too (老家 and 现居地)
         fits = [r for r in rows if _fits(r, kinds)]
-        spots = [(r, d) for r in rows for d in _DATE_IN_TEXT_RE.findall(r["text"])] if "date" in kinds else []
+        spot_re = _DATE_IN_TEXT_RE if "date" in kinds else _LINE_IN_TEXT_RE if "line" in kinds else None
+        spots = [(r, d) for r in rows for d in spot_re.findall(r["text"])] if spot_re else []
         if len(spots) > 1 or spots and not fits:  # 更正 是11月1号 with a birthday and an anniversary: which date
             return _ask_which_spot(conn, spots, value) if len(spots) > 1 else (
                 _set_spot(conn, ctx, spots[0][0], spots[0][1], value, embed), None)
@@ -5469,7 +5487,7 @@ def memory_correct_value(conn, ctx, said, embed):
         return _set_value(conn, ctx, fits[0], value, embed), None
     if fits:
         return _ask_which_value(conn, fits, value, f"有几条都可能是，你想把哪一条改成“{value}”？")
-    if whole.attribute:
+    if whole.attribute and not bare:
         text = "我" + said if not said.startswith("我") else said
         question = f"我没有记着这件事。要把『{text}』记成新的一条吗？要的话回复“要”。"
         return question, {"action": "store", "text": text, "importance": 1, "ids": [], "prompt": question}
@@ -6122,6 +6140,45 @@ _LEAD_PRONOUN_RE = re.compile(rf"^((?:{_words_re(REMEMBER_WORDS)})[，,：:\s]*)
 MEMORY_PARSE_CHARS = 600
 
 
+#: A loose correction with its value first and maybe a comment after it (不对 是无锡 你晓得伐 / 更正：28 上个月刚过完生日 /
+#: 其实是4号线 老记混 / 不是 是绿色): the lead (strong, weak), 是, the value, the comment.
+_LOOSE_FIX_RE = re.compile(rf"^(?:(不对|错了|说错了|记错了|更正一下|更正|纠正一下)|(其实|不是(?:的|啦|啊)?))(?:不对)?[{_PUNCT}]*"
+                           rf"(?:应该|其实)?(是)?([^{_PUNCT}是我你他她它]{{1,12}})(?:[{_PUNCT}{_EMOJI}]+(.{{1,24}}))?$")
+#: The kinds of value that say what they correct without a 是 before them (更正：28 / 其实4号线 / 不对 常州).
+_BARE_VALUE_KINDS = {"age", "line", "place", "date", "year"}
+
+
+def _comment_only(tail):
+    """Whether what follows a corrected value only comments on it (你晓得伐, 上个月刚过完生日🎂, 老记混 哈哈): no fact
+    of its own, no second value, no command. Example: _comment_only('我妈在南京') -> False"""
+    t = re.sub(rf"[{_PUNCT}{_EMOJI}]+", "", tail)
+    if not t or re.fullmatch(r"[哈嘿呵hH23]+", t):
+        return True
+    if re.match(r"^(?:不是|而是|是|也|还有|和|跟)", t) or re.search(r"记住|记一下|记下|记着|别记|不用记|忘掉|忘记|删|改成|换成", t):
+        return False
+    if any(k in _value_kinds(w) for w in re.findall(r"[\u4e00-\u9fff\d]{2,6}", t) for k in _BARE_VALUE_KINDS):
+        return False
+    fact = memory_fact(t if memory_has_subject(t) else "我" + t)
+    return fact.subject == "我" and not fact.attribute
+
+
+def _loose_fix(text):
+    """A loose correction read with its comment cut off, or None (the other rules read it).
+    Example: _loose_fix('其实是4号线 老记混') -> ('update_fit', {'value': '4号线', 'strong': False})"""
+    m = _LOOSE_FIX_RE.match(text)
+    if not m:
+        return None
+    value, tail = re.sub(r"(?<=.)(?:了|啦|呢|哦|的)+$", "", m.group(4)), m.group(5)
+    kinds = _value_kinds(value) - {"thing"}
+    if m.group(1) and m.group(1).startswith(("更正", "纠正")) and m.group(3) and not tail:
+        return None  # 更正：是南京 — read as before
+    if not m.group(3) and not kinds & _BARE_VALUE_KINDS or tail and not _comment_only(tail):
+        return None
+    if m.group(1) and m.group(1).startswith(("更正", "纠正")):
+        return "update_last", {"value": value}
+    return "update_fit", {"value": value, "strong": bool(m.group(1))}
+
+
 def memory_parse(text, names=()):
     """Reads a message as a memory command: (kind, {named arguments}), or (None, {}) for chat.
     Example: memory_parse('记住，我住在北京') -> ('remember', {'text': '我住在北京'})"""
@@ -6147,6 +6204,9 @@ def memory_parse(text, names=()):
         if who:  # 我妈生日快到了 记住她生日是8月8号
             t = _LEAD_PRONOUN_RE.sub(lambda m: m.group(1) + "我" + who.group(1), t)
     bare = _strip_tail(t)
+    fix = _loose_fix(bare)
+    if fix:
+        return fix
     for regex, command in _MEMORY_COMMAND_RES:
         m = regex.match(t if command.tail else bare)
         if m:
@@ -6183,7 +6243,9 @@ def _settle_update_fit(conn, ctx, value, strong=False):
     place, a date …); else chat (不是，是说续航). strong (不对，是…): also right after a memory command, whatever
     the value (then the bot asks which one when it can't tell)."""
     kinds = _value_kinds(value) - {"thing"}
-    if kinds and any(_fits(r, kinds) for r in memory_list(conn, ctx) if r["type"] != "group_fact"):
+    rows = [r for r in memory_list(conn, ctx) if r["type"] != "group_fact"]
+    if kinds and any(_fits(r, kinds) for r in rows) or "line" in kinds and any(
+            _LINE_IN_TEXT_RE.search(r["text"]) for r in rows):  # 其实是4号线 after 我坐地铁2号线
         return "update_last", {"value": value}
     return ("update_last", {"value": value}) if strong and _after_command(conn, ctx) else (None, {})
 
