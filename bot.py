@@ -3566,7 +3566,7 @@ def memory_split(text):
 
 
 #: A list inside one clause: per subject (我和我老婆都…, 我爸妈都…), per value (苹果、香蕉和橙子).
-_LIST_SEP_RE = re.compile(r"、|和|跟|以及|还有")
+_LIST_SEP_RE = re.compile(r"、|和|跟|以及|还有|或者")
 #: Attributes whose values a list may name one by one.
 _LISTED_ATTRIBUTES = ("喜欢", "讨厌", "过敏", "害怕", "忌口", "不再过敏", "在学", "会说")
 #: Characters no list item has (我喜欢吃火锅 每周都去 / 我不吃香菜 谢谢: a comment after a space, no second thing).
@@ -3584,6 +3584,44 @@ def _one_subject(words):
 
 #: How a clause that adds detail or a comment to the one before starts (我喜欢周杰伦，特别是晴天 / …，好烦).
 _DETAIL_RE = re.compile(r"^(?:特别|尤其|比如|例如|就是|但|不过|因为|所以|而且|还是|是|也|叫|像|包括|除了|好|很|超|太|真|挺|蛮|有点)")
+
+
+#: Where a list of values said after a verb starts (同时在学日语、韩语 / 周末一般打羽毛球、游泳或者爬山 / 会弹吉他 钢琴): the
+#: words before the first value end with one of these.
+_LIST_HEAD_RE = re.compile(r"同时在学|在学|学|会说|会讲|说|讲|会弹|会|弹|喜欢吃|喜欢喝|喜欢|爱吃|爱喝|爱|讨厌|不吃|不喝|吃|喝|"
+                           r"是|一般|平时|经常|常常|打|玩|看|听")
+#: How an item that is an activity of its own starts (游泳, 爬山 after 打羽毛球): a one-character verb before the first
+#: item then belongs to that item, not to all of them.
+_ACTIVITY_STARTS = "游爬跑骑滑跳钓徒登健散逛唱画写做打弹玩踢跳追"
+#: The separators of a value list inside one clause (或者 included: 奶茶或者咖啡 are two likes).
+_VALUE_SEP_RE = re.compile(r"、|(?<=[\u4e00-\u9fff])\s*(?:和|跟|以及|还有|或者|或是)\s*|(?<=[\u4e00-\u9fff])\s+")
+
+
+def _split_values(piece):
+    """One piece per value of a list said after a verb, or None (not such a list).
+    Example: _split_values('我同时在学日语、韩语和法语') -> ['我同时在学日语', '我同时在学韩语', '我同时在学法语']"""
+    head = piece.rstrip()
+    first_sep = _VALUE_SEP_RE.search(head)
+    if not first_sep or re.search(r"[的《》「」“”\"，,。；;]", head[first_sep.start():]) or memory_has_subject(
+            head[first_sep.end():]):
+        return None
+    items = _VALUE_SEP_RE.split(head[first_sep.end():])
+    seps = _VALUE_SEP_RE.findall(head[first_sep.start():])
+    if all(not x.strip() for x in seps) and len(items) < 2:
+        return None  # 我喜欢吃火锅 冬天: a space alone parts two values only in a longer list (吉他 钢琴 和尤克里里)
+    if not 1 <= len(items) <= 5 or not all(1 <= len(i) <= 6 and re.fullmatch(r"[\u4e00-\u9fff]+", i) for i in items):
+        return None
+    before = head[:first_sep.start()]
+    heads = [m for m in _LIST_HEAD_RE.finditer(before) if 1 <= first_sep.start() - m.end() <= 6]
+    if not heads:
+        return None
+    h = heads[-1]
+    if len(h.group()) == 1 and h.group() in "打玩弹看听" and any(i[0] in _ACTIVITY_STARTS for i in items) and len(heads) > 1:
+        h = heads[-2]  # 一般打羽毛球、游泳或者爬山: 打 is the first item's own
+    first = before[h.end():]
+    if not re.fullmatch(r"[\u4e00-\u9fff]{1,6}", first) or _NOT_AN_ITEM_CHARS & set("".join(items)) - set("和会"):
+        return None
+    return [before[:h.end()] + i for i in [first] + items]
 
 
 def memory_unlist(text):
@@ -3638,7 +3676,10 @@ def memory_unlist(text):
             out += [piece.replace(fact.value, (verb.group() if verb and not re.match(r"^(?:吃|喝|看|玩|听)", i) else "") + i)
                     for i in items]
             continue
-        out.append(piece)
+        simple = text_simplified(piece)  # 記住我會說粵語、英語: read as simplified, kept as written
+        back = str.maketrans({b: a for a, b in zip(piece, simple) if a != b})
+        values = _split_values(simple)
+        out += [v.translate(back) for v in values] if values else [piece]
     return out
 
 
@@ -6179,6 +6220,28 @@ def _loose_fix(text):
     return "update_fit", {"value": value, "strong": bool(m.group(1))}
 
 
+#: A forget said object first, maybe with a reason or a laugh after it (钢琴忘掉 早就不弹了 / 攀岩忘了吧 就玩过一次 /
+#: 法语放弃了 别记了): what, the verb, the comment. 忘了 alone is chat (作业忘了); 忘了吧 asks.
+_LOOSE_FORGET_RE = re.compile(r"^(?!刚|上一条|第|这|那|算了|把|确认|帮|给|请|清|全|都|我$|你$)([^，,。；;\s]{1,10}?)(?:的)?(?:那条|那个|這條|这条|这个)?[，,\s]*"
+                              r"(?:你)?(?:就)?(忘掉|忘了吧|忘掉吧|删掉|删了|删除|删掉吧|删了吧|别记了|别记|不记了|不用记了|不要记了|"
+                              r"不要了)(?:吧|啦)?(?:[\s，,。!！~～" + _EMOJI + r"]+(.{1,24}))?$")
+#: A state said before 别记了 (法语放弃了 别记了): the thing is what comes before the state word.
+_GIVEN_UP_RE = re.compile(r"(?:放弃|不学|不玩|不弹|不练|不去|不吃|不喝|不养|送人|送走|卖)了?$")
+
+
+def _loose_forget(text):
+    """A forget of one thing said object first, with its comment cut off, or None (the other rules read it); settled
+    by the memories (only when one mentions it). Example: _loose_forget('攀岩忘了吧 就玩过一次') -> ('forget_maybe', …)"""
+    m = _LOOSE_FORGET_RE.match(text)
+    if not m or m.group(3) and not _comment_only(m.group(3)):
+        return None
+    given_up = _GIVEN_UP_RE.search(text_simplified(m.group(1)))
+    what = m.group(1)[:given_up.start()] if given_up and given_up.start() else m.group(1)
+    if re.match(r"^(?:我|你|咱)", what) or re.search(r"记|忘|删|所有|全部|一切|都", what):
+        return None  # 我的生日不用记了 / 关于我的都删了: the rules below
+    return "forget_maybe", {"what": what}
+
+
 def memory_parse(text, names=()):
     """Reads a message as a memory command: (kind, {named arguments}), or (None, {}) for chat.
     Example: memory_parse('记住，我住在北京') -> ('remember', {'text': '我住在北京'})"""
@@ -6204,7 +6267,7 @@ def memory_parse(text, names=()):
         if who:  # 我妈生日快到了 记住她生日是8月8号
             t = _LEAD_PRONOUN_RE.sub(lambda m: m.group(1) + "我" + who.group(1), t)
     bare = _strip_tail(t)
-    fix = _loose_fix(bare)
+    fix = _loose_fix(bare) or _loose_forget(bare)
     if fix:
         return fix
     for regex, command in _MEMORY_COMMAND_RES:
