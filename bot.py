@@ -2503,11 +2503,12 @@ _BANTER_RE = re.compile(r"(?:吧|哈哈+|啊|嘛|呀|233+|hhh+|2333)$"
 RELATIONS = ("前男友 前女友 男朋友 女朋友 男友 女友 老婆 老公 媳妇 对象 未婚妻 未婚夫 爱人 妈妈 老妈 母亲 爸爸 老爸 父亲 "
              "爸妈 父母 女儿 儿子 闺女 孩子 宝宝 哥哥 姐姐 弟弟 妹妹 爷爷 奶奶 外公 外婆 姥姥 姥爷 舅舅 阿姨 叔叔 姑姑 婶婶 "
              "表哥 表姐 表弟 表妹 堂哥 堂姐 堂弟 堂妹 室友 舍友 同事 领导 老板 上司 闺蜜 好朋友 好兄弟 朋友 同学 发小 "
-             "班主任 老师 师父 猫咪 小猫 猫 狗狗 小狗 狗 兔子 仓鼠 鹦鹉 乌龟 金鱼 宠物 妈 爸 哥 姐 弟 妹").split()
+             "班主任 老师 师父 猫咪 小猫 猫 狗狗 小狗 狗 兔子 仓鼠 鹦鹉 乌龟 金鱼 宠物 妈 爸 哥 姐 弟 妹 叔 婶 "
+             "老大 老二 老三").split()  # 老大 / 老二: the children by age (老大叫豆豆 老二叫糖糖)
 #: Other ways to say the same relation.
 RELATION_ALIASES = {"爸妈": "父母", "老妈": "妈妈", "母亲": "妈妈", "妈": "妈妈", "老爸": "爸爸", "父亲": "爸爸", "爸": "爸爸",
                     "男友": "男朋友", "女友": "女朋友", "媳妇": "老婆", "闺女": "女儿", "哥": "哥哥", "姐": "姐姐",
-                    "弟": "弟弟", "妹": "妹妹", "舍友": "室友", "猫咪": "猫", "小猫": "猫", "狗狗": "狗", "小狗": "狗"}
+                    "弟": "弟弟", "妹": "妹妹", "叔": "叔叔", "婶": "婶婶", "舍友": "室友", "猫咪": "猫", "小猫": "猫", "狗狗": "狗", "小狗": "狗"}
 #: Words for a partner that may name the same person as another (我爱人 is 我老婆 or 我老公; 对象 a girl- or boyfriend).
 PARTNER_WORDS = {"爱人": ("老婆", "老公"), "对象": ("女朋友", "男朋友", "老婆", "老公")}
 #: Which pronoun can stand for which subject (她 / 他 / 它).
@@ -3546,6 +3547,11 @@ def memory_split(text):
         if m:
             sep, clause = sep + clause[:m.end()], clause[m.end():]
         subject = _subject_of(pieces[-1])[0]
+        also = re.match(rf"^((?:我的?)?(?:{_REL_RE}))(?:也|也都|都)(不?[吃喝抽会爱])$", clause)
+        said = re.search(rf"{also.group(2)}[\u4e00-\u9fff]{{1,6}}$", pieces[-1]) if also else None
+        if said:  # 我不吃葱 我女儿也不吃: what the clause before says, of another subject
+            pieces.append(("" if also.group(1).startswith("我") else "我") + also.group(1) + said.group())
+            continue
         m = re.match(r"^(她|他|它)(?!们)", clause)
         if m and subject not in ("我", "你") and _pronoun_fits(m.group(1), subject):
             candidate = _subject_lead(pieces[-1]) + clause[1:]  # 我女朋友叫小美，她喜欢… -> 我女朋友喜欢…
@@ -3624,18 +3630,42 @@ def _split_values(piece):
     return [before[:h.end()] + i for i in [first] + items]
 
 
+def _subjects_named(words):
+    """The subjects of a list of people (a name after a relation is another of that relation), or None.
+    Example: _subjects_named('我、室友小林、小周') -> ['我', '我室友小林', '我室友小周']"""
+    out, rel = [], None
+    for w in re.split(r"和|跟|与|、", words):
+        one = _one_subject(w)
+        r = re.fullmatch(rf"(?:我的?)?({_REL_RE})([\u4e00-\u9fff]{{1,3}})", w.strip())
+        if not one and r and r.group(1) in _NAMED:
+            rel, one = r.group(1), "我" + r.group(1) + r.group(2)
+        elif not one and rel and re.fullmatch(r"[\u4e00-\u9fff]{2,3}", w.strip()):
+            one = "我" + rel + w.strip()  # 小周 after 室友小林
+        if not one:
+            return None
+        out.append(one)
+    return out if len(out) > 1 else None
+
+
 def memory_unlist(text):
     """One fact per subject and per value, also inside a clause; then memory_split.
     Example: memory_unlist('我和我老婆都喜欢爬山') -> ['我喜欢爬山', '我老婆喜欢爬山']"""
     t = text.strip()
+    # a kaomoji or emoji after the fact is no part of it (…一只叫雪糕 (=^･ω･^=) / 苹果、香蕉和葡萄😋)
+    t = re.sub(rf"(?:\s*[(（][^\u4e00-\u9fffA-Za-z0-9()（）]{{1,20}}[)）]|[{_EMOJI}])[^\u4e00-\u9fffA-Za-z0-9]{{0,6}}$", "", t) or t
     m = re.match(rf"^(我(?:家)?)(养了|养着|养|有)(?:两|三|四|几|2|3|4)(只|条|个)(\S{{1,3}}?)[{_PUNCT}]*((?:(?:另)?一(?:只|条|个)"
                  rf"(?:叫|名叫|是)[^，,。；;一另]{{1,6}}[{_PUNCT}]*){{2,}})$", t)
     if m and (_pet_of(m.group(4)) or m.group(2) == "有" and RELATION_ALIASES.get(m.group(4), m.group(4)) in _SEVERAL):
         # 我养了两只猫，一只叫大橘一只叫小黑 / 我有两个孩子 一个叫乐乐一个叫安安 (each child a subject of its own)
         names = re.findall(r"一(?:只|条|个)(?:叫|名叫|是)([^，,。；;一另]{1,6})", m.group(5))
         return [f"{m.group(1)}{m.group(2)}一{m.group(3)}{m.group(4)}叫{n}" for n in names]
-    m = re.match(rf"^(我(?:的|家的?)?)({_REL_RE})({_REL_RE})(?:都|也都|俩都|两个都|俩)(.+)$", t)
-    pair = m and len({RELATION_ALIASES.get(x, x) for x in m.group(2, 3)}) == 2 and "爸妈" not in m.group(2) + m.group(3)
+    kids = re.findall(r"(老[大二三])(?:叫|名叫|是)([^\s，,。；;老]{1,6})", t)
+    if len(kids) >= 2 and re.match(rf"^我(?:家)?(?:有(?:两|三|2|3)个(?:娃|孩子|小孩|宝宝|儿子|女儿)(?:子)?[{_PUNCT}]*(?:我家)?)?老[大二三]",
+                                   t) and len(t) <= 40:  # 我有两个娃 老大叫豆豆 老二叫糖糖: each child a subject of its own
+        return [f"我家{k}叫{n}" for k, n in kids]
+    m = re.match(rf"^(我(?:的|家的?)?)({_REL_RE})(?:我的?)?({_REL_RE})(?:都|也都|俩都|两个都|俩)(.+)$", t)
+    pair = m and len({RELATION_ALIASES.get(x, x) for x in m.group(2, 3)}) == 2 and "爸妈" not in m.group(2, 3) \
+        and (m.group(2) + m.group(3) != "爸妈" or re.search("爸我的?妈", t))  # 我爸妈都… reads as before
     if pair and not {m.group(2), m.group(3)} & {"父母"}:  # 我爷爷奶奶都住在乡下: one memory each
         return [x for who in m.group(2, 3) for x in memory_unlist(m.group(1) + who + m.group(4))]
     spaced = not re.search(r"[，,]", t)  # 我不吃香菜 葱 和蒜: spaces part the values as commas do
@@ -3663,6 +3693,10 @@ def memory_unlist(text):
             continue
         if m and _one_subject(m.group(1)) and _one_subject(m.group(2)):  # 我和我老婆都喜欢爬山
             out += [_one_subject(m.group(1)) + m.group(3), _one_subject(m.group(2)) + m.group(3)]
+            continue
+        whos = _subjects_named(m.group(1) + "、" + m.group(2)) if m and len(m.groups()) == 3 else None
+        if whos:  # 我和室友小林、小周都是湖南人
+            out += [who + m.group(3) for who in whos]
             continue
         m = re.match(r"^(.+?)(?:和|跟|与|、)(.+?)分别(.+?)(?:和|、)(.+)$", piece)
         if m and _one_subject(m.group(1)) and _one_subject(m.group(2)):  # 我女儿和儿子分别8岁和5岁
@@ -6229,6 +6263,12 @@ _LOOSE_FORGET_RE = re.compile(r"^(?!刚|上一条|第|这|那|算了|把|确认|
 _GIVEN_UP_RE = re.compile(r"(?:放弃|不学|不玩|不弹|不练|不去|不吃|不喝|不养|送人|送走|卖)了?$")
 
 
+#: One part pointed at and corrected (海鲜那个是我瞎说的 其实是对芒果 更正一下 / 螃蟹那个记错了 其实是对芒果过敏 改一下): old, new.
+_PART_FIX_RE = re.compile(r"^(?!这|那|我|你)([^，,。；;\s]{1,8}?)(?:那个|那条)(?:是我?)?(?:记错了|瞎说的|乱说的|说错了|写错了|不对|错了)"
+                          r"[，,。\s]+(?:其实|应该)是(?:对)?([^，,。；;\s对]{1,8}?)(?:过敏)?(?:[，,。\s]*(?:更正一下|更正|改一下|改下|"
+                          r"帮我改一下|帮我改下))?[。!！]*$")
+
+
 def _loose_forget(text):
     """A forget of one thing said object first, with its comment cut off, or None (the other rules read it); settled
     by the memories (only when one mentions it). Example: _loose_forget('攀岩忘了吧 就玩过一次') -> ('forget_maybe', …)"""
@@ -6255,6 +6295,7 @@ def memory_parse(text, names=()):
             break
     t = re.sub(r"^@\S+\s+", "", t)
     t = t.replace("（", "(").replace("）", ")").translate(_TRADITIONAL)
+    part = _PART_FIX_RE.match(t)  # read before 记错了 is cut off below
     t = _UNDO_TAIL_RE.sub(r"\1", _MISTAKE_LEAD_RE.sub("", t)) if "错了" in t[:12] or "撤" in t[:6] else t
     t = _DOUBLED_RE.sub(r"\1", t) if t[:2] in t[2:14] else t  # cheap tests first: most messages have neither
     t = memory_normalise(t)
@@ -6267,7 +6308,8 @@ def memory_parse(text, names=()):
         if who:  # 我妈生日快到了 记住她生日是8月8号
             t = _LEAD_PRONOUN_RE.sub(lambda m: m.group(1) + "我" + who.group(1), t)
     bare = _strip_tail(t)
-    fix = _loose_fix(bare) or _loose_forget(bare)
+    fix = ("replace_maybe", {"old": part.group(1), "new": part.group(2)}) if part else None
+    fix = fix or _loose_fix(bare) or _loose_forget(bare)
     if fix:
         return fix
     for regex, command in _MEMORY_COMMAND_RES:
