@@ -3532,6 +3532,11 @@ def memory_fact(text, last_subject=None, known=()):
     return Fact(text, subject, None, None, False, replaces)
 
 
+#: A date inside a memory's words (3月8号, 十月初一, 10.1): where a corrected date may go.
+_DATE_IN_TEXT_RE = re.compile(r"\d{1,2}\s*月\s*\d{1,2}\s*[号日]?|[一二三四五六七八九十]{1,2}月(?:初|十|廿|二十|三十)?[一二三四五六七八九十]?[号日]?"
+                              r"|(?<!\d)\d{1,2}[./]\d{1,2}(?!\d)")
+
+
 def memory_split(text):
     """One fact per piece: clauses without their own subject inherit it; a clause that adds only
     detail stays with its fact, as it was written.
@@ -3561,7 +3566,11 @@ def memory_split(text):
             candidate = (subject if subject in ("我", "你") else _subject_lead(pieces[-1])) + clause
         standalone = memory_fact(candidate).attribute or (len(clause) >= 6 and re.match(r"^(?:现在|目前|平时|每|早上|晚上|中午|"
                                                                                            r"下午|周末)", clause)
-                                                     or re.match(r"^\d{1,2}点\S{2,}", clause))
+                                                     or re.match(r"^\d{1,2}点\S{2,}", clause)
+                                                     or re.match(r"^[\u4e00-\u9fff]{2,6}是", clause)
+                                                     and _DATE_IN_TEXT_RE.search(clause)
+                                                     and _DATE_IN_TEXT_RE.search(pieces[-1]))
+        # 我生日是3月8号 结婚纪念日是10月1号: a second date of its own
         glued = (re.match(r"^(?:叫|因为|所以|但|但是|不过|而且|然后|而|不是|是因为|虽然|就|也就|特别|尤其|之前|以前)", clause)
                  or not standalone)
         if glued:
@@ -3652,7 +3661,8 @@ def memory_unlist(text):
     Example: memory_unlist('我和我老婆都喜欢爬山') -> ['我喜欢爬山', '我老婆喜欢爬山']"""
     t = text.strip()
     # a kaomoji or emoji after the fact is no part of it (…一只叫雪糕 (=^･ω･^=) / 苹果、香蕉和葡萄😋)
-    t = re.sub(rf"(?:\s*[(（][^\u4e00-\u9fffA-Za-z0-9()（）]{{1,20}}[)）]|[{_EMOJI}])[^\u4e00-\u9fffA-Za-z0-9]{{0,6}}$", "", t) or t
+    t = re.sub(rf"(?:\s*[(（][^\u4e00-\u9fffA-Za-z0-9()（）]{{1,20}}[)）]|[{_EMOJI}])[^\u4e00-\u9fffA-Za-z0-9]{{0,6}}$",
+               "", t) or t
     m = re.match(rf"^(我(?:家)?)(养了|养着|养|有)(?:两|三|四|几|2|3|4)(只|条|个)(\S{{1,3}}?)[{_PUNCT}]*((?:(?:另)?一(?:只|条|个)"
                  rf"(?:叫|名叫|是)[^，,。；;一另]{{1,6}}[{_PUNCT}]*){{2,}})$", t)
     if m and (_pet_of(m.group(4)) or m.group(2) == "有" and RELATION_ALIASES.get(m.group(4), m.group(4)) in _SEVERAL):
@@ -5437,6 +5447,10 @@ def memory_update_last(conn, ctx, value, embed):
     return f"已把“{old['text']}”改成“{fact.text}”。（说“撤销”可以改回去）"
 
 
+#: The kinds of value that say what they correct without a 是 before them (更正：28 / 其实4号线 / 不对 常州).
+_BARE_VALUE_KINDS = {"age", "line", "place", "date", "year"}
+
+
 def _value_kinds(value):
     """What kind of value a correction names. Example: _value_kinds('阿里巴巴') -> {'company'}"""
     v, kinds = value.strip(), set()
@@ -5496,11 +5510,6 @@ def _ask_which_value(conn, rows, value, lead):
     listing = "\n".join(f"{n}. {r['text']}" for n, r in enumerate(rows, 1))
     asked["prompt"] = f"{lead}\n{listing}\n回复序号就行（比如“1”），说“算了”就不改。"
     return asked["prompt"], asked
-
-
-#: A date inside a memory's words (3月8号, 十月初一, 10.1): where a corrected date may go.
-_DATE_IN_TEXT_RE = re.compile(r"\d{1,2}\s*月\s*\d{1,2}\s*[号日]?|[一二三四五六七八九十]{1,2}月(?:初|十|廿|二十|三十)?[一二三四五六七八九十]?[号日]?"
-                              r"|(?<!\d)\d{1,2}[./]\d{1,2}(?!\d)")
 
 
 #: A metro line inside a memory's words (坐地铁2号线): where a corrected line may go.
@@ -6219,8 +6228,6 @@ MEMORY_PARSE_CHARS = 600
 #: 其实是4号线 老记混 / 不是 是绿色): the lead (strong, weak), 是, the value, the comment.
 _LOOSE_FIX_RE = re.compile(rf"^(?:(不对|错了|说错了|记错了|更正一下|更正|纠正一下)|(其实|不是(?:的|啦|啊)?))(?:不对)?[{_PUNCT}]*"
                            rf"(?:应该|其实)?(是)?([^{_PUNCT}是我你他她它]{{1,12}})(?:[{_PUNCT}{_EMOJI}]+(.{{1,24}}))?$")
-#: The kinds of value that say what they correct without a 是 before them (更正：28 / 其实4号线 / 不对 常州).
-_BARE_VALUE_KINDS = {"age", "line", "place", "date", "year"}
 
 
 def _comment_only(tail):
@@ -6256,7 +6263,8 @@ def _loose_fix(text):
 
 #: A forget said object first, maybe with a reason or a laugh after it (钢琴忘掉 早就不弹了 / 攀岩忘了吧 就玩过一次 /
 #: 法语放弃了 别记了): what, the verb, the comment. 忘了 alone is chat (作业忘了); 忘了吧 asks.
-_LOOSE_FORGET_RE = re.compile(r"^(?!刚|上一条|第|这|那|算了|把|确认|帮|给|请|清|全|都|我$|你$)([^，,。；;\s]{1,10}?)(?:的)?(?:那条|那个|這條|这条|这个)?[，,\s]*"
+_LOOSE_FORGET_RE = re.compile(r"^(?!刚|上一条|第|这|那|算了|把|确认|帮|给|请|清|全|都|我$|你$)"
+                              r"([^，,。；;\s]{1,10}?)(?:的)?(?:那条|那个|這條|这条|这个)?[，,\s]*"
                               r"(?:你)?(?:就)?(忘掉|忘了吧|忘掉吧|删掉|删了|删除|删掉吧|删了吧|别记了|别记|不记了|不用记了|不要记了|"
                               r"不要了)(?:吧|啦)?(?:[\s，,。!！~～" + _EMOJI + r"]+(.{1,24}))?$")
 #: A state said before 别记了 (法语放弃了 别记了): the thing is what comes before the state word.
