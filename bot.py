@@ -2576,11 +2576,12 @@ _BANTER_RE = re.compile(r"(?:吧|哈哈+|啊|嘛|呀|233+|hhh+|2333)$"
 RELATIONS = ("前男友 前女友 男朋友 女朋友 男友 女友 老婆 老公 媳妇 对象 未婚妻 未婚夫 爱人 妈妈 老妈 母亲 爸爸 老爸 父亲 "
              "爸妈 父母 女儿 儿子 闺女 孩子 宝宝 哥哥 姐姐 弟弟 妹妹 爷爷 奶奶 外公 外婆 姥姥 姥爷 舅舅 阿姨 叔叔 姑姑 婶婶 "
              "表哥 表姐 表弟 表妹 堂哥 堂姐 堂弟 堂妹 室友 舍友 同事 领导 老板 上司 闺蜜 好朋友 好兄弟 朋友 同学 发小 "
-             "班主任 老师 师父 猫咪 小猫 猫 狗狗 小狗 狗 兔子 仓鼠 鹦鹉 乌龟 金鱼 宠物 妈 爸 哥 姐 弟 妹").split()
+             "班主任 老师 师父 猫咪 小猫 猫 狗狗 小狗 狗 兔子 仓鼠 鹦鹉 乌龟 金鱼 宠物 妈 爸 哥 姐 弟 妹 叔 婶 "
+             "老大 老二 老三").split()  # 老大 / 老二: the children by age (老大叫豆豆 老二叫糖糖)
 #: Other ways to say the same relation.
 RELATION_ALIASES = {"爸妈": "父母", "老妈": "妈妈", "母亲": "妈妈", "妈": "妈妈", "老爸": "爸爸", "父亲": "爸爸", "爸": "爸爸",
                     "男友": "男朋友", "女友": "女朋友", "媳妇": "老婆", "闺女": "女儿", "哥": "哥哥", "姐": "姐姐",
-                    "弟": "弟弟", "妹": "妹妹", "舍友": "室友", "猫咪": "猫", "小猫": "猫", "狗狗": "狗", "小狗": "狗"}
+                    "弟": "弟弟", "妹": "妹妹", "叔": "叔叔", "婶": "婶婶", "舍友": "室友", "猫咪": "猫", "小猫": "猫", "狗狗": "狗", "小狗": "狗"}
 #: Words for a partner that may name the same person as another (我爱人 is 我老婆 or 我老公; 对象 a girl- or boyfriend).
 PARTNER_WORDS = {"爱人": ("老婆", "老公"), "对象": ("女朋友", "男朋友", "老婆", "老公")}
 #: Which pronoun can stand for which subject (她 / 他 / 它).
@@ -2667,7 +2668,14 @@ _ENGLISH_RES = [(a, re.compile(f"(?:{p})$", re.I), single) for a, p, single in E
 #: Cities a 在X工作 may name (then it is where the user works, not the employer).
 _CITIES = set("北京 上海 广州 深圳 成都 杭州 重庆 武汉 南京 西安 天津 苏州 长沙 郑州 青岛 厦门 福州 济南 沈阳 大连 哈尔滨 昆明 合肥 "
               "南昌 南宁 贵阳 太原 石家庄 兰州 乌鲁木齐 呼和浩特 海口 三亚 无锡 宁波 东莞 佛山 珠海 香港 澳门 台北 "
-              "东京 大阪 首尔 纽约 伦敦 巴黎 新加坡 美国 日本 英国 法国 德国 加拿大 澳洲 国外 老家 本地 外地".split())
+              "东京 大阪 首尔 纽约 伦敦 巴黎 新加坡 美国 日本 英国 法国 德国 加拿大 澳洲 国外 老家 本地 外地 "
+              # prefecture-level cities a bare correction may name (不对 是常州): a place, so it fits only a place
+              "常州 南通 徐州 扬州 镇江 泰州 盐城 淮安 连云港 宿迁 温州 嘉兴 湖州 绍兴 金华 台州 舟山 丽水 衢州 泉州 漳州 莆田 "
+              "汕头 惠州 中山 江门 湛江 茂名 肇庆 韶关 清远 桂林 柳州 洛阳 开封 新乡 安阳 南阳 许昌 平顶山 焦作 商丘 信阳 "
+              "周口 驻马店 烟台 潍坊 威海 淄博 临沂 济宁 泰安 日照 聊城 保定 唐山 邯郸 秦皇岛 廊坊 张家口 承德 沧州 邢台 "
+              "大同 长春 包头 鞍山 抚顺 锦州 丹东 营口 宜昌 襄阳 荆州 十堰 黄石 孝感 株洲 湘潭 衡阳 岳阳 常德 郴州 怀化 九江 "
+              "赣州 景德镇 上饶 芜湖 蚌埠 安庆 马鞍山 阜阳 绵阳 德阳 宜宾 泸州 南充 乐山 遵义 大理 丽江 西宁 银川 拉萨 "
+              "咸阳 宝鸡 延安 汉中 天水 喀什".split())
 #: Attributes that contradict each other on the same value (我喜欢猫 → 我讨厌猫).
 OPPOSITES = {"喜欢": "讨厌", "讨厌": "喜欢"}
 #: Words a user names an attribute by, in 忘记我的住址 / 你记得我住哪.
@@ -3610,6 +3618,11 @@ def memory_fact(text, last_subject=None, known=()):
     return Fact(text, subject, None, None, False, replaces)
 
 
+#: A date inside a memory's words (3月8号, 十月初一, 10.1): where a corrected date may go.
+_DATE_IN_TEXT_RE = re.compile(r"\d{1,2}\s*月\s*\d{1,2}\s*[号日]?|[一二三四五六七八九十]{1,2}月(?:初|十|廿|二十|三十)?[一二三四五六七八九十]?[号日]?"
+                              r"|(?<!\d)\d{1,2}[./]\d{1,2}(?!\d)")
+
+
 def memory_split(text):
     """One fact per piece: clauses without their own subject inherit it; a clause that adds only
     detail stays with its fact, as it was written.
@@ -3625,6 +3638,11 @@ def memory_split(text):
         if m:
             sep, clause = sep + clause[:m.end()], clause[m.end():]
         subject = _subject_of(pieces[-1])[0]
+        also = re.match(rf"^((?:我的?)?(?:{_REL_RE}))(?:也|也都|都)(不?[吃喝抽会爱])$", clause)
+        said = re.search(rf"{also.group(2)}[\u4e00-\u9fff]{{1,6}}$", pieces[-1]) if also else None
+        if said:  # 我不吃葱 我女儿也不吃: what the clause before says, of another subject
+            pieces.append(("" if also.group(1).startswith("我") else "我") + also.group(1) + said.group())
+            continue
         m = re.match(r"^(她|他|它)(?!们)", clause)
         if m and subject not in ("我", "你") and _pronoun_fits(m.group(1), subject):
             candidate = _subject_lead(pieces[-1]) + clause[1:]  # 我女朋友叫小美，她喜欢… -> 我女朋友喜欢…
@@ -3634,7 +3652,11 @@ def memory_split(text):
             candidate = (subject if subject in ("我", "你") else _subject_lead(pieces[-1])) + clause
         standalone = memory_fact(candidate).attribute or (len(clause) >= 6 and re.match(r"^(?:现在|目前|平时|每|早上|晚上|中午|"
                                                                                            r"下午|周末)", clause)
-                                                     or re.match(r"^\d{1,2}点\S{2,}", clause))
+                                                     or re.match(r"^\d{1,2}点\S{2,}", clause)
+                                                     or re.match(r"^[\u4e00-\u9fff]{2,6}是", clause)
+                                                     and _DATE_IN_TEXT_RE.search(clause)
+                                                     and _DATE_IN_TEXT_RE.search(pieces[-1]))
+        # 我生日是3月8号 结婚纪念日是10月1号: a second date of its own
         glued = (re.match(r"^(?:叫|因为|所以|但|但是|不过|而且|然后|而|不是|是因为|虽然|就|也就|特别|尤其|之前|以前)", clause)
                  or not standalone)
         if glued:
@@ -3645,7 +3667,7 @@ def memory_split(text):
 
 
 #: A list inside one clause: per subject (我和我老婆都…, 我爸妈都…), per value (苹果、香蕉和橙子).
-_LIST_SEP_RE = re.compile(r"、|和|跟|以及|还有")
+_LIST_SEP_RE = re.compile(r"、|和|跟|以及|还有|或者")
 #: Attributes whose values a list may name one by one.
 _LISTED_ATTRIBUTES = ("喜欢", "讨厌", "过敏", "害怕", "忌口", "不再过敏", "在学", "会说")
 #: Characters no list item has (我喜欢吃火锅 每周都去 / 我不吃香菜 谢谢: a comment after a space, no second thing).
@@ -3665,18 +3687,81 @@ def _one_subject(words):
 _DETAIL_RE = re.compile(r"^(?:特别|尤其|比如|例如|就是|但|不过|因为|所以|而且|还是|是|也|叫|像|包括|除了|好|很|超|太|真|挺|蛮|有点)")
 
 
+#: Where a list of values said after a verb starts (同时在学日语、韩语 / 周末一般打羽毛球、游泳或者爬山 / 会弹吉他 钢琴): the
+#: words before the first value end with one of these.
+_LIST_HEAD_RE = re.compile(r"同时在学|在学|学|会说|会讲|说|讲|会弹|会|弹|喜欢吃|喜欢喝|喜欢|爱吃|爱喝|爱|讨厌|不吃|不喝|吃|喝|"
+                           r"是|一般|平时|经常|常常|打|玩|看|听")
+#: How an item that is an activity of its own starts (游泳, 爬山 after 打羽毛球): a one-character verb before the first
+#: item then belongs to that item, not to all of them.
+_ACTIVITY_STARTS = "游爬跑骑滑跳钓徒登健散逛唱画写做打弹玩踢跳追"
+#: The separators of a value list inside one clause (或者 included: 奶茶或者咖啡 are two likes).
+_VALUE_SEP_RE = re.compile(r"、|(?<=[\u4e00-\u9fff])\s*(?:和|跟|以及|还有|或者|或是)\s*|(?<=[\u4e00-\u9fff])\s+")
+
+
+def _split_values(piece):
+    """One piece per value of a list said after a verb, or None (not such a list).
+    Example: _split_values('我同时在学日语、韩语和法语') -> ['我同时在学日语', '我同时在学韩语', '我同时在学法语']"""
+    head = piece.rstrip()
+    first_sep = _VALUE_SEP_RE.search(head)
+    if not first_sep or re.search(r"[的《》「」“”\"，,。；;]", head[first_sep.start():]) or memory_has_subject(
+            head[first_sep.end():]):
+        return None
+    items = _VALUE_SEP_RE.split(head[first_sep.end():])
+    seps = _VALUE_SEP_RE.findall(head[first_sep.start():])
+    if all(not x.strip() for x in seps) and len(items) < 2:
+        return None  # 我喜欢吃火锅 冬天: a space alone parts two values only in a longer list (吉他 钢琴 和尤克里里)
+    if not 1 <= len(items) <= 5 or not all(1 <= len(i) <= 6 and re.fullmatch(r"[\u4e00-\u9fff]+", i) for i in items):
+        return None
+    before = head[:first_sep.start()]
+    heads = [m for m in _LIST_HEAD_RE.finditer(before) if 1 <= first_sep.start() - m.end() <= 6]
+    if not heads:
+        return None
+    h = heads[-1]
+    if len(h.group()) == 1 and h.group() in "打玩弹看听" and any(i[0] in _ACTIVITY_STARTS for i in items) and len(heads) > 1:
+        h = heads[-2]  # 一般打羽毛球、游泳或者爬山: 打 is the first item's own
+    first = before[h.end():]
+    if not re.fullmatch(r"[\u4e00-\u9fff]{1,6}", first) or _NOT_AN_ITEM_CHARS & set("".join(items)) - set("和会"):
+        return None
+    return [before[:h.end()] + i for i in [first] + items]
+
+
+def _subjects_named(words):
+    """The subjects of a list of people (a name after a relation is another of that relation), or None.
+    Example: _subjects_named('我、室友小林、小周') -> ['我', '我室友小林', '我室友小周']"""
+    out, rel = [], None
+    for w in re.split(r"和|跟|与|、", words):
+        one = _one_subject(w)
+        r = re.fullmatch(rf"(?:我的?)?({_REL_RE})([\u4e00-\u9fff]{{1,3}})", w.strip())
+        if not one and r and r.group(1) in _NAMED:
+            rel, one = r.group(1), "我" + r.group(1) + r.group(2)
+        elif not one and rel and re.fullmatch(r"[\u4e00-\u9fff]{2,3}", w.strip()):
+            one = "我" + rel + w.strip()  # 小周 after 室友小林
+        if not one:
+            return None
+        out.append(one)
+    return out if len(out) > 1 else None
+
+
 def memory_unlist(text):
     """One fact per subject and per value, also inside a clause; then memory_split.
     Example: memory_unlist('我和我老婆都喜欢爬山') -> ['我喜欢爬山', '我老婆喜欢爬山']"""
     t = text.strip()
+    # a kaomoji or emoji after the fact is no part of it (…一只叫雪糕 (=^･ω･^=) / 苹果、香蕉和葡萄😋)
+    t = re.sub(rf"(?:\s*[(（][^\u4e00-\u9fffA-Za-z0-9()（）]{{1,20}}[)）]|[{_EMOJI}])[^\u4e00-\u9fffA-Za-z0-9]{{0,6}}$",
+               "", t) or t
     m = re.match(rf"^(我(?:家)?)(养了|养着|养|有)(?:两|三|四|几|2|3|4)(只|条|个)(\S{{1,3}}?)[{_PUNCT}]*((?:(?:另)?一(?:只|条|个)"
                  rf"(?:叫|名叫|是)[^，,。；;一另]{{1,6}}[{_PUNCT}]*){{2,}})$", t)
     if m and (_pet_of(m.group(4)) or m.group(2) == "有" and RELATION_ALIASES.get(m.group(4), m.group(4)) in _SEVERAL):
         # 我养了两只猫，一只叫大橘一只叫小黑 / 我有两个孩子 一个叫乐乐一个叫安安 (each child a subject of its own)
         names = re.findall(r"一(?:只|条|个)(?:叫|名叫|是)([^，,。；;一另]{1,6})", m.group(5))
         return [f"{m.group(1)}{m.group(2)}一{m.group(3)}{m.group(4)}叫{n}" for n in names]
-    m = re.match(rf"^(我(?:的|家的?)?)({_REL_RE})({_REL_RE})(?:都|也都|俩都|两个都|俩)(.+)$", t)
-    pair = m and len({RELATION_ALIASES.get(x, x) for x in m.group(2, 3)}) == 2 and "爸妈" not in m.group(2) + m.group(3)
+    kids = re.findall(r"(老[大二三])(?:叫|名叫|是)([^\s，,。；;老]{1,6})", t)
+    if len(kids) >= 2 and re.match(rf"^我(?:家)?(?:有(?:两|三|2|3)个(?:娃|孩子|小孩|宝宝|儿子|女儿)(?:子)?[{_PUNCT}]*(?:我家)?)?老[大二三]",
+                                   t) and len(t) <= 40:  # 我有两个娃 老大叫豆豆 老二叫糖糖: each child a subject of its own
+        return [f"我家{k}叫{n}" for k, n in kids]
+    m = re.match(rf"^(我(?:的|家的?)?)({_REL_RE})(?:我的?)?({_REL_RE})(?:都|也都|俩都|两个都|俩)(.+)$", t)
+    pair = m and len({RELATION_ALIASES.get(x, x) for x in m.group(2, 3)}) == 2 and "爸妈" not in m.group(2, 3) \
+        and (m.group(2) + m.group(3) != "爸妈" or re.search("爸我的?妈", t))  # 我爸妈都… reads as before
     if pair and not {m.group(2), m.group(3)} & {"父母"}:  # 我爷爷奶奶都住在乡下: one memory each
         return [x for who in m.group(2, 3) for x in memory_unlist(m.group(1) + who + m.group(4))]
     spaced = not re.search(r"[，,]", t)  # 我不吃香菜 葱 和蒜: spaces part the values as commas do
@@ -3705,6 +3790,10 @@ def memory_unlist(text):
         if m and _one_subject(m.group(1)) and _one_subject(m.group(2)):  # 我和我老婆都喜欢爬山
             out += [_one_subject(m.group(1)) + m.group(3), _one_subject(m.group(2)) + m.group(3)]
             continue
+        whos = _subjects_named(m.group(1) + "、" + m.group(2)) if m and len(m.groups()) == 3 else None
+        if whos:  # 我和室友小林、小周都是湖南人
+            out += [who + m.group(3) for who in whos]
+            continue
         m = re.match(r"^(.+?)(?:和|跟|与|、)(.+?)分别(.+?)(?:和|、)(.+)$", piece)
         if m and _one_subject(m.group(1)) and _one_subject(m.group(2)):  # 我女儿和儿子分别8岁和5岁
             out += [_one_subject(m.group(1)) + m.group(3), _one_subject(m.group(2)) + m.group(4)]
@@ -3717,7 +3806,10 @@ def memory_unlist(text):
             out += [piece.replace(fact.value, (verb.group() if verb and not re.match(r"^(?:吃|喝|看|玩|听)", i) else "") + i)
                     for i in items]
             continue
-        out.append(piece)
+        simple = text_simplified(piece)  # 記住我會說粵語、英語: read as simplified, kept as written
+        back = str.maketrans({b: a for a, b in zip(piece, simple) if a != b})
+        values = _split_values(simple)
+        out += [v.translate(back) for v in values] if values else [piece]
     return out
 
 
@@ -5487,6 +5579,10 @@ def memory_update_last(conn, ctx, value, embed):
     return f"已把“{old['text']}”改成“{fact.text}”。（说“撤销”可以改回去）"
 
 
+#: The kinds of value that say what they correct without a 是 before them (更正：28 / 其实4号线 / 不对 常州).
+_BARE_VALUE_KINDS = {"age", "line", "place", "date", "year"}
+
+
 def _value_kinds(value):
     """What kind of value a correction names. Example: _value_kinds('阿里巴巴') -> {'company'}"""
     v, kinds = value.strip(), set()
@@ -5505,6 +5601,8 @@ def _value_kinds(value):
     if re.fullmatch(r"(?:今天|明天|后天|昨天|前天|早上|上午|中午|下午|晚上|凌晨|傍晚)?(?:\d{1,2}|[一二两三四五六七八九十]{1,3})"
                     r"(?:点|:\d{2}|：\d{2})(?:半|钟|\d{1,2}分?|[一二三四五]刻)?|今天|明天|后天|昨天|前天|今晚|明早", v):
         kinds.add("time")
+    if re.fullmatch(r"(?:地铁)?\d{1,2}号线", v):
+        kinds.add("line")  # 其实是4号线: no attribute takes it, the words of a memory do (spots below)
     if re.search(r"(?:大学|学院|中学|小学|高中|初中)$", v):
         kinds.add("school")
     if re.fullmatch(r"[浅深淡亮暗墨天湖宝藏]?[红橙黄绿青蓝紫黑白灰粉棕褐金银米咖]色", v):
@@ -5526,6 +5624,8 @@ def _fits(row, kinds):
 def _set_value(conn, ctx, old, value, embed):
     """old with value in the place of its value, as one undoable change; a reply (or a question back
     when the words don't allow it)."""
+    if re.fullmatch(r"\d+岁", value) and re.fullmatch(r"\d+", old["value"] or ""):
+        value = value[:-1]  # 不对 6岁了 for 我女儿今年5岁 (stored value 5)
     fact = memory_fact(old["text"].replace(old["value"], value, 1)) if old["value"] else None
     if fact is None or old["text"].count(old["value"]) != 1 or re.search("[，,；;]", old["text"]) \
             or (fact.attribute, fact.value) != (old["attribute"], value):
@@ -5544,9 +5644,8 @@ def _ask_which_value(conn, rows, value, lead):
     return asked["prompt"], asked
 
 
-#: A date inside a memory's words (3月8号, 十月初一, 10.1): where a corrected date may go.
-_DATE_IN_TEXT_RE = re.compile(r"\d{1,2}\s*月\s*\d{1,2}\s*[号日]?|[一二三四五六七八九十]{1,2}月(?:初|十|廿|二十|三十)?[一二三四五六七八九十]?[号日]?"
-                              r"|(?<!\d)\d{1,2}[./]\d{1,2}(?!\d)")
+#: A metro line inside a memory's words (坐地铁2号线): where a corrected line may go.
+_LINE_IN_TEXT_RE = re.compile(r"(?<!\d)\d{1,2}号线")
 
 
 def _ask_which_spot(conn, spots, value):
@@ -5588,12 +5687,15 @@ def memory_correct_value(conn, ctx, said, embed):
     h = conn.execute("SELECT memory_id FROM memory_history WHERE user_id = ? AND undone = 0 "
                      "AND action IN ('insert', 'update') ORDER BY id DESC LIMIT 1", (ctx.user_id,)).fetchone()
     last = next((r for r in rows if h and r["id"] == h[0]), None)
-    if whole.attribute:  # 不对，是对芒果过敏: the allergy, whichever was said last
+    bare = (_value_kinds(said) - {"thing"}) & _BARE_VALUE_KINDS  # 6岁 / 28 / 常州: whoever's memory it fits
+    value = said if bare else value
+    if whole.attribute and not bare:  # 不对，是对芒果过敏: the allergy, whichever was said last
         fits = [r for r in rows if r["attribute"] == whole.attribute and r["subject"] == "我"]
     else:
         kinds = _value_kinds(value)  # the one just changed is no surer than another that fits too (老家 and 现居地)
         fits = [r for r in rows if _fits(r, kinds)]
-        spots = [(r, d) for r in rows for d in _DATE_IN_TEXT_RE.findall(r["text"])] if "date" in kinds else []
+        spot_re = _DATE_IN_TEXT_RE if "date" in kinds else _LINE_IN_TEXT_RE if "line" in kinds else None
+        spots = [(r, d) for r in rows for d in spot_re.findall(r["text"])] if spot_re else []
         if len(spots) > 1 or spots and not fits:  # 更正 是11月1号 with a birthday and an anniversary: which date
             return _ask_which_spot(conn, spots, value) if len(spots) > 1 else (
                 _set_spot(conn, ctx, spots[0][0], spots[0][1], value, embed), None)
@@ -5601,7 +5703,7 @@ def memory_correct_value(conn, ctx, said, embed):
         return _set_value(conn, ctx, fits[0], value, embed), None
     if fits:
         return _ask_which_value(conn, fits, value, f"有几条都可能是，你想把哪一条改成“{value}”？")
-    if whole.attribute:
+    if whole.attribute and not bare:
         text = "我" + said if not said.startswith("我") else said
         question = f"我没有记着这件事。要把『{text}』记成新的一条吗？要的话回复“要”。"
         return question, {"action": "store", "text": text, "importance": 1, "ids": [], "prompt": question}
@@ -6394,6 +6496,72 @@ _LEAD_PRONOUN_RE = re.compile(rf"^((?:{_words_re(REMEMBER_WORDS)})[，,：:\s]*)
 MEMORY_PARSE_CHARS = 600
 
 
+#: A loose correction with its value first and maybe a comment after it (不对 是无锡 你晓得伐 / 更正：28 上个月刚过完生日 /
+#: 其实是4号线 老记混 / 不是 是绿色): the lead (strong, weak), 是, the value, the comment.
+_LOOSE_FIX_RE = re.compile(rf"^(?:(不对|错了|说错了|记错了|更正一下|更正|纠正一下)|(其实|不是(?:的|啦|啊)?))(?:不对)?[{_PUNCT}]*"
+                           rf"(?:应该|其实)?(是)?([^{_PUNCT}是我你他她它]{{1,12}})(?:[{_PUNCT}{_EMOJI}]+(.{{1,24}}))?$")
+
+
+def _comment_only(tail):
+    """Whether what follows a corrected value only comments on it (你晓得伐, 上个月刚过完生日🎂, 老记混 哈哈): no fact
+    of its own, no second value, no command. Example: _comment_only('我妈在南京') -> False"""
+    t = re.sub(rf"[{_PUNCT}{_EMOJI}]+", "", tail)
+    if not t or re.fullmatch(r"[哈嘿呵hH23]+", t):
+        return True
+    if re.match(r"^(?:不是|而是|是|也|还有|和|跟)", t) or re.search(r"记住|记一下|记下|记着|别记|不用记|忘掉|忘记|删|改成|换成", t):
+        return False
+    if any(k in _value_kinds(w) for w in re.findall(r"[\u4e00-\u9fff\d]{2,6}", t) for k in _BARE_VALUE_KINDS):
+        return False
+    fact = memory_fact(t if memory_has_subject(t) else "我" + t)
+    return fact.subject == "我" and not fact.attribute
+
+
+def _loose_fix(text):
+    """A loose correction read with its comment cut off, or None (the other rules read it).
+    Example: _loose_fix('其实是4号线 老记混') -> ('update_fit', {'value': '4号线', 'strong': False})"""
+    m = _LOOSE_FIX_RE.match(text)
+    if not m:
+        return None
+    value, tail = re.sub(r"(?<=.)(?:了|啦|呢|哦|的)+$", "", m.group(4)), m.group(5)
+    kinds = _value_kinds(value) - {"thing"}
+    if m.group(1) and m.group(1).startswith(("更正", "纠正")) and m.group(3) and not tail:
+        return None  # 更正：是南京 — read as before
+    if not m.group(3) and not kinds & _BARE_VALUE_KINDS or tail and not _comment_only(tail):
+        return None
+    if m.group(1) and m.group(1).startswith(("更正", "纠正")):
+        return "update_last", {"value": value}
+    return "update_fit", {"value": value, "strong": bool(m.group(1))}
+
+
+#: A forget said object first, maybe with a reason or a laugh after it (钢琴忘掉 早就不弹了 / 攀岩忘了吧 就玩过一次 /
+#: 法语放弃了 别记了): what, the verb, the comment. 忘了 alone is chat (作业忘了); 忘了吧 asks.
+_LOOSE_FORGET_RE = re.compile(r"^(?!刚|上一条|第|这|那|算了|把|确认|帮|给|请|清|全|都|我$|你$)"
+                              r"([^，,。；;\s]{1,10}?)(?:的)?(?:那条|那个|這條|这条|这个)?[，,\s]*"
+                              r"(?:你)?(?:就)?(忘掉|忘了吧|忘掉吧|删掉|删了|删除|删掉吧|删了吧|别记了|别记|不记了|不用记了|不要记了|"
+                              r"不要了)(?:吧|啦)?(?:[\s，,。!！~～" + _EMOJI + r"]+(.{1,24}))?$")
+#: A state said before 别记了 (法语放弃了 别记了): the thing is what comes before the state word.
+_GIVEN_UP_RE = re.compile(r"(?:放弃|不学|不玩|不弹|不练|不去|不吃|不喝|不养|送人|送走|卖)了?$")
+
+
+#: One part pointed at and corrected (海鲜那个是我瞎说的 其实是对芒果 更正一下 / 螃蟹那个记错了 其实是对芒果过敏 改一下): old, new.
+_PART_FIX_RE = re.compile(r"^(?!这|那|我|你)([^，,。；;\s]{1,8}?)(?:那个|那条)(?:是我?)?(?:记错了|瞎说的|乱说的|说错了|写错了|不对|错了)"
+                          r"[，,。\s]+(?:其实|应该)是(?:对)?([^，,。；;\s对]{1,8}?)(?:过敏)?(?:[，,。\s]*(?:更正一下|更正|改一下|改下|"
+                          r"帮我改一下|帮我改下))?[。!！]*$")
+
+
+def _loose_forget(text):
+    """A forget of one thing said object first, with its comment cut off, or None (the other rules read it); settled
+    by the memories (only when one mentions it). Example: _loose_forget('攀岩忘了吧 就玩过一次') -> ('forget_maybe', …)"""
+    m = _LOOSE_FORGET_RE.match(text)
+    if not m or m.group(3) and not _comment_only(m.group(3)):
+        return None
+    given_up = _GIVEN_UP_RE.search(text_simplified(m.group(1)))
+    what = m.group(1)[:given_up.start()] if given_up and given_up.start() else m.group(1)
+    if re.match(r"^(?:我|你|咱)", what) or re.search(r"记|忘|删|所有|全部|一切|都", what):
+        return None  # 我的生日不用记了 / 关于我的都删了: the rules below
+    return "forget_maybe", {"what": what}
+
+
 def memory_parse(text, names=()):
     """Reads a message as a memory command: (kind, {named arguments}), or (None, {}) for chat.
     Example: memory_parse('记住，我住在北京') -> ('remember', {'text': '我住在北京'})"""
@@ -6407,6 +6575,7 @@ def memory_parse(text, names=()):
             break
     t = re.sub(r"^@\S+\s+", "", t)
     t = t.replace("（", "(").replace("）", ")").translate(_TRADITIONAL)
+    part = _PART_FIX_RE.match(t)  # read before 记错了 is cut off below
     t = _UNDO_TAIL_RE.sub(r"\1", _MISTAKE_LEAD_RE.sub("", t)) if "错了" in t[:12] or "撤" in t[:6] else t
     t = _DOUBLED_RE.sub(r"\1", t) if t[:2] in t[2:14] else t  # cheap tests first: most messages have neither
     t = memory_normalise(t)
@@ -6419,6 +6588,10 @@ def memory_parse(text, names=()):
         if who:  # 我妈生日快到了 记住她生日是8月8号
             t = _LEAD_PRONOUN_RE.sub(lambda m: m.group(1) + "我" + who.group(1), t)
     bare = _strip_tail(t)
+    fix = ("replace_maybe", {"old": part.group(1), "new": part.group(2)}) if part else None
+    fix = fix or _loose_fix(bare) or _loose_forget(bare)
+    if fix:
+        return fix
     for regex, command in _MEMORY_COMMAND_RES:
         m = regex.match(t if command.tail else bare)
         if m:
@@ -6455,7 +6628,9 @@ def _settle_update_fit(conn, ctx, value, strong=False):
     place, a date …); else chat (不是，是说续航). strong (不对，是…): also right after a memory command, whatever
     the value (then the bot asks which one when it can't tell)."""
     kinds = _value_kinds(value) - {"thing"}
-    if kinds and any(_fits(r, kinds) for r in memory_list(conn, ctx) if r["type"] != "group_fact"):
+    rows = [r for r in memory_list(conn, ctx) if r["type"] != "group_fact"]
+    if kinds and any(_fits(r, kinds) for r in rows) or "line" in kinds and any(
+            _LINE_IN_TEXT_RE.search(r["text"]) for r in rows):  # 其实是4号线 after 我坐地铁2号线
         return "update_last", {"value": value}
     return ("update_last", {"value": value}) if strong and _after_command(conn, ctx) else (None, {})
 
