@@ -6220,6 +6220,12 @@ def memory_worth_offering(conn, ctx, text):
 def memory_forget_each(conn, ctx, what, embed):
     """忘记猫和狗这两条: each part names one memory, all go as one undoable change; otherwise as
     memory_forget. Returns (reply, question)."""
+    m = re.fullmatch(r"([他她它])那条\((.+)\)", what)
+    if m:  # 他那条(其实陈奕迅一般般): the one memory whose value the clause names, else 他 as it stands
+        named = [r for r in memory_list(conn, ctx) if r["value"] and r["value"] in m.group(2)]
+        if len(named) == 1:
+            return _forget_rows(conn, ctx, named), None
+        what = m.group(1) + "那条"
     one = len(what) > 2 and what.endswith("那条")  # 把我妈那条删了: one memory is meant; several fit → ask
     what = what[:-2] if one else what
     parts = [p for p in re.split(r"[和、跟]|以及", what) if p.strip()]
@@ -6812,7 +6818,7 @@ _MEMORY_REWRITES = [(re.compile(_words_re(words.split())), re.compile(p), r) for
 #: 以后叫我X / 你说话要…: what the user wants of the character (kept as an agreement with it).
 _WISH_RES = [(re.compile(r"^(?:算了|不对)?[，,\s]*(?:还是)?(?:你)?(?:以后|今后|从现在起|从今天起)?(?:请)?(?:你)?(?:就)?(?:要|得|可以)?(?:还是)?"
                          r"(?:改|换)?(?:成)?(?:叫|喊|称呼)我(?!起床|一声|吃|去|来|干|做|帮|回|别)"
-                         rf"([^，,。!！?？]{{1,10}}?){_ANY_PARTICLE}?$"), "记住，你以后叫我{0}"),
+                         rf"([^，,。!！?？]{{1,10}}?)(?:就行|就好|就可以)?{_ANY_PARTICLE}?$"), "记住，你以后叫我{0}"),
              (re.compile(r"^(?=你|以后|今后|从)(?:你)?(?:以后|今后|从现在起|从今天起)?(?:你)?(?:就)?(?:改|换)?叫"
                          rf"(?!我|他|她|它|什么|啥|谁|人|醒|外卖|车)([^，,。!！?？]{{1,6}}?)(?:了)?{_ANY_PARTICLE}?$"), "记住，你以后叫{0}"),
              (re.compile(r"^(?:你的名字(?:以后|就)?(?:叫|是|改成|改叫)|(?:我想|我要)?给你(?:改|换|起)(?:个|一个)?(?:名字?|新名字)[，,\s]*(?:就)?叫)"
@@ -6973,6 +6979,63 @@ def _forget_clause(t):
     return forgets[0]
 
 
+#: A short remark beside a wish (好听 / 怪尴尬的 / 整点乐子 / 听不懂): it says how the user feels, it asks nothing (no
+#: person, no memory verb, no verb a wish is made of), so it is no part of what is kept.
+_WISH_REMARK_RE = re.compile(rf"^(?!.*(?:我|你|他|她|它|记|忘|删|叫|喊|用|说|讲|带|加|发|回|问|要|别|不要|不用|不许|以后))"
+                             rf"[^{_PUNCT}]{{1,10}}$")
+#: 算了 / 别这么叫了: the old call-me taken back beside a new one (…还是叫我小王吧), which replaces it anyway.
+_WISH_TAKEN_BACK_RE = re.compile(rf"^(?:算了|不对|好吧|还是算了|(?:别|不要|不用)(?:再)?(?:这么|这样|那样|那么)(?:叫|喊|称呼)(?:我)?(?:了)?)"
+                                 rf"{_ANY_PARTICLE}*$")
+#: A wish taken back in one clause (别用东北话了 / 不要文言文了 / 别叫我王总了), with a forget beside it (忘了这个吧).
+_WISH_STOP_RE = re.compile(rf"^(?:你)?(?:以后)?(?:别|不要|不用|不许)(?:再)?(?:用|说|讲|带|加|发|叫我|喊我)?"
+                           rf"([^{_PUNCT}]{{2,8}}?)(?:了)?{_ANY_PARTICLE}*$")
+#: The forget beside it, pointing at what the clause before named (忘了这个吧 / 删了吧 / 这条删掉).
+_WISH_FORGET_RE = re.compile(rf"^(?:把)?(?:这个|这条|那个|那条|它)?(?:给我)?(?:忘了|忘掉|删了|删掉|去掉|别记了|不用记了)"
+                             rf"(?:这个|这条|它)?{_ANY_PARTICLE}*$")
+#: 你是我的学习搭子 + 以后每次聊天都先问我…: who the character is to the user and what it does from now on, one agreement.
+_WISH_ROLE_RE = re.compile(rf"^你(?:就)?是我的[^{_PUNCT}]{{1,10}}[{_PUNCT}]+(?:你)?(?:以后|今后|从现在起|从今天起|每次|每天)")
+#: A forget of 他/她/它 in a clause of its own, after one that names what is meant (其实陈奕迅一般般 把他删了).
+_PRONOUN_FORGET_RE = re.compile(rf"^(?:那|就|那就)?(?:把|给)?(他|她|它)(?:给我)?(?:删了|删掉|删|忘了|忘掉|去掉)"
+                                rf"(?:吧|了|{_ANY_PARTICLE})*$")
+
+
+def _wish_clauses(t):
+    """A wish, or a wish taken back, said in clauses beside short remarks, in the canonical wording; None when the
+    clauses are not that. Example: _wish_clauses('算了 别这么叫了 怪尴尬的 还是叫我小王吧') -> '记住，你以后叫我小王'"""
+    clauses = [c for c in _PAUSES_RE.split(t) if c]
+    if not 2 <= len(clauses) <= 4:
+        return None
+    if _WISH_ROLE_RE.match(t):  # 你是我的学习搭子哈 以后每次聊天都先问我今天背单词没
+        return "记住，" + t
+    stops = [m.group(1) for c in clauses if (m := _WISH_STOP_RE.match(c))]
+    forgets = [c for c in clauses if _WISH_FORGET_RE.match(c)]
+    if len(stops) == 1 and len(forgets) == 1 and all(
+            _WISH_STOP_RE.match(c) or c in forgets or _WISH_REMARK_RE.match(c) for c in clauses):
+        return "忘记" + stops[0]  # 别用东北话了 忘了这个吧 听着怪怪的
+    wishes = []
+    for c in clauses:
+        for pattern, form in _WISH_RES:
+            m = pattern.match(c)
+            if m:
+                wishes.append(form.format(*(g for g in m.groups() if g is not None)))
+                break
+    others = [c for c in clauses if not any(pattern.match(c) for pattern, _ in _WISH_RES)]
+    if len(wishes) == 1 and all(_WISH_REMARK_RE.match(c) or _WISH_TAKEN_BACK_RE.match(c) for c in others):
+        return wishes[0]  # 你以后就叫小橘子吧 好听 / 算了 别这么叫了 怪尴尬的 还是叫我小王吧
+    return None
+
+
+def _pronoun_forget(t):
+    """忘记他 said after a clause that names what is meant, with that clause kept for memory_forget_each to match
+    against the memories; None when the message is not that. Example: _pronoun_forget('其实陈奕迅一般般 把他删了')
+    -> '忘记他那条(其实陈奕迅一般般)'"""
+    clauses = [c for c in _PAUSES_RE.split(t) if c]
+    m = _PRONOUN_FORGET_RE.match(clauses[-1]) if len(clauses) == 2 else None
+    if not m or re.search(r"他|她|它|我|你", clauses[0]) or len(clauses[0]) > 12:
+        return None
+    return f"忘记{m.group(1)}那条({clauses[0]})"
+
+
 def memory_normalise(text):
     """A memory message in the canonical wording the command table reads (chat is left alone).
     Example: memory_normalise('记住咯，我喜欢吃辣') -> '记住，我喜欢吃辣'
@@ -6983,6 +7046,12 @@ def memory_normalise(text):
     t = _EMOJI_TAIL_RE.sub("", t) or t  # 豆豆昨天走了 记一下吧 😢: the emoji is no fact (记住我喜欢🐱 keeps it)
     if "那" in t or "这" in t:  # 芒果那条🗑️删掉
         t = _POINTER_EMOJI_RE.sub(r"\1", t)
+    if _PAUSES_RE.search(t) and ("你" in t or "叫" in t or "别" in t or "不要" in t):  # 你以后就叫小橘子吧 好听
+        wish = _wish_clauses(t)
+        if wish:
+            return wish
+    if _PAUSES_RE.search(t) and re.search(r"[他她它](?:给我)?(?:删|忘|去掉)", t):  # 其实陈奕迅一般般 把他删了
+        t = _pronoun_forget(t) or t
     if _FORGET_VERB_RE.search(t):  # 来福那条删了 送人了: the forget without its reason
         t = _SPOKEN_AGAIN_RE.sub(r"\1", _SPOKEN_LEAD_RE.sub("", t)) or t
         t = _forget_clause(t) if _PAUSES_RE.search(t) else t
