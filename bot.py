@@ -7091,7 +7091,7 @@ _SHAPED_START_RE = re.compile(r"^(?:请|麻烦|帮我|给我|你|把|就|那)*(?
 #: Verbs that are about memory only when they point at one (删了那个游戏 is chat).
 _WEAK_VERB_RE = re.compile(r"^(?:请|麻烦|帮我|给我|你|把|就|那)*(?:纠正|修改|改成|改一下|删掉|删除|删了|删|不对|错了|说错|搞错|弄错|更新)")
 #: What is done to a memory a pointer (那条, 第2条) points at.
-_SHAPED_VERBS = "(?:删|忘|改|不对|错|别记|不用记|不要|留着|更正)"
+_SHAPED_VERBS = "(?:删|忘|改|不对|错|别记|不用记|不要|留着|更正|撤)"
 #: Memory phrases anywhere in a message (重新记, 帮我记, 那条…删了, 第3条改成…); the group is a weak
 #: one that needs a memory it points at (那个…改一下 may be about anything).
 _SHAPED_ANY_RE = re.compile(rf"重新记|记错了?|帮我记|给我记|别记着?|不用记|不要记|(?<![帮给替][他她])记一下|记下来|(?<![^帮给替]我)(?<!^我)(?:记到起|记倒起)|"
@@ -7125,13 +7125,46 @@ _PAST_RE = re.compile(r"小时候|以前|那时|当年|当时|上次|那年|那�
 _ASKS_RE = re.compile(r"多久|多长时间|怎么|怎样|为什么|为啥|咋|如何|吗|[？?]")
 
 
+#: Cantonese words of the memory verbs and pointers, read as Mandarin by the net only (唔使記波波嗰條喇).
+_SHAPED_CANTONESE = (("唔使", "不用"), ("唔好", "别"), ("咗", "了"), ("嗰", "那"), ("講錯", "说错"), ("讲错", "说错"))
+#: A clause's lead-in before its verb (嗯…不好意思，刚才说错了 / 哎呀 我说错了 / my bad 说错了).
+_SHAPED_LEAD_RE = re.compile(r"^(?:嗯+|啊+|呃+|哎呀|哎|唉|诶|欸|不好意思|抱歉|sorry|您好|你好|那个|就是|刚才|刚刚|其实|"
+                             r"我(?=刚才|刚刚|说错|记错|搞错|弄错|写错|打错)|my bad|oops|[.…～~、]+)+", re.I)
+#: English memory verbs in a mixed message (delete掉香菜那条 / revert 一下): weak, they must point at a memory.
+_SHAPED_ENGLISH_RE = re.compile(r"(?<![A-Za-z])(?:delete|remove|revert|undo|correct)(?![A-Za-z])", re.I)
+
+
+def _shaped_clauses(t):
+    """The clauses of a message, its first last, each without its lead-in (哎呀 / 不好意思 / 刚才): where a memory
+    verb may start."""
+    parts = [p for p in re.split(rf"[{_PUNCT}…]+", t) if p]
+    return [_SHAPED_LEAD_RE.sub("", p) for p in parts[1:]] + ([_SHAPED_LEAD_RE.sub("", parts[0])] if parts else [])
+
+
 def memory_shaped(conn, ctx, text):
-    """Whether a message the rules did not read is still about memory: a memory verb at its start or
-    end, a memory phrase anywhere, or a pointer at a memory with a verb; a weak verb (删, 改, 不对) only
-    when it points at a stored memory or follows a memory change.
+    """Whether a message the rules did not read is still about memory: a memory verb at the start or
+    end of one of its clauses (after a lead-in like 不好意思 / 刚才), a memory phrase anywhere, an English
+    memory verb, or a pointer at a memory with a verb; a weak verb (删, 改, 不对, delete) only when it
+    points at a stored memory or follows a memory change. Cantonese verbs are read as Mandarin here.
     Example: 删了那个游戏，太难玩了 -> False (no memory mentions 游戏)."""
     t = text.strip().translate(_TRADITIONAL)
+    for yue, zh in _SHAPED_CANTONESE:
+        t = t.replace(yue, zh)
     start = _SHAPED_START_RE.match(t)
+    if not start and not _SHAPED_ANY_RE.search(t) and not _SHAPED_END_RE.search(t):
+        for clause in _shaped_clauses(t):  # 哎呀，不好意思，我说错了，是… / 那个…的约定删了吧，同事看见了尴尬
+            found = _SHAPED_START_RE.match(clause) or _SHAPED_END_RE.search(clause)
+            if found and re.match(r"记", found.group().lstrip("请麻烦帮我给你把就那")):
+                continue  # 明天降温 记得哦 / 记住个锤子: a remember request mid-message is _remember_around's to read
+            if found and not (found.re is _SHAPED_START_RE and found.group().endswith(("撤回", "撤销"))
+                              and clause[found.end():].startswith("了")):
+                t, start = clause, _SHAPED_START_RE.match(clause)  # a verb at its end is judged as the message's
+                break
+        else:
+            if re.search(r"(?:^|[\s，,])改[\s：:]", t):  # 改 王蕾: weak, right after a command or pointing at one
+                return _after_command(conn, ctx) or _shaped_points(conn, ctx, t)
+            if _SHAPED_ENGLISH_RE.search(t):  # delete掉香菜那条: only pointing at a memory (照片都delete了 is chat)
+                return _shaped_points(conn, ctx, t)
     if start and start.group().endswith(("撤回", "撤销")) and t[start.end():].startswith("了"):
         return False  # 撤回了一条消息: what happened in the chat
     if start and re.match(r"记住|记一下|记下|记着|记牢|记好|记得|忘记|忘掉", start.group().lstrip("请麻烦帮我给你把就那")):
@@ -7153,6 +7186,11 @@ def memory_shaped(conn, ctx, text):
         return True
     if _after_command(conn, ctx):
         return True  # 不对，… right after a memory command
+    return _shaped_points(conn, ctx, t)
+
+
+def _shaped_points(conn, ctx, t):
+    """Whether a message with a weak memory verb names a word of one of the speaker's memories."""
     words = text_content_words(t) | {w for w in re.findall(r"[\u4e00-\u9fff]{2}", t) if not set(w) & _PLAIN_CHARS}
     return any(w in r["text"] for r in memory_list(conn, ctx) for w in words if len(w) >= 2
                and not re.fullmatch(r"(?:那条|这条|那个|这个|记忆|删了|删掉|改成|不对|错了|记住|忘记)", w))
