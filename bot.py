@@ -6705,7 +6705,7 @@ _REMEMBER_LEADS = (r"(?:这个|这件事|这事|这些|小本本)?(?:请|麻烦|
 #: The same words at a message's end (我对虾过敏，记下来 / 我搬到深圳了，帮我记一下); glued to the words before them only
 #: after a word that can end a fact and without 了 (全班都说记住了 / 我已经记住了 are said of someone, not asked).
 _REMEMBER_TAIL_RE = re.compile(rf"^(.{{2,}}?)(?:[{_PUNCT}]+(?:你|请|麻烦)?(?:帮我|给我|替我)?(?:{_REMEMBER_VERB}(?:点|一下|下)?|更新一下|"
-                               rf"更新下)(?:了)?|(?<![说问叫让要没不都也已经会能得还就我们他她])(?:你|请|麻烦)?(?:帮我|给我|替我)?"
+                               rf"更新下)(?:了)?|(?<![说问叫让要没不都也已经会能得还就我们他她被人])(?:你|请|麻烦)?(?:帮我|给我|替我)?"
                                rf"(?:{_REMEMBER_VERB}(?:点|一下|下)?|更新一下|更新下)){_ANY_PARTICLE}*[{_PUNCT}]*$", re.I)
 #: An update asked for at a message's end (我和琳琳分手了，帮我更新一下).
 _UPDATE_TAIL_RE = re.compile(rf"^(.{{4,}}?)(?:[{_PUNCT}]+(?:你|请|麻烦)?(?:帮我|给我|替我)?|(?:你|请|麻烦)?(?:帮我|给我|替我))"
@@ -7104,7 +7104,7 @@ _SHAPED_ANY_RE = re.compile(rf"重新记|记错了?|帮我记|给我记|别记�
                             rf"(\S{{1,8}}(?:那个|这个|那条|这条)[^，,。]{{0,3}}(?:删|忘|改|不对|错|别记|不要了|留着|其实)"
                             rf"|(?:那条|这条)[^，,。！!？?]{{2,4}}{_SHAPED_VERBS})")
 #: A memory verb at a message's end (…，记一下 / …改成上海); the weak ones need a memory they point at.
-_SHAPED_END_RE = re.compile(rf"(?:记一下|记下来|记住|记着|记好|忘掉|别记了|不用记了|别记着了|都忘了吧?|忘了吧|"
+_SHAPED_END_RE = re.compile(rf"(?<![被人])(?:记一下|记下来|记住|记着|记好|忘掉|别记了|不用记了|别记着了|都忘了吧?|忘了吧|"
                             rf"(删了|删掉|改一下|改过来|改成\S{{1,12}}|不对))"
                             rf"{_ANY_PARTICLE}*[{_PUNCT}]*$")
 
