@@ -7150,6 +7150,7 @@ def memory_shaped(conn, ctx, text):
     t = text.strip().translate(_TRADITIONAL)
     for yue, zh in _SHAPED_CANTONESE:
         t = t.replace(yue, zh)
+    whole = t  # what a weak verb's pointer is looked for in (说错了，是对芒果过敏，不是鸡蛋: 鸡蛋)
     start = _SHAPED_START_RE.match(t)
     if not start and not _SHAPED_ANY_RE.search(t) and not _SHAPED_END_RE.search(t):
         for clause in _shaped_clauses(t):  # 哎呀，不好意思，我说错了，是… / 那个…的约定删了吧，同事看见了尴尬
@@ -7186,7 +7187,7 @@ def memory_shaped(conn, ctx, text):
         return True
     if _after_command(conn, ctx):
         return True  # 不对，… right after a memory command
-    return _shaped_points(conn, ctx, t)
+    return _shaped_points(conn, ctx, whole)
 
 
 def _shaped_points(conn, ctx, t):
