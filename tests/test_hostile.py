@@ -1732,6 +1732,33 @@ def test_a_chat_in_a_rare_script_stays_within_the_prompt_budget(start, llm, unit
         nc.close()
 
 
+def test_the_last_two_turns_are_cut_to_fit_the_prompt_budget(start, llm):
+    """Found in the last session: the prompt kept its last two turns whatever they cost, so two 600-character
+    messages of CJK Extension B made a prompt of 4,054 tokens against PROMPT_BUDGET 2,000. The kept turns are cut
+    now (their head and tail, the cut marked); the card, the user's allergy and the new message keep their place."""
+    runner = start(SUMMARY_EVERY=1000, RECENT_TURNS=20)  # PROMPT_BUDGET: the default
+    nc = NapCat(runner.cfg.ONEBOT_PORT)
+    long = lambda first: "".join(chr(first + i) for i in range(600))
+    try:
+        assert nc.ask(1280001, "记住，我对青霉素过敏").startswith("好的")
+        for first in (0x20000, 0x20400, 0x20800):
+            assert nc.ask(1280001, long(first)).startswith("echo:")
+        messages = llm.chat_requests()[-1]["json"]["messages"]
+        counted = sum(bot.text_count_tokens(m["content"]) for m in messages)
+        assert counted <= runner.cfg.PROMPT_BUDGET, counted  # was 4,054
+        assert sum(rare_tokens(m["content"]) for m in messages) <= runner.cfg.PROMPT_BUDGET * 1.05
+        card = runner.app.characters.get()["cards"][runner.app.characters.get()["default"]]
+        assert messages[0]["content"].startswith(bot.character_system_prompt(card))
+        assert "我对青霉素过敏" in messages[0]["content"]
+        assert messages[-1]["content"] == long(0x20800)  # the new message whole
+        earlier = "\n".join(m["content"] for m in messages[1:-1])
+        assert bot.PROMPT_CUT_MARK in earlier  # the turns before it: cut, not dropped
+        newest = messages[-2]["content"]  # the reply to the message before: its head and its tail
+        assert newest.startswith("echo:" + long(0x20400)[:10]) and newest.endswith(long(0x20400)[-10:])
+    finally:
+        nc.close()
+
+
 def _thinking_model(billed):
     """A reasoning model that spends all of max_tokens thinking when given at most 400 (an empty answer, finish_reason
     length) and answers when given more; it reports usage honestly (the prompt as the bot counts it, and every
