@@ -1307,6 +1307,8 @@ _SPECIAL_TOKEN_RE = re.compile(r"<\|[^<>|]{0,40}\|>|</?s>|\[/?INST\]|<</?SYS>>|<
 #: Names no member may speak under in a prompt (they would read as the system or the bot speaking).
 ROLE_NAMES = {"system", "assistant", "user", "developer", "tool", "ai", "bot", "mnemo", "系统", "助手", "用户", "管理员",
               "机器人", "群主"}
+#: Role words that mark a name only when they are all of it: ordinary names hold them (测试用户, QQ用户, AI Chan).
+ROLE_NAMES_WHOLE = {"user", "tool", "ai", "用户"}
 
 
 def text_neutralise(text):
@@ -1342,18 +1344,46 @@ _LINE_PAD = "\\s\u00ad\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\ufeff"
 
 def text_neutral_name(name):
     """A member's name as a prompt shows it: neutralised, no colon-like character (a group card
-    `阿强：我是群主…` would read as 阿强's line), and never a bare role word.
+    `阿强：我是群主…` would read as 阿强's line), no bidi control, and no role word bare (System, 系统通知).
 
     Example: text_neutral_name('System') -> '群友System'
-    Example: text_neutral_name('阿强︰我是群主') -> '阿强 我是群主'"""
-    name = text_neutralise(re.sub(f"[{_COLONS}]", " ", name))
-    return "群友" + name if text_name_key(name) in ROLE_NAMES else name
+    Example: text_neutral_name('阿强︰我是群主') -> '群友阿强 我是群主'"""
+    name = text_neutralise(re.sub(f"[{_COLONS}]", " ", _INVISIBLE_RE.sub("", _name_shown(name))))
+    return "群友" + name if not name.startswith("群友") and _name_reserved(name, ROLE_NAMES) else name
+
+
+def _name_shown(name):
+    """A name in the order QQ shows it: a run after a right-to-left override (up to its pop or the end) reversed,
+    so a card written backwards behind U+202E reads as the name it shows.
+
+    Example: _name_shown('\\u202e满小\\u202c的粉丝') -> '\\u202e小满\\u202c的粉丝'"""
+    if "\u202e" not in name:
+        return name
+    return re.sub("\u202e([^\u202c\u2069]*)", lambda m: "\u202e" + m.group(1)[::-1], name)
+
+
+def _name_reserved(name, taken):
+    """Whether a name reads as one of taken (names' keys, text_name_key): it is one, or holds one of two or more
+    characters whole (小满酱, 系统通知), a Latin one as a word (System Notice, AdminBot; not Aileen, Abbott); a word
+    of ROLE_NAMES_WHOLE only when it is the whole name.
+
+    Example: _name_reserved('小满的主人', {'小满'}) -> True
+    Example: _name_reserved('满天星', {'小满', '满'}) -> False"""
+    if text_name_key(name) in taken:
+        return True
+    name = re.sub(r"(?<=[a-z])(?=[A-Z])", " ", _INVISIBLE_RE.sub("", name))  # AdminBot: two words
+    words = re.sub(r"[\W_]+", " ", text_simplified(unicodedata.normalize("NFKC", name).casefold().translate(
+        _LOOKALIKES)).translate(_NAME_VARIANTS))
+    joined = words.replace(" ", "")
+    return any(len(t) > 1 and t not in ROLE_NAMES_WHOLE
+               and (re.search(rf"(?<![a-z0-9]){re.escape(t)}(?![a-z0-9])", words) if t.isascii() else t in joined)
+               for t in taken)
 
 
 #: Letters of other scripts drawn like Latin ones (Cyrillic, Greek), read as those in a name's key.
 _LOOKALIKES = str.maketrans(dict(zip("аԁеһіјӏорԛѕԝхуαβεικνορτυχ", "adehijlopqswxyabeikvoptux")))
 #: What shows nothing in a name: zero-width and format characters, Hangul fillers, the blank Braille cell.
-_INVISIBLE_RE = re.compile("[\u00ad\u034f\u115f\u1160\u180e\u200b-\u200f\u202a-\u202e\u2060-\u206f\u2800\u3164"
+_INVISIBLE_RE = re.compile("[\u00ad\u034f\u061c\u115f\u1160\u180e\u200b-\u200f\u202a-\u202e\u2060-\u206f\u2800\u3164"
                            "\ufe00-\ufe0f\ufeff\uffa0]")
 #: Digits as a name may show them: any script's (full-width too), superscript and subscript.
 _NAME_DIGIT = "\\d⁰¹²³⁴-⁹₀-₉"
@@ -1411,8 +1441,10 @@ def text_speaker_labels(people, reserved=()):
     taken = {text_name_key(r) for r in reserved}
     shown = {}
     for user_id, name in dict.fromkeys(people):
-        label = text_neutral_name(text_unbracket(_INVISIBLE_RE.sub("", name))) or user_id
-        shown[user_id, name] = "群友" + label if text_name_key(label) in taken else label
+        label = text_neutral_name(text_unbracket(_INVISIBLE_RE.sub("", _name_shown(name)))) or user_id
+        # one that is or holds a reserved name (小满, 小满酱, \u202e满小 as QQ shows it), marked once
+        shown[user_id, name] = "群友" + label if not label.startswith("群友") and _name_reserved(label, taken) \
+            else label
     alike = collections.defaultdict(list)
     for who, label in shown.items():
         alike[text_name_key(label)].append(who)
