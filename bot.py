@@ -8524,9 +8524,13 @@ QUEUE_CHANGE_REPLY = "消息有点多，刚才这条和接下来的记忆改动�
 BUDGET_REPLY = "今天我们聊得太多啦，我得休息了，明天再来找我吧。（这条我记下了）"
 #: Said to a user past BOT_RATE_LIMIT LLM messages a RATE_WINDOW (stored all the same), once a window in each chat.
 RATE_REPLY = "你说得太快啦，我有点跟不上，歇一分钟再聊吧。（这条我记下了）"
-#: Said once a RATE_WINDOW in a group whose members got BOT_GROUP_RATE_LIMIT answers in it (the rest are stored,
-#: commands among them not done).
-GROUP_BUSY_REPLY = "群里找我的消息太多啦，我歇一分钟。（这一分钟里的消息我记下了，但不会回复，指令也没有执行）"
+#: Said once a RATE_WINDOW in a group that got BOT_GROUP_RATE_LIMIT QQ messages from the bot in it (the rest are
+#: stored, commands among them not done, but each member's first memory command and answers to the bot's questions).
+GROUP_BUSY_REPLY = "群里找我的消息太多啦，我歇一分钟。（这一分钟里的消息我记下了，但不会回复，指令也不执行；" \
+    "只有每人的第一条记忆指令、回答我刚才问题的消息照常处理）"
+#: Added to a member's first memory command carried out in a group past BOT_GROUP_RATE_LIMIT: what they send
+#: next that minute is not (so one member's flood of them makes one answer, and nothing they ask ends unsaid).
+GROUP_BUSY_MEMORY_NOTE = "（群里找我的消息太多啦：这一分钟里你再发的消息和记忆指令我都不会处理，回答我的问题除外；过一分钟再说吧）"
 #: Seconds the rate limits count over (BOT_RATE_LIMIT, MEMORY_RATE_LIMIT's lists, vision calls, the flood cap),
 #: and in which a member of a chat hears RATE_REPLY or BUDGET_REPLY once.
 RATE_WINDOW = 60.0
@@ -8622,8 +8626,9 @@ class App:
         self.arrivals = collections.defaultdict(collections.deque)  # user -> times of recent stored messages
         self.flood_warned = {}  # user -> when the log last said their messages are dropped
         self.told = {}  # (notice, chat, member) -> when they last heard RATE_REPLY or BUDGET_REPLY there
-        self.group_sent = collections.defaultdict(collections.deque)  # group chat -> times of its recent answers
+        self.group_sent = collections.defaultdict(collections.deque)  # group chat -> times of QQ messages sent to it
         self.group_told = {}  # group chat -> when it last heard GROUP_BUSY_REPLY
+        self.group_memory_told = {}  # (group chat, member) -> when their memory command past the cap was carried out
         self.reserved = collections.Counter()  # payer -> tokens held by LLM calls under way (BOT_DAILY_TOKENS)
         self.picturing = collections.Counter()  # user -> their messages whose pictures are fetched, not yet answered
         self.in_line = {}  # (chat, user) -> a future done when that user's last message is in its chat's line
@@ -9118,34 +9123,60 @@ async def _respond(app, ctx, text, card, truncated=False):
     if ctx.group_id and await app.db.run(session_paused, ctx.session):
         if not ((ctx.superuser or ctx.role in ("owner", "admin")) and _command_find(ADMIN_COMMANDS, text)):
             return None
-    busy = _group_busy(app, ctx)
-    if busy is not None:
-        return busy or None
-    reply = await _respond_counted(app, ctx, text, card, truncated)
-    if reply and ctx.group_id:
-        app.group_sent[ctx.session].append(time.monotonic())
-    return reply
+    if _group_full(app, ctx):
+        app.stats["group_limited"] += 1
+        reply = await _respond_past_group_cap(app, ctx, text, card)
+        if reply is not None:
+            return reply or None
+        now = time.monotonic()
+        if now - app.group_told.get(ctx.session, -RATE_WINDOW) < RATE_WINDOW:
+            return None  # the group heard it already this window: nothing is said, nothing is done
+        app.group_told[ctx.session] = now
+        return GROUP_BUSY_REPLY
+    return await _respond_counted(app, ctx, text, card, truncated)
 
 
-def _group_busy(app, ctx):
-    """GROUP_BUSY_REPLY when the bot answered BOT_GROUP_RATE_LIMIT messages in this group in the last RATE_WINDOW
-    ("" when the group heard it already this window: nothing is said, nothing is done); else None. Members
+def reply_group_sent(app, session):
+    """The times of the QQ messages the bot sent into a group chat in the last RATE_WINDOW (what
+    BOT_GROUP_RATE_LIMIT counts: a reply REPLY_SPLIT sends in three parts is three)."""
+    times, now = app.group_sent[session], time.monotonic()
+    while times and now - times[0] > RATE_WINDOW:
+        times.popleft()
+    return times
+
+
+def _group_full(app, ctx):
+    """Whether the bot sent BOT_GROUP_RATE_LIMIT QQ messages into this group in the last RATE_WINDOW. Members
     together cycling commands each counted apart got 237 answers into one group in 30 s. A superuser's message is
     answered all the same (and counted)."""
     limit = app.cfg.BOT_GROUP_RATE_LIMIT
-    if not ctx.group_id or ctx.superuser or not limit:
+    return bool(ctx.group_id and not ctx.superuser and limit and len(reply_group_sent(app, ctx.session)) >= limit)
+
+
+async def _respond_past_group_cap(app, ctx, text, card):
+    """In a group past BOT_GROUP_RATE_LIMIT, what is still carried out: the answer to a question the bot asked this
+    member, and a member's first memory command a RATE_WINDOW (answered with GROUP_BUSY_MEMORY_NOTE: no more of theirs
+    this window is). Nothing a member asks of the memory ends unsaid, and each member adds at most one answer a
+    window (a question the bot asks comes from a counted answer). None: not one of these (chat, a command, a member
+    who was told); "": handled, nothing to say."""
+    key, now = (ctx.session, ctx.user_id), time.monotonic()
+    names = [c["name"] for c in app.characters.get()["cards"].values()] + app.cfg.nicknames
+    answering = _memory_answering(app, ctx, text) or memory_parse(text, names)[0] == "confirm_wipe" \
+        and now - app.wipe_asked.get(ctx.user_id, -WIPE_CONFIRM_SECONDS) <= WIPE_CONFIRM_SECONDS  # its 确认删除
+    first = now - app.group_memory_told.get(key, -RATE_WINDOW) >= RATE_WINDOW
+    if not answering and not (first and (_memory_said(app, ctx, text) or memory_shaped_words(text, weak=True))):
         return None
-    times = app.group_sent[ctx.session]
-    now = time.monotonic()
-    while times and now - times[0] > RATE_WINDOW:
-        times.popleft()
-    if len(times) < limit:
+    reply = await reply_memory(app, ctx, text, card)
+    if reply is None:  # worded like one, but chat
         return None
-    app.stats["group_limited"] += 1
-    if now - app.group_told.get(ctx.session, -RATE_WINDOW) < RATE_WINDOW:
-        return ""
-    app.group_told[ctx.session] = now
-    return GROUP_BUSY_REPLY
+    app.expand_wake.set()
+    app.profile_kick(ctx)
+    if reply and not answering:
+        if len(app.group_memory_told) > 10000:  # members told long ago: forgotten, so the map stays small
+            app.group_memory_told = {k: t for k, t in app.group_memory_told.items() if now - t < RATE_WINDOW}
+        app.group_memory_told[key] = now
+        reply += "\n" + GROUP_BUSY_MEMORY_NOTE
+    return reply
 
 
 async def _respond_counted(app, ctx, text, card, truncated):
@@ -10150,6 +10181,12 @@ async def onebot_reply(app, bot, event, session, text, quote=True, split=True):
     each further part (REPLY_SPLIT; split=False for a command's answer), only the first quoting and
     @-ing in groups (quote=False: none)."""
     parts = onebot_split(text) if app.cfg.REPLY_SPLIT and split else [text]
+    if session.startswith("g:"):  # every QQ message counts against BOT_GROUP_RATE_LIMIT, counted before any await
+        sent = reply_group_sent(app, session)
+        if len(parts) > 1 and app.cfg.BOT_GROUP_RATE_LIMIT and \
+                len(sent) + len(parts) > app.cfg.BOT_GROUP_RATE_LIMIT:
+            parts = [text]  # in parts it would pass the cap: whole
+        sent.extend([time.monotonic()] * sum(max(1, -(-len(p) // SEND_CHUNK)) for p in parts))
     done, before = asyncio.get_running_loop().create_future(), app.sending.get(session)
     app.sending[session] = done
     try:
