@@ -177,9 +177,9 @@ def test_reply_to_a_dropped_connection_is_logged_not_crashed(runner, llm, caplog
     nc = NapCat(runner.cfg.ONEBOT_PORT)
     llm.script = [{"delay": 2, "reply": "没人收的回复"}]
     nc.event(1, "说慢点")
-    assert wait_for(lambda: len(llm.requests) == 1, 5)
+    assert wait_for(lambda: len(llm.requests) == 1, 30)  # (a generous wait: the suite may share the machine)
     nc.close()
-    assert wait_for(lambda: runner.app.stats["send_failures"] >= 1, 10)
+    assert wait_for(lambda: runner.app.stats["send_failures"] >= 1, 30)
     assert "could not be sent" in caplog.text
     assert ("assistant", "没人收的回复") in turns(runner, "p:1")  # stored all the same
     nc2 = NapCat(runner.cfg.ONEBOT_PORT)
@@ -195,7 +195,7 @@ def test_reconnect_before_the_old_connection_closed(runner, llm):
     assert old.ask(1, "旧连接") == "echo:旧连接"
     new = NapCat(runner.cfg.ONEBOT_PORT)  # NapCat reconnects while the server still holds the old socket
     try:
-        assert wait_for(lambda: old.closed, 10)  # the new one replaces it (issue 19): the server closes the old
+        assert wait_for(lambda: old.closed, 30)  # the new one replaces it (issue 19): the server closes the old
         old.close()
         new.event(1, "新连接")
         assert new.reply_text() == "echo:新连接"
