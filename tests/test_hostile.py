@@ -1916,8 +1916,8 @@ def _settled(runner, nc, handled, timeout=60):
 
 def test_the_group_cap_counts_qq_messages_not_answers(start, llm):
     """Left open last session: BOT_GROUP_RATE_LIMIT counted answers, and REPLY_SPLIT makes a short answer three QQ
-    messages, so a cap of 7 let 21 messages into the group. It counts QQ messages now; an answer that would go past
-    the cap in parts goes whole."""
+    messages, so under a cap of 7 these eight messages (four bursts, four answers) made 12 and no notice. It counts
+    QQ messages now; an answer that would go past the cap in parts goes whole."""
     runner = start(BOT_RATE_LIMIT=20, BOT_GROUP_RATE_LIMIT=7, REPLY_SPLIT=1, SUMMARY_EVERY=0)
     llm.answer = lambda body: None if is_expansion_request(body) or is_summary_request(body) else "好呀！今天去哪玩？我请客。"
     nc = NapCat(runner.cfg.ONEBOT_PORT)
@@ -1928,7 +1928,7 @@ def test_the_group_cap_counts_qq_messages_not_answers(start, llm):
                 nc.event(member, f"周末{n}", role="member", **group)
         sent = _settled(runner, nc, 8)
         assert sent[:6] == ["好呀！", "今天去哪玩？", "我请客。"] * 2, sent  # two answers in three parts
-        assert sent[6:] == ["好呀！今天去哪玩？我请客。", bot.GROUP_BUSY_REPLY], sent  # the 7th: whole; was 21 + 1
+        assert sent[6:] == ["好呀！今天去哪玩？我请客。", bot.GROUP_BUSY_REPLY], sent  # the 7th: whole; was 12, no notice
     finally:
         llm.answer = None
         nc.close()
