@@ -177,9 +177,9 @@ def test_reply_to_a_dropped_connection_is_logged_not_crashed(runner, llm, caplog
     nc = NapCat(runner.cfg.ONEBOT_PORT)
     llm.script = [{"delay": 2, "reply": "没人收的回复"}]
     nc.event(1, "说慢点")
-    assert wait_for(lambda: len(llm.requests) == 1, 5)
+    assert wait_for(lambda: len(llm.requests) == 1, 30)  # (a generous wait: the suite may share the machine)
     nc.close()
-    assert wait_for(lambda: runner.app.stats["send_failures"] >= 1, 10)
+    assert wait_for(lambda: runner.app.stats["send_failures"] >= 1, 30)
     assert "could not be sent" in caplog.text
     assert ("assistant", "没人收的回复") in turns(runner, "p:1")  # stored all the same
     nc2 = NapCat(runner.cfg.ONEBOT_PORT)
@@ -195,7 +195,7 @@ def test_reconnect_before_the_old_connection_closed(runner, llm):
     assert old.ask(1, "旧连接") == "echo:旧连接"
     new = NapCat(runner.cfg.ONEBOT_PORT)  # NapCat reconnects while the server still holds the old socket
     try:
-        assert wait_for(lambda: old.closed, 10)  # the new one replaces it (issue 19): the server closes the old
+        assert wait_for(lambda: old.closed, 30)  # the new one replaces it (issue 19): the server closes the old
         old.close()
         new.event(1, "新连接")
         assert new.reply_text() == "echo:新连接"
@@ -249,14 +249,18 @@ def test_second_bot_on_the_same_db_is_refused(runner, env, llm):
 
 
 def _plain_copy(src, target):
-    """What a copy of bot.db alone (no -wal) holds: (integrity_check, user 5's memories)."""
+    """What a copy of bot.db alone (no -wal) holds: (integrity_check, user 5's memories); a copy taken while a
+    checkpoint was writing into bot.db can be torn (what a plain copy risks, README, Backup): ('torn: …', [])."""
     shutil.copyfile(src, target)
-    conn = bot.db_connect(target, create=False)
     try:
-        return (conn.execute("PRAGMA integrity_check").fetchone()[0],
-                [r[0] for r in conn.execute("SELECT text FROM memories WHERE user_id = '5'")])
-    finally:
-        conn.close()
+        conn = bot.db_connect(target, create=False)
+        try:
+            return (conn.execute("PRAGMA integrity_check").fetchone()[0],
+                    [r[0] for r in conn.execute("SELECT text FROM memories WHERE user_id = '5'")])
+        finally:
+            conn.close()
+    except bot._sqlite_module().DatabaseError as e:
+        return f"torn: {e}", []
 
 
 def test_plain_copy_of_bot_db_is_a_backup(runner, napcat, tmp_path, env):
@@ -265,7 +269,7 @@ def test_plain_copy_of_bot_db_is_a_backup(runner, napcat, tmp_path, env):
     copy.parent.mkdir()
     # once a checkpoint ran after the acknowledgement (every 0.5 s: within a second on an idle machine, README, Backup;
     # a loaded machine may take longer, which a timed assertion would report as a failure)
-    assert wait_for(lambda: _plain_copy(runner.cfg.BOT_DB, copy) == ("ok", ["我住在大理"]), timeout=10)
+    assert wait_for(lambda: _plain_copy(runner.cfg.BOT_DB, copy) == ("ok", ["我住在大理"]), timeout=30)
     # `python bot.py backup FILE` while the bot runs
     assert napcat.ask(5, "记住，我对芒果过敏").startswith("好的，记住了")
     target = tmp_path / "copies" / "cli.db"
