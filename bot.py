@@ -1301,8 +1301,12 @@ def text_content_words(text):
     return {t for t in text_tokens(text) if len(t) > 1 and t not in SMALL_TALK and not (set(t) <= STOP_CHARS)}
 
 
-#: Chat-template control tokens (ChatML, Llama, Gemma) that untrusted text could use to pose as another turn.
-_SPECIAL_TOKEN_RE = re.compile(r"<\|[^<>|]{0,40}\|>|</?s>|\[/?INST\]|<</?SYS>>|<(?:start|end)_of_turn>|</?(?:bos|eos)>",
+#: Chat-template control tokens that untrusted text could use to pose as another turn: ChatML and Llama's <|…|>,
+#: DeepSeek's full-width <｜…｜> (and its look-alikes ‹｜…｜>), Mistral's upper-case [SYSTEM_PROMPT], [TOOL_CALLS] and
+#: the rest, Gemma's <start_of_…>, Qwen's <think> and tool tags, Llama 2's <<SYS>>, <s>, <bos>. A test reads them
+#: out of every template in tests/data/chat_templates, so a template added there is checked too.
+_SPECIAL_TOKEN_RE = re.compile(r"[<‹＜﹤][|｜][^<>|｜\n]{0,40}[|｜][>›＞﹥]|</?s>|(?-i:\[/?[A-Z][A-Z_]{1,30}\])|<</?SYS>>"
+                               r"|<(?:start|end)_of_\w{1,20}>|</?(?:bos|eos|think|tool_call|tool_response|tools)>",
                                re.I)
 #: Names no member may speak under in a prompt (they would read as the system or the bot speaking).
 ROLE_NAMES = {"system", "assistant", "user", "developer", "tool", "ai", "bot", "mnemo", "系统", "助手", "用户", "管理员",
@@ -7690,7 +7694,8 @@ def summary_recall(conn, session, character_id, query, vec, *, limit, min_simila
                 lines.append(f"[{stamp}]")  # the day it was said: "when did…" needs it, and 昨天 in it means that day
             day = stamp
             who = label.get((r["user_id"], r["speaker"]), r["speaker"]) if r["role"] == "user" else r["speaker"]
-            lines.append(f"{who}：{text_own_lines(r['text'], who)}")
+            text = _SPECIAL_TOKEN_RE.sub("", r["text"]).translate(str.maketrans("【】", "〔〕"))  # quoted as data
+            lines.append(f"{who}：{text_own_lines(text, who)}")
         out.append((kind, i, "\n".join(lines), shown))
     return out
 
@@ -8287,8 +8292,12 @@ def prompt_context(conn, ctx, card, text, vec, cfg, reserved=()):
     lore = character_lore(conn, char, " ".join(r["text"] for r in recent[-4:]) + " " + text)
     group_facts = memory_group_facts(conn, ctx, text, vec, cfg.MEMORY_MIN_SIMILARITY) if ctx.group_id else []
     follow_up = summary_follow_up(conn, ctx, char, cfg.FOLLOW_UP_HOURS)
-    return {"recent": recent, "latest": [r["text"] for r in latest], "history": [h[2] for h in history],
-            "follow_up": follow_up, "follow_up_note": prompt_follow_up_note(*follow_up[:2]) if follow_up else None,
+    # a summary repeats what members said (a member can make the summary model repeat tokens or 【系统】): quoted as
+    # data, like a group fact
+    return {"recent": recent, "latest": [text_neutralise(r["text"]) for r in latest],
+            "history": [text_neutralise(h[2]) if h[0] == "summary" else h[2] for h in history],
+            "follow_up": follow_up,
+            "follow_up_note": prompt_follow_up_note(follow_up[0], text_neutralise(follow_up[1])) if follow_up else None,
             "memories": [prompt_memory_line(r) for r in memories], "lore": lore,
             "profile": profile and profile["text"], "profile_wanted": bool(profile and profile["wanted"]),
             "memory_ids": list(dict.fromkeys(shown)),  # what 你刚才用了我哪些记忆 lists: wishes, profile, places
