@@ -5450,7 +5450,11 @@ def memory_forget(conn, ctx, what, embed, one=False):
     if pets:  # 忘记小黑, one of two cats: that one
         return _forget_rows(conn, ctx, pets), None
     if m and m.group(1) not in ("我", "关于我"):  # 忘记所有关于我妈妈的 / 忘记我的猫: all of it, one undo
-        subject, _ = _subject_of(m.group(1), known)
+        subject, rest = _subject_of(m.group(1), known)
+        whose = None
+        if subject == "我" and rest.strip("的 "):  # 阿强, 我同事, Tom: someone the user never named, never the user
+            subject = re.sub(r"^(?:我|咱|本人)(?:自己)?的?", "", m.group(1)).strip("的 ") or m.group(1)
+            whose = subject if subject == m.group(1).strip("的 ") else _who(subject)  # 阿强 bare, 你同事
         targets = [r for r in rows if _same_subject(r["subject"], subject)
                    or r["subject"].startswith(subject) and subject != "我"
                    or subject in _ANIMALS and r["attribute"] == "宠物" and (_pet_of(r["value"]) or ("",))[0] == subject]
@@ -5464,7 +5468,8 @@ def memory_forget(conn, ctx, what, embed, one=False):
         if said:
             return _forget_rows(conn, ctx, said), None
         if len({r["subject"] for r in targets if r["subject"] != "我"}) <= 1 or what.startswith(("所有", "全部", "一切")):
-            return (_forget_rows(conn, ctx, targets) if targets else f"我没有记着{_who(subject)}的事，什么也没删。"), None
+            return (_forget_rows(conn, ctx, targets) if targets else
+                    f"我没有记着{whose or _who(subject)}的事，什么也没删。"), None
     targets = _forget_targets(conn, ctx, rows, what, embed)
     if isinstance(targets, str):
         return targets, None
@@ -6792,6 +6797,9 @@ MEMORY_REWRITES = [
                  rf"(?:全|都|全部)(?:删了|删掉|删除|清空|清掉|忘了|忘掉){_ANY_PARTICLE}*$", "忘记关于我的一切"),  # 把你记得的关于我的全删了
     ("关于", r"^把?(?:你(?:那儿|这儿|那里)?)?关于我的(?:东西|记忆|事|事情|一切)?(?:全|都|全部|全都|统统)"
            rf"(?:删了|删掉|删除|清空|清掉|忘了|忘掉|忘记){_ANY_PARTICLE}*$", "忘记关于我的一切"),  # 把关于我的都忘了吧
+    ("关于 有关", r"^把?(?:关于|有关)(?!我的?(?:[全都]|东西|记忆|事|一切))(\S{1,10}?)的?(?:信息|事|事情|记忆|东西)?"
+               rf"(?:全|都|全部|全都|统统)(?:删了|删掉|删除|清空|清掉|忘了|忘掉|忘记){_ANY_PARTICLE}*$",
+     r"忘记所有关于\1的"),  # 把关于阿强的都忘了
     ("更正 纠正", rf"^(更正|纠正)(一下)?[{_PUNCT}]*(?=(?:过敏|喜欢|讨厌|害怕)的(?:东西)?(?:其实)?是)", r"\1\2：我"),  # 更正 过敏的是腰果
     ("记忆里", r"^(?:你的)?记忆里(?=关于|有关)", ""),  # 记忆里关于我工作的那条去掉
     ("把", rf"^(?:请|麻烦你?|帮我|给我|你)*把(?!第|刚|我的?(?:记忆|东西)[^那这]{{0,3}}$)(?!.*(?:都|全|所有))(.+?)(?:的)?(?:记忆|东西)?"
