@@ -9461,6 +9461,20 @@ def _noted(messages, note):
     return [{"role": "system", "content": messages[0]["content"] + "\n\n" + note}] + messages[1:]
 
 
+#: Said to a memory command longer than a memory may be (记住's own answer says the same of the fact).
+MEMORY_TOO_LONG_REPLY = "这段太长了，记忆每条最多500字，这次什么也没改，能说得简短一点吗？"
+#: Characters a memory may hold (记住's limit): a command's text past it is refused before anything is searched.
+MEMORY_MAX_CHARS = 500
+
+
+def _memory_too_long(text, args):
+    """Whether a memory command is longer than a memory may be: the message is longer than the rules read
+    (MEMORY_PARSE_CHARS, so its head was cut), or what it names (the fact, the thing to forget) is over
+    MEMORY_MAX_CHARS."""
+    return len(text.strip()) > MEMORY_PARSE_CHARS or \
+        any(isinstance(v, str) and len(v) > MEMORY_MAX_CHARS for v in args.values())
+
+
 async def reply_memory(app, ctx, text, card):
     """记住 / 更正 / 忘记 / 你记得我什么 / 撤销, and answers to the bot's which-one questions:
     answered without the LLM; None for anything else."""
@@ -9476,6 +9490,11 @@ async def reply_memory(app, ctx, text, card):
         return limited if limited is not None else await app.db.run(memory_show_work, ctx,
                                                                     app.memory_used.get(key, []))
     kind, args = memory_parse(text, names)
+    if kind is not None and _memory_too_long(text, args):  # before any search: a long one is no cheaper to refuse later
+        await _mark_command(app, ctx)
+        app.memory_asked.pop(key, None)
+        limited = _memory_limited(app, ctx)
+        return limited if limited is not None else MEMORY_TOO_LONG_REPLY
     settle = MEMORY_SETTLE.get(kind)
     if settle:  # 记住旺财三岁了 / 忘记榴莲: the speaker's memories decide whether it is a command
         kind, args = await app.db.run(lambda c: settle(c, ctx, **args))
@@ -9510,6 +9529,12 @@ async def reply_memory_plan(app, ctx, text, rule_ask=None):
     """A message about memory the rules could not read: the LLM's plan, checked, carried out; a
     question when the LLM is down, its plan is refused or it asks (rule_ask: the rules' own question
     and pending answer, when they had one). None when the message is chat."""
+    if rule_ask is None and len(text.strip()) > MEMORY_PARSE_CHARS:  # read no further than the rules read
+        if not await app.db.run(memory_shaped, ctx, text.strip()[:MEMORY_PARSE_CHARS]):
+            return None
+        await _mark_command(app, ctx)  # about memory, and longer than a memory may be: refused before the LLM reads it
+        limited = _memory_limited(app, ctx)
+        return limited if limited is not None else MEMORY_TOO_LONG_REPLY
     if rule_ask is None and not await app.db.run(memory_shaped, ctx, text):
         return None
     key = (ctx.user_id, ctx.session)

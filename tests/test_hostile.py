@@ -195,6 +195,31 @@ def test_a_members_backlog_holds_another_member_of_the_group_back_by_one_reply(s
         nc.close()
 
 
+def _two_characters(n, seed):
+    rng = random.Random(seed)
+    return ["".join(chr(rng.randrange(0x4E00, 0x9FA5)) for _ in range(2)) for _ in range(n)]
+
+
+@pytest.mark.parametrize("lead", ["更正一下，", "忘记", "记住，", "我说错了，"])
+def test_a_memory_command_longer_than_a_memory_is_refused_before_it_searches(start, llm, lead):
+    """A hostile tester: 更正一下， + 3,990 characters of XX不是YY不是… skipped the 500-character limit, cost 0.7-0.95 s of
+    the database thread each, and asked about five unrelated memories (answering 1 deleted one)."""
+    runner = start()
+    nc = NapCat(runner.cfg.ONEBOT_PORT)
+    try:
+        for n in range(4):
+            assert nc.ask(9971, "记住，我喜欢吃" + "、".join(_two_characters(25, n))).startswith("好的")
+        before = runner.rows("SELECT id, text FROM memories WHERE user_id = '9971' ORDER BY id")
+        reply = nc.ask(9971, lead + "不是".join(_two_characters(1300, 9))[:3990])
+        assert "太长" in reply and "最多500字" in reply, reply
+        assert not llm.chat_requests() and not llm.plan_requests()  # a clear answer, not chat nor the LLM's plan
+        assert nc.ask(9971, "1") == "echo:1"  # nothing was asked
+        assert runner.rows("SELECT id, text FROM memories WHERE user_id = '9971' ORDER BY id") == before
+        assert nc.ask(9971, lead + "不是".join(_two_characters(8, 9)))  # a short one is read as before
+    finally:
+        nc.close()
+
+
 # 3. A restore that can't go wrong ###########################################
 
 def _memories(path, user_id):
