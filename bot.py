@@ -7412,6 +7412,9 @@ EXTRACTIVE_MAX_INPUT = 300
 TOPIC_MIN_TURNS = 5
 #: Characters of each message a summary reads (a window of long pastes costs the LLM no more than a chat).
 SUMMARY_TURN_CHARS = 500
+#: Characters a group summary reads of each line of a member past BOT_DAILY_TOKENS (the group pays for summaries:
+#: a member over his own budget could otherwise have his long messages read at the group's expense).
+SUMMARY_OVER_BUDGET_CHARS = 40
 #: Characters of each recent message a topic check reads (a flood of long pastes costs no more than a chat).
 TOPIC_LINE_CHARS = 300
 #: Content words a window needs to be worth a summary (fewer = small talk).
@@ -7821,6 +7824,13 @@ def summary_is_small_talk(texts):
 
 
 
+def summary_over_budget(conn, rows, budget):
+    """The members among a group window's speakers who are past BOT_DAILY_TOKENS today (none when unlimited)."""
+    if not budget:
+        return set()
+    return {u for u in {r["user_id"] for r in rows if r["role"] == "user"} if usage_today(conn, u) >= budget}
+
+
 def summary_payer(session):
     """Who a chat's summaries are charged to: the user of a private chat, the group (its session key) of a group.
     Example: summary_payer('p:10001') -> '10001'
@@ -7866,8 +7876,12 @@ class SummaryWorker:
                 # a group's members as its prompts label them: the summary can't make two 阿强 one
                 labels = text_speaker_labels([(r["user_id"], r["speaker"]) for r in rows if r["role"] == "user"],
                                              [card["name"], *self.cfg.nicknames]) if session.startswith("g:") else {}
+                # a member past BOT_DAILY_TOKENS doesn't get his own long lines summarised at the group's expense
+                over = await self.db.run(summary_over_budget, rows, self.cfg.BOT_DAILY_TOKENS) \
+                    if session.startswith("g:") else set()
                 turns = [(labels.get((r["user_id"], r["speaker"]), r["speaker"]) if r["role"] == "user" else
-                          card["name"], r["text"][:SUMMARY_TURN_CHARS]) for r in rows]
+                          card["name"], r["text"][:SUMMARY_OVER_BUDGET_CHARS if r["user_id"] in over and
+                                              r["role"] == "user" else SUMMARY_TURN_CHARS]) for r in rows]
                 text, method = "", "skipped"
                 if not summary_is_small_talk([t for _, t in turns]):
                     text, method = await self.write(card, turns, payer=summary_payer(session))
@@ -9196,6 +9210,7 @@ async def reply_llm(app, ctx, text, card):
                     len(short[0]["content"]), f", the message {len(text)} -> {len(cut)} characters" if cut != text
                     else "")
         return short
+    messages = await _budget_fit(app, ctx.user_id, messages, shorter)
     try:
         reply, _ = await _llm_charged(app, ctx.user_id, messages, shrink=shorter)
         why = character_ooc(card, reply, cards)
@@ -9923,13 +9938,14 @@ async def _budget_reserve(app, payer, tokens, whole=False):
     """Holds tokens of payer's BOT_DAILY_TOKENS for one LLM call while it runs: calls at once can't all pass the
     check before any is counted. Raises LLMBudgetError when the payer is past the budget, or when this call's
     tokens with what the payer's calls in flight hold would take it past (a check of what is used and held alone
-    let calls at once overshoot it 1.3-1.9 times); a lone call needs only room left, so a budget smaller than
-    one call's most is still spent. whole (work nobody waits for: summaries, expansions, profiles): the call must
-    fit whole, even alone, so background work never takes the payer past the budget."""
-    if app.cfg.BOT_DAILY_TOKENS:
+    let calls at once overshoot it 1.3-1.9 times). Any call whose most fits a whole day must fit what is left (a
+    reply's prompt is cut to fit first: _budget_fit); only a budget smaller than one call's most is still spent by
+    a lone call while some is left. whole (work nobody waits for: summaries, expansions, profiles): the call must
+    fit whole, even then, so background work never takes the payer past the budget."""
+    budget = app.cfg.BOT_DAILY_TOKENS
+    if budget:
         used = await app.db.run(usage_today, payer) + app.reserved[payer]
-        if used >= app.cfg.BOT_DAILY_TOKENS or (app.reserved[payer] or whole) \
-                and used + tokens > app.cfg.BOT_DAILY_TOKENS:
+        if used >= budget or (app.reserved[payer] or whole or tokens <= budget) and used + tokens > budget:
             app.stats["budget_hit"] += 1
             raise LLMBudgetError(f"{payer} is past BOT_DAILY_TOKENS")
     app.reserved[payer] += tokens
@@ -9939,6 +9955,32 @@ async def _budget_reserve(app, payer, tokens, whole=False):
         app.reserved[payer] -= tokens
         if not app.reserved[payer]:
             del app.reserved[payer]
+
+
+def _prompt_most(messages, max_tokens):
+    """What _llm_charged holds for a call: the most its prompt may cost, and max_tokens."""
+    return sum(text_most_tokens(_llm_text(m["content"])) for m in messages) + max_tokens
+
+
+async def _budget_fit(app, payer, messages, shorter):
+    """The reply's prompt cut (fewer turns and references, the message shortened: shorter) so that its most fits
+    what is left of the payer's BOT_DAILY_TOKENS today beside the calls under way: a lone call passed whatever it
+    cost while any budget was left (one member billed 12,906 of 6,000). Unchanged when it fits or there is no budget;
+    when not even the shortest tried fits, _budget_reserve refuses it."""
+    if not app.cfg.BOT_DAILY_TOKENS:
+        return messages
+    room = app.cfg.BOT_DAILY_TOKENS - await app.db.run(usage_today, payer) - app.reserved[payer]
+    most = _prompt_most(messages, app.cfg.LLM_MAX_TOKENS)
+    if most <= room:
+        return messages
+    fit, short = max(1, room - app.cfg.LLM_MAX_TOKENS), messages
+    count = sum(text_count_tokens(_llm_text(m["content"])) for m in messages)
+    for _ in range(4):  # the prompt's tokens by count, scaled by how far the most of the whole one overshoots
+        short = shorter(messages, max(1, fit * count // (most - app.cfg.LLM_MAX_TOKENS)))
+        if _prompt_most(short, app.cfg.LLM_MAX_TOKENS) <= room:
+            break
+        fit = fit * 4 // 5
+    return short  # the shortest tried: when even it doesn't fit, _budget_reserve refuses it
 
 
 async def _llm_charged(app, payer, messages, max_tokens=None, whole=False, **kw):

@@ -1852,6 +1852,59 @@ def _thinking_model(billed):
     return answer
 
 
+def _billed_at_most(body):
+    """The fake provider bills a chat call at the most the bot holds for it (its prompt's text_most_tokens and
+    max_tokens): what a call may cost is what it costs."""
+    if not (is_summary_request(body) or is_expansion_request(body)) and body["messages"][0]["role"] == "system" \
+            and "笔记" not in body["messages"][0]["content"]:
+        most = sum(bot.text_most_tokens(m["content"]) for m in body["messages"] if isinstance(m["content"], str))
+        return {"body": json.dumps({"choices": [{"index": 0, "finish_reason": "stop", "message": {
+            "role": "assistant", "content": "好的"}}], "usage": {"total_tokens": most + body["max_tokens"]}})}
+    return None
+
+
+def test_no_reply_takes_its_payer_past_the_daily_budget(start, llm):
+    """A hostile tester: a lone call passed whenever the payer had any budget left, whatever it cost; two
+    1,500-character messages of Extension B in a group billed their sender 12,906 of BOT_DAILY_TOKENS=6000. A
+    reply's prompt is now cut to what is left (or refused)."""
+    runner = start(BOT_DAILY_TOKENS=6000, LLM_TIMEOUT=30)
+    llm.answer = _billed_at_most
+    nc = NapCat(runner.cfg.ONEBOT_PORT)
+    rng = random.Random(9)
+    try:
+        for _ in range(3):
+            text = "".join(chr(rng.randrange(0x20000, 0x2A6DF)) for _ in range(1500))
+            nc.event(9501, text, group_id=9990005, at_bot=True, card="甲")
+            assert nc.reply_text(timeout=30).strip() in ("echo:好的", "好的", bot.BUDGET_REPLY)
+        used = runner.rows("SELECT calls, tokens FROM usage WHERE user_id = '9501'")[0]
+        assert used["calls"] >= 2 and used["tokens"] <= 6000, used  # the second one cut to fit, not refused
+    finally:
+        llm.answer = None
+        nc.close()
+
+
+def test_a_member_past_his_budget_gets_no_group_summary_of_his_long_messages(start, llm):
+    """A hostile tester: a member past BOT_DAILY_TOKENS kept posting long messages (stored, 这条我记下了), and the
+    group's summaries read them whole at the group's expense. A summary reads a few characters of his lines."""
+    runner = start(BOT_DAILY_TOKENS=8000, SUMMARY_EVERY=4)
+    runner.db(lambda c: bot.usage_add(c, "9991", 8000))  # past his own budget
+    nc = NapCat(runner.cfg.ONEBOT_PORT)
+    long_lines = [varied_chinese(1500, seed=s) for s in range(3)]
+    try:
+        for text in long_lines:
+            nc.event(9991, text, group_id=9990013, at_bot=True, card="甲")
+        assert nc.reply_text().strip() == bot.BUDGET_REPLY  # once a minute
+        for i in range(4):
+            nc.ask(9992 + i % 2, f"下周三我们去爬山第{i}次商量路线", group_id=9990013, at_bot=True, card=f"乙{i % 2}")
+        assert wait_for(lambda: [r for r in llm.requests if is_summary_request(r["json"])])
+        summaries = json.dumps([r["json"] for r in llm.requests if is_summary_request(r["json"])], ensure_ascii=False)
+        assert "爬山" in summaries  # the others' talk is summarised
+        for text in long_lines:  # a few characters at most (read whole before, 500 of each)
+            assert text[100:120] not in summaries
+    finally:
+        nc.close()
+
+
 @pytest.mark.parametrize("case", ["expansion-no-room", "expansion-room", "summary-no-room"])
 def test_a_reasoning_models_retry_is_counted_and_must_fit_the_budget(start, llm, case):
     """A reasoning model thought away max_tokens; the bot asked again with LLM_THINKING_ROOM more, holding only the
