@@ -1301,8 +1301,12 @@ def text_content_words(text):
     return {t for t in text_tokens(text) if len(t) > 1 and t not in SMALL_TALK and not (set(t) <= STOP_CHARS)}
 
 
-#: Chat-template control tokens (ChatML, Llama, Gemma) that untrusted text could use to pose as another turn.
-_SPECIAL_TOKEN_RE = re.compile(r"<\|[^<>|]{0,40}\|>|</?s>|\[/?INST\]|<</?SYS>>|<(?:start|end)_of_turn>|</?(?:bos|eos)>",
+#: Chat-template control tokens that untrusted text could use to pose as another turn: ChatML and Llama's <|…|>,
+#: DeepSeek's full-width <｜…｜> (and its look-alikes ‹｜…｜>), Mistral's upper-case [SYSTEM_PROMPT], [TOOL_CALLS] and
+#: the rest, Gemma's <start_of_…>, Qwen's <think> and tool tags, Llama 2's <<SYS>>, <s>, <bos>. A test reads them
+#: out of every template in tests/data/chat_templates, so a template added there is checked too.
+_SPECIAL_TOKEN_RE = re.compile(r"[<‹＜﹤][|｜][^<>|｜\n]{0,40}[|｜][>›＞﹥]|</?s>|(?-i:\[/?[A-Z][A-Z_]{1,30}\])|<</?SYS>>"
+                               r"|<(?:start|end)_of_\w{1,20}>|</?(?:bos|eos|think|tool_call|tool_response|tools)>",
                                re.I)
 #: Names no member may speak under in a prompt (they would read as the system or the bot speaking).
 ROLE_NAMES = {"system", "assistant", "user", "developer", "tool", "ai", "bot", "mnemo", "系统", "助手", "用户", "管理员",
@@ -5478,7 +5482,11 @@ def memory_forget(conn, ctx, what, embed, one=False):
     if pets:  # 忘记小黑, one of two cats: that one
         return _forget_rows(conn, ctx, pets), None
     if m and m.group(1) not in ("我", "关于我"):  # 忘记所有关于我妈妈的 / 忘记我的猫: all of it, one undo
-        subject, _ = _subject_of(m.group(1), known)
+        subject, rest = _subject_of(m.group(1), known)
+        whose = None
+        if subject == "我" and rest.strip("的 "):  # 阿强, 我同事, Tom: someone the user never named, never the user
+            subject = re.sub(r"^(?:我|咱|本人)(?:自己)?的?", "", m.group(1)).strip("的 ") or m.group(1)
+            whose = subject if subject == m.group(1).strip("的 ") else _who(subject)  # 阿强 bare, 你同事
         targets = [r for r in rows if _same_subject(r["subject"], subject)
                    or r["subject"].startswith(subject) and subject != "我"
                    or subject in _ANIMALS and r["attribute"] == "宠物" and (_pet_of(r["value"]) or ("",))[0] == subject]
@@ -5492,7 +5500,8 @@ def memory_forget(conn, ctx, what, embed, one=False):
         if said:
             return _forget_rows(conn, ctx, said), None
         if len({r["subject"] for r in targets if r["subject"] != "我"}) <= 1 or what.startswith(("所有", "全部", "一切")):
-            return (_forget_rows(conn, ctx, targets) if targets else f"我没有记着{_who(subject)}的事，什么也没删。"), None
+            return (_forget_rows(conn, ctx, targets) if targets else
+                    f"我没有记着{whose or _who(subject)}的事，什么也没删。"), None
     targets = _forget_targets(conn, ctx, rows, what, embed)
     if isinstance(targets, str):
         return targets, None
@@ -6820,6 +6829,9 @@ MEMORY_REWRITES = [
                  rf"(?:全|都|全部)(?:删了|删掉|删除|清空|清掉|忘了|忘掉){_ANY_PARTICLE}*$", "忘记关于我的一切"),  # 把你记得的关于我的全删了
     ("关于", r"^把?(?:你(?:那儿|这儿|那里)?)?关于我的(?:东西|记忆|事|事情|一切)?(?:全|都|全部|全都|统统)"
            rf"(?:删了|删掉|删除|清空|清掉|忘了|忘掉|忘记){_ANY_PARTICLE}*$", "忘记关于我的一切"),  # 把关于我的都忘了吧
+    ("关于 有关", r"^把?(?:关于|有关)(?!我的?(?:[全都]|东西|记忆|事|一切))(\S{1,10}?)的?(?:信息|事|事情|记忆|东西)?"
+               rf"(?:全|都|全部|全都|统统)(?:删了|删掉|删除|清空|清掉|忘了|忘掉|忘记){_ANY_PARTICLE}*$",
+     r"忘记所有关于\1的"),  # 把关于阿强的都忘了
     ("更正 纠正", rf"^(更正|纠正)(一下)?[{_PUNCT}]*(?=(?:过敏|喜欢|讨厌|害怕)的(?:东西)?(?:其实)?是)", r"\1\2：我"),  # 更正 过敏的是腰果
     ("记忆里", r"^(?:你的)?记忆里(?=关于|有关)", ""),  # 记忆里关于我工作的那条去掉
     ("把", rf"^(?:请|麻烦你?|帮我|给我|你)*把(?!第|刚|我的?(?:记忆|东西)[^那这]{{0,3}}$)(?!.*(?:都|全|所有))(.+?)(?:的)?(?:记忆|东西)?"
@@ -7432,6 +7444,9 @@ EXTRACTIVE_MAX_INPUT = 300
 TOPIC_MIN_TURNS = 5
 #: Characters of each message a summary reads (a window of long pastes costs the LLM no more than a chat).
 SUMMARY_TURN_CHARS = 500
+#: Characters a group summary reads of each line of a member past BOT_DAILY_TOKENS (the group pays for summaries:
+#: a member over his own budget could otherwise have his long messages read at the group's expense).
+SUMMARY_OVER_BUDGET_CHARS = 40
 #: Characters of each recent message a topic check reads (a flood of long pastes costs no more than a chat).
 TOPIC_LINE_CHARS = 300
 #: Content words a window needs to be worth a summary (fewer = small talk).
@@ -7722,7 +7737,8 @@ def summary_recall(conn, session, character_id, query, vec, *, limit, min_simila
                 lines.append(f"[{stamp}]")  # the day it was said: "when did…" needs it, and 昨天 in it means that day
             day = stamp
             who = label.get((r["user_id"], r["speaker"]), r["speaker"]) if r["role"] == "user" else r["speaker"]
-            lines.append(f"{who}：{text_own_lines(r['text'], who)}")
+            text = _SPECIAL_TOKEN_RE.sub("", r["text"]).translate(str.maketrans("【】", "〔〕"))  # quoted as data
+            lines.append(f"{who}：{text_own_lines(text, who)}")
         out.append((kind, i, "\n".join(lines), shown))
     return out
 
@@ -7840,6 +7856,13 @@ def summary_is_small_talk(texts):
 
 
 
+def summary_over_budget(conn, rows, budget):
+    """The members among a group window's speakers who are past BOT_DAILY_TOKENS today (none when unlimited)."""
+    if not budget:
+        return set()
+    return {u for u in {r["user_id"] for r in rows if r["role"] == "user"} if usage_today(conn, u) >= budget}
+
+
 def summary_payer(session):
     """Who a chat's summaries are charged to: the user of a private chat, the group (its session key) of a group.
     Example: summary_payer('p:10001') -> '10001'
@@ -7885,8 +7908,12 @@ class SummaryWorker:
                 # a group's members as its prompts label them: the summary can't make two 阿强 one
                 labels = text_speaker_labels([(r["user_id"], r["speaker"]) for r in rows if r["role"] == "user"],
                                              [card["name"], *self.cfg.nicknames]) if session.startswith("g:") else {}
+                # a member past BOT_DAILY_TOKENS doesn't get his own long lines summarised at the group's expense
+                over = await self.db.run(summary_over_budget, rows, self.cfg.BOT_DAILY_TOKENS) \
+                    if session.startswith("g:") else set()
                 turns = [(labels.get((r["user_id"], r["speaker"]), r["speaker"]) if r["role"] == "user" else
-                          card["name"], r["text"][:SUMMARY_TURN_CHARS]) for r in rows]
+                          card["name"], r["text"][:SUMMARY_OVER_BUDGET_CHARS if r["user_id"] in over and
+                                              r["role"] == "user" else SUMMARY_TURN_CHARS]) for r in rows]
                 text, method = "", "skipped"
                 if not summary_is_small_talk([t for _, t in turns]):
                     text, method = await self.write(card, turns, payer=summary_payer(session))
@@ -8286,11 +8313,12 @@ PROMPT_TURN_MIN_TOKENS = 60
 PROMPT_WHOSE = "（下面的“用户”是现在对你说话的{}，不是群里别的人）"
 
 
-def prompt_context(conn, ctx, card, text, vec, cfg, reserved=()):
+def prompt_context(conn, ctx, card, text, vec, cfg, reserved=(), skip=()):
     """Everything a prompt may use, read in one go on the database thread; filtered by the
     data's boundaries: this speaker's memories, this character's summaries, turns and lore. In a group, every
     member is labelled by QQ number, one label each that no other member's card can take (reserved: the names of
-    the bot and its characters, which no member may speak under)."""
+    the bot and its characters, which no member may speak under; skip: other members' messages still being
+    answered, which their own replies answer)."""
     char = card["id"]
     topic_from = session_topic_from(conn, ctx.session)
     recent = conn.execute(
@@ -8298,6 +8326,7 @@ def prompt_context(conn, ctx, card, text, vec, cfg, reserved=()):
         "AND (id < ? OR role = 'assistant') AND id > ? ORDER BY id DESC LIMIT ?",
         (ctx.session, char, ctx.message_id, ctx.message_id or 1 << 62, topic_from, cfg.RECENT_TURNS * 2 + 2),
     ).fetchall()[::-1]
+    recent = [r for r in recent if r["id"] not in skip]
     latest = conn.execute("SELECT id, text FROM summaries WHERE session = ? AND character_id = ? AND rolled_into IS "
                           "NULL ORDER BY last_msg DESC LIMIT ?", (ctx.session, char, LATEST_SUMMARIES)).fetchall()[::-1]
     first_recent = recent[0]["id"] if recent else (ctx.message_id or 1 << 62)
@@ -8323,8 +8352,12 @@ def prompt_context(conn, ctx, card, text, vec, cfg, reserved=()):
     lore = character_lore(conn, char, " ".join(r["text"] for r in recent[-4:]) + " " + text)
     group_facts = memory_group_facts(conn, ctx, text, vec, cfg.MEMORY_MIN_SIMILARITY) if ctx.group_id else []
     follow_up = summary_follow_up(conn, ctx, char, cfg.FOLLOW_UP_HOURS)
-    return {"recent": recent, "latest": [r["text"] for r in latest], "history": [h[2] for h in history],
-            "follow_up": follow_up, "follow_up_note": prompt_follow_up_note(*follow_up[:2]) if follow_up else None,
+    # a summary repeats what members said (a member can make the summary model repeat tokens or 【系统】): quoted as
+    # data, like a group fact
+    return {"recent": recent, "latest": [text_neutralise(r["text"]) for r in latest],
+            "history": [text_neutralise(h[2]) if h[0] == "summary" else h[2] for h in history],
+            "follow_up": follow_up,
+            "follow_up_note": prompt_follow_up_note(follow_up[0], text_neutralise(follow_up[1])) if follow_up else None,
             "memories": [prompt_memory_line(r) for r in memories], "lore": lore,
             "profile": profile and profile["text"], "profile_wanted": bool(profile and profile["wanted"]),
             "memory_ids": list(dict.fromkeys(shown)),  # what 你刚才用了我哪些记忆 lists: wishes, profile, places
@@ -8538,23 +8571,30 @@ RATE_WINDOW = 60.0
 CHECKPOINT_SECONDS = 0.5
 
 
+#: Members of a group whose replies may be written at once: one member's backlog (a reply under way, the rest
+#: waiting) never holds another member's next message back by a reply (the group flood benchmark's victim waited
+#: twice as long as when quiet). Each member's own messages still go one at a time, in order.
+GROUP_REPLIES_AT_ONCE = 3
+
+
 class FairLock:
-    """A chat's one-reply-at-a-time lock that lets its members in by turns (round robin), each member's
-    messages in the order they came: one member's backlog in a group holds another's next message back by
-    the reply being written, not by the whole backlog (asyncio.Lock serves everyone first come, first served).
-    The next turn is the waiting member served least recently, the shorter line first among equals: a member new
-    to the chat's line goes before members who each sent a backlog at once (colluders held them back by one
+    """A chat's lock that lets up to `slots` members write a reply at once, each member one reply at a time and
+    their messages in the order they came: one member's backlog in a group holds no one else back while a slot is
+    free (asyncio.Lock serves everyone first come, first served, behind the whole backlog). When all slots are
+    held, the next turn is the waiting member served least recently, the shorter line first among equals: a member
+    new to the chat's line goes before members who each sent a backlog at once (colluders held them back by one
     reply each)."""
 
-    def __init__(self):
-        self.holder = None  # the member whose message holds the lock, or None when it is free
+    def __init__(self, slots=1):
+        self.slots = slots
+        self.holders = set()  # the members whose messages hold a slot
         self.lines = collections.OrderedDict()  # member -> deque of futures waiting; members as they came
         self.served = {}  # member -> the number of the turn they were last given
         self.turns = 0
 
     async def acquire(self, member):
-        if self.holder is None and not self.lines:
-            self.holder = member
+        if member not in self.holders and member not in self.lines and len(self.holders) < self.slots:
+            self.holders.add(member)
             self._serve(member)
             return
         future = asyncio.get_running_loop().create_future()
@@ -8563,7 +8603,7 @@ class FairLock:
             await future
         except asyncio.CancelledError:
             if future.done() and not future.cancelled():
-                self.release()  # handed over just as it was cancelled: pass it on
+                self.release(member)  # handed over just as it was cancelled: pass it on
             else:
                 line = self.lines.get(member)
                 if line is not None and future in line:
@@ -8576,20 +8616,23 @@ class FairLock:
         self.served[member] = self.turns
         self.turns += 1
 
-    def release(self):
-        """Hands the lock to the waiting member served least recently (never: first), the shorter line first."""
-        self.holder = None
-        while self.lines:
-            member = min(self.lines, key=lambda m: (self.served.get(m, -1), len(self.lines[m])))
+    def release(self, member):
+        """Frees member's slot and hands free slots to the waiting members served least recently (never: first),
+        the shorter line first; a member holding a slot waits for it."""
+        self.holders.discard(member)
+        while len(self.holders) < self.slots:
+            waiting = [m for m in self.lines if m not in self.holders]
+            if not waiting:
+                return
+            member = min(waiting, key=lambda m: (self.served.get(m, -1), len(self.lines[m])))
             line = self.lines[member]
             future = line.popleft()
             if not line:
                 del self.lines[member]
             if not future.done():
-                self.holder = member
+                self.holders.add(member)
                 self._serve(member)
                 future.set_result(None)
-                return
 
     @contextlib.asynccontextmanager
     async def held(self, member):
@@ -8597,7 +8640,7 @@ class FairLock:
         try:
             yield
         finally:
-            self.release()
+            self.release(member)
 
 
 class App:
@@ -8615,7 +8658,8 @@ class App:
             cfg.MEMORY_MIN_SIMILARITY = self.embedder.floor
         self.lore_version = 0  # the characters.version whose lore is in the database
         self.stats = collections.Counter()
-        self.locks = collections.defaultdict(FairLock)  # one reply at a time per chat, its members by turns
+        # one reply at a time per member of a chat, GROUP_REPLIES_AT_ONCE members of a group at once, by turns
+        self.locks = collections.defaultdict(lambda: FairLock(GROUP_REPLIES_AT_ONCE))
         self.pending = collections.Counter()  # messages waiting per chat
         self.queued = collections.Counter()  # (chat, member) -> their messages waiting in it (BOT_QUEUE_LIMIT)
         self.queue_warned = set()  # (chat, member) told their backlog is full, until it is empty again
@@ -8633,6 +8677,9 @@ class App:
         self.picturing = collections.Counter()  # user -> their messages whose pictures are fetched, not yet answered
         self.in_line = {}  # (chat, user) -> a future done when that user's last message is in its chat's line
         self.answering = {}  # (chat, user) -> a future done when that user's last message there is answered
+        # chat -> {message id: user} of its messages being handled: a group member's reply, written beside another
+        # member's (FairLock's slots), leaves the other's unanswered ones out of its turns
+        self.unanswered = collections.defaultdict(dict)
         self.wipe_asked = {}  # user -> time they asked to forget everything
         self.memory_asked = {}  # (user, session) -> the which-one question waiting for its answer
         self.memory_rate = collections.defaultdict(collections.deque)  # user -> times of recent memory changes
@@ -8886,6 +8933,7 @@ async def reply_handle(app, ctx, text, onebot_id=None, pictures=()):
     ctx.message_id = await app.db.run(_store_message, app, ctx, "user", text, onebot_id, write=True)
     app.stats["messages"] += 1
     app.pending[ctx.session] += 1
+    app.unanswered[ctx.session][ctx.message_id] = ctx.user_id
     mine = (ctx.session, ctx.user_id)
     app.queued[mine] += 1
     reply, picturing = None, False
@@ -8953,8 +9001,10 @@ async def reply_handle(app, ctx, text, onebot_id=None, pictures=()):
             app.queue_warned.discard(mine)
             app.queue_warned.discard((mine, "change"))
         app.pending[ctx.session] -= 1
+        app.unanswered[ctx.session].pop(ctx.message_id, None)
         if not app.pending[ctx.session]:
             del app.pending[ctx.session]
+            app.unanswered.pop(ctx.session, None)
             app.locks.pop(ctx.session, None)
             app.waiting.pop(ctx.session, None)
     if reply is not None:
@@ -9247,12 +9297,13 @@ async def reply_llm(app, ctx, text, card):
     cards = app.characters.get()["cards"]
 
     query = text_search_text(text)  # what is searched: the work per message stays capped, however long it is
+    others = {i for i, u in app.unanswered.get(ctx.session, {}).items() if u != ctx.user_id}  # read on this thread
 
     def gather(conn):
         vec = app.vec(query)
         app.summaries.topic_check(conn, ctx, query, vec)
         parts = prompt_context(conn, ctx, card, query, vec, app.cfg,
-                               reserved=[c["name"] for c in cards.values()] + app.cfg.nicknames)
+                               reserved=[c["name"] for c in cards.values()] + app.cfg.nicknames, skip=others)
         if parts["follow_up"]:
             summary_followed_up(conn, ctx.session, card["id"], parts["follow_up"][2])
         if parts["profile_wanted"]:
@@ -9275,6 +9326,7 @@ async def reply_llm(app, ctx, text, card):
                     len(short[0]["content"]), f", the message {len(text)} -> {len(cut)} characters" if cut != text
                     else "")
         return short
+    messages = await _budget_fit(app, ctx.user_id, messages, shorter)
     try:
         reply, _ = await _llm_charged(app, ctx.user_id, messages, shrink=shorter)
         why = character_ooc(card, reply, cards)
@@ -9540,6 +9592,20 @@ def _noted(messages, note):
     return [{"role": "system", "content": messages[0]["content"] + "\n\n" + note}] + messages[1:]
 
 
+#: Said to a memory command longer than a memory may be (记住's own answer says the same of the fact).
+MEMORY_TOO_LONG_REPLY = "这段太长了，记忆每条最多500字，这次什么也没改，能说得简短一点吗？"
+#: Characters a memory may hold (记住's limit): a command's text past it is refused before anything is searched.
+MEMORY_MAX_CHARS = 500
+
+
+def _memory_too_long(text, args):
+    """Whether a memory command is longer than a memory may be: the message is longer than the rules read
+    (MEMORY_PARSE_CHARS, so its head was cut), or what it names (the fact, the thing to forget) is over
+    MEMORY_MAX_CHARS."""
+    return len(text.strip()) > MEMORY_PARSE_CHARS or \
+        any(isinstance(v, str) and len(v) > MEMORY_MAX_CHARS for v in args.values())
+
+
 async def reply_memory(app, ctx, text, card):
     """记住 / 更正 / 忘记 / 你记得我什么 / 撤销, and answers to the bot's which-one questions:
     answered without the LLM; None for anything else."""
@@ -9555,6 +9621,11 @@ async def reply_memory(app, ctx, text, card):
         return limited if limited is not None else await app.db.run(memory_show_work, ctx,
                                                                     app.memory_used.get(key, []))
     kind, args = memory_parse(text, names)
+    if kind is not None and _memory_too_long(text, args):  # before any search: a long one is no cheaper to refuse later
+        await _mark_command(app, ctx)
+        app.memory_asked.pop(key, None)
+        limited = _memory_limited(app, ctx)
+        return limited if limited is not None else MEMORY_TOO_LONG_REPLY
     settle = MEMORY_SETTLE.get(kind)
     if settle:  # 记住旺财三岁了 / 忘记榴莲: the speaker's memories decide whether it is a command
         kind, args = await app.db.run(lambda c: settle(c, ctx, **args))
@@ -9589,6 +9660,12 @@ async def reply_memory_plan(app, ctx, text, rule_ask=None):
     """A message about memory the rules could not read: the LLM's plan, checked, carried out; a
     question when the LLM is down, its plan is refused or it asks (rule_ask: the rules' own question
     and pending answer, when they had one). None when the message is chat."""
+    if rule_ask is None and len(text.strip()) > MEMORY_PARSE_CHARS:  # read no further than the rules read
+        if not await app.db.run(memory_shaped, ctx, text.strip()[:MEMORY_PARSE_CHARS]):
+            return None
+        await _mark_command(app, ctx)  # about memory, and longer than a memory may be: refused before the LLM reads it
+        limited = _memory_limited(app, ctx)
+        return limited if limited is not None else MEMORY_TOO_LONG_REPLY
     if rule_ask is None and not await app.db.run(memory_shaped, ctx, text):
         return None
     key = (ctx.user_id, ctx.session)
@@ -9977,13 +10054,14 @@ async def _budget_reserve(app, payer, tokens, whole=False):
     """Holds tokens of payer's BOT_DAILY_TOKENS for one LLM call while it runs: calls at once can't all pass the
     check before any is counted. Raises LLMBudgetError when the payer is past the budget, or when this call's
     tokens with what the payer's calls in flight hold would take it past (a check of what is used and held alone
-    let calls at once overshoot it 1.3-1.9 times); a lone call needs only room left, so a budget smaller than
-    one call's most is still spent. whole (work nobody waits for: summaries, expansions, profiles): the call must
-    fit whole, even alone, so background work never takes the payer past the budget."""
-    if app.cfg.BOT_DAILY_TOKENS:
+    let calls at once overshoot it 1.3-1.9 times). Any call whose most fits a whole day must fit what is left (a
+    reply's prompt is cut to fit first: _budget_fit); only a budget smaller than one call's most is still spent by
+    a lone call while some is left. whole (work nobody waits for: summaries, expansions, profiles): the call must
+    fit whole, even then, so background work never takes the payer past the budget."""
+    budget = app.cfg.BOT_DAILY_TOKENS
+    if budget:
         used = await app.db.run(usage_today, payer) + app.reserved[payer]
-        if used >= app.cfg.BOT_DAILY_TOKENS or (app.reserved[payer] or whole) \
-                and used + tokens > app.cfg.BOT_DAILY_TOKENS:
+        if used >= budget or (app.reserved[payer] or whole or tokens <= budget) and used + tokens > budget:
             app.stats["budget_hit"] += 1
             raise LLMBudgetError(f"{payer} is past BOT_DAILY_TOKENS")
     app.reserved[payer] += tokens
@@ -9993,6 +10071,32 @@ async def _budget_reserve(app, payer, tokens, whole=False):
         app.reserved[payer] -= tokens
         if not app.reserved[payer]:
             del app.reserved[payer]
+
+
+def _prompt_most(messages, max_tokens):
+    """What _llm_charged holds for a call: the most its prompt may cost, and max_tokens."""
+    return sum(text_most_tokens(_llm_text(m["content"])) for m in messages) + max_tokens
+
+
+async def _budget_fit(app, payer, messages, shorter):
+    """The reply's prompt cut (fewer turns and references, the message shortened: shorter) so that its most fits
+    what is left of the payer's BOT_DAILY_TOKENS today beside the calls under way: a lone call passed whatever it
+    cost while any budget was left (one member billed 12,906 of 6,000). Unchanged when it fits or there is no budget;
+    when not even the shortest tried fits, _budget_reserve refuses it."""
+    if not app.cfg.BOT_DAILY_TOKENS:
+        return messages
+    room = app.cfg.BOT_DAILY_TOKENS - await app.db.run(usage_today, payer) - app.reserved[payer]
+    most = _prompt_most(messages, app.cfg.LLM_MAX_TOKENS)
+    if most <= room:
+        return messages
+    fit, short = max(1, room - app.cfg.LLM_MAX_TOKENS), messages
+    count = sum(text_count_tokens(_llm_text(m["content"])) for m in messages)
+    for _ in range(4):  # the prompt's tokens by count, scaled by how far the most of the whole one overshoots
+        short = shorter(messages, max(1, fit * count // (most - app.cfg.LLM_MAX_TOKENS)))
+        if _prompt_most(short, app.cfg.LLM_MAX_TOKENS) <= room:
+            break
+        fit = fit * 4 // 5
+    return short  # the shortest tried: when even it doesn't fit, _budget_reserve refuses it
 
 
 async def _llm_charged(app, payer, messages, max_tokens=None, whole=False, **kw):
