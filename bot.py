@@ -2559,8 +2559,8 @@ def memory_contentless(fact):
 
 
 #: Traditional characters of the command words, read as simplified (記住 = 记住).
-_TRADITIONAL = str.maketrans(dict(zip("記憶刪銷說錯歡請幫關於麼們還對條這個為來別裡嗎給讓點兒聽講問誰時錄備",
-                                     "记忆删销说错欢请帮关于么们还对条这个为来别里吗给让点儿听讲问谁时录备")))
+_TRADITIONAL = str.maketrans(dict(zip("記憶刪銷說錯歡請幫關於麼們還對條這個為來別裡嗎給讓點兒聽講問誰時錄備後話",
+                                     "记忆删销说错欢请帮关于么们还对条这个为来别里吗给让点儿听讲问谁时录备后话")))
 #: Cantonese words the rules read as the Mandarin ones they know, each as a word of the same length, so a place in
 #: the reading is the same place in the user's words, which are what is stored (我住喺旺角 is read 我住在旺角).
 #: Words before the characters they contain (除咗 is 摘了, not 除了; 關係 stays a 关系).
@@ -2571,10 +2571,12 @@ CANTONESE = {"除咗": "摘了", "咗去": "到了", "而家": "现在", "戴緊
              "唔食": "不吃", "唔飲": "不喝", "唔饮": "不喝", "食素": "吃素", "食煙": "抽烟", "食烟": "抽烟", "飲酒": "喝酒",
              "饮酒": "喝酒", "關係": "关系", "关係": "关系", "聯係": "联系", "联係": "联系",
              "咗": "了", "喺": "在", "冇": "没", "唔": "不", "嘅": "的", "佢": "他", "嗰": "那", "係": "是", "哋": "们",
-             "嚟": "来", "喇叭": "喇叭", "喇嘛": "喇嘛", "喇": "啦"}
+             "嚟": "来", "喇叭": "喇叭", "喇嘛": "喇嘛", "喇": "啦",
+             "阿爸": "爸爸", "阿媽": "妈妈", "阿妈": "妈妈", "老豆": "爸爸", "細佬": "弟弟", "细佬": "弟弟", "細妹": "妹妹",
+             "细妹": "妹妹"}
 _CANTONESE_RE = re.compile("|".join(sorted(CANTONESE, key=len, reverse=True)))
 #: One character of each word of CANTONESE: a message without any (most) is not searched for the words (a few µs).
-_CANTONESE_HINT_RE = re.compile("[咗而紧緊低错錯鍾钟唔食飲饮係喺冇嘅佢嗰哋嚟喇]")
+_CANTONESE_HINT_RE = re.compile("[咗而紧緊低错錯鍾钟唔食飲饮係喺冇嘅佢嗰哋嚟喇阿豆佬細细]")
 
 
 def memory_cantonese(text):
@@ -3439,7 +3441,7 @@ LIFE_TURNS = [
     (r"入坑|回坑", r"退坑|弃坑|出坑|(?<![A-Za-z])afk(?![A-Za-z])|卸载|不玩", True),
     (r"出院", r"住院|住进医院|在医院", False),
     (r"住院|住进医院", r"出院", False),
-    (r"复合|和好", r"分手|分了", False),
+    (r"复合", r"分手|分了", False),
     (r"复学", r"休学", False),
     (r"休学", r"复学", False),
     (r"摘了|摘掉|摘下|摘(?=牙套|眼镜|助听器)|拆了|取了|取掉|不戴", r"(?<!不)戴", True),
@@ -6885,6 +6887,7 @@ MEMORY_REWRITES = [
                          r"(?:吗|么|嘛|不|好吗|可以吗|行吗|好不好)?[?？]*$", r"\1"),  # 你能记住我喜欢猫吗: a request
     ("记", rf"^(记住|记一下|记下|记好|记着)(?:{_ANY_PARTICLE}|辣)+(?=[{_PUNCT}]|$)", r"\1"),  # 记住咯，… / 记住辣 …
     ("再", r"^(?:那|那就|你)?再(?=(?:帮我|给我)?记(?:住|一下|下))", ""),  # 再记一下，我女儿… (a message's own request only)
+    ("请您 请你", rf"(?:(?<=^)|(?<=[{_PUNCT}]))请(?:您|你)(?=记住|记一下|记下)", "请"),  # 您好，请您记住我姓刘
     ("把", rf"^把(.{{1,12}}?)记(?:下来|住|一下|好|着)(?:了)?[{_PUNCT}]+(?:是)?(?=\S)", r"记住，\1是"),  # 把我的手机号记下来：138…
     ("把", rf"^把(.{{2,30}}?)记(?:下来|住|一下|好|着)(?:吧)?{_ANY_PARTICLE}*$", r"记住，\1"),  # 把我对芒果过敏记下来
     ("不想 不希望 不要", rf"^(?:我)?(?:不想|不希望|不要)(?:让)?你(?:再)?(?:记得|记住|记着)(.+?)(?:了)?{_ANY_PARTICLE}*$",
