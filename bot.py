@@ -2595,10 +2595,40 @@ def memory_contentless(fact):
 
 
 #: Traditional characters of the command words, read as simplified (記住 = 记住).
-_TRADITIONAL = str.maketrans(dict(zip("記憶刪銷說錯歡請幫關於麼們還對條這個為來別裡嗎給讓點兒聽講問誰時錄備",
-                                     "记忆删销说错欢请帮关于么们还对条这个为来别里吗给让点儿听讲问谁时录备")))
-#: What follows a command word in chat rather than a command ("记住了吗", "忘了带伞").
-_NOT_AN_OBJECT_RE = re.compile(r"^(?:了|吗|没|呢|啊|吧|嘛|不|得|住|过|带|拿|关|交|吃饭|喝水|睡觉|休息|提醒|告诉|叫我|帮我|给我|明天|今天|晚上|早上)")
+_TRADITIONAL = str.maketrans(dict(zip("記憶刪銷說錯歡請幫關於麼們還對條這個為來別裡嗎給讓點兒聽講問誰時錄備後話",
+                                     "记忆删销说错欢请帮关于么们还对条这个为来别里吗给让点儿听讲问谁时录备后话")))
+#: Cantonese words the rules read as the Mandarin ones they know, each as a word of the same length, so a place in
+#: the reading is the same place in the user's words, which are what is stored (我住喺旺角 is read 我住在旺角).
+#: Words before the characters they contain (除咗 is 摘了, not 除了; 關係 stays a 关系).
+CANTONESE = {"除咗": "摘了", "咗去": "到了", "而家": "现在", "戴緊": "戴着", "戴紧": "戴着", "住緊": "住在", "住紧": "住在",
+             "讀緊": "在读", "读紧": "在读", "學緊": "在学", "学紧": "在学", "做緊": "在做", "做紧": "在做",
+             "唔使": "不用", "唔好": "不要", "記低": "记下", "记低": "记下", "講錯": "说错", "讲错": "说错",
+             "鍾意食": "喜欢吃", "钟意食": "喜欢吃", "鍾意飲": "喜欢喝", "钟意饮": "喜欢喝", "鍾意": "喜欢", "钟意": "喜欢",
+             "唔食": "不吃", "唔飲": "不喝", "唔饮": "不喝", "食素": "吃素", "食煙": "抽烟", "食烟": "抽烟", "飲酒": "喝酒",
+             "饮酒": "喝酒", "關係": "关系", "关係": "关系", "聯係": "联系", "联係": "联系",
+             "咗": "了", "喺": "在", "冇": "没", "唔": "不", "嘅": "的", "佢": "他", "嗰": "那", "係": "是", "哋": "们",
+             "嚟": "来", "喇叭": "喇叭", "喇嘛": "喇嘛", "喇": "啦",
+             "阿爸": "爸爸", "阿媽": "妈妈", "阿妈": "妈妈", "老豆": "爸爸", "細佬": "弟弟", "细佬": "弟弟", "細妹": "妹妹",
+             "细妹": "妹妹"}
+_CANTONESE_RE = re.compile("|".join(sorted(CANTONESE, key=len, reverse=True)))
+#: One character of each word of CANTONESE: a message without any (most) is not searched for the words (a few µs).
+_CANTONESE_HINT_RE = re.compile("[咗而紧緊低错錯鍾钟唔食飲饮係喺冇嘅佢嗰哋嚟喇阿豆佬細细]")
+
+
+def memory_cantonese(text):
+    """Cantonese read as Mandarin, one character for one. Example: memory_cantonese('我搬咗去沙田') -> '我搬到了沙田'"""
+    return _CANTONESE_RE.sub(lambda m: CANTONESE[m.group()], text) if _CANTONESE_HINT_RE.search(text) else text
+
+
+def _cantonese_said(piece, read, said):
+    """A piece of the Mandarin reading `read` of `said` in the words of `said` (the user's), or piece itself when the
+    rules rewrote it. Example: _cantonese_said('我住在旺角', '记住我住在旺角', '记住我住喺旺角') -> '我住喺旺角'"""
+    at = read.find(piece) if isinstance(piece, str) and piece else -1
+    return said[at:at + len(piece)] if at >= 0 else piece
+
+
+#: What follows a command word in chat rather than a command ("记住了吗", "忘了带伞"); 吧台 and 吧主 are words, not a particle.
+_NOT_AN_OBJECT_RE = re.compile(r"^(?:了|吗|没|呢|啊|吧(?![台主友员])|嘛|不|得|住|过|带|拿|关|交|吃饭|喝水|睡觉|休息|提醒|告诉|叫我|帮我|给我|明天|今天|晚上|早上)")
 #: A 记住 that starts with a time (记住明天三点开会) is asked about, not taken as chat.
 _TIME_RE = re.compile(r"^(?:明天|今天|晚上|早上)")
 #: What is forgotten in chat (忘记带伞, 忘了吃药), never a memory.
@@ -3377,6 +3407,14 @@ _LIFE_SIMPLIFIED = str.maketrans(dict(zip("單戀愛離畢業辭職懷煙減駕�
                                           "单恋爱离毕业辞职怀烟减驾车学视术现猫养买读试准备开结没弃换宠药医儿妈证们对还这个过后会经习")))
 #: All areas in one pattern (one match a statement instead of one an area); the group's number is the area's.
 _LIFE_RE = re.compile("^(?:" + "|".join(f"(?P<L{i}>{p})" for i, (_, p) in enumerate(LIFE_STATES)) + ")(?:了|啦)?$")
+
+
+def _life_read(text):
+    """A fact's words as the life rules read them: Cantonese as Mandarin, traditional as simplified.
+    Example: _life_read('我而家戴緊牙套') -> '我现在戴着牙套'"""
+    return memory_cantonese(text).translate(_LIFE_SIMPLIFIED)
+
+
 #: A new state of an area that also ends another attribute (我辞职了: the employer goes; 我已经工作了: 学生).
 LIFE_ENDS = {"工作状态": {"工作单位": r"辞职|离职|失业|待业|被裁|裸辞|跳槽", "职业": r"找到|工作|上班|入职|转正"},
              "学业": {"职业": r"毕业|退学", "年级": r"毕业|退学", "学校": r"毕业|退学"}}
@@ -3401,7 +3439,7 @@ LIFE_AREAS = {
            r"读研|读博|毕业|上学|退学|休学|考研|考公|考编|备考|上岸|考上", "学业 学校 年级 专业 在学"),
     "工作": ("work.job_change work.job work.student_job_intern work.retired work.homemaker",
            r"上班|工作|辞职|离职|失业|待业|被裁|裸辞|兼职|打工|实习", "工作状态 职业 工作单位"),
-    "住处": ("place.housing_rent", r"宿舍|租房|合租|买房|房子?买", "住处"),
+    "住处": ("place.housing_rent", r"宿舍|租房|合租|买房|房子?买", "住处 现居地"),  # 我在成都租房子住: a home and how
     "吃素": ("diet.vegetarian", r"吃素|素食|吃肉|吃荤|开荤", "吃素 喜欢 讨厌 忌口"),
     "吃辣": ("diet.spicy_avoid diet.spicy_like", r"辣", "喜欢 讨厌 忌口"),
     "减肥": ("diet.weight_loss", r"减肥|瘦身", "减肥"),
@@ -3429,6 +3467,25 @@ _LIFE_MORE_RE = re.compile(r"^(?:还|也|另外|同时)")
 _LIFE_CHANGE_RE = re.compile(r"不再|不(?!想|太想|愿|打算|舍得)\S{1,6}?了|戒|没了|放弃|改了|换了|改名|好了|治好|痊愈|康复|拿到|考到|考过|考上|上岸|出生|"
                              r"正常了|退役|摘了|摘掉|滴酒不沾了|下来了|"
                              r"生了|去世|走了|死了|不在了|分手|分了|离婚|毕业|辞职|离职|被裁|裸辞|退休|搬|开荤|复吸")
+#: Life states said as one of a pair of opposites: (the new state's words, the words of the state it ends, whether
+#: the two must also name the same thing). A new fact saying the first ends the one memory of the same person that
+#: says the second (and, where they must, shares a word with it: 蛋仔退坑了 ends 我天天玩蛋仔, not 我喜欢玩滑板);
+#: with several such memories the user is asked, and a memory without those words is never one (出院 ends 住院了,
+#: never 我住在北京).
+LIFE_TURNS = [
+    (r"退坑|弃坑|出坑|(?<![A-Za-z])afk(?![A-Za-z])|卸载了|不玩了", r"入坑|回坑|玩|沉迷|在打|在肝|上瘾", True),
+    (r"入坑|回坑", r"退坑|弃坑|出坑|(?<![A-Za-z])afk(?![A-Za-z])|卸载|不玩", True),
+    (r"出院", r"住院|住进医院|在医院", False),
+    (r"住院|住进医院", r"出院", False),
+    (r"复合", r"分手|分了", False),
+    (r"复学", r"休学", False),
+    (r"休学", r"复学", False),
+    (r"摘了|摘掉|摘下|摘(?=牙套|眼镜|助听器)|拆了|取了|取掉|不戴", r"(?<!不)戴", True),
+    (r"断奶", r"母乳|喝奶|吃奶|喂奶", False),
+    (r"康复|痊愈|病好了", r"生病|病了|住院", False),
+    (r"生病|病了", r"康复|痊愈|病好了", False),
+]
+_LIFE_TURN_RES = [(re.compile(new, re.I), re.compile(old, re.I), thing) for new, old, thing in LIFE_TURNS]
 #: Words that name no thing of a fact's own (time, frequency, liking): a word two memories share is two characters
 #: side by side that are no stop character, no _LIFE_PLAIN_CHARS, none of these, nor a change (分手).
 _LIFE_PLAIN = set("现在 每天 天天 晚上 早上 中午 下午 最近 已经 以前 之前 今天 昨天 前天 明天 上周 去年 今年 明年 平时 经常 一直 喜欢 "
@@ -3470,7 +3527,7 @@ class Fact:
     @property
     def key(self):
         """What a many-valued attribute is keyed by. Example: Fact('我喜欢吃辣', '我', '喜欢', '吃辣').key -> '辣'"""
-        v = re.sub(r"^(?:吃|喝|看|玩|听|养)", "", (self.value or "").lower())
+        v = re.sub(r"^(?:吃|喝|看|玩|听|养|食|飲|饮)", "", (self.value or "").lower())  # 食, 飲: Cantonese 吃, 喝
         return re.sub(rf"(?:也|还|又)?[{_PUNCT}的了]*$", "", v)
 
 
@@ -3573,7 +3630,7 @@ def _fact_core(rest):
 
 def _life_state(rest):
     """The life area a statement sets, or None. Example: _life_state('和女朋友分手了') -> '感情'"""
-    rest = re.sub(rf"[{_PUNCT}{_EMOJI}]+$", "", rest.strip()).translate(_LIFE_SIMPLIFIED)
+    rest = _life_read(re.sub(rf"[{_PUNCT}{_EMOJI}]+$", "", rest.strip()))
     first = _FIRST_CLAUSE_RE.split(rest, 1)[0]  # 我不减肥了 放弃了 / 我考上了，南大: the state comes first
     said = (rest,) if first == rest else (rest, first)
     if rest[:1] in ("们", "俩"):  # 我们在备孕: a couple's
@@ -3584,6 +3641,11 @@ def _life_state(rest):
 
 def memory_fact(text, last_subject=None, known=()):
     """Takes one fact apart. Example: memory_fact('我现在住在上海了').attribute -> '现居地'"""
+    read = memory_cantonese(text)
+    if read != text:  # 我住喺旺角 is taken apart as 我住在旺角, its words kept
+        fact = memory_fact(read, last_subject, known)
+        said = lambda piece: _cantonese_said(piece, read, text)  # noqa: E731
+        return dataclasses.replace(fact, text=said(fact.text), value=said(fact.value), replaces=said(fact.replaces))
     text = re.sub(rf"(?:[。.!！~～{_EMOJI}]|(?<=.{{3}})[{_FACT_PARTICLES}])+$", "", text.strip())
     replaces = None
     m = re.match(rf"^(我|我的)?不是(.+?)[{_PUNCT}]+(?:而|其实)?是(.+)$", text)
@@ -3967,8 +4029,8 @@ _LIFE_TOKEN_AREAS = {memory_area_tokens({t}): a for t, a in _LIFE_TOPIC_AREAS.it
 _LIFE_WORD_RES = {a: re.compile(words) for a, (_, words, _) in LIFE_AREAS.items()}
 _LIFE_ATTRIBUTES = {a: set(attributes.split()) for a, (_, _, attributes) in LIFE_AREAS.items()}
 _LIFE_SHARED = {a: set(subjects.split()) for a, subjects in LIFE_SHARED.items()}
-#: attribute -> the life area it states by itself (工作状态 → 工作, 学校 → 学业); a 喜欢 needs the area's words.
-_LIFE_AREA_OF = {x: a for a, xs in _LIFE_ATTRIBUTES.items() for x in xs if x not in ("喜欢", "讨厌", "忌口")}
+#: attribute -> the life area it states by itself (工作状态 → 工作, 学校 → 学业); a 喜欢 or a 现居地 needs the area's words.
+_LIFE_AREA_OF = {x: a for a, xs in _LIFE_ATTRIBUTES.items() for x in xs if x not in ("喜欢", "讨厌", "忌口", "现居地")}
 #: Attributes that are a life state (a rule pairs the same one; with another attribute it may still clash).
 _LIFE_STATE_ATTRIBUTES = {a for a, _ in LIFE_STATES}
 
@@ -3980,7 +4042,7 @@ def memory_life_areas(text, subject, attribute, areas, stated=True, only=None):
     Example: memory_life_areas('上个月走了', '狗', None, set()) -> {('我', '宠物')}"""
     if stated and _LIFE_MORE_RE.match(text):  # 我还养了一只狗: one more, no change
         return set()
-    text = text.translate(_LIFE_SIMPLIFIED)
+    text = _life_read(text)
     out = set()
     if attribute in _LIFE_AREA_OF:
         out.add(_LIFE_AREA_OF[attribute])
@@ -3999,7 +4061,7 @@ def _life_words(text):
     """The words of a fact that name a thing of its own (not whose it is), for whether two memories are about the
     same thing.
     Example: _life_words('我做了近视手术 现在不近视了') -> {'近视', '视手', '手术'}"""
-    t = re.sub(f"[^{_CJK}]|{_REL_RE}", " ", text.translate(_LIFE_SIMPLIFIED))  # 女朋友 is whose, not what
+    t = re.sub(f"[^{_CJK}]|{_REL_RE}", " ", _life_read(text))  # 女朋友 is whose, not what
     plain = STOP_CHARS | _LIFE_PLAIN_CHARS
     return {w for w in (t[i:i + 2] for i in range(len(t) - 1))
             if " " not in w and not set(w) & plain and w not in _LIFE_PLAIN and not _LIFE_CHANGE_RE.search(w)}
@@ -4732,9 +4794,10 @@ def memory_remember(conn, ctx, text, embed, *, update=False, importance=1, scope
     if len(facts) > MEMORY_FACTS_PER_MESSAGE:  # 记住：我喜欢A、B、C… x 123: as many memories and expansion calls
         return (f"这一条里有{len(facts)}件事，一次最多记{MEMORY_FACTS_PER_MESSAGE}件，这次什么也没记。"
                 f"分几次告诉我吧，比如先说“记住，{facts[0].text}…”。"), None
+    pointed = {}  # index in facts: the stored memory its change of state replaces (我戒烟了: 我抽烟 一天一包)
     if update and len(facts) > 1:
         facts = _retracted(memory_list(conn, ctx), facts)
-    pointed = {}  # index in facts: the stored memory its change of state replaces (我戒烟了: 我抽烟 一天一包)
+        facts, pointed = _update_stops(memory_list(conn, ctx), facts, known)
     if areas and not update:
         facts = _life_reasons(facts, known)
         asked, facts, pointed = _life_settle(conn, ctx, text, facts, known, importance,
@@ -4807,10 +4870,36 @@ def memory_remember(conn, ctx, text, embed, *, update=False, importance=1, scope
 def _life_stated(fact, known):
     """{(whose, area)}: the life areas a new fact states (memory_life_areas of what it says of its subject), or
     {("X", words)} when it says in no area that something stops (我不玩原神了: 玩原神), or {("W", its words)} when
-    it says in no area that something changed (我教资考过了: 教资), for a state the lexicon lacks."""
+    it says in no area that something changed (我教资考过了: 教资), for a state the lexicon lacks; {("T", n, those)}
+    when it says the new state of the pair LIFE_TURNS[n] (我出院了), those being what it states besides."""
     if fact.subject == "你" or _LIFE_EX_RE.search(fact.text):
         return set()
     rest = _subject_of(fact.text, known)[1]
+    turn = _life_turn(rest)
+    if turn is not None:  # 我出院了 / 我蛋仔退坑了: ("T", the pair, what the fact states besides)
+        return {("T", turn, frozenset(_life_unturned(fact, rest, known)))}
+    return _life_unturned(fact, rest, known)
+
+
+def _life_turn(rest):
+    """The index in LIFE_TURNS of the pair whose new state rest says, or None. Example: _life_turn('出院了') -> 2"""
+    read = _life_read(rest)
+    return next((i for i, (new, _, _) in enumerate(_LIFE_TURN_RES) if new.search(read)), None)
+
+
+def _life_turn_fits(fact, turn, row):
+    """Whether a stored memory is the old state a new fact's pair (LIFE_TURNS[turn]) ends: the same person's, saying
+    the old words (and, where the pair needs one, the thing the fact names besides its pair's words, if any: 我退坑了
+    names none, so with two games it is asked which)."""
+    new, old, thing = _LIFE_TURN_RES[turn]
+    if row["subject"] != fact.subject or not old.search(_life_read(row["text"])):
+        return False
+    own = _life_words(new.sub(" ", _life_read(fact.text))) if thing else set()
+    return not own or bool(own & _life_words(row["text"]))
+
+
+def _life_unturned(fact, rest, known):
+    """_life_stated without the pairs of LIFE_TURNS."""
     topics = {_LIFE_TOPIC_AREAS[t] for t in memory_areas(rest, fact.attribute, fact.subject) if t in _LIFE_TOPIC_AREAS}
     areas = memory_life_areas(rest, fact.subject, fact.attribute, topics)
     if areas:
@@ -4834,7 +4923,7 @@ def _life_changed(text):
     """The words right before or after a change a fact says (its subject's name too): what changed.
     Example: _life_changed('教资考过了') -> {'教资'}; _life_changed('日语老师换了') -> set() (老师 changed, not 日语);
     _life_changed('年糕换了新猫粮') -> set() (the food changed, not 年糕)"""
-    t = _LIFE_WHEN_RE.sub("", re.sub(r"^我", "", text).translate(_LIFE_SIMPLIFIED))
+    t = _LIFE_WHEN_RE.sub("", _life_read(re.sub(r"^我", "", text)))
     out = set()
     for m in _LIFE_CHANGE_RE.finditer(t):
         before = re.sub("[把了个的和跟与]+$", "", t[:m.start()])[-2:]
@@ -4851,7 +4940,7 @@ _LIFE_SAID_RE = re.compile(r"^(?:医生|大夫|老师|教练)(?:说|讲)")
 def _life_stop(rest):
     """What a fact says stops (不X了, X好了), in any of its clauses, or None.
     Example: _life_stop('做了近视手术 现在不近视了') -> '近视'"""
-    simple = re.sub(rf"[{_PUNCT}{_EMOJI}]+$", "", rest.strip()).translate(_LIFE_SIMPLIFIED)
+    simple = _life_read(re.sub(rf"[{_PUNCT}{_EMOJI}]+$", "", rest.strip()))
     clauses = [_LIFE_SAID_RE.sub("", c) for c in _FIRST_CLAUSE_RE.split(simple) if c]  # 复查了 血糖正常了: 血糖
     pairs = [a + b for a, b in zip(clauses, clauses[1:])]  # iPhone12 退役啦: a name the spaces cut off
     stops = [m for m in map(_LIFE_STOPS_RE.match, clauses + pairs + [simple])
@@ -4861,7 +4950,7 @@ def _life_stop(rest):
 
 def _life_flat(text):
     """A memory's words as a stop is compared with them: simplified, no spaces, lower case (iPhone 12 → iphone12)."""
-    return re.sub(r"\s+", "", text.translate(_LIFE_SIMPLIFIED)).lower()
+    return re.sub(r"\s+", "", _life_read(text)).lower()
 
 
 def _life_clashes(rows, fact, stated):
@@ -4869,7 +4958,10 @@ def _life_clashes(rows, fact, stated):
     one of those areas, where no rule says they are different things (职业 and 工作单位 are both true at once);
     stated {("X", words)}: those of its subject that say the words it says stop (我喜欢玩原神 / 我不玩原神了);
     {("W", words)}: those of its subject that share one of its words (我在备考教资 / 我教资考过了)."""
-    kind, said = next(iter(stated)) if stated else (None, None)
+    kind, said = next(iter(stated))[:2] if stated else (None, None)
+    if kind == "T":  # 我出院了: the memories its pair ends (我住院了), else those of what it states besides
+        fits = [r for r in rows if _life_turn_fits(fact, said, r)]
+        return fits or _life_clashes(rows, fact, set(next(iter(stated))[2]))
     if kind == "X":
         says = lambda t: said in t and "不" + said not in t and "不再" + said not in t  # noqa: E731
         return [r for r in rows if r["subject"] == fact.subject and len(said) >= 2
@@ -4923,7 +5015,10 @@ def _life_pointed(fact, found, known):
     area is about (not a topic, not a detail of them: 我女朋友喜欢猫); else None.
     Example: 我和苏苏分手了 with 我女朋友叫苏苏 -> that memory; 我的猫走了 with two cats -> None"""
     rest = _subject_of(fact.text, known)[1]
-    if not found or not _LIFE_CHANGE_RE.search(rest.translate(_LIFE_SIMPLIFIED)):
+    turn = _life_turn(rest) if found else None
+    if turn is not None and all(_life_turn_fits(fact, turn, r) for r in found):
+        return found[0] if len(found) == 1 else None  # 我出院了 with one 住院 memory of the user's: that one
+    if not found or not _LIFE_CHANGE_RE.search(_life_read(rest)):
         return None
     # a state of a known area points by that area (我现在滴酒不沾了 is no 不沾 that stops)
     stop = _life_stop(rest) if fact.attribute not in _LIFE_STATE_ATTRIBUTES else None
@@ -5106,6 +5201,21 @@ def _retracted(rows, facts):
             out[out.index(right[0])] = dataclasses.replace(right[0], replaces=neg.key)
             out.remove(neg)
     return out
+
+
+def _update_stops(rows, facts, known):
+    """(facts, pointed): a correction that says what stops and then what is so (更正一下 我儿子不学钢琴了 他学的是吉他)
+    replaces the one memory of that subject saying what stops (我儿子在学钢琴) with the other clause; the stop is no
+    memory of its own. pointed {index in facts: that memory}; with no such memory, or several, nothing is folded."""
+    for i, stop in enumerate(facts):
+        said = _life_stop(_subject_of(stop.text, known)[1]) if not stop.attribute else None
+        says = [r for r in rows if said and len(said) >= 2 and r["subject"] == stop.subject
+                and said in _life_flat(r["text"]) and "不" + said not in _life_flat(r["text"])]
+        right = [j for j, f in enumerate(facts) if j != i and f.subject == stop.subject and not _life_stop(f.text)]
+        if len(says) == 1 and len(right) == 1:
+            out = facts[:i] + facts[i + 1:]
+            return out, {out.index(facts[right[0]]): says[0]}
+    return facts, {}
 
 
 def _update_target(conn, ctx, rows, fact, vec, update):
@@ -5455,6 +5565,15 @@ def memory_update_number(conn, ctx, n, text, embed):
     return f"已把“{old['text']}”改成“{fact.text}”。（说“撤销”可以改回去）"
 
 
+def _whole_word_rows(rows, word):
+    """The memories a one-character word is the whole thing of: its value, what it likes or fears, its pet (虾 is
+    我对虾过敏's, not 我喜欢吃虾饺's), so one character never points at every memory it is part of.
+    Example: _whole_word_rows(rows, '虾') -> [the row of 我对虾过敏]"""
+    return [r for r in rows if r["value"] and word in (r["value"], Fact(r["text"], r["subject"], r["attribute"],
+                                                                         r["value"]).key)
+            or r["attribute"] == "宠物" and (_pet_of(r["value"] or "") or ("",))[0] == word]
+
+
 def memory_forget(conn, ctx, what, embed, one=False):
     """Deletes what the user pointed at (an attribute, a fact, someone; one: a single memory of them, or
     ask which); returns (reply, question)."""
@@ -5572,8 +5691,8 @@ def _forget_targets(conn, ctx, rows, what, embed):
     core = re.sub(r"^我的?", "", what)
     said = [r for r in pool.values() if core and not set(core) <= _PLAIN_CHARS  # 西语那条: 我在学西班牙语
             and (core in r["text"] or any(a in r["text"] for a in ALIASES.get(core.lower(), "").split()))]
-    if not hits and said:  # 忘记虾那条: a word too short for the search, said in a memory as it is
-        return said
+    if not hits and said:  # 忘记虾那条: a word too short for the search, said in a memory as it is (one character: the
+        return (_whole_word_rows(said, core) if len(core) == 1 else []) or said  # memory it is the whole value of)
     if not hits:
         return f"{_NOT_FOUND}{what[:30]}”这条记忆，什么也没删。说“你记得我什么”可以看看我记得哪些。"
     close = [pool[i] for i, s in hits if s >= hits[0][1] * 0.9]
@@ -5687,11 +5806,13 @@ def _ask_which_value(conn, rows, value, lead):
 
 #: A metro line inside a memory's words (坐地铁2号线): where a corrected line may go.
 _LINE_IN_TEXT_RE = re.compile(r"(?<!\d)\d{1,2}号线")
+#: A city inside a memory's words (我女儿在苏州读大学): where a corrected place may go when no attribute holds it.
+_CITY_IN_TEXT_RE = re.compile("|".join(sorted(_CITIES - {"老家", "本地", "外地", "国外"}, key=len, reverse=True)))
 
 
-def _ask_which_spot(conn, spots, value):
-    """A numbered question: which of the dates (row, date) said in memories should become value; a memory saying two
-    (我生日是3月8号 结婚纪念日是10月1号) gives two choices, each shown by the words around its date."""
+def _ask_which_spot(conn, spots, value, what="日期"):
+    """A numbered question: which of the dates (or places: what) (row, date) said in memories should become value; a
+    memory saying two (我生日是3月8号 结婚纪念日是10月1号) gives two choices, each shown by the words around its date."""
     asked = {"action": "set_value", "ids": [r["id"] for r, _ in spots], "value": value, "text": value,
              "spots": [d for _, d in spots], "choices": [], "mine": []}
     labels = []
@@ -5702,7 +5823,7 @@ def _ask_which_spot(conn, spots, value):
         if r["subject"] == "我" and not re.match(r"我(?:们|爸|妈|哥|姐|弟|妹|老|对象|家)", part):
             asked["mine"].append(n)
     listing = "\n".join(f"{n}. {c}" for n, c in enumerate(labels, 1))
-    asked["prompt"] = (f"有几个日期都可能是，你想把哪一个改成“{value}”？\n{listing}\n"
+    asked["prompt"] = (f"有几个{what}都可能是，你想把哪一个改成“{value}”？\n{listing}\n"
                        f"回复序号就行（比如“1”），说“算了”就不改。")
     return asked["prompt"], asked
 
@@ -5735,10 +5856,14 @@ def memory_correct_value(conn, ctx, said, embed):
     else:
         kinds = _value_kinds(value)  # the one just changed is no surer than another that fits too (老家 and 现居地)
         fits = [r for r in rows if _fits(r, kinds)]
-        spot_re = _DATE_IN_TEXT_RE if "date" in kinds else _LINE_IN_TEXT_RE if "line" in kinds else None
-        spots = [(r, d) for r in rows for d in spot_re.findall(r["text"])] if spot_re else []
-        if len(spots) > 1 or spots and not fits:  # 更正 是11月1号 with a birthday and an anniversary: which date
-            return _ask_which_spot(conn, spots, value) if len(spots) > 1 else (
+        spot_re = _DATE_IN_TEXT_RE if "date" in kinds else _LINE_IN_TEXT_RE if "line" in kinds else \
+            _CITY_IN_TEXT_RE if "place" in kinds else None
+        spots = [(r, d) for r in rows for d in spot_re.findall(r["text"]) if d != value] if spot_re else []
+        # 更正 是11月1号 with a birthday and an anniversary: which date; 更正一下，是无锡 with 我在南京工作 and 我女儿在
+        # 苏州读大学: which place (the one whose attribute is a place is no surer)
+        if len(spots) > 1 or spots and not fits:
+            what = "日期" if "date" in kinds else "地方" if "place" in kinds else "线路"
+            return _ask_which_spot(conn, spots, value, what) if len(spots) > 1 else (
                 _set_spot(conn, ctx, spots[0][0], spots[0][1], value, embed), None)
     if len(fits) == 1:
         return _set_value(conn, ctx, fits[0], value, embed), None
@@ -5774,6 +5899,7 @@ def memory_replace_value(conn, ctx, old_value, new_value, embed):
     rows = [r for r in memory_list(conn, ctx) if old_value in r["text"]]
     if not rows:
         return f"我没有记着“{old_value}”，什么也没改。", None
+    rows = (_whole_word_rows(rows, old_value) if len(old_value) == 1 else []) or rows  # 不是虾: not 虾饺
     if len(rows) > 1:
         asked = _which_question(conn, {"action": "replace", "ids": [r["id"] for r in rows],
                                        "text": rows[0]["text"].replace(old_value, new_value, 1)})
@@ -6531,6 +6657,10 @@ _LEAD_IN_RE = re.compile(rf"^([^，,。!！?？\n]{{0,20}}?)[{_PUNCT}]+(?={_word
                          rf"|^[a-z]{{2,8}}(?=记住)", re.I)
 #: A command word said twice (记住记住，… / 撤销撤销 / 说错了说错了，…): once.
 _DOUBLED_RE = re.compile(rf"^({_words_re(COMMAND_WORDS + UPDATE_WORDS)})[{_PUNCT}]*\1")
+#: Interjections that may come before a command (哎呀，更正一下，是无锡 / 不好意思 说错了 不是梨 是桃): no part of it.
+_INTERJECTION = r"(?:哎呀|哎哟|哎|唉|啊|呀|诶|欸|嗯|呃|哦|噢|不好意思|抱歉|sorry)"
+_INTERJECTION_LEAD_RE = re.compile(rf"^(?:{_INTERJECTION}[{_PUNCT}]*)+(?={_words_re(COMMAND_WORDS + UPDATE_WORDS)})",
+                                   re.I)
 #: A short clause owning a mistake before 撤销 (删错了，撤销): the undo is the request.
 _MISTAKE_LEAD_RE = re.compile(rf"^[啊哎呀哦诶]*[{_PUNCT}]*(?:(?:我)?(?:删|记|说|搞|点|弄|改)错了|算了)[{_PUNCT}]*(?=撤销|撤回)")
 #: What may follow 撤销 and asks nothing more (撤销吧 当我没说).
@@ -6622,11 +6752,16 @@ def memory_parse(text, names=()):
             break
     t = re.sub(r"^@\S+\s+", "", t)
     t = t.replace("（", "(").replace("）", ")").translate(_TRADITIONAL)
+    read = memory_cantonese(t)
+    if read != t:  # 記住我住喺旺角: read as Mandarin, what is stored said as the user said it (what a forget points
+        kind, args = memory_parse(read)  # at is only read: 刪咗我鍾意食榴槤嗰條 looks for 我喜欢吃榴槤那条)
+        return kind, {k: v if k == "what" else _cantonese_said(v, read, t) for k, v in args.items()}
     part = _PART_FIX_RE.match(t)  # read before 记错了 is cut off below
     t = _UNDO_TAIL_RE.sub(r"\1", _MISTAKE_LEAD_RE.sub("", t)) if "错了" in t[:12] or "撤" in t[:6] else t
     t = _DOUBLED_RE.sub(r"\1", t) if t[:2] in t[2:14] else t  # cheap tests first: most messages have neither
     t = memory_normalise(t)
     t = _FILLER_RE.sub("", t)
+    t = _INTERJECTION_LEAD_RE.sub("", t) if t[:1] in "哎唉啊呀诶欸嗯呃哦噢不抱sS" else t  # 哎呀，更正一下，…
     # 哈喽 记住… / 家人们谁懂啊 记住… / I changed jobs, remember…: a short lead-in before a strong keyword
     lead = _LEAD_IN_RE.match(t)
     if lead:
@@ -6742,12 +6877,13 @@ _REMEMBER_VERB = (r"(?:记住|记一下下|记一下|记下来|记下|记着|记
                   r"记在小本本上|记个笔记|记一笔|记录一下|记录下|备忘|备个忘|(?i:mark)|马克|记主|记往|记注|纪住)")
 #: How a message may ask to remember (besides 记住): leads that stand for 记住 before the fact.
 _REMEMBER_LEADS = (r"(?:这个|这件事|这事|这些|小本本)?(?:请|麻烦|麻烦你|麻烦您|你|您|以后)?(?:要|得|一定要|可要)?(?:帮我|给我|替我|帮忙)?"
-                   rf"(?:好好)?{_REMEMBER_VERB}(?:点|一下|下)?")
+                   rf"(?:好好)?{_REMEMBER_VERB}(?:点儿|点|一下|下)?")
 #: The same words at a message's end (我对虾过敏，记下来 / 我搬到深圳了，帮我记一下); glued to the words before them only
 #: after a word that can end a fact and without 了 (全班都说记住了 / 我已经记住了 are said of someone, not asked).
-_REMEMBER_TAIL_RE = re.compile(rf"^(.{{2,}}?)(?:[{_PUNCT}]+(?:你|请|麻烦)?(?:帮我|给我|替我)?(?:{_REMEMBER_VERB}(?:点|一下|下)?|更新一下|"
+_REMEMBER_TAIL_RE = re.compile(rf"^(.{{2,}}?)(?:[{_PUNCT}]+(?:你|请|麻烦)?(?:帮我|给我|替我)?"
+                               rf"(?:{_REMEMBER_VERB}(?:点儿|点|一下|下)?|更新一下|"
                                rf"更新下)(?:了)?|(?<![说问叫让要没不都也已经会能得还就我们他她被人])(?:你|请|麻烦)?(?:帮我|给我|替我)?"
-                               rf"(?:{_REMEMBER_VERB}(?:点|一下|下)?|更新一下|更新下)){_ANY_PARTICLE}*[{_PUNCT}]*$", re.I)
+                               rf"(?:{_REMEMBER_VERB}(?:点儿|点|一下|下)?|更新一下|更新下)){_ANY_PARTICLE}*[{_PUNCT}]*$", re.I)
 #: An update asked for at a message's end (我和琳琳分手了，帮我更新一下).
 _UPDATE_TAIL_RE = re.compile(rf"^(.{{4,}}?)(?:[{_PUNCT}]+(?:你|请|麻烦)?(?:帮我|给我|替我)?|(?:你|请|麻烦)?(?:帮我|给我|替我))"
                              rf"(?:更新一下|更新下|更新|改一下|改下|更正一下|更正|改过来)(?:吧)?{_ANY_PARTICLE}*[{_PUNCT}]*$")
@@ -6791,6 +6927,8 @@ MEMORY_REWRITES = [
                          rf"(?!我的?(?:{_words_re(_ATTRIBUTE_BY_WORD)})?[吗么]?$)[^吗么]{{4,}}?)"
                          r"(?:吗|么|嘛|不|好吗|可以吗|行吗|好不好)?[?？]*$", r"\1"),  # 你能记住我喜欢猫吗: a request
     ("记", rf"^(记住|记一下|记下|记好|记着)(?:{_ANY_PARTICLE}|辣)+(?=[{_PUNCT}]|$)", r"\1"),  # 记住咯，… / 记住辣 …
+    ("再", r"^(?:那|那就|你)?再(?=(?:帮我|给我)?记(?:住|一下|下))", ""),  # 再记一下，我女儿… (a message's own request only)
+    ("请您 请你", rf"(?:(?<=^)|(?<=[{_PUNCT}]))请(?:您|你)(?=记住|记一下|记下)", "请"),  # 您好，请您记住我姓刘
     ("把", rf"^把(.{{1,12}}?)记(?:下来|住|一下|好|着)(?:了)?[{_PUNCT}]+(?:是)?(?=\S)", r"记住，\1是"),  # 把我的手机号记下来：138…
     ("把", rf"^把(.{{2,30}}?)记(?:下来|住|一下|好|着)(?:吧)?{_ANY_PARTICLE}*$", r"记住，\1"),  # 把我对芒果过敏记下来
     ("不想 不希望 不要", rf"^(?:我)?(?:不想|不希望|不要)(?:让)?你(?:再)?(?:记得|记住|记着)(.+?)(?:了)?{_ANY_PARTICLE}*$",
@@ -6808,7 +6946,7 @@ MEMORY_REWRITES = [
     ("记注 记主 纪住 记往", r"^(?:记注|记主|纪住|记往)(?=[，,：:\s我])", "记住"),  # the IME's slip
     ("帮 给 替 嗯 呃 额 诶 欸 哎 咦 那个 这个 就是 然后 对了 话说 那啥 emm 记到起 记倒起 记一手 mark 备忘",
      rf"^(?:{_FILLER_WORDS}*(?:你|请|麻烦你?)?(?:帮我|给我|替我|帮忙)|{_FILLER_WORDS}+(?:你|请|麻烦你?)?|(?:你|请)?"
-                    rf"(?=记到起|记倒起|记一手|(?i:mark)|备忘))(?:好好)?{_REMEMBER_VERB}(?:点|一下|下)?[{PARTICLES}]*{_FILLER_WORDS}*"
+                    rf"(?=记到起|记倒起|记一手|(?i:mark)|备忘))(?:好好)?{_REMEMBER_VERB}(?:点儿|点|一下|下)?[{PARTICLES}]*{_FILLER_WORDS}*"
                     rf"(?=我|{_REL_RE})", "记住，"),  # 帮我记着(啊)我… / 那个你帮我记一下就是我血压有点高
     ("叫我", r"^记住[，,：:\s]*(?:以后|今后)(?:你)?(?:就)?叫我", "记住，你以后叫我"),  # 记住以后叫我阿猫
     ("改成 改为 换成 应该是", rf"^(?:那个|把)?(?:我的)?({_words_re(_ATTRIBUTE_BY_WORD)})(?:改成|改为|换成|应该是)(.+)$", r"更正：\1是\2"),
@@ -6850,13 +6988,20 @@ MEMORY_REWRITES = [
     ("弟", rf"弟(?=\s*{_NUM}\s*[条个])", "第"),  # 删掉弟1条: the IME's slip
     ("撤", rf"^(?:把)?(?:刚才|刚刚|上一步|上一条)(?:那步|那一步|那下|的操作|那个操作)?(?:给我)?(?:撤销|撤回)(?:一下|下)?"
           rf"{_ANY_PARTICLE}*$", "撤销"),  # 刚才那步撤回下嘛
+    # 撤回 with a memory named (not 刚才/上一条, an undo) is a forget of that memory: 把我喜欢猫那条撤回 / 撤回我喜欢猫那条
+    ("撤", rf"^(?:把)?(?!把|刚|上一|最后|最新|最近|第|那|这)([^{_PUNCT}]+?)(?:的)?{_POINTER}(?:给我)?(?:撤回|撤销)(?:掉)?(?:一下|下)?"
+          rf"{_ANY_PARTICLE}*$", r"忘记\1那条"),
+    ("撤", rf"^(?:撤回|撤销)(?:掉)?(?!刚|上一|最后|最新|最近|第|那|这)([^{_PUNCT}]+?)(?:的)?{_POINTER}{_ANY_PARTICLE}*$",
+     r"忘记\1那条"),
     ("那条 那个 这条 这个 那件事 这件事",
      rf"^(?!刚|上一条|第)(.+?)(?:的)?{_POINTER}[{_PUNCT}]*{_FORGET_AFTER}{_ANY_PARTICLE}*$", r"忘记\1那条"),
     ("记", rf"^(?:别|不要|不用)再?记(?:着|住|得)(.+?)(?:了)?{_ANY_PARTICLE}*$", r"忘记\1"),  # 别再记着我前任了
     ("事", rf"^(?!刚才|刚刚|上一条|第|这|那|我的?事)(.{{1,10}}?)(?:的)?(?:事情|事|那些事|相关的事?)[{_PUNCT}]*{_FORGET_AFTER}{_ANY_PARTICLE}*$",
      r"忘记\1的事"),  # 狗的事忘了吧
     ("不对 错了", rf"^(?!刚才|刚刚)(.+?){_POINTER}(?:不对|错了|记错了)[{_PUNCT}]*(?=我|她|他|它)", "更正一下，"),
-    ("不是", rf"^(?:不对|错了|说错了|搞错了|记错了)[{_PUNCT}]*(不是[^，,。]+?[{_PUNCT}]+(?:而)?是[^，,。]+)$", r"更正：\1"),  # 不对，不是X，是Y
+    ("不是", rf"^(?:{_INTERJECTION}[{_PUNCT}]*)*(?:我)?"
+            rf"(?:不对|错了|说错了|搞错了|记错了)[{_PUNCT}]*(不是[^，,。]+?[{_PUNCT}]+(?:而)?是[^，,。]+)$", r"更正：\1"),
+    # 不对，不是X，是Y / 哎呀我说错了 不是虾 是蟹
 ]
 _MEMORY_REWRITES = [(re.compile(_words_re(words.split())), re.compile(p), r) for words, p, r in MEMORY_REWRITES]
 #: 以后叫我X / 你说话要…: what the user wants of the character (kept as an agreement with it).
@@ -6886,14 +7031,16 @@ _POLITE_TAIL_RE = re.compile(rf"(?:(?<=[{PARTICLES}了掉删])|[{_PUNCT}]+(?:谢
                              rf"[{_PUNCT}]*[{_EMOJI}]*[{_PUNCT}]*$")
 #: An undo as one clause of a message (刚刚那个撤回吧 / 撤销撤销) ...
 _UNDO_CLAUSE_RE = re.compile(r"^(?:把|给我)?(?:刚才|刚刚|上一步|上一条)?(?:那个|那条|那步|那一步|那下|的操作|那个操作)?(?:给我)?"
-                             r"(?:(?:撤销|撤回|undo)+(?:掉)?(?:一下下|一下|下)?|改回去|改回来|回到上一步|取消(?:刚才|刚刚|上一步)(?:的)?(?:操作|修改|改动)?"
+                             r"(?:(?:撤销|撤回|undo|revert)+\s*(?:掉)?(?:一下下|一下|下)?|"
+                             r"改回去|改回来|回到上一步|取消(?:刚才|刚刚|上一步)(?:的)?(?:操作|修改|改动)?"
                              r"|(?:说的|记的|那句)?(?:作废|不算数?)(?:了)?"
                              r"|(?:操作|修改|改动)取消(?:掉)?)$", re.I)
 #: ... and the clauses that may stand beside it: fillers and why (记错人了 / 删错了 / 当我没说).
 _UNDO_REASON_RE = re.compile(r"^(?:啊+|哎呀|哎哟|哎|唉|呀|诶|嗯|呃)*(?:算了|不对|错了|(?:我)?(?:刚才|刚刚)?(?:删|记|说|搞|弄|点|按|打|改)(?:错|混)"
-                             r"(?:人)?了?|(?:刚才|刚刚)?(?:那个|那条)?不算(?:了|数)?|手滑了?|当我没说(?:过)?|不好意思|sorry)?$", re.I)
+                             r"(?:人)?了?|(?:刚才|刚刚)?(?:那个|那条)?不算(?:了|数)?|手滑了?|当我没说(?:过)?|不好意思|sorry|"
+                             r"一下)?$", re.I)  # revert 一下: a space cuts 一下 off its verb
 #: Words without which a message is no undo (one search instead of a test per word).
-_UNDO_WORD_RE = re.compile(r"撤|改回|取消|回到|作废|不算|undo", re.I)
+_UNDO_WORD_RE = re.compile(r"撤|改回|取消|回到|作废|不算|undo|revert", re.I)
 #: The pauses between the clauses of a message.
 _PAUSES_RE = re.compile(f"[{_PUNCT}]+")
 #: Emoji after a pointer (芒果那条🗑️删掉): dropped, so the forget rewrites read the verb after it.
@@ -7169,8 +7316,6 @@ _PAST_RE = re.compile(r"小时候|以前|那时|当年|当时|上次|那年|那�
 _ASKS_RE = re.compile(r"多久|多长时间|怎么|怎样|为什么|为啥|咋|如何|吗|[？?]")
 
 
-#: Cantonese words of the memory verbs and pointers, read as Mandarin by the net only (唔使記波波嗰條喇).
-_SHAPED_CANTONESE = (("唔使", "不用"), ("唔好", "别"), ("咗", "了"), ("嗰", "那"), ("講錯", "说错"), ("讲错", "说错"))
 #: A clause's lead-in before its verb (嗯…不好意思，刚才说错了 / 哎呀 我说错了 / my bad 说错了).
 _SHAPED_LEAD_RE = re.compile(r"^(?:嗯+|啊+|呃+|哎呀|哎|唉|诶|欸|不好意思|抱歉|sorry|您好|你好|那个|就是|刚才|刚刚|其实|"
                              r"我(?=刚才|刚刚|说错|记错|搞错|弄错|写错|打错)|my bad|oops|[.…～~、]+)+", re.I)
@@ -7191,9 +7336,7 @@ def memory_shaped(conn, ctx, text):
     memory verb, or a pointer at a memory with a verb; a weak verb (删, 改, 不对, delete) only when it
     points at a stored memory or follows a memory change. Cantonese verbs are read as Mandarin here.
     Example: 删了那个游戏，太难玩了 -> False (no memory mentions 游戏)."""
-    t = text.strip().translate(_TRADITIONAL)
-    for yue, zh in _SHAPED_CANTONESE:
-        t = t.replace(yue, zh)
+    t = memory_cantonese(text.strip().translate(_TRADITIONAL))
     whole = t  # what a weak verb's pointer is looked for in (说错了，是对芒果过敏，不是鸡蛋: 鸡蛋)
     start = _SHAPED_START_RE.match(t)
     if not start and not _SHAPED_ANY_RE.search(t) and not _SHAPED_END_RE.search(t):
@@ -7237,8 +7380,11 @@ def memory_shaped(conn, ctx, text):
 def _shaped_points(conn, ctx, t):
     """Whether a message with a weak memory verb names a word of one of the speaker's memories."""
     words = text_content_words(t) | {w for w in re.findall(r"[\u4e00-\u9fff]{2}", t) if not set(w) & _PLAIN_CHARS}
-    return any(w in r["text"] for r in memory_list(conn, ctx) for w in words if len(w) >= 2
-               and not re.fullmatch(r"(?:那条|这条|那个|这个|记忆|删了|删掉|改成|不对|错了|记住|忘记)", w))
+    rows = memory_list(conn, ctx)
+    # 说错了 不是虾 是蟹: one character points only where it is the whole value of exactly one memory
+    return any(w in r["text"] for r in rows for w in words if len(w) >= 2
+               and not re.fullmatch(r"(?:那条|这条|那个|这个|记忆|删了|删掉|改成|不对|错了|记住|忘记)", w)) \
+        or any(len(_whole_word_rows(rows, c)) == 1 for c in set(re.findall(r"[\u4e00-\u9fff]", t)) - _PLAIN_CHARS)
 
 
 #: What the LLM is told when it reads a memory message the rules could not (the request's first message).
