@@ -2639,7 +2639,7 @@ _BANTER_RE = re.compile(r"(?:吧|哈哈+|啊|嘛|呀|233+|hhh+|2333)$"
                         r"|^(?:系统|软件|版本|驱动|app|APP|你的发音|你的)")
 #: Who a fact can be about besides the user: relatives, partners, friends, pets. Longest first
 #: when matching, so 前男友 is never read as 男友 and 我妈妈 not as 我妈 + 妈.
-RELATIONS = ("前男友 前女友 男朋友 女朋友 男友 女友 老婆 老公 媳妇 对象 未婚妻 未婚夫 爱人 妈妈 老妈 母亲 爸爸 老爸 父亲 "
+RELATIONS = ("前男友 前女友 男朋友 女朋友 男友 女友 老婆 老公 媳妇 对象 未婚妻 未婚夫 爱人 老伴 cp 妈妈 老妈 母亲 爸爸 老爸 父亲 "
              "爸妈 父母 女儿 儿子 闺女 孩子 宝宝 哥哥 姐姐 弟弟 妹妹 爷爷 奶奶 外公 外婆 姥姥 姥爷 舅舅 阿姨 叔叔 姑姑 婶婶 "
              "表哥 表姐 表弟 表妹 堂哥 堂姐 堂弟 堂妹 室友 舍友 同事 领导 老板 上司 闺蜜 好朋友 好兄弟 朋友 同学 发小 "
              "班主任 老师 师父 猫咪 小猫 猫 狗狗 小狗 狗 兔子 仓鼠 鹦鹉 乌龟 金鱼 宠物 妈 爸 哥 姐 弟 妹 叔 婶 "
@@ -2649,7 +2649,8 @@ RELATION_ALIASES = {"爸妈": "父母", "老妈": "妈妈", "母亲": "妈妈", 
                     "男友": "男朋友", "女友": "女朋友", "媳妇": "老婆", "闺女": "女儿", "哥": "哥哥", "姐": "姐姐",
                     "弟": "弟弟", "妹": "妹妹", "叔": "叔叔", "婶": "婶婶", "舍友": "室友", "猫咪": "猫", "小猫": "猫", "狗狗": "狗", "小狗": "狗"}
 #: Words for a partner that may name the same person as another (我爱人 is 我老婆 or 我老公; 对象 a girl- or boyfriend).
-PARTNER_WORDS = {"爱人": ("老婆", "老公"), "对象": ("女朋友", "男朋友", "老婆", "老公")}
+PARTNER_WORDS = {"爱人": ("老婆", "老公"), "老伴": ("老婆", "老公"), "对象": ("女朋友", "男朋友", "老婆", "老公"),
+                 "cp": ("女朋友", "男朋友", "对象")}
 #: Which pronoun can stand for which subject (她 / 他 / 它).
 _FEMALE = set("前女友 女朋友 老婆 未婚妻 妈妈 女儿 姐姐 妹妹 奶奶 外婆 姥姥 阿姨 姑姑 婶婶 表姐 表妹 堂姐 堂妹 闺蜜".split())
 _MALE = set("前男友 男朋友 老公 未婚夫 爸爸 儿子 哥哥 弟弟 爷爷 外公 姥爷 舅舅 叔叔 表哥 表弟 堂哥 堂弟 好兄弟".split())
@@ -3639,6 +3640,10 @@ def _life_state(rest):
     return LIFE_STATES[int(m.lastgroup[1:])][0] if m else None
 
 
+#: A cheer said after a fact (…螺蛳粉 绝绝子 / …胡桃 yyds): how the user feels about it, no part of it.
+_CHEERS = r"绝绝子|yyds|绝了|太香了|爱了爱了|好耶|xswl|awsl"
+
+
 def memory_fact(text, last_subject=None, known=()):
     """Takes one fact apart. Example: memory_fact('我现在住在上海了').attribute -> '现居地'"""
     read = memory_cantonese(text)
@@ -3646,7 +3651,8 @@ def memory_fact(text, last_subject=None, known=()):
         fact = memory_fact(read, last_subject, known)
         said = lambda piece: _cantonese_said(piece, read, text)  # noqa: E731
         return dataclasses.replace(fact, text=said(fact.text), value=said(fact.value), replaces=said(fact.replaces))
-    text = re.sub(rf"(?:[。.!！~～{_EMOJI}]|(?<=.{{3}})[{_FACT_PARTICLES}])+$", "", text.strip())
+    text = re.sub(rf"(?:[。.!！~～{_EMOJI}]|(?<=.{{3}})[{_FACT_PARTICLES}]|(?<=.{{3}})[\s，,]+(?i:{_CHEERS}))+$", "",
+                  text.strip())
     replaces = None
     m = re.match(rf"^(我|我的)?不是(.+?)[{_PUNCT}]+(?:而|其实)?是(.+)$", text)
     if m:  # 我不是住在北京，是住在天津
@@ -3788,12 +3794,15 @@ _DETAIL_RE = re.compile(r"^(?:特别|尤其|比如|例如|就是|但|不过|因�
 #: Where a list of values said after a verb starts (同时在学日语、韩语 / 周末一般打羽毛球、游泳或者爬山 / 会弹吉他 钢琴): the
 #: words before the first value end with one of these.
 _LIST_HEAD_RE = re.compile(r"同时在学|在学|学|会说|会讲|说|讲|会弹|会|弹|喜欢吃|喜欢喝|喜欢|爱吃|爱喝|爱|讨厌|不吃|不喝|吃|喝|"
-                           r"是|一般|平时|经常|常常|打|玩|看|听")
+                           r"是|一般|平时|经常|常常|打|玩|看|听|养了|养着|养|常用|在用|用")
 #: How an item that is an activity of its own starts (游泳, 爬山 after 打羽毛球): a one-character verb before the first
 #: item then belongs to that item, not to all of them.
 _ACTIVITY_STARTS = "游爬跑骑滑跳钓徒登健散逛唱画写做打弹玩踢跳追"
 #: The separators of a value list inside one clause (或者 included: 奶茶或者咖啡 are two likes).
-_VALUE_SEP_RE = re.compile(r"、|(?<=[\u4e00-\u9fff])\s*(?:和|跟|以及|还有|或者|或是)\s*|(?<=[\u4e00-\u9fff])\s+")
+_VALUE_SEP_RE = re.compile(r"\s*、\s*|(?<=[\u4e00-\u9fffA-Za-z0-9])\s*(?:和|跟|以及|还有|或者|或是)\s*"
+                           r"|(?<=[\u4e00-\u9fff])\s+(?![A-Za-z])")
+#: An item of a list in Latin letters (VS Code、IntelliJ 和 Vim): a name, a few words at most.
+_LATIN_ITEM_RE = re.compile(r"[A-Za-z][A-Za-z0-9.+#\-]*(?: [A-Za-z0-9.+#\-]+){0,2}")
 
 
 def _split_values(piece):
@@ -3802,25 +3811,28 @@ def _split_values(piece):
     head = piece.rstrip()
     first_sep = _VALUE_SEP_RE.search(head)
     if not first_sep or re.search(r"[的《》「」“”\"，,。；;]", head[first_sep.start():]) or memory_has_subject(
-            head[first_sep.end():]):
+            head[first_sep.end():]) and not set(_VALUE_SEP_RE.split(head[first_sep.end():])) <= _ANIMALS:  # 养猫和狗
         return None
     items = _VALUE_SEP_RE.split(head[first_sep.end():])
-    seps = _VALUE_SEP_RE.findall(head[first_sep.start():])
+    seps = _VALUE_SEP_RE.findall(head, first_sep.start())  # (pos, not a slice: the lookbehind sees the word before)
     if all(not x.strip() for x in seps) and len(items) < 2:
         return None  # 我喜欢吃火锅 冬天: a space alone parts two values only in a longer list (吉他 钢琴 和尤克里里)
-    if not 1 <= len(items) <= 5 or not all(1 <= len(i) <= 6 and re.fullmatch(r"[\u4e00-\u9fff]+", i) for i in items):
+    if not 1 <= len(items) <= 5 or not all(1 <= len(i) <= 6 and re.fullmatch(r"[\u4e00-\u9fff]+", i)
+                                           or _LATIN_ITEM_RE.fullmatch(i) for i in items):
         return None
     before = head[:first_sep.start()]
-    heads = [m for m in _LIST_HEAD_RE.finditer(before) if 1 <= first_sep.start() - m.end() <= 6]
+    heads = [m for m in _LIST_HEAD_RE.finditer(before) if 1 <= first_sep.start() - m.end() <= 6
+             or _LATIN_ITEM_RE.fullmatch(before[m.end():].strip())]
     if not heads:
         return None
     h = heads[-1]
     if len(h.group()) == 1 and h.group() in "打玩弹看听" and any(i[0] in _ACTIVITY_STARTS for i in items) and len(heads) > 1:
         h = heads[-2]  # 一般打羽毛球、游泳或者爬山: 打 is the first item's own
-    first = before[h.end():]
-    if not re.fullmatch(r"[\u4e00-\u9fff]{1,6}", first) or _NOT_AN_ITEM_CHARS & set("".join(items)) - set("和会"):
+    first, gap = before[h.end():].lstrip(), " " if before[h.end():h.end() + 1] == " " else ""  # 我常用 VS Code
+    if not (re.fullmatch(r"[\u4e00-\u9fff]{1,6}", first) or _LATIN_ITEM_RE.fullmatch(first)) \
+            or _NOT_AN_ITEM_CHARS & set("".join(items)) - set("和会"):
         return None
-    return [before[:h.end()] + i for i in [first] + items]
+    return [before[:h.end()] + (gap if re.match("[A-Za-z]", i) else "") + i for i in [first] + items]
 
 
 def _subjects_named(words):
@@ -4063,8 +4075,9 @@ def _life_words(text):
     Example: _life_words('我做了近视手术 现在不近视了') -> {'近视', '视手', '手术'}"""
     t = re.sub(f"[^{_CJK}]|{_REL_RE}", " ", _life_read(text))  # 女朋友 is whose, not what
     plain = STOP_CHARS | _LIFE_PLAIN_CHARS
-    return {w for w in (t[i:i + 2] for i in range(len(t) - 1))
-            if " " not in w and not set(w) & plain and w not in _LIFE_PLAIN and not _LIFE_CHANGE_RE.search(w)}
+    latin = {w.lower() for w in re.findall(r"[A-Za-z][A-Za-z0-9]+", text)}  # 备考 AWS SAA: SAA names the exam too
+    return latin | {w for w in (t[i:i + 2] for i in range(len(t) - 1))
+                    if " " not in w and not set(w) & plain and w not in _LIFE_PLAIN and not _LIFE_CHANGE_RE.search(w)}
 
 
 # -- Rows --------------------------------------------------------
@@ -4867,6 +4880,10 @@ def memory_remember(conn, ctx, text, embed, *, update=False, importance=1, scope
     return reply, _which_question(conn, asked)
 
 
+#: A wish or plan (想再养一只猫 / 以后打算养狗): no state of a life area.
+_LIFE_WISH_RE = re.compile(r"^(?:以后|将来|之后|今年|明年)?(?:还|也)?(?:想|想要|打算|希望|梦想)(?!.*(?:不想|不打算))")
+
+
 def _life_stated(fact, known):
     """{(whose, area)}: the life areas a new fact states (memory_life_areas of what it says of its subject), or
     {("X", words)} when it says in no area that something stops (我不玩原神了: 玩原神), or {("W", its words)} when
@@ -4875,6 +4892,8 @@ def _life_stated(fact, known):
     if fact.subject == "你" or _LIFE_EX_RE.search(fact.text):
         return set()
     rest = _subject_of(fact.text, known)[1]
+    if _LIFE_WISH_RE.match(rest):
+        return set()  # 我想再养一只布偶猫: a wish sets no state, so it contradicts none
     turn = _life_turn(rest)
     if turn is not None:  # 我出院了 / 我蛋仔退坑了: ("T", the pair, what the fact states besides)
         return {("T", turn, frozenset(_life_unturned(fact, rest, known)))}
@@ -4926,7 +4945,8 @@ def _life_changed(text):
     t = _LIFE_WHEN_RE.sub("", _life_read(re.sub(r"^我", "", text)))
     out = set()
     for m in _LIFE_CHANGE_RE.finditer(t):
-        before = re.sub("[把了个的和跟与]+$", "", t[:m.start()])[-2:]
+        head = re.sub(r"[把了个的和跟与\s]+$", "", t[:m.start()])
+        before = (re.search(r"[A-Za-z][A-Za-z0-9]+$", head) or [head[-2:]])[0]  # SAA 考过了: the exam's name
         after = re.match(f"[{_CJK}]*", re.sub("^[了个的一只条]+", "", t[m.end():])).group()[:2]
         out |= _life_words(after) if after and _LIFE_CHANGE_OBJECT_RE.fullmatch(m.group()) else \
             _life_words(before) | _life_words(after)
@@ -5609,8 +5629,9 @@ def memory_forget(conn, ctx, what, embed, one=False):
         targets = [r for r in rows if _same_subject(r["subject"], subject)
                    or r["subject"].startswith(subject) and subject != "我"
                    or subject in _ANIMALS and r["attribute"] == "宠物" and (_pet_of(r["value"]) or ("",))[0] == subject]
-        if one and len(targets) > 1:
-            asked = _which_question(conn, {"action": "forget", "ids": [r["id"] for r in targets], "text": what})
+        also = [r for r in rows if one and r not in targets and m.group(1) in r["text"]]  # 猫那条: 我想再养一只布偶猫 too
+        if one and len(targets + also) > 1 and targets:
+            asked = _which_question(conn, {"action": "forget", "ids": [r["id"] for r in targets + also], "text": what})
             return asked["prompt"], asked
         said = [r for r in rows if not targets and m.group(1) in r["text"]]  # 兔子那个别记了: 我喜欢兔子, nobody's own
         if len(said) > 1 and not what.startswith(("所有", "全部", "一切")):
@@ -5682,7 +5703,8 @@ def _forget_targets(conn, ctx, rows, what, embed):
                 return f"我记着的是“{hits[0]['text']}”，不是“{what}”，所以没有删。要删它的话说“忘记{_mine(subject)}的" \
                        f"{next((w for w, a in _ATTRIBUTE_BY_WORD.items() if a == fact.attribute), fact.attribute)}”。"
             hits = exact
-        return hits or f"{_NOT_FOUND}{what[:30]}”这条记忆，什么也没删。说“你记得我什么”可以看看我记得哪些。"
+        verbatim = [r for r in mine if len(what) >= 3 and what in r["text"]]  # 叫我队长的约定: 你以后叫我队长
+        return hits or verbatim or f"{_NOT_FOUND}{what[:30]}”这条记忆，什么也没删。说“你记得我什么”可以看看我记得哪些。"
     pool = {r["id"]: r for r in mine} or {r["id"]: r for r in rows}
     hits = search_hybrid(conn, "memories", ctx.user_id, what, embed(what), allowed=lambda ids: set(pool) & ids,
                          min_similarity=0.8, limit=5, text_of=lambda ids: _texts(conn, ids))
@@ -5750,7 +5772,8 @@ def _value_kinds(value):
         kinds.add("place")
     if v in _COMPANIES or re.search(r"(?:公司|集团|科技|银行|医院|工作室|厂)$", v):
         kinds.add("company")
-    if re.search(r"\d{1,2}\s*月\s*\d{1,2}|[一二三四五六七八九十]+月[一二三四五六七八九十初]+|农历|阴历|\d{1,2}[./]\d{1,2}", v):
+    if re.search(r"\d{1,2}\s*月\s*\d{1,2}|[一二三四五六七八九十]+月[一二三四五六七八九十初]+|农历|阴历|\d{1,2}[./]\d{1,2}|"
+                 r"\d{4}-\d{1,2}-\d{1,2}", v):
         kinds.add("date")
     if re.fullmatch(r"(?:\d{1,3}|[一二两三四五六七八九十]{1,3})(?:岁|周岁)?", v):
         kinds.add("age")
@@ -5839,6 +5862,13 @@ def _set_spot(conn, ctx, old, spot, value, embed):
     return f"已把“{old['text']}”改成“{fact.text}”。（说“撤销”可以改回去）"
 
 
+def _after_command(conn, ctx):
+    """Whether the speaker's message before this one was a memory command (不对，… then is about it)."""
+    before = conn.execute("SELECT kind FROM messages WHERE session = ? AND user_id = ? AND role = 'user' AND id < ? "
+                          "ORDER BY id DESC LIMIT 1", (ctx.session, ctx.user_id, ctx.message_id or 1 << 62)).fetchone()
+    return bool(before and before[0] == "command")
+
+
 def memory_correct_value(conn, ctx, said, embed):
     """不对，是阿里 / 更正：是26: the value goes to the only memory it fits; several or none: a numbered
     question. Returns (reply, question)."""
@@ -5865,6 +5895,8 @@ def memory_correct_value(conn, ctx, said, embed):
             what = "日期" if "date" in kinds else "地方" if "place" in kinds else "线路"
             return _ask_which_spot(conn, spots, value, what) if len(spots) > 1 else (
                 _set_spot(conn, ctx, spots[0][0], spots[0][1], value, embed), None)
+    if fits and "place" in _value_kinds(value):  # 我女儿在苏州读大学 names a place too, though it is no 现居地
+        fits += [r for r in rows if r not in fits and any(c in r["text"] for c in _CITIES | _PROVINCES)]
     if len(fits) == 1:
         return _set_value(conn, ctx, fits[0], value, embed), None
     if fits:
@@ -5873,10 +5905,34 @@ def memory_correct_value(conn, ctx, said, embed):
         text = "我" + said if not said.startswith("我") else said
         question = f"我没有记着这件事。要把『{text}』记成新的一条吗？要的话回复“要”。"
         return question, {"action": "store", "text": text, "importance": 1, "ids": [], "prompt": question}
+    plain = not _value_kinds(value) - {"thing"}
+    spot = _last_spot(last, value) if last and plain and _after_command(conn, ctx) else None
+    if spot:  # 不对 是八中 right after 我在七中读高一: the word of the same shape in what was just said
+        return _set_spot(conn, ctx, last, spot, value, embed), None
     recent = sorted(rows, key=lambda r: -r["updated_at"])[:3]
     if not recent:
         return "我这里还没有关于你的记忆，没有可以更正的。", None
     return _ask_which_value(conn, recent, value, f"“{value}”和我记着的对不上，你想改的是哪一条？")
+
+
+def _last_spot(last, value):
+    """The one word of a memory just stored that value corrects, or None: the one word of value's length that shares
+    half its characters in place (七中 -> 八中, 3号楼 -> 5号楼, 王磊 -> 王蕾), else its value when the memory has one slot
+    (台积电 -> 联发科). Example: _last_spot({'text': '我在七中读高一', 'value': None}, '八中') -> '七中'"""
+    text = last["text"]
+    if not 2 <= len(value) <= 12 or re.search(rf"[{_PUNCT}我你他她它]", value) or value in text \
+            or re.match(r"^[\d一二两三四五六七八九十几]+[只个条位岁]", value):
+        return None  # 是两只 after 我养了一只猫: a count is asked about, never put in by shape
+    n = len(value)
+    words = {text[i:i + n] for i in range(len(text) - n + 1)
+             if sum(a == b for a, b in zip(text[i:i + n], value)) * 2 >= n
+             and not re.search(rf"[{_PUNCT}]", text[i:i + n])}
+    if len(words) == 1 and text.count(next(iter(words))) == 1:
+        return words.pop()
+    if last["value"] and text.count(last["value"]) == 1 and not re.search("[，,；;]", text) and not words and (
+            re.fullmatch(r"[\u4e00-\u9fff]{2,6}", value) and re.fullmatch(r"[\u4e00-\u9fff]{2,6}", last["value"])):
+        return last["value"]
+    return None
 
 
 def memory_update_attribute(conn, ctx, said, embed):
@@ -5989,6 +6045,10 @@ def _answer_named(choices, t):
     return sorted(hits) if len(hits) == 1 and len(strange) <= min(1, len(own) - len(strange)) else []
 
 
+#: An answer that says the question was not understood (啥？ / 什么意思 / 没看懂): neither a choice nor a new message.
+_ANSWER_HUH_RE = re.compile(r"(?:你说)?(?:啥|什么|蛤)(?:意思|东西|玩意儿?)?|(?:没|不|看不|没看)懂|哪个|哪条")
+
+
 def memory_answer_read(asked, text):
     """What a message says to the bot's question (asked): ('n',) no, ('w',) not now, ('y',) yes, ('pick', [indexes])
     (2 / 第二个 / 后面那个 / 我的 / 我爸的 / 都删), ('unclear',) an answer that fits none or several; None when it is
@@ -5999,6 +6059,8 @@ def memory_answer_read(asked, text):
     if asked["action"] == "store":
         said = _answer_says(t)
         return (said,) if said else None
+    if _ANSWER_HUH_RE.fullmatch(t):
+        return ("unclear",)  # 啥？: the question was not understood, so it is asked once more
     choices = asked.get("choices") or []
     spaced = _strip_tail(text.translate(_TRADITIONAL).translate(_ANSWER_TRADITIONAL))
     one = rf"第?\s*{_NUM}\s*[条个项号]?"
@@ -6537,7 +6599,7 @@ def _read_update(m):
     if re.match(f"^(?:{_GROUP_WORDS_RE})", fact):
         return "group_update", {"text": fact}
     about = memory_has_subject(fact)
-    v = re.match(r"^(?:应该|其实)?是([^，,。;；\s我你他她它]{1,12})$", fact)  # 是桂林米粉 不是螺蛳粉: below
+    v = re.match(r"^(?:应该|其实)?是\s*([^，,。;；\s我你他她它]{1,12})$", fact)  # 是桂林米粉 不是螺蛳粉: below
     if v and not about:  # 更正：是南京 — the value of what was just said
         return "update_last", {"value": v.group(1)}
     v = re.match(rf"^[^，,是]{{1,6}}的是([^，,]+?)[{_PUNCT}]*(?:而)?不是([^，,]+)$", fact)
@@ -6545,6 +6607,9 @@ def _read_update(m):
         return "replace_value", {"old": v.group(2), "new": v.group(1)}
     if re.match(rf"^是(.+?)[{_PUNCT}]+不是(?:我|你)$", fact):  # 更正：是我妈妈对花生过敏，不是我
         return "update", {"text": fact}
+    v = re.match(rf"^是([^，,]+?)[{_PUNCT}]+(?:而)?不是([^，,]+?)[{_PUNCT}]*$", fact)
+    if v and not about:  # 说错了，是对芒果过敏，不是鸡蛋 / 更正一下，是安华里，不是安贞里
+        return "replace_value", {"old": v.group(2), "new": re.sub(r"^对(.+)过敏$", r"\1", v.group(1))}
     if fact.startswith("是") and memory_has_subject(fact[1:]):  # 说错了，是我姐对猫过敏: what was just said, said right
         return "correct_last", {"text": fact[1:]}
     v = (re.match(rf"^不是([^，,]+?)[{_PUNCT}]*(?:而)?是(.+)$", fact)
@@ -6675,8 +6740,8 @@ MEMORY_PARSE_CHARS = 600
 
 #: A loose correction with its value first and maybe a comment after it (不对 是无锡 你晓得伐 / 更正：28 上个月刚过完生日 /
 #: 其实是4号线 老记混 / 不是 是绿色): the lead (strong, weak), 是, the value, the comment.
-_LOOSE_FIX_RE = re.compile(rf"^(?:(不对|错了|说错了|记错了|更正一下|更正|纠正一下)|(其实|不是(?:的|啦|啊)?))(?:不对)?[{_PUNCT}]*"
-                           rf"(?:应该|其实)?(是)?([^{_PUNCT}是我你他她它]{{1,12}})(?:[{_PUNCT}{_EMOJI}]+(.{{1,24}}))?$")
+_LOOSE_FIX_RE = re.compile(rf"^(?:(不对|错了|说错了|记错了|更正一下|更正|纠正一下)|(其实|不是(?:的|啦|啊)?))(?:不对)?[{PARTICLES}]*[{_PUNCT}]*"
+                           rf"(?:应该|其实)?(是)?\s*([^{_PUNCT}是我你他她它]{{1,12}})(?:[{_PUNCT}{_EMOJI}]+(.{{1,24}}))?$")
 
 
 def _comment_only(tail):
@@ -6817,13 +6882,6 @@ def _settle_update_fit(conn, ctx, value, strong=False):
     return ("update_last", {"value": value}) if strong and _after_command(conn, ctx) else (None, {})
 
 
-def _after_command(conn, ctx):
-    """Whether the speaker's message before this one was a memory command (不对，… then is about it)."""
-    before = conn.execute("SELECT kind FROM messages WHERE session = ? AND user_id = ? AND role = 'user' AND id < ? "
-                          "ORDER BY id DESC LIMIT 1", (ctx.session, ctx.user_id, ctx.message_id or 1 << 62)).fetchone()
-    return bool(before and before[0] == "command")
-
-
 def _settle_replace_maybe(conn, ctx, old, new):
     """不对，不是跳舞，是唱歌: a correction when a memory says 跳舞; else chat (不是你想的那样，是我太忙了)."""
     said = any(old in r["text"] for r in memory_list(conn, ctx) if r["type"] != "group_fact")
@@ -6876,7 +6934,7 @@ _ANY_PARTICLE = f"[{PARTICLES}]"
 _REMEMBER_VERB = (r"(?:记住|记一下下|记一下|记下来|记下|记着|记著|记好|记牢|记一哈|记一手|记到起|记倒起|记到哈|记倒|记在心里|记心里|"
                   r"记在小本本上|记个笔记|记一笔|记录一下|记录下|备忘|备个忘|(?i:mark)|马克|记主|记往|记注|纪住)")
 #: How a message may ask to remember (besides 记住): leads that stand for 记住 before the fact.
-_REMEMBER_LEADS = (r"(?:这个|这件事|这事|这些|小本本)?(?:请|麻烦|麻烦你|麻烦您|你|您|以后)?(?:要|得|一定要|可要)?(?:帮我|给我|替我|帮忙)?"
+_REMEMBER_LEADS = (r"(?:这个|这件事|这事|这些|小本本)?(?:再|也|还)?(?:请你|请您|请|麻烦|麻烦你|麻烦您|你|您|以后)?(?:要|得|一定要|可要)?(?:帮我|给我|替我|帮忙)?"
                    rf"(?:好好)?{_REMEMBER_VERB}(?:点儿|点|一下|下)?")
 #: The same words at a message's end (我对虾过敏，记下来 / 我搬到深圳了，帮我记一下); glued to the words before them only
 #: after a word that can end a fact and without 了 (全班都说记住了 / 我已经记住了 are said of someone, not asked).
@@ -6891,9 +6949,9 @@ _UPDATE_TAIL_RE = re.compile(rf"^(.{{4,}}?)(?:[{_PUNCT}]+(?:你|请|麻烦)?(?:�
 _TELL_YOU_RE = re.compile(rf"^(?:跟你说|和你说|给你说|跟你讲|告诉你|报告|说个|对了|话说)(?:个|一个)?(?:好消息|坏消息|事儿?)?"
                           rf"[{PARTICLES}]*[{_PUNCT}]*")
 #: Words that point at a stored memory (那条, 那个) before a forget verb.
-_POINTER = r"(?:那条|那个|这条|这个|那件事|这件事)(?:记忆)?"
+_POINTER = r"(?:那条|那个|这条|这个|那件事|这件事|(?<=的)约定)(?:记忆)?"
 #: Forget verbs after what they point at (X那条忘掉吧 / X那个别记了).
-_FORGET_AFTER = (r"(?:你|就|给我|帮我)*(?:忘掉|忘了|忘记|删了|删掉|删除|去掉|不要了|别记了|别记着了|不用记了|不要记了|可以删了|"
+_FORGET_AFTER = (r"(?:你|您|就|给我|帮我|麻烦你|麻烦您|请你|请您)*(?:忘掉|忘了|忘记|删了|删掉|删除|去掉|不要了|别记了|别记着了|不用记了|不要记了|可以删了|"
                  r"别再记了|不要再记了|别再记着了|"
                  r"莫记了|莫记到了|莫记|别存了|不用存了|不要存了|别存|删一下|删下|清掉|清除|delete掉?|del掉?|remove掉?|删)(?:一下|下)?")
 #: A request for the list in the ways people ask for it: who keeps it, what is kept, how to show it.
@@ -6911,15 +6969,15 @@ _LIST_ASK = (r"(?:康康|看看|让我看看|给我看看|我想看看)?[，,\s]
 _LIST_WORDS = ("你 我 的 关于 有关 都 还 现在 目前 到底 一共 总共 这儿 这里 这边 那儿 那里 在 脑子里 心里 里 存了 存着 存 "
                "保存了 保存 记了 记得 记着 记住了 记住 记下了 记下 记 知道 了解 对 有 哪些 多少 什么 啥 些 一些 所有 全部 "
                "一切 事情 事 东西 東西 记忆 信息 资料 内容 列出来 列出 列一下 列 说说 讲讲 看看 看 康康 瞅瞅 听听 说来 讲来 念 把 儿 "
-               "给我 发我 发给我 这 那 条 几条 多少条 了 吗 呢 啊 呀 吧 嘛").split()
+               "给我 发我 发给我 这 那 条 几条 多少条 了 吗 呢 啊 呀 吧 嘛 您 请问 啲 咩").split()  # 啲咩: Cantonese 些什么
 #: Words said while thinking, before or around a request (嗯那个 你帮我记一下哈 就是我…): never part of the fact. One
 #: word each, none a particle: repeated by the rules that use them (嗯+ inside a repeat backtracks exponentially).
-_FILLER_WORDS = r"(?:嗯|呃|额|诶|欸|哎|咦|那个|这个|就是|然后|对了|话说|那啥|(?i:em)m*)"
+_FILLER_WORDS = r"(?:嗯|呃|额|诶|欸|哎|咦|那个|这个|就是说|就是|然后|对了|话说|那啥|(?i:em)m*)"
 #: Rewrites to the canonical wordings memory_parse reads: (pattern, replacement), tried in order.
 MEMORY_REWRITES = [
     ("好吗 好不好 可以吗 行吗 行不行 成吗", rf"^(.+?(?:删|忘|记|撤|改)[^，,]{{0,6}}?)[{_PUNCT}]*(?:好吗|好不好|可以吗|行吗|行不行|成吗)"
                                    r"[?？]*$", r"\1"),  # 帮我把过敏那条删了好吗
-    ("请 麻烦 帮", r"^(?:请你?|麻烦你?|麻烦您|你帮我|帮我|帮忙|给我)+(?=忘记|忘掉|忘一下|忘了|删掉|删除|删一下|别记|不用记|不要记|撤销|撤回)",
+    ("请 麻烦 帮", r"^(?:请[你您]?|麻烦[你您]?|[你您]帮我|帮我|帮忙|给我)+(?=忘记|忘掉|忘一下|忘了|删掉|删除|删一下|别记|不用记|不要记|撤销|撤回)",
      ""),  # 麻烦忘一下我前任的名字 / 帮我删掉生日那条
     ("忘一下 删一下 删了 删下", r"^(?:忘一下|删一下|删下|删了)(?=我的?|关于我)", "忘记"),  # 删一下我的生日
     ("能 可以 可不可以 能否", rf"^(?!.*(?:多少|几个|几条|什么|啥|哪些))(?:你)?(?:能不能|可不可以|能否|可以|能)(?:帮我|给我|帮忙)?"
@@ -6937,12 +6995,13 @@ MEMORY_REWRITES = [
     ("是说 说的是 意思是", rf"^(?:不对|不是|错了)[{_PUNCT}]*(?:我是说|我说的是|我的意思是|应该是)(?=我|{_REL_RE})", "更正一下，是"),
     ("不是", rf"^(?:其实|不对)[{_PUNCT}]*(?:我)?不是([^，,]+?)[{_PUNCT}]+(?:而)?是([^，,]+)$", r"不对，不是\1，是\2"),  # 其实我不是X，是Y
     ("说错 记错 搞错", r"^我?(?:刚才|刚刚)(说错了|记错了|搞错了)", r"\1"),  # 我刚才说错了，…
+    ("说错 记错 搞错 弄错", rf"^(?:说错了|记错了|搞错了|弄错了)[{_PUNCT}]+(?=更正|纠正)", ""),  # 说错了，更正一下，…
     ("以后 今后", r"^(?:以后|今后|从今以后)(?=别忘|不要忘|记住|记得|要记得|不用记|别记|不要记|别再记|不要再记)", ""),  # 以后别忘了…
     ("以后 今后", r"^((?:记住|记得)[，,：:\s]*)(以后|今后|从现在起|从今天起)你(?=要|得|别|不要|不许|必须|就|说话|回|跟我|和我|用|叫)",
      r"\1你\2"),  # 记住，以后你要用繁体字跟我说话
     ("小本本", r"^小本本(?:记下来|记好|记上|记一下)", "记住"),
     ("记", rf"^{_REMEMBER_LEADS}(?:了)?{_ANY_PARTICLE}*[{_PUNCT}]+(?=\S)", "记住，"),  # 帮我记着，… / 记牢了：…
-    ("记住", r"^(?:请|麻烦[你您]?)(?:帮我|给我)?记住", "记住"),  # 请帮我记住我喜欢喝美式
+    ("记住", r"^(?:请[你您]?|麻烦[你您]?)(?:帮我|给我)?记住", "记住"),  # 请帮我记住我喜欢喝美式
     ("记注 记主 纪住 记往", r"^(?:记注|记主|纪住|记往)(?=[，,：:\s我])", "记住"),  # the IME's slip
     ("帮 给 替 嗯 呃 额 诶 欸 哎 咦 那个 这个 就是 然后 对了 话说 那啥 emm 记到起 记倒起 记一手 mark 备忘",
      rf"^(?:{_FILLER_WORDS}*(?:你|请|麻烦你?)?(?:帮我|给我|替我|帮忙)|{_FILLER_WORDS}+(?:你|请|麻烦你?)?|(?:你|请)?"
@@ -6956,7 +7015,7 @@ MEMORY_REWRITES = [
     ("记错 错了 不对", rf"^(?:我的)?({_words_re(_ATTRIBUTE_BY_WORD)})(?:那条)?(?:记错了|错了|不对)[{_PUNCT}]*(?:应该)?是(.+)$",
      r"更正：\1是\2"),  # 生日记错了，是3月4日
     ("记 存", rf"^(?:{_LIST_ASK})$", "你记得我什么"),  # 你都记着我些什么 / 康康你都记了我啥 / 我在你这存了哪些记忆 列一下
-    ("记 存 知道 了解 脑子 心里", rf"^(?=.*我)(?=.*(?:记|存|知道|了解|脑子|心里))(?=.*(?:哪些|多少|几条|什么|啥|所有|全部|一切|都有|列|说说|讲讲|看看|发我|发给我))"
+    ("记 存 知道 了解 脑子 心里", rf"^(?=.*我)(?=.*(?:记|存|知道|了解|脑子|心里))(?=.*(?:哪些|多少|几条|什么|啥|咩|所有|全部|一切|都有|列|说说|讲讲|看看|发我|发给我))"
                      rf"(?:{_words_re(_LIST_WORDS)}|[{_PUNCT}?？])+$", "你记得我什么"),  # 你知道我多少事 / 我有哪些记忆
     ("了解 记忆", rf"^(?:你(?:对我)?(?:到底)?了解(?:我)?(?:多少|些什么|什么|哪些)|(?:看一下|看下|看看|查看|查一下|给我看看|我想看看)"
                 rf"(?:你的|我的)?记忆(?:列表)?|我的记忆(?:给我)?{_SHOW_ME}){_ANY_PARTICLE}*[?？]*$", "你记得我什么"),  # 你对我了解多少
@@ -6986,6 +7045,7 @@ MEMORY_REWRITES = [
                                      rf"[{_PUNCT}]*(?=删|去掉|不要)", r"\1"),  # 第一条不对 删了 / 第三条没用了，删了吧
     ("最后 最新 最近", r"^(?:最后|最新|最近)(?:那|一)条", "刚才那条"),  # 最后那条不用记了
     ("弟", rf"弟(?=\s*{_NUM}\s*[条个])", "第"),  # 删掉弟1条: the IME's slip
+    ("改", r"^改(?:成|为)?\s+(?!一下|下|好|完|了)([^\s，,。我你他她它]{1,12})$", r"不对，是\1"),  # 改 王蕾: as 不对，是王蕾 (right after a command)
     ("撤", rf"^(?:把)?(?:刚才|刚刚|上一步|上一条)(?:那步|那一步|那下|的操作|那个操作)?(?:给我)?(?:撤销|撤回)(?:一下|下)?"
           rf"{_ANY_PARTICLE}*$", "撤销"),  # 刚才那步撤回下嘛
     # 撤回 with a memory named (not 刚才/上一条, an undo) is a forget of that memory: 把我喜欢猫那条撤回 / 撤回我喜欢猫那条
@@ -6994,7 +7054,11 @@ MEMORY_REWRITES = [
     ("撤", rf"^(?:撤回|撤销)(?:掉)?(?!刚|上一|最后|最新|最近|第|那|这)([^{_PUNCT}]+?)(?:的)?{_POINTER}{_ANY_PARTICLE}*$",
      r"忘记\1那条"),
     ("那条 那个 这条 这个 那件事 这件事",
-     rf"^(?!刚|上一条|第)(.+?)(?:的)?{_POINTER}[{_PUNCT}]*{_FORGET_AFTER}{_ANY_PARTICLE}*$", r"忘记\1那条"),
+     rf"^(?!刚|上一条|第)(?:那个(?=.+?{_POINTER}))?(.+?)(?:的)?{_POINTER}[{_PUNCT}]*{_FORGET_AFTER}{_ANY_PARTICLE}*$",
+     r"忘记\1那条"),  # 那个叫我队长的约定删了吧: 那个 says which, 约定 points
+    ("delete remove del", rf"^(?i:delete|remove|del)掉?\s*(.+?)(?:的)?{_POINTER}{_ANY_PARTICLE}*$",
+     r"忘记\1那条"),  # delete掉香菜那条
+    ("删", r"^删\s+([^\s，,。]{1,10})$", r"\1删掉"),  # 删 怕狗: as 怕狗删掉, a forget only where a memory says 怕狗
     ("记", rf"^(?:别|不要|不用)再?记(?:着|住|得)(.+?)(?:了)?{_ANY_PARTICLE}*$", r"忘记\1"),  # 别再记着我前任了
     ("事", rf"^(?!刚才|刚刚|上一条|第|这|那|我的?事)(.{{1,10}}?)(?:的)?(?:事情|事|那些事|相关的事?)[{_PUNCT}]*{_FORGET_AFTER}{_ANY_PARTICLE}*$",
      r"忘记\1的事"),  # 狗的事忘了吧
@@ -7018,7 +7082,7 @@ _WISH_RES = [(re.compile(r"^(?:算了|不对)?[，,\s]*(?:还是)?(?:你)?(?:以
                          r"(?:能不能|可不可以|可以)?((?:跟我|和我|对我)?(?:每次|每条|每句)?"
                          r"(?:说话|回复我?|回答我?|讲话|聊天|回消息|回我(?:消息)?)(?:的时候|时)?(?:都)?"
                          r"(?:(?:要|得(?!很|真|太|挺|好|不错)|别|不要|不许|可以|尽量|能|多|少|带|加|用(?!到|了)|简短|短|长|温柔|正式).*"
-                         rf"|[^，,。!！?？吗]{{1,6}}(?:一点|一些|点儿?){_ANY_PARTICLE}?))$"), "记住，你以后{0}"),
+                         rf"|[^，,。!！?？吗]{{1,6}}(?:一点|一些|点儿?)))(?:就行|就好|就可以)?{_ANY_PARTICLE}?$"), "记住，你以后{0}"),
              (re.compile(r"^(?:你)?(?:以后|今后|从现在起|从今天起)(?:你)?((?:别|不要|不许|少|多|尽量)(?:再)?(?:用|发|叫|带|加|说).+"
                          r"|用.+(?:回我|说话|跟我说|和我说|聊天|回复).*)$"), "记住，你以后{0}"),
              (re.compile(r"^你(?:以后|今后|从现在起)(?:就)?((?:是我的|当我的|做我的|扮演|假装).+)$|^你(?:就)?(扮演.+)$"),
@@ -7027,7 +7091,7 @@ _WISH_RES = [(re.compile(r"^(?:算了|不对)?[，,\s]*(?:还是)?(?:你)?(?:以
 
 #: Thanks after a pause, and emoji after them or after a particle (…删掉，谢谢🙏 / 以后就叫小橘吧🍊): not part of what is
 #: asked. An emoji right after a word may be the thing itself (记住我喜欢🐱), so it stays.
-_POLITE_TAIL_RE = re.compile(rf"(?:(?<=[{PARTICLES}了掉删])|[{_PUNCT}]+(?:谢谢|谢啦|多谢|感谢)(?:你|啦|了)?)"
+_POLITE_TAIL_RE = re.compile(rf"(?:(?<=[{PARTICLES}了掉删])|[{_PUNCT}]+(?:谢谢|谢啦|多谢|感谢)(?:你|您|啦|了)?{_ANY_PARTICLE}*)"
                              rf"[{_PUNCT}]*[{_EMOJI}]*[{_PUNCT}]*$")
 #: An undo as one clause of a message (刚刚那个撤回吧 / 撤销撤销) ...
 _UNDO_CLAUSE_RE = re.compile(r"^(?:把|给我)?(?:刚才|刚刚|上一步|上一条)?(?:那个|那条|那步|那一步|那下|的操作|那个操作)?(?:给我)?"
@@ -7045,6 +7109,13 @@ _UNDO_WORD_RE = re.compile(r"撤|改回|取消|回到|作废|不算|undo|revert"
 _PAUSES_RE = re.compile(f"[{_PUNCT}]+")
 #: Emoji after a pointer (芒果那条🗑️删掉): dropped, so the forget rewrites read the verb after it.
 _POINTER_EMOJI_RE = re.compile(rf"({_POINTER})[{_EMOJI}]+")
+#: Lead-ins before a correction (嗯…不好意思，刚才说错了 / 哎呀，我说错了 / my bad 说错了 / oops 记错了): no part of it.
+_SORRY_LEAD_RE = re.compile(rf"^(?:[嗯啊呃唉诶欸哈呀哟{_PUNCT}]|哎|不好意思|抱歉|(?i:sorry|my bad|oops))+"  # one way to read
+                            r"(?=(?:我)?(?:刚才|刚刚)?(?:说错了|记错了|搞错了|弄错了|写错了|打错了|更正|纠正|不对))")  # (啊啊啊…x)
+#: What may come before a wish's 以后 (嗯…那个…您以后 / 您以后): read as 你以后.
+_WISH_LEAD_RE = re.compile(rf"^(?:[嗯呃额{_PUNCT}]|那个|就是)*[你您](?=以后)")
+#: A greeting a message starts with (您好，… / 你好呀 …).
+_GREETING_RE = re.compile(rf"^(?:您好|你好)(?:呀|啊)?[{_PUNCT}]+(?=\S)")
 #: Emoji (and the spaces before them) ending a message: a feeling, never part of what is remembered.
 _EMOJI_TAIL_RE = re.compile(rf"(?<=[{_PUNCT}{PARTICLES}])[{_EMOJI}\s]+$")
 
@@ -7067,7 +7138,8 @@ _REMEMBER_CLAUSE_RE = re.compile(rf"{_FILLER_WORDS}*(?:{_REMEMBER_LEADS}|(?:你|
 #: or before anything but a fact, it is care (记得吃饭哦), not a request.
 _REMEMBER_WEAK_CLAUSE_RE = re.compile(rf"(?:你|要|你要|一定要|可要|千万)?(?:记得|别忘了|不要忘了|别忘记了?|不要忘记了?){_ANY_PARTICLE}*")
 #: A clause beside a request that says nothing to keep: fillers, emphasis (很重要的 / 千万别忘了), particles.
-_EMPTY_CLAUSE_RE = re.compile(rf"(?:{_FILLER_WORDS}|(?:这个|这件事|这事|这条)?(?:很|超|超级|非常|特别|巨|贼|真的)?重要(?:的)?|"
+_EMPTY_CLAUSE_RE = re.compile(rf"(?:{_FILLER_WORDS}|您好|你好|还有|另外|(?:谢谢|多谢|感谢)[你您]?|麻烦[你您]了|"
+                              rf"(?:这个|这件事|这事|这条)?(?:很|超|超级|非常|特别|巨|贼|真的)?重要(?:的)?|"
                               rf"千万别忘了?|一定要?记住|别忘了|别(?:搞|弄|记)错了?|[{PARTICLES}])+")
 #: What a remark after the request says (心里好难受 / 哈哈哈开心死了 / 好担心啊): a feeling, never the fact.
 _FEELING_RE = re.compile(r"难受|难过|伤心|心疼|心痛|舍不得|好想|想[她他它你]|担心|害怕|紧张|开心|高兴|激动|兴奋|爽|晦气|烦|累死|"
@@ -7137,6 +7209,8 @@ def _remember_around(t):
     if not before and not after:  # 记到起哈 / 记一下吧 😭 alone: what is asked (记住了 alone is the user's own)
         asked = re.sub(f"[{_EMOJI}{PARTICLES}]+$", "", parts[at])
         return "记一下" if not asked.endswith("了") or asked.endswith(("记好了", "记牢了")) else None
+    if before and _FORGET_VERB_RE.search(before) and memory_shaped_words(before, weak=True):
+        return None  # 日语那个别记了 … 再帮我记一下 我报了个街舞班: two requests, for the plan (neither dropped)
     if after and (not before or memory_has_subject(after)):
         return "记住，" + mark + after
     told = _told_fact(before) if before else None
@@ -7146,7 +7220,12 @@ def _remember_around(t):
 
 
 #: Words a speech-to-text message starts with before what it means (嗯那个就是那个二胎那个你删掉吧).
-_SPOKEN_LEAD_RE = re.compile(r"^(?:嗯+|呃+|额+)(?:那个|就是|这个|[，,\s])*")
+_SPOKEN_LEAD_RE = re.compile(r"^(?:(?:您好|你好|嗯+|呃+|额+)(?:那个|就是|这个|[，,\s…～~.])*|(?:那个|就是|这个)[，,\s…～~.]+)+")
+#: A clause of courtesy or hesitation beside a forget (谢谢您啊 / 怪不好意思的 / 您好): neither what goes nor why.
+_COURTESY_CLAUSE_RE = re.compile(rf"^(?:您好|你好|嗯+|呃+|额+|那个|就是|(?:谢谢|多谢|感谢)(?:您|你)?|麻烦(?:您|你)了|拜托了?|"
+                                 rf"(?:怪|真|挺)?不好意思(?:的)?){_ANY_PARTICLE}*$")
+#: The pauses between a forget's clauses: a space after a Latin word is none (IntelliJ 那条删了).
+_FORGET_PAUSES_RE = re.compile(r"[，,。.:：!！~～、；;…]+|(?<![A-Za-z0-9\s])\s+")
 #: A forget said twice at its end (删掉吧删掉就行 / 删了吧 删了就好): once.
 _SPOKEN_AGAIN_RE = re.compile(rf"(?<=删掉|删了|去掉|忘掉)({_ANY_PARTICLE}*)[{_PUNCT}]*(?:删掉|删了|去掉|忘掉)?(?:就行|就好|就可以)(?:了)?"
                               rf"{_ANY_PARTICLE}*$")
@@ -7159,7 +7238,10 @@ FORGET_REASON_CHARS = 12
 def _forget_clause(t):
     """The one clause of a message that asks to forget, when the others only say why: the reason is no part of
     what goes. Example: _forget_clause('来福那条删了 送人了') -> '来福那条删了'"""
-    clauses = [c for c in _PAUSES_RE.split(t) if c]
+    t = re.sub(rf"({_POINTER})[{_PUNCT}]+(?={_FORGET_AFTER})", r"\1", t)  # 下象棋那条…您就删掉吧: one clause
+    clauses = [c for c in _FORGET_PAUSES_RE.split(t) if c and not _COURTESY_CLAUSE_RE.match(c)]
+    if len(clauses) == 1:
+        return clauses[0]
     if not 2 <= len(clauses) <= 3:
         return t
     forgets = [c for c in clauses if _FORGET_VERB_RE.search(c)
@@ -7174,6 +7256,8 @@ def _forget_clause(t):
 #: person, no memory verb, no verb a wish is made of), so it is no part of what is kept.
 _WISH_REMARK_RE = re.compile(rf"^(?!.*(?:我|你|他|她|它|记|忘|删|叫|喊|用|说|讲|带|加|发|回|问|要|别|不要|不用|不许|以后))"
                              rf"[^{_PUNCT}]{{1,10}}$")
+#: Why the user asks a wish, said after it (我年纪大了 / 我眼神不好): about the user, but no fact asked to be kept.
+_WISH_REASON_RE = re.compile(rf"^我(?!.*(?:记|忘|删|叫|喊|你|以后|要|想|喜欢|讨厌|住|是))[^{_PUNCT}]{{1,9}}$")
 #: 算了 / 别这么叫了: the old call-me taken back beside a new one (…还是叫我小王吧), which replaces it anyway.
 _WISH_TAKEN_BACK_RE = re.compile(rf"^(?:算了|不对|好吧|还是算了|(?:别|不要|不用)(?:再)?(?:这么|这样|那样|那么)(?:叫|喊|称呼)(?:我)?(?:了)?)"
                                  rf"{_ANY_PARTICLE}*$")
@@ -7211,7 +7295,9 @@ def _wish_clauses(t):
                 wishes.append(form.format(*(g for g in m.groups() if g is not None)))
                 break
     others = [c for c in clauses if not any(pattern.match(c) for pattern, _ in _WISH_RES)]
-    if len(wishes) == 1 and all(_WISH_REMARK_RE.match(c) or _WISH_TAKEN_BACK_RE.match(c) for c in others):
+    first = len(wishes) == 1 and clauses[0] not in others  # a why after the wish: 我年纪大了 is no fact asked to keep
+    if len(wishes) == 1 and all(_WISH_REMARK_RE.match(c) or _WISH_TAKEN_BACK_RE.match(c)
+                                or first and _WISH_REASON_RE.match(c) for c in others):
         return wishes[0]  # 你以后就叫小橘子吧 好听 / 算了 别这么叫了 怪尴尬的 还是叫我小王吧
     return None
 
@@ -7232,6 +7318,11 @@ def memory_normalise(text):
     Example: memory_normalise('记住咯，我喜欢吃辣') -> '记住，我喜欢吃辣'
     Example: memory_normalise('榴莲那条忘掉吧') -> '忘记榴莲那条'"""
     t = text.strip()
+    t = _SORRY_LEAD_RE.sub("", t) or t  # 哎呀，不好意思，我说错了，… / my bad 说错了，…: the correction itself
+    if t.startswith(("您好", "你好")):  # 您好，请您记住…: the greeting is no part of what is asked
+        t = _GREETING_RE.sub("", t) or t
+    if "以后" in t[:12]:  # 嗯…那个…您以后跟我说话简单一点就行: a wish, said as 你以后…
+        t = _WISH_LEAD_RE.sub("你", t, count=1)
     if t and (t[-1] > "\u2600" and not "\u4e00" <= t[-1] <= "\u9fff" or "谢" in t[-4:]):  # 谢谢🙏 / 小橘吧🍊
         t = _POLITE_TAIL_RE.sub("", t) or t
     t = _EMOJI_TAIL_RE.sub("", t) or t  # 豆豆昨天走了 记一下吧 😢: the emoji is no fact (记住我喜欢🐱 keeps it)
@@ -7277,10 +7368,10 @@ def memory_normalise(text):
 
 #: A memory verb at a message's start (after 请 / 帮我 / 把 …): the message is about memory.
 _SHAPED_START_RE = re.compile(r"^(?:请|麻烦|帮我|给我|你|把|就|那)*(?:记住|记一下|记下|记着|记牢|记好|记得|忘记|忘掉|别记|不用记|"
-                              r"不要记|别再记|撤回|撤销|更正|纠正|修改|改成|改一下|删掉|删除|删了|删|不对|错了|说错|记错|搞错|弄错|"
+                              r"不要记|别再记|撤回|撤销|更正|纠正|修改|改成|改一下|删掉|删除|删了|删|不对|错了|说错(?!话)|记错|搞错|弄错|"
                               r"更新)")
 #: Verbs that are about memory only when they point at one (删了那个游戏 is chat).
-_WEAK_VERB_RE = re.compile(r"^(?:请|麻烦|帮我|给我|你|把|就|那)*(?:纠正|修改|改成|改一下|删掉|删除|删了|删|不对|错了|说错|搞错|弄错|更新)")
+_WEAK_VERB_RE = re.compile(r"^(?:请|麻烦|帮我|给我|你|把|就|那)*(?:纠正|修改|改成|改一下|删掉|删除|删了|删|不对|错了|说错(?!话)|搞错|弄错|更新)")
 #: What is done to a memory a pointer (那条, 第2条) points at.
 _SHAPED_VERBS = "(?:删|忘|改|不对|错|别记|不用记|不要|留着|更正|撤)"
 #: Memory phrases anywhere in a message (重新记, 帮我记, 那条…删了, 第3条改成…); the group is a weak
@@ -7372,6 +7463,9 @@ def memory_shaped(conn, ctx, text):
         return False
     if start and not _WEAK_VERB_RE.match(t) or anywhere and not anywhere.group(1) or end and not end.group(1):
         return True
+    named = re.match(r"^(?:那个|这个|把)?(.+?)(?:删了|删掉|删除|删)|^(?:删了|删掉|删除|删)\s*([^，,。]+)", t)
+    if named and text_content_words(named.group(1) or named.group(2)):  # 那个游戏删了吧 / 删 微信了: what goes is named
+        return _shaped_points(conn, ctx, whole)
     if _after_command(conn, ctx):
         return True  # 不对，… right after a memory command
     return _shaped_points(conn, ctx, whole)
