@@ -2643,11 +2643,12 @@ RELATIONS = ("前男友 前女友 男朋友 女朋友 男友 女友 老婆 老�
              "爸妈 父母 女儿 儿子 闺女 孩子 宝宝 哥哥 姐姐 弟弟 妹妹 爷爷 奶奶 外公 外婆 姥姥 姥爷 舅舅 阿姨 叔叔 姑姑 婶婶 "
              "表哥 表姐 表弟 表妹 堂哥 堂姐 堂弟 堂妹 室友 舍友 同事 领导 老板 上司 闺蜜 好朋友 好兄弟 朋友 同学 发小 "
              "班主任 老师 师父 猫咪 小猫 猫 狗狗 小狗 狗 兔子 仓鼠 鹦鹉 乌龟 金鱼 宠物 妈 爸 哥 姐 弟 妹 叔 婶 "
-             "老大 老二 老三").split()  # 老大 / 老二: the children by age (老大叫豆豆 老二叫糖糖)
+             "老大 老二 老三 老伴儿 老伴").split()  # 老大 / 老二: the children by age (老大叫豆豆 老二叫糖糖)
 #: Other ways to say the same relation.
 RELATION_ALIASES = {"爸妈": "父母", "老妈": "妈妈", "母亲": "妈妈", "妈": "妈妈", "老爸": "爸爸", "父亲": "爸爸", "爸": "爸爸",
                     "男友": "男朋友", "女友": "女朋友", "媳妇": "老婆", "闺女": "女儿", "哥": "哥哥", "姐": "姐姐",
-                    "弟": "弟弟", "妹": "妹妹", "叔": "叔叔", "婶": "婶婶", "舍友": "室友", "猫咪": "猫", "小猫": "猫", "狗狗": "狗", "小狗": "狗"}
+                    "弟": "弟弟", "妹": "妹妹", "叔": "叔叔", "婶": "婶婶", "舍友": "室友", "猫咪": "猫", "小猫": "猫", "狗狗": "狗", "小狗": "狗",
+                    "老伴儿": "爱人", "老伴": "爱人"}
 #: Words for a partner that may name the same person as another (我爱人 is 我老婆 or 我老公; 对象 a girl- or boyfriend).
 PARTNER_WORDS = {"爱人": ("老婆", "老公"), "老伴": ("老婆", "老公"), "对象": ("女朋友", "男朋友", "老婆", "老公"),
                  "cp": ("女朋友", "男朋友", "对象")}
@@ -2742,7 +2743,10 @@ _CITIES = set("北京 上海 广州 深圳 成都 杭州 重庆 武汉 南京 �
               "周口 驻马店 烟台 潍坊 威海 淄博 临沂 济宁 泰安 日照 聊城 保定 唐山 邯郸 秦皇岛 廊坊 张家口 承德 沧州 邢台 "
               "大同 长春 包头 鞍山 抚顺 锦州 丹东 营口 宜昌 襄阳 荆州 十堰 黄石 孝感 株洲 湘潭 衡阳 岳阳 常德 郴州 怀化 九江 "
               "赣州 景德镇 上饶 芜湖 蚌埠 安庆 马鞍山 阜阳 绵阳 德阳 宜宾 泸州 南充 乐山 遵义 大理 丽江 西宁 银川 拉萨 "
-              "咸阳 宝鸡 延安 汉中 天水 喀什".split())
+              "咸阳 宝鸡 延安 汉中 天水 喀什 "
+              # Taiwan and Hong Kong, as they are written there too (不是啦 是台南)
+              "台中 台南 高雄 新北 桃园 桃園 新竹 基隆 嘉义 嘉義 花莲 花蓮 台东 台東 屏东 屏東 宜兰 宜蘭 臺北 臺中 臺南 九龙 九龍 "
+              "新界 澳門".split())
 #: Attributes that contradict each other on the same value (我喜欢猫 → 我讨厌猫).
 OPPOSITES = {"喜欢": "讨厌", "讨厌": "喜欢"}
 #: Words a user names an attribute by, in 忘记我的住址 / 你记得我住哪.
@@ -3394,7 +3398,7 @@ LIFE_STATES = [
     ("学业", r"(?:现在|目前|已经|还|正|刚)*(?:在)?(?:读研|读博|读大学|上大学|读高中|上高中|"
            r"(?:大学|本科|研究生|硕士|博士|高中|初中|大专|专科)?毕业|考研|准备考\S{1,5}|备考\S{0,5}|考上\S{0,5}|"
            r"休学|复学|退学|保研)"),
-    ("工作状态", r"(?:现在|目前|已经|刚|还|正)*(?:在)?(?:从\S{1,8}?)?(?:找工作|找到工作|找到了工作|辞职|离职|失业|待业(?:在家|中)?|被裁|裸辞|"
+    ("工作状态", r"(?:现在|目前|已经|刚|还|正)*(?:在)?(?:从\S{1,8}?)?(?:找工作|找到工作|找到了工作|工作找到|工作(?:也|终于)?找好|辞职|离职|失业|待业(?:在家|中)?|被裁|裸辞|"
              r"工作了|上班了|入职了|开始上班|转正|跳槽\S{0,8})"),
     ("减肥", r"(?:现在|最近|正|已经|还|不|不再)*(?:在)?(?:减肥|瘦身)(?:成功|失败)?"),
     ("吃素", r"(?:现在|已经|开始|又|还|不再|一直|是)*(?:吃素|吃斋|素食主义者|素食者|吃肉|吃荤|不吃肉|开荤)"),
@@ -3435,9 +3439,9 @@ LIFE_AREAS = {
     "怀孕": ("family.pregnancy health.pregnancy_baby", r"怀孕|怀上|备孕|出生|生了", "怀孕"),
     "宠物": ("pet.cat pet.dog pet.bird pet.fish_aquarium pet.reptile pet.small_mammal pet.vet_health",
            r"养.{0,4}(?:猫|狗|宠物)", "宠物"),
-    "驾照": ("transport.driving_license", r"学车|练车|驾照|驾考|驾校|科目[一二三四]|拿证", "在学 驾照"),
+    "驾照": ("transport.driving_license", r"学车|学开车|练车|驾照|驾考|驾校|科目[一二三四]|拿证", "在学 驾照"),
     "学业": ("study.university_major study.exam_gaokao_kaoyan study.study_abroad",
-           r"读研|读博|毕业|上学|退学|休学|考研|考公|考编|备考|上岸|考上", "学业 学校 年级 专业 在学"),
+           r"读研|读博|读[初高大研博硕][一二三四五六]|毕业|上学|退学|休学|考研|考公|考编|备考|上岸|考上", "学业 学校 年级 专业 在学"),
     "工作": ("work.job_change work.job work.student_job_intern work.retired work.homemaker",
            r"上班|工作|辞职|离职|失业|待业|被裁|裸辞|兼职|打工|实习", "工作状态 职业 工作单位"),
     "住处": ("place.housing_rent", r"宿舍|租房|合租|买房|房子?买", "住处 现居地"),  # 我在成都租房子住: a home and how
@@ -3466,7 +3470,7 @@ _LIFE_MORE_RE = re.compile(r"^(?:还|也|另外|同时)")
 #: How a new fact says that a state changed or ended: with one stored memory of its subject it points at (a word
 #: of that one's, or its area by its own words), the rules replace that memory instead of asking.
 _LIFE_CHANGE_RE = re.compile(r"不再|不(?!想|太想|愿|打算|舍得)\S{1,6}?了|戒|没了|放弃|改了|换了|改名|好了|治好|痊愈|康复|拿到|考到|考过|考上|上岸|出生|"
-                             r"正常了|退役|摘了|摘掉|滴酒不沾了|下来了|"
+                             r"正常了|退役|摘了|摘掉|滴酒不沾了|下来了|工作找到|找到(?:了)?工作|"
                              r"生了|去世|走了|死了|不在了|分手|分了|离婚|毕业|辞职|离职|被裁|裸辞|退休|搬|开荤|复吸")
 #: Life states said as one of a pair of opposites: (the new state's words, the words of the state it ends, whether
 #: the two must also name the same thing). A new fact saying the first ends the one memory of the same person that
@@ -4954,7 +4958,7 @@ def _life_changed(text):
 
 
 #: Who told it, before what stops (医生说不用吃药了): no part of what stops.
-_LIFE_SAID_RE = re.compile(r"^(?:医生|大夫|老师|教练)(?:说|讲)")
+_LIFE_SAID_RE = re.compile(r"^(?:医生|大夫|老师|教练)(?:说|讲|說|講)")
 
 
 def _life_stop(rest):
@@ -4965,7 +4969,18 @@ def _life_stop(rest):
     pairs = [a + b for a, b in zip(clauses, clauses[1:])]  # iPhone12 退役啦: a name the spaces cut off
     stops = [m for m in map(_LIFE_STOPS_RE.match, clauses + pairs + [simple])
              if m and not (m.group(3) and _DONE_RE.search(m.group(3)))]  # 房子买好了 is bought, not cured
-    return re.sub(r"\s+", "", "".join(g for g in stops[0].groups() if g)).lower() if stops else None
+    if not stops:
+        return None
+    groups = [g for g in stops[0].groups() if g]
+    m = stops[0]
+    if m.group(1) and m.group(2) and len(m.group(1)) >= 2 and len(m.group(2)) == 1 and m.group(2) not in _LIFE_STATIVE \
+            and m.group(1) not in _LIFE_PLAIN:
+        groups = [m.group(2), m.group(1)]  # 吉他不学了: the object said first is what 学 takes (学吉他); 腰不疼了 stays
+    return re.sub(r"\s+", "", "".join(groups)).lower()
+
+
+#: One-character states said after their subject (腰不疼了 is 腰疼, not 疼腰): never turned round by _life_stop.
+_LIFE_STATIVE = set("疼痛痒酸晕胀肿麻咳喘累困烦忙胖瘦")
 
 
 def _life_flat(text):
@@ -5134,16 +5149,17 @@ def _life_merge(facts, stated, pointed):
     return out, {at[j]: r for j, r in pointed.items()}
 
 
-def _life_points(conn, ctx, text):
+def _life_points(conn, ctx, text, clash=False):
     """Whether text says, of no one, the change of a state one memory of the user's holds (驾照拿到了 with 我在学车
     stored), its other clauses stating no life area (复查了 血糖正常了, 太累了 不减肥了: the reason told beside it):
-    then it is the user's own, and a 记住 replaces that memory."""
+    then it is the user's own, and a 记住 replaces that memory. clash: also when several memories may be the one it
+    changes (我的猫走了 with two cats): a 记住 then asks which."""
     known = _known_subjects(conn, ctx)
     text = _ADDRESS_RE.sub(" ", text).strip() or text  # 兄弟们 我裸辞了: said to them, of the user
     facts = memory_leads([memory_fact(p, None, known) for p in memory_unlist(text)], None, known)
     asked, facts, pointed = _life_settle(conn, ctx, text, facts, known, 1, None)
     if asked is not None:
-        return False
+        return clash
     rows = [r for r in memory_list(conn, ctx) if r["type"] == "user_fact"]
     stated = [_life_stated(f, known) for f in facts]
     # a state a rule pairs with the one memory of its area (太累了 不减肥了 with 我在减肥) points at it too
@@ -5247,8 +5263,11 @@ def _update_target(conn, ctx, rows, fact, vec, update):
                  and _same_key(r, dataclasses.replace(fact, subject=r["subject"]))]
         return (moved[0], []) if len(moved) == 1 else (None, moved)
     if fact.replaces:  # 更正一下，我对芒果过敏，不是花生
-        named = [r for r in subject_rows if fact.replaces in r["text"]
-                 and (not fact.attribute or r["attribute"] in (fact.attribute, OPPOSITES.get(fact.attribute)))]
+        for said in dict.fromkeys((fact.replaces, fact.replaces.split()[0])):  # 不叫煤球 bhys: 煤球, a remark after it
+            named = [r for r in subject_rows if said in r["text"]
+                     and (not fact.attribute or r["attribute"] in (fact.attribute, OPPOSITES.get(fact.attribute)))]
+            if named:
+                break
         return (named[0], []) if len(named) == 1 else (None, named)
     if fact.attribute == "不再过敏":  # 我已经不对花生过敏了: the allergy it ends
         ended = [r for r in subject_rows
@@ -5762,7 +5781,7 @@ def memory_update_last(conn, ctx, value, embed):
 
 
 #: The kinds of value that say what they correct without a 是 before them (更正：28 / 其实4号线 / 不对 常州).
-_BARE_VALUE_KINDS = {"age", "line", "place", "date", "year"}
+_BARE_VALUE_KINDS = {"age", "line", "place", "date", "year", "grade"}
 
 
 def _value_kinds(value):
@@ -5786,6 +5805,8 @@ def _value_kinds(value):
         kinds.add("time")
     if re.fullmatch(r"(?:地铁)?\d{1,2}号线", v):
         kinds.add("line")  # 其实是4号线: no attribute takes it, the words of a memory do (spots below)
+    if _GRADE_RE.fullmatch(v):
+        kinds.add("grade")  # 说错了 是初三: the same
     if re.search(r"(?:大学|学院|中学|小学|高中|初中)$", v):
         kinds.add("school")
     if re.fullmatch(r"[浅深淡亮暗墨天湖宝藏]?[红橙黄绿青蓝紫黑白灰粉棕褐金银米咖]色", v):
@@ -5831,6 +5852,13 @@ def _ask_which_value(conn, rows, value, lead):
 _LINE_IN_TEXT_RE = re.compile(r"(?<!\d)\d{1,2}号线")
 #: A city inside a memory's words (我女儿在苏州读大学): where a corrected place may go when no attribute holds it.
 _CITY_IN_TEXT_RE = re.compile("|".join(sorted(_CITIES - {"老家", "本地", "外地", "国外"}, key=len, reverse=True)))
+#: A school year (初二, 高三, 大一, 研二, 碩一, 五年级), as a corrected value and inside a memory's words (我在七中读初二).
+_GRADE_RE = re.compile(r"(?:[初高大研博硕碩]|小学|研究生)[一二三四五六]|[一二三四五六]年级")
+#: Where a corrected value of a kind no attribute takes may go: kind -> its spot inside a memory's words (in this
+#: order of preference).
+_SPOT_RES = {"line": _LINE_IN_TEXT_RE, "grade": _GRADE_RE, "place": _CITY_IN_TEXT_RE}
+#: How the bot names each kind of spot when it asks which one.
+_SPOT_NAMES = {"date": "日期", "line": "线路", "grade": "年级", "place": "地方"}
 
 
 def _ask_which_spot(conn, spots, value, what="日期"):
@@ -5886,13 +5914,12 @@ def memory_correct_value(conn, ctx, said, embed):
     else:
         kinds = _value_kinds(value)  # the one just changed is no surer than another that fits too (老家 and 现居地)
         fits = [r for r in rows if _fits(r, kinds)]
-        spot_re = _DATE_IN_TEXT_RE if "date" in kinds else _LINE_IN_TEXT_RE if "line" in kinds else \
-            _CITY_IN_TEXT_RE if "place" in kinds else None
+        spot_re = _DATE_IN_TEXT_RE if "date" in kinds else next((_SPOT_RES[k] for k in _SPOT_RES if k in kinds), None)
         spots = [(r, d) for r in rows for d in spot_re.findall(r["text"]) if d != value] if spot_re else []
         # 更正 是11月1号 with a birthday and an anniversary: which date; 更正一下，是无锡 with 我在南京工作 and 我女儿在
         # 苏州读大学: which place (the one whose attribute is a place is no surer)
         if len(spots) > 1 or spots and not fits:
-            what = "日期" if "date" in kinds else "地方" if "place" in kinds else "线路"
+            what = next(_SPOT_NAMES[k] for k in ("date", *_SPOT_RES) if k in kinds)
             return _ask_which_spot(conn, spots, value, what) if len(spots) > 1 else (
                 _set_spot(conn, ctx, spots[0][0], spots[0][1], value, embed), None)
     if fits and "place" in _value_kinds(value):  # 我女儿在苏州读大学 names a place too, though it is no 现居地
@@ -6582,13 +6609,25 @@ def _read_remember_weak(m):
 
 
 def _read_actually(m):
-    """其实我…: an update when it is a fact the rules know the attribute of (其实我现在很难过 is chat)."""
+    """其实我…: an update when it is a fact the rules know the attribute of (其实我现在很难过 is chat); said with 其实
+    (no correction word), only when it is about a memory the user has (update_actually)."""
     fact = _fact_said(m)
-    return ("update", {"text": fact}) if fact and memory_has_subject(fact) and memory_fact(fact).attribute else None
+    if not (fact and memory_has_subject(fact) and memory_fact(fact).attribute):
+        return None
+    return ("update_actually" if re.match(r"其实|actually", m.group(0), re.I) else "update"), {"text": fact}
 
 
 #: What may follow 更正 although it reads like chat (不是…, 住址是…).
 _NOT_OR_ATTRIBUTE_IS = rf"不是|(?:{_words_re(_ATTRIBUTE_BY_WORD)})是|[^，,是]{{1,6}}的是"
+
+
+def _read_not_but(m):
+    """不是X，是Y / 是Y，不是X: X replaced when a memory says it (replace_maybe); 不是喔 是东莞 (a particle, no X):
+    Y goes where it fits (update_fit)."""
+    old, new = m.group(1) or m.group(4), m.group(2) or m.group(3)
+    if re.fullmatch(f"[{PARTICLES}的]+", old):
+        return "update_fit", {"value": new.strip()}
+    return "replace_maybe", {"old": old, "new": new}
 
 
 def _read_update(m):
@@ -6700,14 +6739,14 @@ MEMORY_COMMANDS = [
                   tail=True),
     MemoryCommand(rf"(?:(?:不对|错了|说错了|记错了|搞错了|弄错了)(?:不对)?[{_PUNCT}]*)?(?:不是([^，,是]{{1,12}}?)[{_PUNCT}]*(?:而)?是"
                   rf"([^，,。;；]{{1,12}})|是([^，,是]{{1,12}}?)[{_PUNCT}]*(?:而)?不是([^，,。;；]{{1,12}}))",
-                  lambda m: ("replace_maybe", {"old": m.group(1) or m.group(4), "new": m.group(2) or m.group(3)})),
+                  _read_not_but),
     MemoryCommand(rf"(?:不对|错了|说错了|记错了)(?:不对)?[{_PUNCT}]*(?:应该)?是([^，,。;；我你他她它]{{1,12}}?)"
                   rf"(?:[{_PUNCT}]+(?:是)?(?:我|刚才|刚刚|之前|上次)?(?:记错了|说错了|搞错了|打错了|写错了|弄错了)[{PARTICLES}]*)?",
                   lambda m: ("update_fit", {"value": m.group(1).strip(), "strong": True})),  # 不对 是5月21号 我记错了
     MemoryCommand(r"(?:请|麻烦你?|你|我想让你|我要你|有件事|有个事)?(?:你)?(?:帮我|给我|替我)?(?:记住|记一下|记下来|记下|记着|记好了?|记牢|记个事|"
                   r"记件事|记一件事|记点东西|记点事|记个东西|记)(?:一件事|个事|件事)?",
                   _says("ask_what")),  # 记一下 and nothing else: what is asked, the next message is it
-    MemoryCommand(rf"不是(?:的|啦|啊)?[{_PUNCT}]+(?:应该)?是([^，,。;；我你他她它]{{1,12}})",
+    MemoryCommand(rf"不是(?:的)?[{PARTICLES}]*[{_PUNCT}]+(?:应该)?是([^，,。;；我你他她它]{{1,12}})",
                   lambda m: ("update_fit", {"value": m.group(1).strip()})),  # 不是，是绿色: only when a memory takes it
     MemoryCommand(rf"(?:/remember\b|remember(?:\s*[:：,，]|\s+that\b|(?=\s+(?:i|my|i'm)\b)|\s+(?=[我\u4e00-\u9fff]))|"
                   rf"{_words_re(REMEMBER_WORDS)}){_PARTICLE}[{_PUNCT}]*(.+)", _read_remember, tail=True),
@@ -6862,6 +6901,23 @@ def _settle_update_named(conn, ctx, text):
     return ("update", {"text": "我的" + text}) if m and memory_mentions(conn, ctx, m.group(1)) else (None, {})
 
 
+def _settle_update_actually(conn, ctx, text):
+    """其实我现在住在上海了: an update when one of its facts is about a memory of the user's (the same person's
+    single-valued attribute, the same thing with the opposite feeling, or the value it says is wrong); else chat:
+    nothing is stored from a remark (其实我现在不喜欢他了 莫得意思)."""
+    rows = [r for r in memory_list(conn, ctx) if r["type"] == "user_fact"]
+    for fact in (memory_fact(p) for p in memory_unlist(text)):
+        for r in rows:
+            if not _same_subject(r["subject"], fact.subject) and not (fact.replaces and fact.replaces in r["text"]):
+                continue
+            if fact.replaces and fact.replaces in r["text"] or fact.attribute and (
+                    r["attribute"] == fact.attribute and (fact.single or fact.attribute in ("过敏", "忌口"))
+                    or r["attribute"] == OPPOSITES.get(fact.attribute)
+                    and Fact(r["text"], value=r["value"]).key == fact.key):
+                return "update", {"text": text}
+    return None, {}
+
+
 def _settle_update_mine(conn, ctx, word, text):
     """更正 微信号是abc456: an update of the user's own when a memory talks of 微信号; else chat.
     更正：王丽生日是… after 我妈叫王丽: an update of 王丽's."""
@@ -6876,8 +6932,8 @@ def _settle_update_fit(conn, ctx, value, strong=False):
     the value (then the bot asks which one when it can't tell)."""
     kinds = _value_kinds(value) - {"thing"}
     rows = [r for r in memory_list(conn, ctx) if r["type"] != "group_fact"]
-    if kinds and any(_fits(r, kinds) for r in rows) or "line" in kinds and any(
-            _LINE_IN_TEXT_RE.search(r["text"]) for r in rows):  # 其实是4号线 after 我坐地铁2号线
+    if kinds and any(_fits(r, kinds) for r in rows) or any(
+            _SPOT_RES[k].search(r["text"]) for k in kinds & {"line", "grade"} for r in rows):  # 其实是4号线 / 是初三
         return "update_last", {"value": value}
     return ("update_last", {"value": value}) if strong and _after_command(conn, ctx) else (None, {})
 
@@ -6918,7 +6974,7 @@ def _settle_forget_maybe(conn, ctx, what):
 MEMORY_SETTLE = {"ask": _settle_ask, "update_named": _settle_update_named, "update_mine": _settle_update_mine,
                  "forget_maybe": _settle_forget_maybe, "update_fit": _settle_update_fit,
                  "replace_maybe": _settle_replace_maybe, "correct_last": _settle_correct_last,
-                 "undo_delete": _settle_undo_delete}
+                 "undo_delete": _settle_undo_delete, "update_actually": _settle_update_actually}
 
 
 # What the table above can't read. memory_normalise brings the common other ways of saying a command
@@ -7479,6 +7535,95 @@ def _shaped_points(conn, ctx, t):
     return any(w in r["text"] for r in rows for w in words if len(w) >= 2
                and not re.fullmatch(r"(?:那条|这条|那个|这个|记忆|删了|删掉|改成|不对|错了|记住|忘记)", w)) \
         or any(len(_whole_word_rows(rows, c)) == 1 for c in set(re.findall(r"[\u4e00-\u9fff]", t)) - _PLAIN_CHARS)
+
+
+#: A correction said without 更正 that names the value it takes back: 不是X 是Y / 是Y 不是X / 不叫X 叫Y, after any
+#: lead-in (整岔劈了 不是翠花 是秀芬, typo了 是A1042 不是A1024, 莫搞错了哈 是芒果过敏 不是花生).
+_POINTED_FIX_RE = re.compile(rf"(?:^|(?<=[{_PUNCT}]))不(?:是|叫)\s*([^{_PUNCT}]{{1,12}}?)[{_PUNCT}]*(?:而|其实)?"
+                             rf"(?:是|叫)\s*([^{_PUNCT}]{{1,16}})|(?:^|(?<=[{_PUNCT}]))(?:是|叫)\s*"
+                             rf"([^{_PUNCT}]{{1,16}}?)[{_PUNCT}]+不(?:是|叫)\s*([^{_PUNCT}]{{1,12}})")
+
+
+#: How a change is told before it is said (我根你说个事啊 我戒烟了, 跟你說 我碩士畢業了): no part of it.
+_POINTED_TELL_RE = re.compile(rf"^(?:我)?(?:跟|根|和|给|同)你(?:说|讲|講)(?:个|一个|件)?(?:好消息|坏消息|事儿?)?"
+                              rf"[{PARTICLES}]*[{_PUNCT}]+")
+
+
+def memory_pointed_words(text):
+    """Whether a message the rules read as chat may say that something one memory holds changed or was wrong: a change
+    of state (戒了, 不…了, 毕业, 拿到, 退役 …) or 不是X 是Y. The cheap test every chat message takes; only then are the
+    speaker's memories read (memory_pointed)."""
+    t = text.translate(_TRADITIONAL)
+    return bool(_POINTED_FIX_RE.search(t) or _LIFE_CHANGE_RE.search(t.translate(_LIFE_SIMPLIFIED)))
+
+
+def memory_pointed(conn, ctx, text):
+    """A message the rules read as chat that points at the speaker's memories and says one changed or was wrong, as
+    README's tables promise without a command word: (kind, arguments) to act on, or (None, {}) for chat.
+    不是X 是Y with X in a memory: that value is replaced (several memories say it: asked). A change of state the
+    rules pair with stored memories (驾照拿到了 with 我在学车; 我的猫走了 with two cats): a 记住 of it, which
+    replaces the one it points at, or asks which (nothing is stored beside them). Chat that only mentions a memory
+    (今天吉他课好累) or a change no memory holds (我妈戒烟了) stays chat.
+    Example: 整岔劈了 不是翠花 是秀芬 with 我对象叫翠花 -> ('replace_value', {'old': '翠花', 'new': '秀芬'})"""
+    t = text.strip()
+    if memory_shaped_words(t, weak=True):
+        return None, {}  # 法語放棄了 別記了 / 豆豆那条改一下: a request in words of its own is the net's and the plan's
+    m = _POINTED_FIX_RE.search(t.translate(_TRADITIONAL))  # the same length: the user's own characters are taken
+    if m:
+        old, new = (m.group(1), m.group(2)) if m.group(1) else (m.group(4), m.group(3))
+        at = m.start(1) if m.group(1) else m.start(4)
+        for value in dict.fromkeys((t[at:at + len(old)].strip(), old.strip())):
+            kind, args = _settle_replace_maybe(conn, ctx, value, new.strip())
+            if kind:
+                return kind, args
+    if _LIFE_CHANGE_RE.search(t.translate(_TRADITIONAL).translate(_LIFE_SIMPLIFIED)):
+        told = _POINTED_TELL_RE.match(t.translate(_TRADITIONAL))
+        said = t[told.end():] if told and told.end() < len(t) else t  # 跟你說 我碩士畢業了啦: what is told
+        if _single_points(conn, ctx, said) or _life_may_clash(conn, ctx, said) \
+                and _life_points(conn, ctx, said, clash=True):
+            return "remember", {"text": said}
+    return None, {}
+
+
+def _life_may_clash(conn, ctx, text):
+    """Whether any memory of the speaker's may be the state text says changed, by a quick look at each (the words a
+    stop or change names, a life area's words, attribute or topics): most chat with a 不…了 is none, and the whole
+    reading (_life_points) is not done for it."""
+    known = _known_subjects(conn, ctx)
+    stated = set().union(*(_life_stated(memory_fact(p, None, known), known) for p in memory_unlist(text)))
+    if not stated:
+        return False
+    where, args = _visible_sql(ctx)
+    rows = conn.execute(f"SELECT text, attribute, areas FROM memories WHERE {where} AND type = 'user_fact'",
+                        args).fetchall()
+    # all their words at once, a line each, as _life_flat reads one (no regex a row: a user may have a thousand)
+    flat = re.sub(r"[^\S\n]+", "", "\n".join(r["text"] for r in rows).translate(_LIFE_SIMPLIFIED).lower())
+    words = _life_words(flat) if any(kind == "W" for kind, _ in stated) else set()
+    topics = {_LIFE_TOKEN_AREAS.get(t) for r in rows for t in (r["areas"] or "").split()}
+    attributes = {r["attribute"] for r in rows}
+    for kind, said in stated:
+        if kind == "X" and said in flat or kind == "W" and said & words:
+            return True
+        if kind not in ("X", "W") and (said not in LIFE_AREAS or said in topics or attributes & _LIFE_ATTRIBUTES[said]
+                                       or _LIFE_WORD_RES[said].search(flat)):
+            return True
+    return False
+
+
+def _single_points(conn, ctx, text):
+    """Whether every fact of text gives a new value of a single-valued attribute (住哪, 名字 …) that exactly one memory
+    of the same person holds (我妈搬去大连了 with 我妈妈住在沈阳): a 记住 of it replaces that one."""
+    known = _known_subjects(conn, ctx)
+    facts = [memory_fact(p, None, known) for p in memory_unlist(text)]
+    if not facts or not all(f.attribute and f.single and f.value for f in facts):
+        return False  # checked before the memories are read: most messages stop here
+    where, args = _visible_sql(ctx)
+    attributes = sorted({f.attribute for f in facts})
+    rows = conn.execute(f"SELECT subject, attribute, value FROM memories WHERE {where} AND type = 'user_fact' AND "
+                        f"attribute IN ({', '.join('?' * len(attributes))})", args + attributes).fetchall()
+    return all(sum(
+        _same_subject(r["subject"], f.subject) and r["attribute"] == f.attribute and r["value"] != f.value
+        for r in rows) == 1 for f in facts)
 
 
 #: What the LLM is told when it reads a memory message the rules could not (the request's first message).
@@ -9880,6 +10025,8 @@ async def reply_memory(app, ctx, text, card):
         if reply is not None:
             await _mark_command(app, ctx)
             return reply
+    if kind is None and memory_pointed_words(text):  # 驾照拿到了 / 整岔劈了 不是翠花 是秀芬: of one memory, no command
+        kind, args = await app.db.run(lambda c: memory_pointed(c, ctx, text))
     if kind is None:
         return await reply_memory_plan(app, ctx, text)
     app.memory_asked.pop(key, None)

@@ -68,7 +68,7 @@ def texts(conn, user="1"):
     ("记住明天下午三点开会", "ask", {"text": "明天下午三点开会"}),
     ("更新一下，我现在住在上海了", "update", {"text": "我现在住在上海了"}),
     ("更正：我的生日是三月六号", "update", {"text": "我的生日是三月六号"}),
-    ("其实我现在在腾讯工作", "update", {"text": "我现在在腾讯工作"}),
+    ("其实我现在在腾讯工作", "update_actually", {"text": "我现在在腾讯工作"}),  # an update when it is about a memory
     ("忘记我住在哪", "forget", {"what": "我住在哪"}),
     ("忘掉第3条", "forget_numbers", {"numbers": [3]}),
     ("删掉第一条", "forget_numbers", {"numbers": [1]}),
@@ -145,6 +145,7 @@ KIND_EXAMPLES = {
     "update_mine": "更正 QQ号是12345", "profile": "你觉得我是个什么样的人", "update_attr": "更正：老家是湖北",
     "update_fit": "不是，是绿色", "ask_what": "记一下", "replace_maybe": "不是跳舞，是唱歌",
     "update_number": "把第1条改成我住在咸阳", "correct_last": "说错了，是我姐对猫过敏", "undo_delete": "恢复刚才删的那条",
+    "update_actually": "其实我现在住在上海了",
 }
 
 
