@@ -7519,8 +7519,11 @@ def memory_shaped(conn, ctx, text):
         return False
     if start and not _WEAK_VERB_RE.match(t) or anywhere and not anywhere.group(1) or end and not end.group(1):
         return True
-    named = re.match(r"^(?:那个|这个|把)?(.+?)(?:删了|删掉|删除|删)|^(?:删了|删掉|删除|删)\s*([^，,。]+)", t)
-    if named and text_content_words(named.group(1) or named.group(2)):  # 那个游戏删了吧 / 删 微信了: what goes is named
+    # 那个游戏删了吧 / 删 微信了: what goes is named, so it is about memory only where a memory names it; not 我媳妇那条
+    # 删了 (那条 points at a memory) or 当我没说!!! 删了删了 (a clause before it is no object)
+    named = re.match(rf"^(?:那个|这个|把)?([^{_PUNCT}?？]+?)(?:删了|删掉|删除|删)|^(?:删了|删掉|删除|删)\s*([^，,。]+)", t)
+    what = named and re.sub(r"删[了掉除]?|了", "", named.group(1) or named.group(2))
+    if what and not re.search(_POINTER, what) and text_content_words(what):
         return _shaped_points(conn, ctx, whole)
     if _after_command(conn, ctx):
         return True  # 不对，… right after a memory command
