@@ -3458,11 +3458,17 @@ def _pronoun_fits(pronoun, subject):
     return subject not in (_MALE if pronoun == "她" else _FEMALE)  # 朋友, 同事 ...: either
 
 
+#: What a fact may start with that says nothing of whom it is about (这个很重要：… / (公开)…), and a first person.
+_IMPORTANT_LEAD_RE = re.compile(r"^(?:这个|这件事|这)?(?:很|非常|超级|特别)?重要[" + _PUNCT + r"]*")
+_PUBLIC_MARK_RE = re.compile(r"^\((?:公开)\)|^【公开】")
+_FIRST_PERSON_RE = re.compile(r"^(?:我|咱|本人|i\b|i'm\b|my\b)", re.I)
+
+
 def memory_has_subject(text):
     """Whether a fact says something about someone. Example: memory_has_subject('别忘了吃饭') -> False"""
-    t = re.sub(r"^(?:这个|这件事|这)?(?:很|非常|超级|特别)?重要[" + _PUNCT + r"]*", "", text.strip())
-    t = re.sub(r"^\((?:公开)\)|^【公开】", "", t).strip()
-    if re.match(r"^(?:我|咱|本人|i\b|i'm\b|my\b)", t, re.I):
+    t = _IMPORTANT_LEAD_RE.sub("", text.strip())
+    t = _PUBLIC_MARK_RE.sub("", t).strip()
+    if _FIRST_PERSON_RE.match(t):
         return True
     if re.match(rf"^(?:她|他|它)(?!们)", t):
         return True
@@ -6325,13 +6331,22 @@ def _object_ok(arg, allow=None):
     return bool(arg) and not (_NOT_AN_OBJECT_RE.match(arg) and not (allow and re.match(allow, arg)))
 
 
+#: Marks at a fact's end, and the numbers of a list's lines (1. 2、): no part of what is remembered.
+_MARKS_END_RE = re.compile(rf"[{_PUNCT}]+$")
+_LIST_NUMBER_RE = re.compile(r"(?m)^\s*(?:\d{1,2}|[一二三四五六七八九十])[.、)）]\s*")
+
+
 def _fact_said(m, allow=None):
     """The fact after a remember or update word (group 1): closing punctuation and list numbers (1. 2、) cut off;
     None when it reads as chat."""
-    fact = re.sub(rf"[{_PUNCT}]+$", "", (m.group(1) or "").strip())
+    fact = _MARKS_END_RE.sub("", (m.group(1) or "").strip())
     if not _object_ok(fact, allow):
         return None
-    return re.sub(r"(?m)^\s*(?:\d{1,2}|[一二三四五六七八九十])[.、)）]\s*", "", fact).strip()
+    return _LIST_NUMBER_RE.sub("", fact).strip()
+
+
+#: A fact for everyone in the group starts with one of these.
+_GROUP_START_RE = re.compile(f"^(?:{_GROUP_WORDS_RE})")
 
 
 def _read_remember(m):
@@ -6339,7 +6354,7 @@ def _read_remember(m):
     fact = _fact_said(m, _TIME_RE)
     if fact is None:
         return None
-    if re.match(f"^(?:{_GROUP_WORDS_RE})", fact):  # 记住，本群每周五晚上开黑: for everyone in the group
+    if _GROUP_START_RE.match(fact):  # 记住，本群每周五晚上开黑: for everyone in the group
         return "group_remember", {"text": fact}
     if memory_has_subject(fact):
         return "remember", {"text": fact}
@@ -6568,18 +6583,23 @@ def _loose_forget(text):
     return "forget_maybe", {"what": what}
 
 
+#: A run of three or more punctuation marks or spaces (！！！): the rules read it as its first.
+_MARK_RUN_RE = re.compile(rf"([{_PUNCT}?？])[{_PUNCT}?？]{{2,}}")
+
+
 def memory_parse(text, names=()):
     """Reads a message as a memory command: (kind, {named arguments}), or (None, {}) for chat.
     Example: memory_parse('记住，我住在北京') -> ('remember', {'text': '我住在北京'})"""
     # the rules' patterns backtrack on long runs (忘记 + 1,500 spaces took 47 s): they read a bounded head with
     # runs of three or more punctuation marks or spaces folded to the first (！！！ -> ！; '); DROP' stays)
-    t = re.sub(rf"([{_PUNCT}?？])[{_PUNCT}?？]{{2,}}", r"\1", text.strip()[:MEMORY_PARSE_CHARS])
+    t = text.strip()[:MEMORY_PARSE_CHARS]
+    t = _MARK_RUN_RE.sub(r"\1", t) if _MARK_RUN_RE.search(t) else t
     for name in sorted(names, key=len, reverse=True):  # "小满，记住…": the character's name first
         if name and t.startswith(name) and len(t) > len(name) and (t[len(name)] in " ，,:：~～!！" or re.match(
                 _COMMAND_WORD_RE, t[len(name):])):
             t = t[len(name):].lstrip(" ，,:：~～!！")
             break
-    t = re.sub(r"^@\S+\s+", "", t)
+    t = re.sub(r"^@\S+\s+", "", t) if t.startswith("@") else t
     t = t.replace("（", "(").replace("）", ")").translate(_TRADITIONAL)
     part = _PART_FIX_RE.match(t)  # read before 记错了 is cut off below
     t = _UNDO_TAIL_RE.sub(r"\1", _MISTAKE_LEAD_RE.sub("", t)) if "错了" in t[:12] or "撤" in t[:6] else t
@@ -7058,7 +7078,7 @@ def memory_normalise(text):
     if _AROUND_WORD_RE.search(t):  # 豆包昨天去世了 记一下吧 心里好难受 / 记牢 很重要的 我有哮喘
         t = _remember_around(t) or t
     for words, pattern, repl in _MEMORY_REWRITES:  # a row's words first: one search in C, not a loop in Python
-        if words.search(t):
+        if words.search(t) and pattern.search(t):  # sub hands a template with \1 to Python code even when no match
             t = pattern.sub(repl, t, count=1)
     if _UNDO_WORD_RE.search(t):  # 刚刚那个撤回吧，记错人了 / 啊删错了，撤销撤销 / 改回去
         clauses = [c for c in map(_strip_tail, _PAUSES_RE.split(t)) if c]
