@@ -1446,7 +1446,9 @@ def text_normalise(text):
 
 
 #: Traditional characters (a Hong Kong or Taiwan user, an LLM that answers in them) and the simplified ones the word
-#: lists are written in: the common ones of everyday talk, each pair written once (說说 = 說 reads as 说).
+#: lists are written in: the common ones of everyday talk, each pair written once (說说 = 說 reads as 说). The one
+#: table every reader uses: commands, answers to the bot's questions, forgetting and names. 著 reads as 着 (記著,
+#: 留著); what the rules store keeps the user's own characters, so a 著名 typed in simplified stays 著名.
 TRADITIONAL_PAIRS = """
 說说 話话 語语 詞词 請请 謝谢 讓让 認认 識识 記记 憶忆 讀读 寫写 講讲 論论 議议 試试 課课 誰谁 該该 調调 談谈 證证 診诊 譯译 計计 設设 許许 訴诉 護护 讚赞 評评 誤误 討讨 訓训 誌志
 訂订 訪访 詢询 詳详 誇夸 謀谋 諒谅 誠诚 誼谊 謎谜 譜谱 託托 訊讯 們们 個个 這这 裡里 裏里 麼么 為为 來来 時时 間间 問问 開开 關关 門门 閒闲 閱阅 聞闻 閃闪 闖闯 闊阔 閉闭 闆板 對对
@@ -1467,6 +1469,7 @@ TRADITIONAL_PAIRS = """
 擊击 擁拥 擾扰 擬拟 攝摄 撐撑 撥拨 撫抚 掛挂 換换 揮挥 損损 搶抢 搖摇 撿捡 擺摆 掃扫 揚扬 攜携 拋抛 劃划 劇剧 劑剂 勞劳 勢势 勝胜 務务 動动 勵励 區区 協协 單单 參参 厲厉 吳吴 奪夺
 奮奋 宮宫 徵征 憑凭 戲戏 戰战 戶户 敗败 敵敌 數数 斷断 暫暂 書书 於于 暈晕 曬晒 歎叹 嘆叹 畢毕 皺皱 碩硕 磚砖 祕秘 筍笋 肅肃 艙舱 蔔卜 誕诞 謊谎 備备 貳贰 乾干 幹干 係系 繫系 捨舍
 彙汇 匯汇 纔才 麗丽 魯鲁 鴻鸿 黴霉 齊齐 韓韩 韻韵 響响 飛飞 騙骗 驕骄 齣出 顛颠 廟庙 盜盗 甦苏 蘇苏 畝亩 晝昼
+刪删 別别 兩两 著着 業业 駕驾
 """
 _SIMPLIFIED = str.maketrans({p[0]: p[1] for p in TRADITIONAL_PAIRS.split()})
 
@@ -2558,9 +2561,6 @@ def memory_contentless(fact):
     return bool(_CONTENTLESS_RE.fullmatch(fact))
 
 
-#: Traditional characters of the command words, read as simplified (記住 = 记住).
-_TRADITIONAL = str.maketrans(dict(zip("記憶刪銷說錯歡請幫關於麼們還對條這個為來別裡嗎給讓點兒聽講問誰時錄備",
-                                     "记忆删销说错欢请帮关于么们还对条这个为来别里吗给让点儿听讲问谁时录备")))
 #: What follows a command word in chat rather than a command ("记住了吗", "忘了带伞").
 _NOT_AN_OBJECT_RE = re.compile(r"^(?:了|吗|没|呢|啊|吧|嘛|不|得|住|过|带|拿|关|交|吃饭|喝水|睡觉|休息|提醒|告诉|叫我|帮我|给我|明天|今天|晚上|早上)")
 #: A 记住 that starts with a time (记住明天三点开会) is asked about, not taken as chat.
@@ -3804,16 +3804,16 @@ def memory_unlist(text):
         if m and _one_subject(m.group(1)) and _one_subject(m.group(2)):  # 我女儿和儿子分别8岁和5岁
             out += [_one_subject(m.group(1)) + m.group(3), _one_subject(m.group(2)) + m.group(4)]
             continue
-        fact = memory_fact(piece)
+        simple = text_simplified(piece)  # 記住我會說粵語、英語 / 我喜歡貓和狗: read as simplified, kept as written
+        back = str.maketrans({b: a for a, b in zip(piece, simple) if a != b})
+        fact = memory_fact(simple)
         items = _LIST_SEP_RE.split(fact.value or "")
         if fact.attribute in _LISTED_ATTRIBUTES and len(items) > 1 and not re.search("[的《》「」“”\"]", fact.value) \
-                and all(1 <= len(i) <= 8 for i in items) and piece.count(fact.value) == 1:  # 《猫和老鼠》 is one
+                and all(1 <= len(i) <= 8 for i in items) and simple.count(fact.value) == 1:  # 《猫和老鼠》 is one
             verb = re.match(r"^(?:吃|喝|看|玩|听)", items[0])  # 吃苹果、香蕉: 吃香蕉
-            out += [piece.replace(fact.value, (verb.group() if verb and not re.match(r"^(?:吃|喝|看|玩|听)", i) else "") + i)
-                    for i in items]
+            out += [simple.replace(fact.value, (verb.group() if verb and not re.match(r"^(?:吃|喝|看|玩|听)", i) else "")
+                                   + i).translate(back) for i in items]
             continue
-        simple = text_simplified(piece)  # 記住我會說粵語、英語: read as simplified, kept as written
-        back = str.maketrans({b: a for a, b in zip(piece, simple) if a != b})
         values = _split_values(simple)
         out += [v.translate(back) for v in values] if values else [piece]
     return out
@@ -5534,9 +5534,10 @@ def _forget_targets(conn, ctx, rows, what, embed):
                          min_similarity=0.8, limit=5, text_of=lambda ids: _texts(conn, ids))
     words = text_content_words(re.sub(r"^我", "", what))
     hits = [(i, s) for i, s in hits if words & text_content_words(pool[i]["text"])]
-    core = re.sub(r"^我的?", "", what)
+    core = text_simplified(re.sub(r"^我的?", "", what))  # 虾 is said in 我對蝦過敏 too
     said = [r for r in pool.values() if core and not set(core) <= _PLAIN_CHARS  # 西语那条: 我在学西班牙语
-            and (core in r["text"] or any(a in r["text"] for a in ALIASES.get(core.lower(), "").split()))]
+            and (core in (simple := text_simplified(r["text"]))
+                 or any(a in simple for a in ALIASES.get(core.lower(), "").split()))]
     if not hits and said:  # 忘记虾那条: a word too short for the search, said in a memory as it is
         return said
     if not hits:
@@ -5772,8 +5773,6 @@ _ANSWER_WORDS = {
 #: Every answer word, the longest first (不要 before 不, 要不要 before 要), with what it says.
 _ANSWER_VOCAB = sorted(((w, kind) for kind, words in _ANSWER_WORDS.items() for w in words.split()),
                        key=lambda x: -len(x[0]))
-#: Traditional characters an answer may use, read as simplified (第二個 / 上面那條 / 別刪了).
-_ANSWER_TRADITIONAL = str.maketrans(dict(zip("別著謝換選兩後麼嗎貓狗爸媽紀念號", "别着谢换选两后么吗猫狗爸妈纪念号")))
 #: Answers that pick the first or the last choice (前面那个 / 上面那条 / 最后一个).
 _ANSWER_FIRST_RE = re.compile(r"(?:就|是|选|就是)?(?:前面|上面|前一|头一|第一)(?:那|一)?(?:个|条|项)?")
 _ANSWER_LAST_RE = re.compile(r"(?:就|是|选|就是)?(?:后面|下面|后一|最后|最后一|最下面)(?:那|一)?(?:个|条|项)?")
@@ -5792,7 +5791,7 @@ _AREA_KEEP_RE = re.compile(r"另记|另外记|都留|都要|都保留|两条都|
 
 def _answer_norm(text):
     """An answer's words: simplified, lower case, no emoji, marks or spaces. Example: _answer_norm('第二個 🙈') -> '第二个'"""
-    t = text.translate(_TRADITIONAL).translate(_ANSWER_TRADITIONAL).lower()
+    t = text.translate(_SIMPLIFIED).lower()
     return re.sub(rf"[{_PUNCT}{_EMOJI}?？\U0001F300-\U0001FAFF]+", "", _strip_tail(t))
 
 
@@ -5839,7 +5838,7 @@ def memory_answer_read(asked, text):
         said = _answer_says(t)
         return (said,) if said else None
     choices = asked.get("choices") or []
-    spaced = _strip_tail(text.translate(_TRADITIONAL).translate(_ANSWER_TRADITIONAL))
+    spaced = _strip_tail(text.translate(_SIMPLIFIED))
     one = rf"第?\s*{_NUM}\s*[条个项号]?"
     if asked["action"] == "forget" and re.fullmatch(rf"{one}(?:(?:[{_PUNCT}和跟及还有]+|(?<=[条个项号])){one})+"
                                                     rf"(?:都删|删掉|删了|删)?", spaced):
@@ -6587,6 +6586,31 @@ def _loose_forget(text):
 _MARK_RUN_RE = re.compile(rf"([{_PUNCT}?？])[{_PUNCT}?？]{{2,}}")
 
 
+#: The words a forget points with (蝦那條 is read as 虾那条).
+_POINTER_WORDS = ("那条", "这条", "那个", "这个")
+
+
+def _written(value, read, said):
+    """A value the rules read in simplified characters, in the user's own: its place in the message as read, taken
+    from the message as said (the table maps one character to one, so places agree); a value the rules rewrote
+    (你以后叫我小陈 from 以後叫我小陳) gets back each character the user wrote otherwise.
+    Example: _written('我会说英语', '记住我会说英语', '記住我會說英語') -> '我會說英語'"""
+    if read == said or not value:
+        return value
+    i = read.find(value)
+    return said[i:i + len(value)] if i >= 0 else value.translate({ord(r): w for r, w in zip(read, said) if r != w})
+
+
+def _as_written(parsed, read, said):
+    """A parse whose text arguments keep the user's characters (記住我會說粵語 stores 說, not 说, and 忘記我喜歡貓
+    finds it as said); a pointer a forget ends with stays the rules' word (蝦那條: 蝦那条)."""
+    kind, args = parsed
+    if read == said:
+        return parsed
+    return kind, {k: (_written(v, read, said)[:-2] + v[-2:] if k == "what" and v.endswith(_POINTER_WORDS)
+                      else _written(v, read, said)) if isinstance(v, str) else v for k, v in args.items()}
+
+
 def memory_parse(text, names=()):
     """Reads a message as a memory command: (kind, {named arguments}), or (None, {}) for chat.
     Example: memory_parse('记住，我住在北京') -> ('remember', {'text': '我住在北京'})"""
@@ -6600,7 +6624,8 @@ def memory_parse(text, names=()):
             t = t[len(name):].lstrip(" ，,:：~～!！")
             break
     t = re.sub(r"^@\S+\s+", "", t) if t.startswith("@") else t
-    t = t.replace("（", "(").replace("）", ")").translate(_TRADITIONAL)
+    said = t.replace("（", "(").replace("）", ")")
+    t = read = said.translate(_SIMPLIFIED)
     part = _PART_FIX_RE.match(t)  # read before 记错了 is cut off below
     t = _UNDO_TAIL_RE.sub(r"\1", _MISTAKE_LEAD_RE.sub("", t)) if "错了" in t[:12] or "撤" in t[:6] else t
     t = _DOUBLED_RE.sub(r"\1", t) if t[:2] in t[2:14] else t  # cheap tests first: most messages have neither
@@ -6617,11 +6642,11 @@ def memory_parse(text, names=()):
     fix = ("replace_maybe", {"old": part.group(1), "new": part.group(2)}) if part else None
     fix = fix or _loose_fix(bare) or _loose_forget(bare)
     if fix:
-        return fix
+        return _as_written(fix, read, said)
     for regex, command in _MEMORY_COMMAND_RES:
         m = regex.match(t if command.tail else bare)
         if m:
-            return command.read(m) or (None, {})
+            return _as_written(command.read(m) or (None, {}), read, said)
     return None, {}
 
 
@@ -7132,7 +7157,7 @@ _SHAPED_END_RE = re.compile(rf"(?<![被人])(?:记一下|记下来|记住|记着
 def memory_shaped_words(text, weak=False):
     """Whether a message is about memory by its words alone; weak: also when a weak verb (删, 改, 不对) would
     need a stored memory to point at. Example: memory_shaped_words('榴莲那个，别记着了') -> True"""
-    t = text.strip().translate(_TRADITIONAL)
+    t = text.strip().translate(_SIMPLIFIED)
     start, anywhere, end = _SHAPED_START_RE.match(t), _SHAPED_ANY_RE.search(t), _SHAPED_END_RE.search(t)
     if weak:
         return bool(start or anywhere or end)
@@ -7167,7 +7192,7 @@ def memory_shaped(conn, ctx, text):
     memory verb, or a pointer at a memory with a verb; a weak verb (删, 改, 不对, delete) only when it
     points at a stored memory or follows a memory change. Cantonese verbs are read as Mandarin here.
     Example: 删了那个游戏，太难玩了 -> False (no memory mentions 游戏)."""
-    t = text.strip().translate(_TRADITIONAL)
+    t = text.strip().translate(_SIMPLIFIED)
     for yue, zh in _SHAPED_CANTONESE:
         t = t.replace(yue, zh)
     whole = t  # what a weak verb's pointer is looked for in (说错了，是对芒果过敏，不是鸡蛋: 鸡蛋)
@@ -7333,7 +7358,9 @@ _ASK_REMEMBER = "要我记住『{0}』吗？要的话回复“要”；不是的
 def memory_fallback(conn, ctx, text, hint=""):
     """The user third: a question with numbered choices about a memory message nobody could settle,
     and what to do with the answer (asked, for memory_answer); nothing is changed. Returns (reply, asked)."""
-    t = memory_normalise(text.strip().translate(_TRADITIONAL))
+    said = text.strip()
+    read = said.translate(_SIMPLIFIED)
+    t = memory_normalise(read)
     tail = _REMEMBER_TAIL_RE.match(t)  # …，记一下: the verb goes whole (_strip_tail would leave its 记)
     t = _strip_tail(tail.group(1) if tail else t)
     rows = memory_list(conn, ctx)
@@ -7360,6 +7387,7 @@ def memory_fallback(conn, ctx, text, hint=""):
         pool = named or rows[-3:]
         new = re.sub(r"^.*?(?:改成|改为|应该是|其实是|是)(?=.)", "", fact) if not memory_has_subject(fact) else fact
         if pool and new and memory_has_subject(new) and memory_fact(new).attribute:
+            new = _written(new, read, said)
             asked = _which_question(conn, {"action": "replace", "ids": [r["id"] for r in pool], "text": new})
             if len(pool) == 1:  # not _which_question's "还有别的内容": what this one says is not known here
                 asked["prompt"] = f"是要把这条改成“{new}”吗？\n1. {pool[0]['text']}\n回复“1”确认，说“算了”就不改。"
@@ -7368,6 +7396,7 @@ def memory_fallback(conn, ctx, text, hint=""):
     if re.fullmatch(rf"(?:{_REMEMBER_LEADS}|记)[{PARTICLES}]*", fact):  # 记一下 alone: its 记 is no fact to offer
         return head + "要我记住什么呢？比如：记住，我住在北京", None
     if fact and len(fact) <= 200 and not memory_contentless(fact):
+        fact = _written(fact, read, said)
         return head + _ASK_REMEMBER.format(fact), {"action": "store", "text": fact, "importance": 1, "ids": []}
     return head + "你是想让我记住、更正还是忘记什么呢？说“记住，……”“更正一下，……”或“忘记……”就行。", None
 
@@ -8978,7 +9007,7 @@ async def _pictures_unread(app, ctx, words):
     the rest fetched and described them all the same (a vision call against the budget)."""
     t = words.strip()
     if _command_find(ADMIN_COMMANDS + CHARACTER_COMMANDS, t) or _NEW_TOPIC_RE.match(t) \
-            or _memory_answering(app, ctx, t) or _SHOW_WORK_RE.fullmatch(_strip_tail(t.translate(_TRADITIONAL))):
+            or _memory_answering(app, ctx, t) or _SHOW_WORK_RE.fullmatch(_strip_tail(t.translate(_SIMPLIFIED))):
         return True
     names = [c["name"] for c in app.characters.get()["cards"].values()] + app.cfg.nicknames
     kind, args = memory_parse(t, names)
@@ -9473,7 +9502,7 @@ async def reply_memory(app, ctx, text, card):
         asked = app.memory_asked.pop(key)
         asked = None
     names = [c["name"] for c in app.characters.get()["cards"].values()] + app.cfg.nicknames
-    if _SHOW_WORK_RE.fullmatch(_SHOW_WORK_LEAD_RE.sub("", _strip_tail(text.translate(_TRADITIONAL)))):  # 你怎么知道的
+    if _SHOW_WORK_RE.fullmatch(_SHOW_WORK_LEAD_RE.sub("", _strip_tail(text.translate(_SIMPLIFIED)))):  # 你怎么知道的
         await _mark_command(app, ctx)
         limited = _memory_read_limited(app, ctx)
         return limited if limited is not None else await app.db.run(memory_show_work, ctx,
