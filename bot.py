@@ -1482,7 +1482,9 @@ def text_normalise(text):
 
 
 #: Traditional characters (a Hong Kong or Taiwan user, an LLM that answers in them) and the simplified ones the word
-#: lists are written in: the common ones of everyday talk, each pair written once (說说 = 說 reads as 说).
+#: lists are written in: the common ones of everyday talk, each pair written once (說说 = 說 reads as 说). The one
+#: table every reader uses: commands, answers to the bot's questions, forgetting and names. 著 reads as 着 (記著,
+#: 留著); what the rules store keeps the user's own characters, so a 著名 typed in simplified stays 著名.
 TRADITIONAL_PAIRS = """
 說说 話话 語语 詞词 請请 謝谢 讓让 認认 識识 記记 憶忆 讀读 寫写 講讲 論论 議议 試试 課课 誰谁 該该 調调 談谈 證证 診诊 譯译 計计 設设 許许 訴诉 護护 讚赞 評评 誤误 討讨 訓训 誌志
 訂订 訪访 詢询 詳详 誇夸 謀谋 諒谅 誠诚 誼谊 謎谜 譜谱 託托 訊讯 們们 個个 這这 裡里 裏里 麼么 為为 來来 時时 間间 問问 開开 關关 門门 閒闲 閱阅 聞闻 閃闪 闖闯 闊阔 閉闭 闆板 對对
@@ -1503,6 +1505,7 @@ TRADITIONAL_PAIRS = """
 擊击 擁拥 擾扰 擬拟 攝摄 撐撑 撥拨 撫抚 掛挂 換换 揮挥 損损 搶抢 搖摇 撿捡 擺摆 掃扫 揚扬 攜携 拋抛 劃划 劇剧 劑剂 勞劳 勢势 勝胜 務务 動动 勵励 區区 協协 單单 參参 厲厉 吳吴 奪夺
 奮奋 宮宫 徵征 憑凭 戲戏 戰战 戶户 敗败 敵敌 數数 斷断 暫暂 書书 於于 暈晕 曬晒 歎叹 嘆叹 畢毕 皺皱 碩硕 磚砖 祕秘 筍笋 肅肃 艙舱 蔔卜 誕诞 謊谎 備备 貳贰 乾干 幹干 係系 繫系 捨舍
 彙汇 匯汇 纔才 麗丽 魯鲁 鴻鸿 黴霉 齊齐 韓韩 韻韵 響响 飛飞 騙骗 驕骄 齣出 顛颠 廟庙 盜盗 甦苏 蘇苏 畝亩 晝昼
+刪删 別别 兩两 著着 業业 駕驾
 """
 _SIMPLIFIED = str.maketrans({p[0]: p[1] for p in TRADITIONAL_PAIRS.split()})
 
@@ -2594,9 +2597,6 @@ def memory_contentless(fact):
     return bool(_CONTENTLESS_RE.fullmatch(fact))
 
 
-#: Traditional characters of the command words, read as simplified (記住 = 记住).
-_TRADITIONAL = str.maketrans(dict(zip("記憶刪銷說錯歡請幫關於麼們還對條這個為來別裡嗎給讓點兒聽講問誰時錄備後話",
-                                     "记忆删销说错欢请帮关于么们还对条这个为来别里吗给让点儿听讲问谁时录备后话")))
 #: Cantonese words the rules read as the Mandarin ones they know, each as a word of the same length, so a place in
 #: the reading is the same place in the user's words, which are what is stored (我住喺旺角 is read 我住在旺角).
 #: Words before the characters they contain (除咗 is 摘了, not 除了; 關係 stays a 关系).
@@ -2639,7 +2639,7 @@ _BANTER_RE = re.compile(r"(?:吧|哈哈+|啊|嘛|呀|233+|hhh+|2333)$"
                         r"|^(?:系统|软件|版本|驱动|app|APP|你的发音|你的)")
 #: Who a fact can be about besides the user: relatives, partners, friends, pets. Longest first
 #: when matching, so 前男友 is never read as 男友 and 我妈妈 not as 我妈 + 妈.
-RELATIONS = ("前男友 前女友 男朋友 女朋友 男友 女友 老婆 老公 媳妇 对象 未婚妻 未婚夫 爱人 老伴 cp 妈妈 老妈 母亲 爸爸 老爸 父亲 "
+RELATIONS = ("前男友 前女友 前夫 前妻 前任 男朋友 女朋友 男友 女友 老婆 老公 媳妇 对象 未婚妻 未婚夫 爱人 老伴 cp 妈妈 老妈 母亲 爸爸 老爸 父亲 "
              "爸妈 父母 女儿 儿子 闺女 孩子 宝宝 哥哥 姐姐 弟弟 妹妹 爷爷 奶奶 外公 外婆 姥姥 姥爷 舅舅 阿姨 叔叔 姑姑 婶婶 "
              "表哥 表姐 表弟 表妹 堂哥 堂姐 堂弟 堂妹 室友 舍友 同事 领导 老板 上司 闺蜜 好朋友 好兄弟 朋友 同学 发小 "
              "班主任 老师 师父 猫咪 小猫 猫 狗狗 小狗 狗 兔子 仓鼠 鹦鹉 乌龟 金鱼 宠物 妈 爸 哥 姐 弟 妹 叔 婶 "
@@ -2651,10 +2651,10 @@ RELATION_ALIASES = {"爸妈": "父母", "老妈": "妈妈", "母亲": "妈妈", 
                     "老伴儿": "爱人", "老伴": "爱人"}
 #: Words for a partner that may name the same person as another (我爱人 is 我老婆 or 我老公; 对象 a girl- or boyfriend).
 PARTNER_WORDS = {"爱人": ("老婆", "老公"), "老伴": ("老婆", "老公"), "对象": ("女朋友", "男朋友", "老婆", "老公"),
-                 "cp": ("女朋友", "男朋友", "对象")}
+                 "cp": ("女朋友", "男朋友", "对象"), "前任": ("前男友", "前女友", "前夫", "前妻")}
 #: Which pronoun can stand for which subject (她 / 他 / 它).
-_FEMALE = set("前女友 女朋友 老婆 未婚妻 妈妈 女儿 姐姐 妹妹 奶奶 外婆 姥姥 阿姨 姑姑 婶婶 表姐 表妹 堂姐 堂妹 闺蜜".split())
-_MALE = set("前男友 男朋友 老公 未婚夫 爸爸 儿子 哥哥 弟弟 爷爷 外公 姥爷 舅舅 叔叔 表哥 表弟 堂哥 堂弟 好兄弟".split())
+_FEMALE = set("前女友 前妻 女朋友 老婆 未婚妻 妈妈 女儿 姐姐 妹妹 奶奶 外婆 姥姥 阿姨 姑姑 婶婶 表姐 表妹 堂姐 堂妹 闺蜜".split())
+_MALE = set("前男友 前夫 男朋友 老公 未婚夫 爸爸 儿子 哥哥 弟弟 爷爷 外公 姥爷 舅舅 叔叔 表哥 表弟 堂哥 堂弟 好兄弟".split())
 _ANIMALS = set("猫 狗 兔子 仓鼠 鹦鹉 乌龟 金鱼 宠物".split())
 _REL_RE = "|".join(sorted(RELATIONS, key=len, reverse=True))
 #: Relations people name (我朋友阿强): the name becomes part of the subject, so two friends stay apart.
@@ -3406,10 +3406,6 @@ LIFE_STATES = [
            r"租房(?:子)?(?:住)?|合租|整租|买了?房|住(?:在)?家里|走读)"),
     ("怀孕", r"(?:已经|刚|终于|在|正在)*(?:备孕|怀孕|怀上|有了宝宝|生了|生完宝宝|生完孩子|生了宝宝|宝宝出生|当妈妈|当爸爸|流产)\S{0,4}"),
 ]
-#: Traditional characters of the words life states are told in, read as simplified ones when a state is matched
-#: (記住我單身了 is 单身; the memory keeps the user's characters).
-_LIFE_SIMPLIFIED = str.maketrans(dict(zip("單戀愛離畢業辭職懷煙減駕車學視術現貓養買讀試準備開結沒棄換寵藥醫兒媽證們對還這個過後會經習",
-                                          "单恋爱离毕业辞职怀烟减驾车学视术现猫养买读试准备开结没弃换宠药医儿妈证们对还这个过后会经习")))
 #: All areas in one pattern (one match a statement instead of one an area); the group's number is the area's.
 _LIFE_RE = re.compile("^(?:" + "|".join(f"(?P<L{i}>{p})" for i, (_, p) in enumerate(LIFE_STATES)) + ")(?:了|啦)?$")
 
@@ -3417,7 +3413,7 @@ _LIFE_RE = re.compile("^(?:" + "|".join(f"(?P<L{i}>{p})" for i, (_, p) in enumer
 def _life_read(text):
     """A fact's words as the life rules read them: Cantonese as Mandarin, traditional as simplified.
     Example: _life_read('我而家戴緊牙套') -> '我现在戴着牙套'"""
-    return memory_cantonese(text).translate(_LIFE_SIMPLIFIED)
+    return memory_cantonese(text).translate(_SIMPLIFIED)
 
 
 #: A new state of an area that also ends another attribute (我辞职了: the employer goes; 我已经工作了: 学生).
@@ -3556,11 +3552,17 @@ def _pronoun_fits(pronoun, subject):
     return subject not in (_MALE if pronoun == "她" else _FEMALE)  # 朋友, 同事 ...: either
 
 
+#: What a fact may start with that says nothing of whom it is about (这个很重要：… / (公开)…), and a first person.
+_IMPORTANT_LEAD_RE = re.compile(r"^(?:这个|这件事|这)?(?:很|非常|超级|特别)?重要[" + _PUNCT + r"]*")
+_PUBLIC_MARK_RE = re.compile(r"^\((?:公开)\)|^【公开】")
+_FIRST_PERSON_RE = re.compile(r"^(?:我|咱|本人|i\b|i'm\b|my\b)", re.I)
+
+
 def memory_has_subject(text):
     """Whether a fact says something about someone. Example: memory_has_subject('别忘了吃饭') -> False"""
-    t = re.sub(r"^(?:这个|这件事|这)?(?:很|非常|超级|特别)?重要[" + _PUNCT + r"]*", "", text.strip())
-    t = re.sub(r"^\((?:公开)\)|^【公开】", "", t).strip()
-    if re.match(r"^(?:我|咱|本人|i\b|i'm\b|my\b)", t, re.I):
+    t = _IMPORTANT_LEAD_RE.sub("", text.strip())
+    t = _PUBLIC_MARK_RE.sub("", t).strip()
+    if _FIRST_PERSON_RE.match(t):
         return True
     if re.match(rf"^(?:她|他|它)(?!们)", t):
         return True
@@ -3912,16 +3914,16 @@ def memory_unlist(text):
         if m and _one_subject(m.group(1)) and _one_subject(m.group(2)):  # 我女儿和儿子分别8岁和5岁
             out += [_one_subject(m.group(1)) + m.group(3), _one_subject(m.group(2)) + m.group(4)]
             continue
-        fact = memory_fact(piece)
+        simple = text_simplified(piece)  # 記住我會說粵語、英語 / 我喜歡貓和狗: read as simplified, kept as written
+        back = str.maketrans({b: a for a, b in zip(piece, simple) if a != b})
+        fact = memory_fact(simple)
         items = _LIST_SEP_RE.split(fact.value or "")
         if fact.attribute in _LISTED_ATTRIBUTES and len(items) > 1 and not re.search("[的《》「」“”\"]", fact.value) \
-                and all(1 <= len(i) <= 8 for i in items) and piece.count(fact.value) == 1:  # 《猫和老鼠》 is one
+                and all(1 <= len(i) <= 8 for i in items) and simple.count(fact.value) == 1:  # 《猫和老鼠》 is one
             verb = re.match(r"^(?:吃|喝|看|玩|听)", items[0])  # 吃苹果、香蕉: 吃香蕉
-            out += [piece.replace(fact.value, (verb.group() if verb and not re.match(r"^(?:吃|喝|看|玩|听)", i) else "") + i)
-                    for i in items]
+            out += [simple.replace(fact.value, (verb.group() if verb and not re.match(r"^(?:吃|喝|看|玩|听)", i) else "")
+                                   + i).translate(back) for i in items]
             continue
-        simple = text_simplified(piece)  # 記住我會說粵語、英語: read as simplified, kept as written
-        back = str.maketrans({b: a for a, b in zip(piece, simple) if a != b})
         values = _split_values(simple)
         out += [v.translate(back) for v in values] if values else [piece]
     return out
@@ -5729,9 +5731,10 @@ def _forget_targets(conn, ctx, rows, what, embed):
                          min_similarity=0.8, limit=5, text_of=lambda ids: _texts(conn, ids))
     words = text_content_words(re.sub(r"^我", "", what))
     hits = [(i, s) for i, s in hits if words & text_content_words(pool[i]["text"])]
-    core = re.sub(r"^我的?", "", what)
+    core = text_simplified(re.sub(r"^我的?", "", what))  # 虾 is said in 我對蝦過敏 too
     said = [r for r in pool.values() if core and not set(core) <= _PLAIN_CHARS  # 西语那条: 我在学西班牙语
-            and (core in r["text"] or any(a in r["text"] for a in ALIASES.get(core.lower(), "").split()))]
+            and (core in (simple := text_simplified(r["text"]))
+                 or any(a in simple for a in ALIASES.get(core.lower(), "").split()))]
     if not hits and said:  # 忘记虾那条: a word too short for the search, said in a memory as it is (one character: the
         return (_whole_word_rows(said, core) if len(core) == 1 else []) or said  # memory it is the whole value of)
     if not hits:
@@ -6016,8 +6019,6 @@ _ANSWER_WORDS = {
 #: Every answer word, the longest first (不要 before 不, 要不要 before 要), with what it says.
 _ANSWER_VOCAB = sorted(((w, kind) for kind, words in _ANSWER_WORDS.items() for w in words.split()),
                        key=lambda x: -len(x[0]))
-#: Traditional characters an answer may use, read as simplified (第二個 / 上面那條 / 別刪了).
-_ANSWER_TRADITIONAL = str.maketrans(dict(zip("別著謝換選兩後麼嗎貓狗爸媽紀念號", "别着谢换选两后么吗猫狗爸妈纪念号")))
 #: Answers that pick the first or the last choice (前面那个 / 上面那条 / 最后一个).
 _ANSWER_FIRST_RE = re.compile(r"(?:就|是|选|就是)?(?:前面|上面|前一|头一|第一)(?:那|一)?(?:个|条|项)?")
 _ANSWER_LAST_RE = re.compile(r"(?:就|是|选|就是)?(?:后面|下面|后一|最后|最后一|最下面)(?:那|一)?(?:个|条|项)?")
@@ -6036,7 +6037,7 @@ _AREA_KEEP_RE = re.compile(r"另记|另外记|都留|都要|都保留|两条都|
 
 def _answer_norm(text):
     """An answer's words: simplified, lower case, no emoji, marks or spaces. Example: _answer_norm('第二個 🙈') -> '第二个'"""
-    t = text.translate(_TRADITIONAL).translate(_ANSWER_TRADITIONAL).lower()
+    t = text.translate(_SIMPLIFIED).lower()
     return re.sub(rf"[{_PUNCT}{_EMOJI}?？\U0001F300-\U0001FAFF]+", "", _strip_tail(t))
 
 
@@ -6089,7 +6090,7 @@ def memory_answer_read(asked, text):
     if _ANSWER_HUH_RE.fullmatch(t):
         return ("unclear",)  # 啥？: the question was not understood, so it is asked once more
     choices = asked.get("choices") or []
-    spaced = _strip_tail(text.translate(_TRADITIONAL).translate(_ANSWER_TRADITIONAL))
+    spaced = _strip_tail(text.translate(_SIMPLIFIED))
     one = rf"第?\s*{_NUM}\s*[条个项号]?"
     if asked["action"] == "forget" and re.fullmatch(rf"{one}(?:(?:[{_PUNCT}和跟及还有]+|(?<=[条个项号])){one})+"
                                                     rf"(?:都删|删掉|删了|删)?", spaced):
@@ -6581,13 +6582,22 @@ def _object_ok(arg, allow=None):
     return bool(arg) and not (_NOT_AN_OBJECT_RE.match(arg) and not (allow and re.match(allow, arg)))
 
 
+#: Marks at a fact's end, and the numbers of a list's lines (1. 2、): no part of what is remembered.
+_MARKS_END_RE = re.compile(rf"[{_PUNCT}]+$")
+_LIST_NUMBER_RE = re.compile(r"(?m)^\s*(?:\d{1,2}|[一二三四五六七八九十])[.、)）]\s*")
+
+
 def _fact_said(m, allow=None):
     """The fact after a remember or update word (group 1): closing punctuation and list numbers (1. 2、) cut off;
     None when it reads as chat."""
-    fact = re.sub(rf"[{_PUNCT}]+$", "", (m.group(1) or "").strip())
+    fact = _MARKS_END_RE.sub("", (m.group(1) or "").strip())
     if not _object_ok(fact, allow):
         return None
-    return re.sub(r"(?m)^\s*(?:\d{1,2}|[一二三四五六七八九十])[.、)）]\s*", "", fact).strip()
+    return _LIST_NUMBER_RE.sub("", fact).strip()
+
+
+#: A fact for everyone in the group starts with one of these.
+_GROUP_START_RE = re.compile(f"^(?:{_GROUP_WORDS_RE})")
 
 
 def _read_remember(m):
@@ -6595,7 +6605,7 @@ def _read_remember(m):
     fact = _fact_said(m, _TIME_RE)
     if fact is None:
         return None
-    if re.match(f"^(?:{_GROUP_WORDS_RE})", fact):  # 记住，本群每周五晚上开黑: for everyone in the group
+    if _GROUP_START_RE.match(fact):  # 记住，本群每周五晚上开黑: for everyone in the group
         return "group_remember", {"text": fact}
     if memory_has_subject(fact):
         return "remember", {"text": fact}
@@ -6843,23 +6853,54 @@ def _loose_forget(text):
     return "forget_maybe", {"what": what}
 
 
+#: A run of three or more punctuation marks or spaces (！！！): the rules read it as its first.
+_MARK_RUN_RE = re.compile(rf"([{_PUNCT}?？])[{_PUNCT}?？]{{2,}}")
+
+
+#: The words a forget points with (蝦那條 is read as 虾那条).
+_POINTER_WORDS = ("那条", "这条", "那个", "这个")
+
+
+def _written(value, read, said):
+    """A value the rules read in simplified characters, in the user's own: its place in the message as read, taken
+    from the message as said (the table maps one character to one, so places agree); a value the rules rewrote
+    (你以后叫我小陈 from 以後叫我小陳) gets back each character the user wrote otherwise.
+    Example: _written('我会说英语', '记住我会说英语', '記住我會說英語') -> '我會說英語'"""
+    if read == said or not value:
+        return value
+    i = read.find(value)
+    return said[i:i + len(value)] if i >= 0 else value.translate({ord(r): w for r, w in zip(read, said) if r != w})
+
+
+def _as_written(parsed, read, said):
+    """A parse whose text arguments keep the user's characters (記住我會說粵語 stores 說, not 说, and 忘記我喜歡貓
+    finds it as said); a pointer a forget ends with stays the rules' word (蝦那條: 蝦那条)."""
+    kind, args = parsed
+    if read == said:
+        return parsed
+    return kind, {k: (_written(v, read, said)[:-2] + v[-2:] if k == "what" and v.endswith(_POINTER_WORDS)
+                      else _written(v, read, said)) if isinstance(v, str) else v for k, v in args.items()}
+
+
 def memory_parse(text, names=()):
     """Reads a message as a memory command: (kind, {named arguments}), or (None, {}) for chat.
     Example: memory_parse('记住，我住在北京') -> ('remember', {'text': '我住在北京'})"""
     # the rules' patterns backtrack on long runs (忘记 + 1,500 spaces took 47 s): they read a bounded head with
     # runs of three or more punctuation marks or spaces folded to the first (！！！ -> ！; '); DROP' stays)
-    t = re.sub(rf"([{_PUNCT}?？])[{_PUNCT}?？]{{2,}}", r"\1", text.strip()[:MEMORY_PARSE_CHARS])
+    t = text.strip()[:MEMORY_PARSE_CHARS]
+    t = _MARK_RUN_RE.sub(r"\1", t) if _MARK_RUN_RE.search(t) else t
     for name in sorted(names, key=len, reverse=True):  # "小满，记住…": the character's name first
         if name and t.startswith(name) and len(t) > len(name) and (t[len(name)] in " ，,:：~～!！" or re.match(
                 _COMMAND_WORD_RE, t[len(name):])):
             t = t[len(name):].lstrip(" ，,:：~～!！")
             break
-    t = re.sub(r"^@\S+\s+", "", t)
-    t = t.replace("（", "(").replace("）", ")").translate(_TRADITIONAL)
-    read = memory_cantonese(t)
-    if read != t:  # 記住我住喺旺角: read as Mandarin, what is stored said as the user said it (what a forget points
-        kind, args = memory_parse(read)  # at is only read: 刪咗我鍾意食榴槤嗰條 looks for 我喜欢吃榴槤那条)
-        return kind, {k: v if k == "what" else _cantonese_said(v, read, t) for k, v in args.items()}
+    t = re.sub(r"^@\S+\s+", "", t) if t.startswith("@") else t
+    said = t.replace("（", "(").replace("）", ")")
+    t = read = said.translate(_SIMPLIFIED)
+    yue = memory_cantonese(t)
+    if yue != t:  # 記住我住喺旺角: read as Mandarin, what is stored said as the user said it (what a forget points
+        kind, args = memory_parse(yue)  # at is only read: 刪咗我鍾意食榴槤嗰條 looks for 我喜欢吃榴槤那条)
+        return kind, {k: v if k == "what" else _cantonese_said(v, yue, said) for k, v in args.items()}
     part = _PART_FIX_RE.match(t)  # read before 记错了 is cut off below
     t = _UNDO_TAIL_RE.sub(r"\1", _MISTAKE_LEAD_RE.sub("", t)) if "错了" in t[:12] or "撤" in t[:6] else t
     t = _DOUBLED_RE.sub(r"\1", t) if t[:2] in t[2:14] else t  # cheap tests first: most messages have neither
@@ -6877,11 +6918,11 @@ def memory_parse(text, names=()):
     fix = ("replace_maybe", {"old": part.group(1), "new": part.group(2)}) if part else None
     fix = fix or _loose_fix(bare) or _loose_forget(bare)
     if fix:
-        return fix
+        return _as_written(fix, read, said)
     for regex, command in _MEMORY_COMMAND_RES:
         m = regex.match(t if command.tail else bare)
         if m:
-            return command.read(m) or (None, {})
+            return _as_written(command.read(m) or (None, {}), read, said)
     return None, {}
 
 
@@ -7396,7 +7437,7 @@ def memory_normalise(text):
     if _AROUND_WORD_RE.search(t):  # 豆包昨天去世了 记一下吧 心里好难受 / 记牢 很重要的 我有哮喘
         t = _remember_around(t) or t
     for words, pattern, repl in _MEMORY_REWRITES:  # a row's words first: one search in C, not a loop in Python
-        if words.search(t):
+        if words.search(t) and pattern.search(t):  # sub hands a template with \1 to Python code even when no match
             t = pattern.sub(repl, t, count=1)
     if _UNDO_WORD_RE.search(t):  # 刚刚那个撤回吧，记错人了 / 啊删错了，撤销撤销 / 改回去
         clauses = [c for c in map(_strip_tail, _PAUSES_RE.split(t)) if c]
@@ -7450,7 +7491,7 @@ _SHAPED_END_RE = re.compile(rf"(?<![被人])(?:记一下|记下来|记住|记着
 def memory_shaped_words(text, weak=False):
     """Whether a message is about memory by its words alone; weak: also when a weak verb (删, 改, 不对) would
     need a stored memory to point at. Example: memory_shaped_words('榴莲那个，别记着了') -> True"""
-    t = text.strip().translate(_TRADITIONAL)
+    t = text.strip().translate(_SIMPLIFIED)
     start, anywhere, end = _SHAPED_START_RE.match(t), _SHAPED_ANY_RE.search(t), _SHAPED_END_RE.search(t)
     if weak:
         return bool(start or anywhere or end)
@@ -7483,7 +7524,7 @@ def memory_shaped(conn, ctx, text):
     memory verb, or a pointer at a memory with a verb; a weak verb (删, 改, 不对, delete) only when it
     points at a stored memory or follows a memory change. Cantonese verbs are read as Mandarin here.
     Example: 删了那个游戏，太难玩了 -> False (no memory mentions 游戏)."""
-    t = memory_cantonese(text.strip().translate(_TRADITIONAL))
+    t = memory_cantonese(text.strip().translate(_SIMPLIFIED))
     whole = t  # what a weak verb's pointer is looked for in (说错了，是对芒果过敏，不是鸡蛋: 鸡蛋)
     start = _SHAPED_START_RE.match(t)
     if not start and not _SHAPED_ANY_RE.search(t) and not _SHAPED_END_RE.search(t):
@@ -7556,8 +7597,8 @@ def memory_pointed_words(text):
     """Whether a message the rules read as chat may say that something one memory holds changed or was wrong: a change
     of state (戒了, 不…了, 毕业, 拿到, 退役 …) or 不是X 是Y. The cheap test every chat message takes; only then are the
     speaker's memories read (memory_pointed)."""
-    t = text.translate(_TRADITIONAL)
-    return bool(_POINTED_FIX_RE.search(t) or _LIFE_CHANGE_RE.search(t.translate(_LIFE_SIMPLIFIED)))
+    t = text.translate(_SIMPLIFIED)
+    return bool(_POINTED_FIX_RE.search(t) or _LIFE_CHANGE_RE.search(t.translate(_SIMPLIFIED)))
 
 
 def memory_pointed(conn, ctx, text):
@@ -7571,7 +7612,7 @@ def memory_pointed(conn, ctx, text):
     t = text.strip()
     if memory_shaped_words(t, weak=True):
         return None, {}  # 法語放棄了 別記了 / 豆豆那条改一下: a request in words of its own is the net's and the plan's
-    m = _POINTED_FIX_RE.search(t.translate(_TRADITIONAL))  # the same length: the user's own characters are taken
+    m = _POINTED_FIX_RE.search(t.translate(_SIMPLIFIED))  # the same length: the user's own characters are taken
     if m:
         old, new = (m.group(1), m.group(2)) if m.group(1) else (m.group(4), m.group(3))
         at = m.start(1) if m.group(1) else m.start(4)
@@ -7579,8 +7620,8 @@ def memory_pointed(conn, ctx, text):
             kind, args = _settle_replace_maybe(conn, ctx, value, new.strip())
             if kind:
                 return kind, args
-    if _LIFE_CHANGE_RE.search(t.translate(_TRADITIONAL).translate(_LIFE_SIMPLIFIED)):
-        told = _POINTED_TELL_RE.match(t.translate(_TRADITIONAL))
+    if _LIFE_CHANGE_RE.search(t.translate(_SIMPLIFIED).translate(_SIMPLIFIED)):
+        told = _POINTED_TELL_RE.match(t.translate(_SIMPLIFIED))
         said = t[told.end():] if told and told.end() < len(t) else t  # 跟你說 我碩士畢業了啦: what is told
         if _single_points(conn, ctx, said) or _life_may_clash(conn, ctx, said) \
                 and _life_points(conn, ctx, said, clash=True):
@@ -7600,7 +7641,7 @@ def _life_may_clash(conn, ctx, text):
     rows = conn.execute(f"SELECT text, attribute, areas FROM memories WHERE {where} AND type = 'user_fact'",
                         args).fetchall()
     # all their words at once, a line each, as _life_flat reads one (no regex a row: a user may have a thousand)
-    flat = re.sub(r"[^\S\n]+", "", "\n".join(r["text"] for r in rows).translate(_LIFE_SIMPLIFIED).lower())
+    flat = re.sub(r"[^\S\n]+", "", "\n".join(r["text"] for r in rows).translate(_SIMPLIFIED).lower())
     words = _life_words(flat) if any(kind == "W" for kind, _ in stated) else set()
     topics = {_LIFE_TOKEN_AREAS.get(t) for r in rows for t in (r["areas"] or "").split()}
     attributes = {r["attribute"] for r in rows}
@@ -7745,7 +7786,9 @@ _ASK_REMEMBER = "要我记住『{0}』吗？要的话回复“要”；不是的
 def memory_fallback(conn, ctx, text, hint=""):
     """The user third: a question with numbered choices about a memory message nobody could settle,
     and what to do with the answer (asked, for memory_answer); nothing is changed. Returns (reply, asked)."""
-    t = memory_normalise(text.strip().translate(_TRADITIONAL))
+    said = text.strip()
+    read = said.translate(_SIMPLIFIED)
+    t = memory_normalise(read)
     tail = _REMEMBER_TAIL_RE.match(t)  # …，记一下: the verb goes whole (_strip_tail would leave its 记)
     t = _strip_tail(tail.group(1) if tail else t)
     rows = memory_list(conn, ctx)
@@ -7772,6 +7815,7 @@ def memory_fallback(conn, ctx, text, hint=""):
         pool = named or rows[-3:]
         new = re.sub(r"^.*?(?:改成|改为|应该是|其实是|是)(?=.)", "", fact) if not memory_has_subject(fact) else fact
         if pool and new and memory_has_subject(new) and memory_fact(new).attribute:
+            new = _written(new, read, said)
             asked = _which_question(conn, {"action": "replace", "ids": [r["id"] for r in pool], "text": new})
             if len(pool) == 1:  # not _which_question's "还有别的内容": what this one says is not known here
                 asked["prompt"] = f"是要把这条改成“{new}”吗？\n1. {pool[0]['text']}\n回复“1”确认，说“算了”就不改。"
@@ -7780,6 +7824,7 @@ def memory_fallback(conn, ctx, text, hint=""):
     if re.fullmatch(rf"(?:{_REMEMBER_LEADS}|记)[{PARTICLES}]*", fact):  # 记一下 alone: its 记 is no fact to offer
         return head + "要我记住什么呢？比如：记住，我住在北京", None
     if fact and len(fact) <= 200 and not memory_contentless(fact):
+        fact = _written(fact, read, said)
         return head + _ASK_REMEMBER.format(fact), {"action": "store", "text": fact, "importance": 1, "ids": []}
     return head + "你是想让我记住、更正还是忘记什么呢？说“记住，……”“更正一下，……”或“忘记……”就行。", None
 
@@ -9466,7 +9511,7 @@ async def _pictures_unread(app, ctx, words):
     the rest fetched and described them all the same (a vision call against the budget)."""
     t = words.strip()
     if _command_find(ADMIN_COMMANDS + CHARACTER_COMMANDS, t) or _NEW_TOPIC_RE.match(t) \
-            or _memory_answering(app, ctx, t) or _SHOW_WORK_RE.fullmatch(_strip_tail(t.translate(_TRADITIONAL))):
+            or _memory_answering(app, ctx, t) or _SHOW_WORK_RE.fullmatch(_strip_tail(t.translate(_SIMPLIFIED))):
         return True
     names = [c["name"] for c in app.characters.get()["cards"].values()] + app.cfg.nicknames
     kind, args = memory_parse(t, names)
@@ -10003,7 +10048,7 @@ async def reply_memory(app, ctx, text, card):
         asked = app.memory_asked.pop(key)
         asked = None
     names = [c["name"] for c in app.characters.get()["cards"].values()] + app.cfg.nicknames
-    if _SHOW_WORK_RE.fullmatch(_SHOW_WORK_LEAD_RE.sub("", _strip_tail(text.translate(_TRADITIONAL)))):  # 你怎么知道的
+    if _SHOW_WORK_RE.fullmatch(_SHOW_WORK_LEAD_RE.sub("", _strip_tail(text.translate(_SIMPLIFIED)))):  # 你怎么知道的
         await _mark_command(app, ctx)
         limited = _memory_read_limited(app, ctx)
         return limited if limited is not None else await app.db.run(memory_show_work, ctx,
