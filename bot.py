@@ -2639,7 +2639,7 @@ _BANTER_RE = re.compile(r"(?:吧|哈哈+|啊|嘛|呀|233+|hhh+|2333)$"
                         r"|^(?:系统|软件|版本|驱动|app|APP|你的发音|你的)")
 #: Who a fact can be about besides the user: relatives, partners, friends, pets. Longest first
 #: when matching, so 前男友 is never read as 男友 and 我妈妈 not as 我妈 + 妈.
-RELATIONS = ("前男友 前女友 前夫 前妻 前任 男朋友 女朋友 男友 女友 老婆 老公 媳妇 对象 未婚妻 未婚夫 爱人 老伴 cp 妈妈 老妈 母亲 爸爸 老爸 父亲 "
+RELATIONS = ("前男友 前女友 男朋友 女朋友 男友 女友 老婆 老公 媳妇 对象 未婚妻 未婚夫 爱人 老伴 cp 妈妈 老妈 母亲 爸爸 老爸 父亲 "
              "爸妈 父母 女儿 儿子 闺女 孩子 宝宝 哥哥 姐姐 弟弟 妹妹 爷爷 奶奶 外公 外婆 姥姥 姥爷 舅舅 阿姨 叔叔 姑姑 婶婶 "
              "表哥 表姐 表弟 表妹 堂哥 堂姐 堂弟 堂妹 室友 舍友 同事 领导 老板 上司 闺蜜 好朋友 好兄弟 朋友 同学 发小 "
              "班主任 老师 师父 猫咪 小猫 猫 狗狗 小狗 狗 兔子 仓鼠 鹦鹉 乌龟 金鱼 宠物 妈 爸 哥 姐 弟 妹 叔 婶 "
@@ -2651,10 +2651,10 @@ RELATION_ALIASES = {"爸妈": "父母", "老妈": "妈妈", "母亲": "妈妈", 
                     "老伴儿": "爱人", "老伴": "爱人"}
 #: Words for a partner that may name the same person as another (我爱人 is 我老婆 or 我老公; 对象 a girl- or boyfriend).
 PARTNER_WORDS = {"爱人": ("老婆", "老公"), "老伴": ("老婆", "老公"), "对象": ("女朋友", "男朋友", "老婆", "老公"),
-                 "cp": ("女朋友", "男朋友", "对象"), "前任": ("前男友", "前女友", "前夫", "前妻")}
+                 "cp": ("女朋友", "男朋友", "对象")}
 #: Which pronoun can stand for which subject (她 / 他 / 它).
-_FEMALE = set("前女友 前妻 女朋友 老婆 未婚妻 妈妈 女儿 姐姐 妹妹 奶奶 外婆 姥姥 阿姨 姑姑 婶婶 表姐 表妹 堂姐 堂妹 闺蜜".split())
-_MALE = set("前男友 前夫 男朋友 老公 未婚夫 爸爸 儿子 哥哥 弟弟 爷爷 外公 姥爷 舅舅 叔叔 表哥 表弟 堂哥 堂弟 好兄弟".split())
+_FEMALE = set("前女友 女朋友 老婆 未婚妻 妈妈 女儿 姐姐 妹妹 奶奶 外婆 姥姥 阿姨 姑姑 婶婶 表姐 表妹 堂姐 堂妹 闺蜜".split())
+_MALE = set("前男友 男朋友 老公 未婚夫 爸爸 儿子 哥哥 弟弟 爷爷 外公 姥爷 舅舅 叔叔 表哥 表弟 堂哥 堂弟 好兄弟".split())
 _ANIMALS = set("猫 狗 兔子 仓鼠 鹦鹉 乌龟 金鱼 宠物".split())
 _REL_RE = "|".join(sorted(RELATIONS, key=len, reverse=True))
 #: Relations people name (我朋友阿强): the name becomes part of the subject, so two friends stay apart.
@@ -2777,7 +2777,7 @@ ALIASES = {
     "animal crossing": "动森 动物森友会", "动物森友会": "动森", "german shepherd": "德国牧羊犬", "corgi": "柯基",
     "golden retriever": "金毛", "husky": "哈士奇", "hba1c": "糖尿病 血糖", "insulin": "胰岛素 糖尿病", "ros2": "ros",
     "nvidia": "显卡 linux", "ubuntu": "linux", "vegan": "吃素", "vegetarian": "吃素", "旱鸭子": "不会游泳",
-    "夜猫子": "熬夜", "老丈人": "岳父", "丈人": "岳父", "媳妇": "老婆", "娃": "孩子", "崽": "孩子",
+    "夜猫子": "熬夜", "老丈人": "岳父", "丈人": "岳父", "媳妇": "老婆", "前任": "前男友 前女友 前夫 前妻", "娃": "孩子", "崽": "孩子",
     "西语": "西班牙语", "日文": "日语", "韩文": "韩语", "英文": "英语", "法文": "法语", "德文": "德语", "俄文": "俄语",
 }
 #: How a summary, a turn or a reply may say a memory's words in others (word: the others), so that a forgotten memory
