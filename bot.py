@@ -6996,9 +6996,12 @@ def _remember_around(t):
         return None  # 日语那个别记了 … 再帮我记一下 我报了个街舞班: a forget too, not this request's to drop
     mark = "这个很重要：" if marked or marked_after else ""  # 记牢 很重要的 我有哮喘: kept as memory_options reads it
     asked = re.sub(f"[{_EMOJI}{PARTICLES}]+$", "", parts[at])
+    own = asked.endswith("了") and not asked.endswith(("记好了", "记牢了"))  # 记住了记住了 别念了: the user's own
     if not before and not after:  # 记到起哈 / 记一下吧 😭 alone: what is asked (记住了 alone is the user's own)
-        return "记一下" if not asked.endswith("了") or asked.endswith(("记好了", "记牢了")) else None
-    slip = len(before) <= 3 and not memory_has_subject(before) and not asked.endswith("了")  # (好 记住了: the user's)
+        return None if own else "记一下"
+    if own and not before:
+        return None  # (记住了 我住在北京 is read by the rewrites, as before)
+    slip = len(before) <= 3 and not memory_has_subject(before) and not own  # (好 记住了: the user's)
     if after and (not before or memory_has_subject(after) or slip):
         return "记住，" + mark + after  # 那各 你记住啊 后天…: a slip of 那个 before the request is no fact either
     told = _told_fact(before) if before else None
