@@ -6981,7 +6981,8 @@ def _remember_around(t):
     at = next((k for k in range(0, len(parts), 2) if len(parts[k]) <= 24 and _REQUEST_WORD_RE.search(parts[k])
                and _REMEMBER_CLAUSE_RE.fullmatch(_EMOJI_RE.sub("", parts[k]))), None)  # cheap tests first
     if at is None:
-        first = next((k for k in range(0, len(parts) - 2, 2) if not memory_contentless(parts[k])), None)
+        first = next((k for k in range(0, len(parts) - 2, 2) if not memory_contentless(parts[k])), None) \
+            if "记得" in t else None
         if first is not None and "记得" in parts[first] and _REMEMBER_WEAK_CLAUSE_RE.fullmatch(parts[first]):
             after, marked = _said_part("".join(parts[first + 1:]))  # 你要记得啊 这个很重要的 我对青霉素过敏
             if after and memory_has_subject(after):
