@@ -1486,7 +1486,7 @@ def text_normalise(text):
 #: table every reader uses: commands, answers to the bot's questions, forgetting and names. 著 reads as 着 (記著,
 #: 留著); what the rules store keeps the user's own characters, so a 著名 typed in simplified stays 著名.
 TRADITIONAL_PAIRS = """
-說说 話话 語语 詞词 請请 謝谢 讓让 認认 識识 記记 憶忆 讀读 寫写 講讲 論论 議议 試试 課课 誰谁 該该 調调 談谈 證证 診诊 譯译 計计 設设 許许 訴诉 護护 讚赞 評评 誤误 討讨 訓训 誌志
+剛刚 說说 話话 語语 詞词 請请 謝谢 讓让 認认 識识 記记 憶忆 讀读 寫写 講讲 論论 議议 試试 課课 誰谁 該该 調调 談谈 證证 診诊 譯译 計计 設设 許许 訴诉 護护 讚赞 評评 誤误 討讨 訓训 誌志
 訂订 訪访 詢询 詳详 誇夸 謀谋 諒谅 誠诚 誼谊 謎谜 譜谱 託托 訊讯 們们 個个 這这 裡里 裏里 麼么 為为 來来 時时 間间 問问 開开 關关 門门 閒闲 閱阅 聞闻 閃闪 闖闯 闊阔 閉闭 闆板 對对
 現现 還还 過过 進进 運运 達达 遠远 邊边 選选 遲迟 適适 連连 週周 遊游 遞递 遙遥 邏逻 遺遗 後后 從从 徑径 復复 複复 東东 車车 軍军 輕轻 較较 輸输 轉转 辦办 輛辆 軟软 軌轨 載载 輔辅
 輩辈 辭辞 農农 會会 倫伦 偉伟 傳传 債债 傷伤 價价 儀仪 優优 億亿 側侧 倆俩 傢家 夥伙 佔占 併并 並并 儘尽 盡尽 學学 覺觉 與与 興兴 舉举 舊旧 國国 圖图 團团 園园 圍围 長长 張张 帳账
@@ -2641,6 +2641,7 @@ _BANTER_RE = re.compile(r"(?:吧|哈哈+|啊|嘛|呀|233+|hhh+|2333)$"
 #: when matching, so 前男友 is never read as 男友 and 我妈妈 not as 我妈 + 妈.
 RELATIONS = ("前男友 前女友 男朋友 女朋友 男友 女友 老婆 老公 媳妇 对象 未婚妻 未婚夫 爱人 老伴 cp 妈妈 老妈 母亲 爸爸 老爸 父亲 "
              "爸妈 父母 女儿 儿子 闺女 孩子 宝宝 哥哥 姐姐 弟弟 妹妹 爷爷 奶奶 外公 外婆 姥姥 姥爷 舅舅 阿姨 叔叔 姑姑 婶婶 "
+             "外孙女 外孙 孙女 孙子 "
              "表哥 表姐 表弟 表妹 堂哥 堂姐 堂弟 堂妹 室友 舍友 同事 领导 老板 上司 闺蜜 好朋友 好兄弟 朋友 同学 发小 "
              "班主任 老师 师父 猫咪 小猫 猫 狗狗 小狗 狗 兔子 仓鼠 鹦鹉 乌龟 金鱼 宠物 妈 爸 哥 姐 弟 妹 叔 婶 "
              "老大 老二 老三 老伴儿 老伴").split()  # 老大 / 老二: the children by age (老大叫豆豆 老二叫糖糖)
@@ -2653,15 +2654,15 @@ RELATION_ALIASES = {"爸妈": "父母", "老妈": "妈妈", "母亲": "妈妈", 
 PARTNER_WORDS = {"爱人": ("老婆", "老公"), "老伴": ("老婆", "老公"), "对象": ("女朋友", "男朋友", "老婆", "老公"),
                  "cp": ("女朋友", "男朋友", "对象")}
 #: Which pronoun can stand for which subject (她 / 他 / 它).
-_FEMALE = set("前女友 女朋友 老婆 未婚妻 妈妈 女儿 姐姐 妹妹 奶奶 外婆 姥姥 阿姨 姑姑 婶婶 表姐 表妹 堂姐 堂妹 闺蜜".split())
-_MALE = set("前男友 男朋友 老公 未婚夫 爸爸 儿子 哥哥 弟弟 爷爷 外公 姥爷 舅舅 叔叔 表哥 表弟 堂哥 堂弟 好兄弟".split())
+_FEMALE = set("前女友 女朋友 老婆 未婚妻 妈妈 女儿 姐姐 妹妹 奶奶 外婆 姥姥 阿姨 姑姑 婶婶 表姐 表妹 堂姐 堂妹 闺蜜 孙女 外孙女".split())
+_MALE = set("前男友 男朋友 老公 未婚夫 爸爸 儿子 哥哥 弟弟 爷爷 外公 姥爷 舅舅 叔叔 表哥 表弟 堂哥 堂弟 好兄弟 孙子 外孙".split())
 _ANIMALS = set("猫 狗 兔子 仓鼠 鹦鹉 乌龟 金鱼 宠物".split())
 _REL_RE = "|".join(sorted(RELATIONS, key=len, reverse=True))
 #: Relations people name (我朋友阿强): the name becomes part of the subject, so two friends stay apart.
 _NAMED = set("朋友 好朋友 好兄弟 同事 同学 室友 闺蜜 发小 老师 领导 老板 上司 猫 狗 兔子 仓鼠 鹦鹉 乌龟".split())
 #: Relations a user may have several of: 我有个哥哥叫大明 / 我有个哥哥叫小明 are two brothers, each a subject of his own.
 _SEVERAL = set("朋友 好朋友 好兄弟 同事 同学 室友 闺蜜 发小 孩子 儿子 女儿 宝宝 哥哥 姐姐 弟弟 妹妹 表哥 表姐 表弟 表妹 "
-               "堂哥 堂姐 堂弟 堂妹".split())
+               "堂哥 堂姐 堂弟 堂妹 孙子 孙女 外孙 外孙女".split())
 #: What follows a name in a fact: 阿强喜欢… / 小丽是… / 年糕三岁了.
 _AFTER_NAME = "(?=喜欢|爱|是|在|住|叫|对|有|养|今年|的|不|最|很|特别|也|还|现在|已经|刚|每|一|两|三|四|五|六|七|八|九|十|\\d)"
 #: Words after a relation that are what the fact is about, not a name (我妈妈生日是…).
@@ -3447,11 +3448,12 @@ LIFE_AREAS = {
 }
 #: Whose state a subject's life area is: a partner's, a child's or a pet's is the user's own (我女朋友叫小雨
 #: is the user's relationship; 旺财走了, the user's pets; 宝宝生了, the user's pregnancy).
-LIFE_SHARED = {"感情": "女朋友 男朋友 女友 男友 老婆 老公 媳妇 对象 未婚妻 未婚夫 爱人",
+LIFE_SHARED = {"感情": "女朋友 男朋友 女友 男友 老婆 老公 媳妇 对象 未婚妻 未婚夫 爱人 老伴",
                "怀孕": "宝宝 儿子 女儿 闺女 孩子 老婆 媳妇 爱人", "宠物": " ".join(sorted(_ANIMALS))}
 #: An ex named as a person (我前任叫阿凯, 我前妻是老师), not a break-up or a reunion: a fact about them is no
-#: state of the user's relationship, so it neither replaces nor is replaced by the current partner (#20 e064).
-_LIFE_EX_RE = re.compile(r"前(?:任|男友|女友|男朋友|女朋友|妻|夫)(?!.*(?:分手|分了|复合|离婚|在一起|结婚))")
+#: state of the user's relationship, so it neither replaces nor is replaced by the current partner (#20 e064); nor is a
+#: date named after an event (我和老伴结婚纪念日是十月初一: a day, not a wedding).
+_LIFE_EX_RE = re.compile(r"前(?:任|男友|女友|男朋友|女朋友|妻|夫)(?!.*(?:分手|分了|复合|离婚|在一起|结婚))|纪念日")
 #: What happens to a partner, a child or a pet that states the user's area (旺财上个月走了, 宝宝生了).
 _LIFE_EVENT_RE = re.compile(r"走了|去世|死了|没了|不在了|丢了|送人|送走|分手|分了|离婚|结婚|出生|生了|出世")
 #: How a new fact says that something stops (我不玩原神了, 我腰不疼了, 我肺炎好了): X, which a stored memory of the
@@ -3780,6 +3782,14 @@ def memory_split(text):
 _LIST_SEP_RE = re.compile(r"、|和|跟|以及|还有|或者")
 #: Attributes whose values a list may name one by one.
 _LISTED_ATTRIBUTES = ("喜欢", "讨厌", "过敏", "害怕", "忌口", "不再过敏", "在学", "会说")
+#: Internet exclamations after a list or a fact (…还有柯基 awsl / 饺子 yyds): a comment, as an emoji after it is.
+_SLANG_TAIL_RE = re.compile(r"(?<=[^A-Za-z0-9\s])\s*(?i:awsl|yyds|xswl|tql|nbcs|zqsg|hh+|2333*|lol|omg|orz|qwq|qaq)"
+                            r"[!！~～.。]*$")
+#: Two of one kind told apart by size (我俩娃 大的叫乐乐 小的叫安安 / 我家俩猫 大的叫咪咪 小的叫球球): the owner, the
+#: noun and the names.
+_BIG_SMALL_RE = re.compile(r"^(我(?:家)?)(?:有|养了|养着|养)?(?:俩|两(?:个|只|条)|2(?:个|只|条))([\u4e00-\u9fff]{1,3}?)[，,：:\s]*"
+                           r"((?:(?:大的|小的)(?:叫|名叫|是)[^，,。；;\s大小]{1,6}[，,；;\s]*){2})$")
+_BIG_SMALL_NAMES_RE = re.compile(r"(大|小)的(?:叫|名叫|是)([^，,。；;\s大小]{1,6})")
 #: Characters no list item has (我喜欢吃火锅 每周都去 / 我不吃香菜 谢谢: a comment after a space, no second thing).
 _NOT_AN_ITEM_CHARS = set("都了的在是有也很就去来过着吗呢吧啊要会能好真太超挺每谢哈嘿呜")
 
@@ -3858,6 +3868,12 @@ def _subjects_named(words):
     return out if len(out) > 1 else None
 
 
+def _one_kind(items):
+    """Whether every item of a list shares a broad topic with the first (猫 仓鼠 柯基: pets; 打篮球 周末: no)."""
+    kinds = [{a.split(".")[0] for a in memory_areas(i, message=True)} for i in items]
+    return all(k & kinds[0] for k in kinds[1:])
+
+
 def memory_unlist(text):
     """One fact per subject and per value, also inside a clause; then memory_split.
     Example: memory_unlist('我和我老婆都喜欢爬山') -> ['我喜欢爬山', '我老婆喜欢爬山']"""
@@ -3865,12 +3881,17 @@ def memory_unlist(text):
     # a kaomoji or emoji after the fact is no part of it (…一只叫雪糕 (=^･ω･^=) / 苹果、香蕉和葡萄😋)
     t = re.sub(rf"(?:\s*[(（][^\u4e00-\u9fffA-Za-z0-9()（）]{{1,20}}[)）]|[{_EMOJI}])[^\u4e00-\u9fffA-Za-z0-9]{{0,6}}$",
                "", t) or t
+    t = _SLANG_TAIL_RE.sub("", t) or t  # …还有柯基🐶 awsl: an exclamation, as an emoji is
     m = re.match(rf"^(我(?:家)?)(养了|养着|养|有)(?:两|三|四|几|2|3|4)(只|条|个)(\S{{1,3}}?)[{_PUNCT}]*((?:(?:另)?一(?:只|条|个)"
                  rf"(?:叫|名叫|是)[^，,。；;一另]{{1,6}}[{_PUNCT}]*){{2,}})$", t)
     if m and (_pet_of(m.group(4)) or m.group(2) == "有" and RELATION_ALIASES.get(m.group(4), m.group(4)) in _SEVERAL):
         # 我养了两只猫，一只叫大橘一只叫小黑 / 我有两个孩子 一个叫乐乐一个叫安安 (each child a subject of its own)
         names = re.findall(r"一(?:只|条|个)(?:叫|名叫|是)([^，,。；;一另]{1,6})", m.group(5))
         return [f"{m.group(1)}{m.group(2)}一{m.group(3)}{m.group(4)}叫{n}" for n in names]
+    m = _BIG_SMALL_RE.match(t)
+    if m and (_pet_of(m.group(2)) or RELATION_ALIASES.get(m.group(2), m.group(2)) in _SEVERAL | {"娃"}):
+        # 我俩娃 大的叫乐乐 小的叫安安 / 我家俩猫 大的叫咪咪 小的叫球球: 我大娃叫乐乐, 我小娃叫安安
+        return [f"{m.group(1)}{size}{m.group(2)}叫{name}" for size, name in _BIG_SMALL_NAMES_RE.findall(m.group(3))]
     kids = re.findall(r"(老[大二三])(?:叫|名叫|是)([^\s，,。；;老]{1,6})", t)
     if len(kids) >= 2 and re.match(rf"^我(?:家)?(?:有(?:两|三|2|3)个(?:娃|孩子|小孩|宝宝|儿子|女儿)(?:子)?[{_PUNCT}]*(?:我家)?)?老[大二三]",
                                    t) and len(t) <= 40:  # 我有两个娃 老大叫豆豆 老二叫糖糖: each child a subject of its own
@@ -3884,18 +3905,25 @@ def memory_unlist(text):
     chain = re.split(r"(?<=[\u4e00-\u9fff])\s+(?=[\u4e00-\u9fff])",
                      re.sub(r"\s+(?=(?:和|跟|以及|还有)[\u4e00-\u9fff])", "", t)) if spaced else re.split(r"[，,]", t)
     first = memory_fact(chain[0]) if 2 < len(t) <= 60 and len(chain) > 1 else None
+    # 我喜欢狗 兔子 还有鹦鹉: a last value after 和/还有 says the spaces before it part a list, whatever its kinds
+    # (of one broad kind: 我喜欢打篮球 周末和朋友 is no list)
+    joined_list = spaced and first and first.value and len(chain) > 1 and re.match(
+        r"^[\u4e00-\u9fff]{1,6}(?:和|还有|以及)[\u4e00-\u9fff]{1,6}$", chain[-1]) and _one_kind(
+        [first.value] + [i for c in chain[1:] for i in _LIST_SEP_RE.split(c)])
     # a value's kind: sport, diet … after a comma; after a space (which also starts a comment: 我喜欢吃火锅 冬天)
     # the same topic, or a word no topic knows of one character (葱, 蒜)
     kind = lambda x: {a if spaced else a.split(".")[0] for a in memory_areas(x, message=True)}  # noqa: E731
     bare = lambda c: spaced and all(len(i) == 1 and not kind(i) and not set(i) & _NOT_AN_ITEM_CHARS  # noqa: E731
                                     and not re.fullmatch(r"(.)\1+", i) for i in _LIST_SEP_RE.split(c))
     if first and first.attribute in _LISTED_ATTRIBUTES and first.value and all(
-            1 <= len(c) <= 6 and not memory_has_subject(c) and not _DETAIL_RE.match(c)
-            and memory_fact("我" + c).attribute is None and (kind(c) & kind(first.value) or bare(c)) for c in chain[1:]):
+            1 <= len(c) <= 6 and not memory_has_subject(c) and not _DETAIL_RE.match(c) and "就" not in c  # 一喝就胃疼
+            and memory_fact("我" + c).attribute is None and (kind(c) & kind(first.value) or bare(c) or joined_list)
+            for c in chain[1:]):
         t = "、".join(chain)  # 我喜欢打篮球，羽毛球，乒乓球: more things of the first one's kind (好烦 is a comment)
     elif first and first.attribute is None and all(len(c) <= 8 and not memory_has_subject(c) for c in chain[1:]):
         joined = memory_fact("、".join(chain))  # 我对芒果，菠萝过敏: the verb comes last, 我对芒果 says nothing alone
-        if joined.attribute in _LISTED_ATTRIBUTES and len(_LIST_SEP_RE.split(joined.value or "")) == len(chain):
+        if joined.attribute in _LISTED_ATTRIBUTES and len(_LIST_SEP_RE.split(joined.value or "")) == len(chain) \
+                and not any("就" in c for c in chain[1:]):  # …，一喝就胃疼 is a reason, no item
             t = "、".join(chain)
     out = []
     for piece in memory_split(t):
@@ -3918,6 +3946,9 @@ def memory_unlist(text):
         back = str.maketrans({b: a for a, b in zip(piece, simple) if a != b})
         fact = memory_fact(simple)
         items = _LIST_SEP_RE.split(fact.value or "")
+        spaced_items = [x for i in items for x in re.split(r"(?<=[\u4e00-\u9fff])\s+(?=[\u4e00-\u9fff])", i.strip())]
+        if len(items) > 1 and len(spaced_items) > len(items) and _one_kind(spaced_items):
+            items = spaced_items  # 海鲜 羊肉 还有辣椒: the spaces before 还有 part values as it does
         if fact.attribute in _LISTED_ATTRIBUTES and len(items) > 1 and not re.search("[的《》「」“”\"]", fact.value) \
                 and all(1 <= len(i) <= 8 for i in items) and simple.count(fact.value) == 1:  # 《猫和老鼠》 is one
             verb = re.match(r"^(?:吃|喝|看|玩|听)", items[0])  # 吃苹果、香蕉: 吃香蕉
@@ -5222,6 +5253,11 @@ def _life_target(rows, fact):
     return None, []
 
 
+def _same_thing(stored, said):
+    """Whether a value said names what a stored one does, shortened as people do (打太极 for 打太极拳)."""
+    return stored == said or len(said) >= 2 and stored.startswith(said)
+
+
 def _retracted(rows, facts):
     """An update's facts with a retraction folded into its new value: 更正一下 我老婆不喜欢爬山 她喜欢游泳 says the
     stored 我老婆喜欢爬山 was wrong (the opposite of a stored memory) and gives the same subject's right value of
@@ -5232,7 +5268,8 @@ def _retracted(rows, facts):
     for neg in facts:
         kept = neg.replaces or re.search(rf"[了啦][{_PUNCT}{_EMOJI}]*$", neg.text)
         wrong = [r for r in rows if r["subject"] == neg.subject and neg.attribute and not kept and
-                 r["attribute"] == OPPOSITES.get(neg.attribute) and Fact(r["text"], value=r["value"]).key == neg.key]
+                 r["attribute"] == OPPOSITES.get(neg.attribute) and _same_thing(Fact(r["text"], value=r["value"]).key,
+                                                                                neg.key)]
         right = [f for f in facts if f is not neg and f.subject == neg.subject and wrong
                  and f.attribute == wrong[0]["attribute"] and not f.replaces and f.key != neg.key]
         if len(wrong) == 1 and len(right) == 1 and neg in out:
@@ -5983,6 +6020,9 @@ def memory_update_attribute(conn, ctx, said, embed):
 def memory_replace_value(conn, ctx, old_value, new_value, embed):
     """更正：不是芹菜，是韭菜 — the one memory that says old_value now says new_value."""
     rows = [r for r in memory_list(conn, ctx) if old_value in r["text"]]
+    head = re.split(f"[{_PUNCT}]", old_value, maxsplit=1)[0]
+    if not rows and head and head != old_value:  # 是日照 不是临沂 人老了脑子糊涂了: the old value is the first word
+        return memory_replace_value(conn, ctx, head, new_value, embed)
     if not rows:
         return f"我没有记着“{old_value}”，什么也没改。", None
     rows = (_whole_word_rows(rows, old_value) if len(old_value) == 1 else []) or rows  # 不是虾: not 虾饺
@@ -6744,7 +6784,8 @@ MEMORY_COMMANDS = [
     MemoryCommand(rf"(?:/forget\b|forget(?:\s+that|\s+(?=my\b|i\b)|\s+(?=[我\u4e00-\u9fff]))|{_words_re(FORGET_WORDS)})"
                   rf"([{_PUNCT}]*)(.+)",
                   _read_forget, tail=True),
-    MemoryCommand(rf"(?:/update\b|update|{_words_re(UPDATE_WORDS)})[{_PUNCT}]*(.+)", _read_update, tail=True),
+    MemoryCommand(rf"(?:/update\b|update|{_words_re(UPDATE_WORDS)}){_PARTICLE}[{_PUNCT}]*(.+)", _read_update,
+                  tail=True),  # 更正一下啊 我老伴…: a particle after the word
     MemoryCommand(r"(?:其实(?:呢)?[，,]?|不对(?:不对)?[，,]?|错了[，,]?|actually[, ]+)((?:我|i\b|my\b).+)", _read_actually,
                   tail=True),
     MemoryCommand(rf"(?:(?:不对|错了|说错了|记错了|搞错了|弄错了)(?:不对)?[{_PUNCT}]*)?(?:不是([^，,是]{{1,12}}?)[{_PUNCT}]*(?:而)?是"
@@ -7028,10 +7069,12 @@ _ANY_PARTICLE = f"[{PARTICLES}]"
 #: Every verb that asks the bot to remember, however it is said: Sichuan 记到起 / 记倒起 / 记到哈 (= 记住), slang 记一手 /
 #: mark / 备忘, 记著 (traditional), the IME's slips 记主 / 记往 / 纪住. Read as a request only where the whole clause is
 #: one (我记到起了 and 他叫我记到起 are not), or right before a fact about someone.
-_REMEMBER_VERB = (r"(?:记住|记一下下|记一下|记下来|记下|记着|记著|记好|记牢|记一哈|记一手|记到起|记倒起|记到哈|记倒|记在心里|记心里|"
+_REMEMBER_VERB = (r"(?:记住|记一下下|记一下|记下来|记下|记低|记着|记著|记好|记牢|记一哈|记一手|记到起|记倒起|记到哈|记倒|记在心里|记心里|"
                   r"记在小本本上|记个笔记|记一笔|记录一下|记录下|备忘|备个忘|(?i:mark)|马克|记主|记往|记注|纪住)")
-#: How a message may ask to remember (besides 记住): leads that stand for 记住 before the fact.
-_REMEMBER_LEADS = (r"(?:这个|这件事|这事|这些|小本本)?(?:再|也|还)?(?:请你|请您|请|麻烦|麻烦你|麻烦您|你|您|以后)?(?:要|得|一定要|可要)?(?:帮我|给我|替我|帮忙)?"
+#: How a message may ask to remember (besides 记住): leads that stand for 记住 before the fact; 那你… / 再… / 也… /
+#: 顺便… / Cantonese 唔该 (please) before them, and 在 where the IME wrote it for 再 (在记一下, never 在记着).
+_REMEMBER_LEADS = (r"(?:那|那就)?(?:这个|这件事|这事|这些|小本本)?(?:再|也|还)?(?:请你|请您|请|麻烦|麻烦你|麻烦您|你|您|以后|唔该)?"
+                   r"(?:要|得|一定要|可要)?(?:再|也|顺便|在(?=帮我|给我|替我|记一下|记住|记下))?(?:帮我|给我|替我|帮忙)?"
                    rf"(?:好好)?{_REMEMBER_VERB}(?:点儿|点|一下|下)?")
 #: The same words at a message's end (我对虾过敏，记下来 / 我搬到深圳了，帮我记一下); glued to the words before them only
 #: after a word that can end a fact and without 了 (全班都说记住了 / 我已经记住了 are said of someone, not asked).
@@ -7043,7 +7086,8 @@ _REMEMBER_TAIL_RE = re.compile(rf"^(.{{2,}}?)(?:[{_PUNCT}]+(?:你|请|麻烦)?(?
 _UPDATE_TAIL_RE = re.compile(rf"^(.{{4,}}?)(?:[{_PUNCT}]+(?:你|请|麻烦)?(?:帮我|给我|替我)?|(?:你|请|麻烦)?(?:帮我|给我|替我))"
                              rf"(?:更新一下|更新下|更新|改一下|改下|更正一下|更正|改过来)(?:吧)?{_ANY_PARTICLE}*[{_PUNCT}]*$")
 #: How a piece of news starts (跟你说个好消息，… / 告诉你哦…): not part of the fact told.
-_TELL_YOU_RE = re.compile(rf"^(?:跟你说|和你说|给你说|跟你讲|告诉你|报告|说个|对了|话说)(?:个|一个)?(?:好消息|坏消息|事儿?)?"
+_TELL_YOU_RE = re.compile(rf"^(?:跟你说|和你说|给你说|跟你讲|告诉你|报告|说个|对了|话说|顺便说一?下|顺便一提|顺带一提|(?i:btw|fyi|ps)(?=[{_PUNCT}]))"
+                          rf"(?:个|一个)?(?:好消息|坏消息|事儿?)?"
                           rf"[{PARTICLES}]*[{_PUNCT}]*")
 #: Words that point at a stored memory (那条, 那个) before a forget verb.
 _POINTER = r"(?:那条|那个|这条|这个|那件事|这件事|(?<=的)约定)(?:记忆)?"
@@ -7229,11 +7273,12 @@ _AROUND_WORD_RE = re.compile(r"记|备|忘|马克|mark", re.I)
 #: How a user may address the bot after a request (记一下哦宝 / 记住宝子，…): no part of the fact.
 _VOCATIVE = r"(?:宝子|宝|亲爱的|亲|小可爱|姐妹|老铁|兄弟|哥们|家人们)"
 #: A remember request that is a whole clause (记到起哈 / 你帮我记一下哈 / mark下 / 这个你记住 / 記牢 / 帮我记呀).
-_REMEMBER_CLAUSE_RE = re.compile(rf"{_FILLER_WORDS}*(?:{_REMEMBER_LEADS}|(?:你|请|麻烦你?)?(?:帮我|给我|替我|帮忙)记)(?:了)?"
-                                 rf"{_ANY_PARTICLE}*(?:{_VOCATIVE}{_ANY_PARTICLE}*)?")
+_REMEMBER_CLAUSE_RE = re.compile(rf"{_FILLER_WORDS}*(?:(?:{_REMEMBER_LEADS}|(?:你|请|麻烦你?)?(?:帮我|给我|替我|帮忙)记)(?:了)?"
+                                 rf"{_ANY_PARTICLE}*){{1,3}}(?:{_VOCATIVE}{_ANY_PARTICLE}*)?")  # 记一下记一下: said twice
 #: A weak request as the last clause after a fact about someone (我对虾过敏 记得哦 / 我下个月结婚 别忘了哦); alone,
 #: or before anything but a fact, it is care (记得吃饭哦), not a request.
-_REMEMBER_WEAK_CLAUSE_RE = re.compile(rf"(?:你|要|你要|一定要|可要|千万)?(?:记得|别忘了|不要忘了|别忘记了?|不要忘记了?){_ANY_PARTICLE}*")
+_REMEMBER_WEAK_CLAUSE_RE = re.compile(rf"(?:你|您)?(?:要|得|一定要|一定得|可要|千万|千万要)?(?:记得|别忘了|不要忘了|别忘记了?|不要忘记了?)"
+                                      rf"{_ANY_PARTICLE}*")
 #: A clause beside a request that says nothing to keep: fillers, emphasis (很重要的 / 千万别忘了), particles.
 _EMPTY_CLAUSE_RE = re.compile(rf"(?:{_FILLER_WORDS}|您好|你好|还有|另外|(?:谢谢|多谢|感谢)[你您]?|麻烦[你您]了|"
                               rf"(?:这个|这件事|这事|这条)?(?:很|超|超级|非常|特别|巨|贼|真的)?重要(?:的)?|"
@@ -7244,10 +7289,12 @@ _FEELING_RE = re.compile(r"难受|难过|伤心|心疼|心痛|舍不得|好想|�
                          r"尴尬|感动|幸福|谢谢|拜托|求你|重要", re.I)
 #: What a user wants of how the character writes (少用点emoji / 表情包发少点 / 别用颜文字了), said without 你 or 以后;
 #: a short why may follow (看着眼花). Only these things: 少用点盐 is about cooking.
-_REPLY_STYLE = r"(?:表情包|表情|(?i:emoji)|颜文字|颜表情|感叹号|问号|波浪号|省略号|标点符号|标点|语气词|网络用语|英文|英语|繁体字|繁体|废话)"
+#: (Traditional forms too: 感嘆號 is kept as written.)
+_REPLY_STYLE = (r"(?:表情包|表情符[号號]|表情|(?i:emoji)|[颜顏]文字|[颜顏]表情|感[叹嘆][号號]|[问問][号號]|波浪[号號]|省略[号號]|"
+                r"[标標][点點]符[号號]|[标標][点點]|[语語]气词|网络用语|英文|英[语語]|繁体字|繁体|繁體字|繁體|废话|廢話)")
 _REPLY_STYLE_RE = re.compile(_REPLY_STYLE)
 _STYLE_WISH_RE = re.compile(rf"^(?:你)?(?:以后|今后)?(?:你)?(?:(?P<d1>少|多|别|不要|不许|尽量少|尽量别|尽量不要)(?:再|老|总|老是|总是|一直)?"
-                            rf"(?:用|发|加|带|打)(?:点|些|一点)?(?P<t1>{_REPLY_STYLE})"
+                            rf"(?:用|发|加|带|打)(?:点|些|一点|啲)?(?P<t1>{_REPLY_STYLE})"
                             rf"|(?P<t2>{_REPLY_STYLE})(?:你)?(?:(?:用|发|加|打)(?P<d2>少|多)|(?P<d3>少|多|别|不要)(?:用|发|加|打)?)"
                             rf"(?:点|一点|些)?)(?:了)?{_ANY_PARTICLE}*(?:[{_PUNCT}]+[^，,。!！?？]{{0,8}})?$")
 
@@ -7296,20 +7343,30 @@ def _remember_around(t):
     at = next((k for k in range(0, len(parts), 2) if len(parts[k]) <= 24 and _REQUEST_WORD_RE.search(parts[k])
                and _REMEMBER_CLAUSE_RE.fullmatch(_EMOJI_RE.sub("", parts[k]))), None)  # cheap tests first
     if at is None:
+        first = next((k for k in range(0, len(parts) - 2, 2) if not memory_contentless(parts[k])), None) \
+            if "记得" in t else None
+        if first is not None and "记得" in parts[first] and _REMEMBER_WEAK_CLAUSE_RE.fullmatch(parts[first]):
+            after, marked = _said_part("".join(parts[first + 1:]))  # 你要记得啊 这个很重要的 我对青霉素过敏
+            if after and memory_has_subject(after):
+                return "记住，" + ("这个很重要：" if marked else "") + after
         last = next((k for k in range(len(parts) - 1, 1, -2) if not memory_contentless(parts[k])), 0)
         if last and ("记得" in parts[last] or "忘" in parts[last]) and _REMEMBER_WEAK_CLAUSE_RE.fullmatch(parts[last]):
             told = _told_fact(_said_part("".join(parts[:last]))[0])  # 我对虾过敏 记得哦
             return told if told and memory_has_subject(told[3:]) else None
         return None
     (before, marked), (after, marked_after) = _said_part("".join(parts[:at])), _said_part("".join(parts[at + 1:]))
-    mark = "这个很重要：" if marked or marked_after else ""  # 记牢 很重要的 我有哮喘: kept as memory_options reads it
-    if not before and not after:  # 记到起哈 / 记一下吧 😭 alone: what is asked (记住了 alone is the user's own)
-        asked = re.sub(f"[{_EMOJI}{PARTICLES}]+$", "", parts[at])
-        return "记一下" if not asked.endswith("了") or asked.endswith(("记好了", "记牢了")) else None
     if before and _FORGET_VERB_RE.search(before) and memory_shaped_words(before, weak=True):
-        return None  # 日语那个别记了 … 再帮我记一下 我报了个街舞班: two requests, for the plan (neither dropped)
-    if after and (not before or memory_has_subject(after)):
-        return "记住，" + mark + after
+        return None  # 日语那个别记了 … 再帮我记一下 我报了个街舞班: a forget too, not this request's to drop
+    mark = "这个很重要：" if marked or marked_after else ""  # 记牢 很重要的 我有哮喘: kept as memory_options reads it
+    asked = re.sub(f"[{_EMOJI}{PARTICLES}]+$", "", parts[at])
+    own = asked.endswith("了") and not asked.endswith(("记好了", "记牢了"))  # 记住了记住了 别念了: the user's own
+    if not before and not after:  # 记到起哈 / 记一下吧 😭 alone: what is asked (记住了 alone is the user's own)
+        return None if own else "记一下"
+    if own and not before:
+        return None  # (记住了 我住在北京 is read by the rewrites, as before)
+    slip = len(before) <= 3 and not memory_has_subject(before) and not own  # (好 记住了: the user's)
+    if after and (not before or memory_has_subject(after) or slip):
+        return "记住，" + mark + after  # 那各 你记住啊 后天…: a slip of 那个 before the request is no fact either
     told = _told_fact(before) if before else None
     if told and (not after or _FEELING_RE.search(after)):  # not 记住 以后别劝我喝: a second thing asked, unclear
         return "记住，" + mark + told[3:]
@@ -7364,6 +7421,8 @@ _WISH_STOP_RE = re.compile(rf"^(?:你)?(?:以后)?(?:别|不要|不用|不许)(?
 #: The forget beside it, pointing at what the clause before named (忘了这个吧 / 删了吧 / 这条删掉).
 _WISH_FORGET_RE = re.compile(rf"^(?:把)?(?:这个|这条|那个|那条|它)?(?:给我)?(?:忘了|忘掉|删了|删掉|去掉|别记了|不用记了)"
                              rf"(?:这个|这条|它)?{_ANY_PARTICLE}*$")
+#: "And also" before a wish (还有 少用emoji thx / 同埋你少用啲emoji啦, Cantonese): no part of it.
+_WISH_ALSO_RE = re.compile(rf"^(?:还有|另外|同埋|而且)[{_PUNCT}]*(?=你|以后|今后|少|多|别|不要|不许|叫我|回|说话|讲话|每次|{_REPLY_STYLE})")
 #: 你是我的学习搭子 + 以后每次聊天都先问我…: who the character is to the user and what it does from now on, one agreement.
 _WISH_ROLE_RE = re.compile(rf"^你(?:就)?是我的[^{_PUNCT}]{{1,10}}[{_PUNCT}]+(?:你)?(?:以后|今后|从现在起|从今天起|每次|每天)")
 #: A forget of 他/她/它 in a clause of its own, after one that names what is meant (其实陈奕迅一般般 把他删了).
@@ -7396,6 +7455,10 @@ def _wish_clauses(t):
     if len(wishes) == 1 and all(_WISH_REMARK_RE.match(c) or _WISH_TAKEN_BACK_RE.match(c)
                                 or first and _WISH_REASON_RE.match(c) for c in others):
         return wishes[0]  # 你以后就叫小橘子吧 好听 / 算了 别这么叫了 怪尴尬的 还是叫我小王吧
+    stops = [c for c in others if _WISH_STOP_RE.match(c) and not re.search(r"忘|记|删", c)]
+    if len(wishes) == 1 and stops and all(c in stops or _WISH_REMARK_RE.match(c) for c in others):
+        # 以后你就叫我老李头 别您啊您的 怪客气的: a second wish beside it, each kept, the remark not
+        return "，".join([wishes[0]] + [re.sub(r"^(?!你)", "你", _strip_tail(c)) for c in stops])
     return None
 
 
@@ -7444,6 +7507,7 @@ def memory_normalise(text):
         undo = [c for c in clauses if _UNDO_CLAUSE_RE.match(c)]
         if undo and all(c in undo or _UNDO_REASON_RE.match(c) for c in clauses):
             return "撤销"
+    t = _WISH_ALSO_RE.sub("", t) if t.startswith(("还有", "另外", "同埋", "而且")) else t  # 还有 少用emoji: and also
     for pattern, form in _WISH_RES if "叫" in t or t.startswith(("你", "以后", "今后", "从", "回", "说话", "讲话", "每次")) \
             else ():
         m = pattern.match(t)
@@ -7814,6 +7878,12 @@ def memory_fallback(conn, ctx, text, hint=""):
     if re.search(r"改|更正|纠正|不对|错|记错|搞混|记混|记成|有问题|更新", t):
         pool = named or rows[-3:]
         new = re.sub(r"^.*?(?:改成|改为|应该是|其实是|是)(?=.)", "", fact) if not memory_has_subject(fact) else fact
+        kinds = (_value_kinds(new) - {"thing"}) & _BARE_VALUE_KINDS if new and len(new) <= 12 else set()
+        fits = [r for r in rows if _fits(r, kinds)] if kinds else []
+        if kinds and (pool or fits):  # 哎呀，更正一下，是无锡: which memory takes the value, never a guess
+            choices = list({r["id"]: r for r in fits + (pool if len(fits) < 2 else [])}.values())
+            prompt, asked = _ask_which_value(conn, choices, new, f"你想把哪一条改成“{new}”？")
+            return head + prompt, asked
         if pool and new and memory_has_subject(new) and memory_fact(new).attribute:
             new = _written(new, read, said)
             asked = _which_question(conn, {"action": "replace", "ids": [r["id"] for r in pool], "text": new})
