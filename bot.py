@@ -2138,6 +2138,17 @@ def llm_context_target(text, used, max_tokens):
     return max(1, target if target < used else used // 2)
 
 
+#: The TLS context every LLM client of the process shares: building one reads and parses the CA bundle (30 ms).
+_LLM_TLS = []
+
+
+def _llm_tls():
+    """The process's TLS context for the LLM and picture fetches, built once (as httpx builds its default one)."""
+    if not _LLM_TLS:
+        _LLM_TLS.append(httpx.create_ssl_context())
+    return _LLM_TLS[0]
+
+
 class LLMClient:
     """An OpenAI-compatible chat endpoint: one httpx client, at most LLM_CONCURRENCY calls at a time, retries,
     and each provider's errors answered as they mean (see llm_error_kind)."""
@@ -2319,7 +2330,8 @@ class LLMClient:
 
     def open(self):
         """Makes the connection pool (building its TLS context takes a moment: done at start, not mid-reply)."""
-        self.http = httpx.AsyncClient(limits=httpx.Limits(max_connections=self.cfg.LLM_CONCURRENCY + 4))
+        self.http = httpx.AsyncClient(verify=_llm_tls(),
+                                      limits=httpx.Limits(max_connections=self.cfg.LLM_CONCURRENCY + 4))
         self.slots = asyncio.Semaphore(max(1, self.cfg.LLM_CONCURRENCY))
 
     def redact(self, text):

@@ -227,19 +227,20 @@ class FakeLLM:
                 "type": "exceed_context_size_error", "n_prompt_tokens": size, "n_ctx": self.context_chars}})}
         return None
 
-    def chat_requests(self):
-        """Requests that were replies (not summaries, pictures, expansions or memory plans)."""
-        return [r for r in self.requests if not is_summary_request(r["json"]) and not is_vision_request(r["json"])
-                and not is_expansion_request(r["json"]) and not is_profile_request(r["json"])
-                and not is_plan_request(r["json"])]
+    def chat_requests(self, since=0):
+        """Requests that were replies (not summaries, pictures, expansions or memory plans), from the since-th on."""
+        return [r for r in self.requests[since:] if not is_summary_request(r["json"])
+                and not is_vision_request(r["json"]) and not is_expansion_request(r["json"])
+                and not is_profile_request(r["json"]) and not is_plan_request(r["json"])]
 
     def profile_requests(self):
         """Requests for a user's profile: the memories each was given, one string a request."""
         return [r["json"]["messages"][-1]["content"] for r in self.requests if is_profile_request(r["json"])]
 
-    def plan_requests(self):
-        """Requests for a memory plan (the LLM reading a memory request the rules could not settle)."""
-        return [r for r in self.requests if is_plan_request(r["json"])]
+    def plan_requests(self, since=0):
+        """Requests for a memory plan (the LLM reading a memory request the rules could not settle), from the
+        since-th request on."""
+        return [r for r in self.requests[since:] if is_plan_request(r["json"])]
 
     def expansion_requests(self):
         """Requests for a memory's expansion: the memory texts, in order."""

@@ -184,7 +184,7 @@ def test_mistyped_command_line(cli_env, args, expected):
 
 
 def test_doctor_ends_with_one_error_line_when_a_check_fails(cli_env):
-    p = run_bot("doctor", env=dict(cli_env, EMBED_MODEL="/nonexistent/model"))
+    p = run_bot("doctor", env=dict(cli_env, EMBED_MODEL="/nonexistent/model", LLM_TIMEOUT="0.5"))  # no retry waits
     line = assert_one_error_line(p)
     assert "2 of the checks failed" in line
     fails = [ln for ln in p.stdout.splitlines() if ln.startswith("FAIL")]

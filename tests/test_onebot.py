@@ -181,7 +181,9 @@ def test_doctor_checks_each_part(env, llm):
     assert _doctor_lines(p) == {"Python": "ok", "SQLite extension loading": "ok", "sqlite-vec and FTS5": "ok",
                                 "database": "ok", "embedding model": "ok", "characters": "ok", "LLM endpoint": "ok"}
     assert "embedding model: off (EMBED_MODEL=off)" in p.stdout
-    p = run_bot("doctor", env=dict(env, LLM_BASE_URL="http://127.0.0.1:9/v1", EMBED_MODEL="/nonexistent/model"))
+    # LLM_TIMEOUT 0.5: nothing listens on port 9; the retries' waits (0.5 s, 1 s) would not fit, so it says so at once
+    p = run_bot("doctor", env=dict(env, LLM_BASE_URL="http://127.0.0.1:9/v1", EMBED_MODEL="/nonexistent/model",
+                                   LLM_TIMEOUT="0.5"))
     assert p.returncode == 1
     fails = [line for line in p.stdout.splitlines() if line.startswith("FAIL")]
     assert len(fails) == 2 and all("Error:" in f and "Fix:" in f for f in fails), p.stdout

@@ -87,7 +87,7 @@ def test_llm_429_retry_after_is_honoured(runner, napcat, llm):
 
 
 def test_llm_always_500_gives_apology_and_keeps_the_turn(runner, napcat, llm):
-    llm.script = [{"status": 500, "body": "{}"}] * (bot.LLM_RETRIES + 1)
+    llm.script = [{"status": 500, "body": "{}", "headers": {"Retry-After": "0"}}] * (bot.LLM_RETRIES + 1)  # no backoff
     assert napcat.ask(1, "今天天气怎么样") == bot.LLM_DOWN_REPLY
     assert len(llm.chat_requests()) == bot.LLM_RETRIES + 1
     assert turns(runner, "p:1") == [("user", "今天天气怎么样"), ("assistant", bot.LLM_DOWN_REPLY)]

@@ -86,7 +86,7 @@ def test_slow_summary_does_not_delay_the_reply(runner3, napcat3, llm):
 
 
 def test_llm_failure_falls_back_to_extractive(runner3, napcat3, llm):
-    llm.summary_script = [{"status": 500}] * 3
+    llm.summary_script = [{"status": 500, "headers": {"Retry-After": "0"}}] * 3  # each try at once, no backoff
     for t in TOPIC_A[:4]:
         napcat3.ask(14, t)
     rows = wait_for(lambda: summaries(runner3, "p:14"))
