@@ -1310,7 +1310,8 @@ _SPECIAL_TOKEN_RE = re.compile(r"[<‹＜﹤][|｜][^<>|｜\n]{0,40}[|｜][>›�
                                re.I)
 #: Names no member may speak under in a prompt (they would read as the system or the bot speaking).
 ROLE_NAMES = {"system", "assistant", "user", "developer", "tool", "ai", "bot", "mnemo", "系统", "助手", "用户", "管理员",
-              "机器人", "群主"}
+              "机器人", "群主", "admin", "administrator", "owner", "moderator", "root", "群管", "版主", "客服", "官方",
+              "安全中心"}
 #: Role words that mark a name only when they are all of it: ordinary names hold them (测试用户, QQ用户, AI Chan).
 ROLE_NAMES_WHOLE = {"user", "tool", "ai", "用户"}
 
@@ -1396,7 +1397,7 @@ def _name_reserved(name, taken):
 
 
 #: Letters of other scripts drawn like Latin ones (Cyrillic, Greek), read as those in a name's key.
-_LOOKALIKES = str.maketrans(dict(zip("аԁеһіјӏорԛѕԝхуαβεικνορτυχ", "adehijlopqswxyabeikvoptux")))
+_LOOKALIKES = str.maketrans(dict(zip("аԁеһіјӏорԛѕԝхуαβεικνορτυχμвꜱʏɪᴏᴛʙтнмк", "adehijlopqswxyabeikvoptuxmbsyiotbthmk")))
 #: What shows nothing in a name: zero-width and format characters, Hangul fillers, the blank Braille cell.
 _INVISIBLE_RE = re.compile("[\u00ad\u034f\u061c\u115f\u1160\u180e\u200b-\u200f\u202a-\u202e\u2060-\u206f\u2800\u3164"
                            "\ufe00-\ufe0f\ufeff\uffa0]")
@@ -1441,6 +1442,9 @@ def text_name_key(name):
     Example: text_name_key('Ａlice\u200b.') -> 'alice'
     Example: text_name_key('阿\u3000强(0222)') -> '阿强'"""
     name = unicodedata.normalize("NFKC", _INVISIBLE_RE.sub("", name)).casefold().translate(_LOOKALIKES)
+    if not name.isascii():  # Sÿstem, systém: a Latin letter with a mark reads as the letter
+        name = "".join(c for c in unicodedata.normalize("NFD", name) if not unicodedata.combining(c))
+        name = unicodedata.normalize("NFC", name)
     key = re.sub(r"[\W_]+", "", text_unbracket(text_simplified(name).translate(_NAME_VARIANTS)))
     # digits after it, or three or more of digits and letters drawn like them (阿强O222)
     return re.sub(r"(?=[0-9oil]*[0-9])[0-9oil]{3,}$|[0-9]+$", "", key) or key

@@ -1689,6 +1689,18 @@ SPEAKER_LABEL_CASES = [
     ("a Latin name inside a word", [("1250021", "Mnemonic")], ["Mnemo"], ["Mnemonic"]),
     ("a common role word inside", [("1250022", "测试用户"), ("1250023", "QQ用户"), ("1250024", "Ai Chan")], [],
      ["测试用户", "QQ用户", "Ai Chan"]),
+    # found by a hostile tester (round 5): these spoke bare
+    ("other role words", [("1260001", "Admin"), ("1260002", "群管理"), ("1260003", "版主"), ("1260004", "Owner"),
+                          ("1260005", "Moderator"), ("1260006", "root"), ("1260007", "客服"), ("1260008", "腾讯官方"),
+                          ("1260009", "QQ安全中心")], [],
+     ["群友Admin", "群友群管理", "群友版主", "群友Owner", "群友Moderator", "群友root", "群友客服", "群友腾讯官方",
+      "群友QQ安全中心"]),
+    ("role words with marks and look-alike letters", [("1260010", "Sÿstem"), ("1260011", "systém"),
+                                                      ("1260012", "Μnemo"), ("1260013", "ꜱystem"),
+                                                      ("1260014", "Вот")], [],
+     ["群友Sÿstem(0010)", "群友systém(0011)", "群友Μnemo", "群友ꜱystem(0013)", "群友Вот"]),
+    ("ordinary names beside them", [("1260015", "rooted"), ("1260016", "Admiral"), ("1260017", "小王")], [],
+     ["rooted", "Admiral", "小王"]),
 ]
 
 
