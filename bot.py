@@ -5774,7 +5774,10 @@ def _forget_targets(conn, ctx, rows, what, embed):
         kind = re.sub(r"^(?:东西|事)$", "", m.group(2))
         hits = [r for r in mine if r["attribute"] in ("喜欢", "最喜欢的" + kind) or (r["attribute"] or "").startswith("最喜欢的")
                 and not kind]
-        narrowed = [r for r in hits if kind and kind[-1] in r["text"]]
+        narrowed = [r for r in hits if kind and kind in r["text"]] or [
+            r for r in hits if kind and kind[-1] in r["text"]]
+        if len(narrowed) < len(hits) and not any(kind in r["text"] for r in narrowed) and len(hits) > 1:
+            narrowed = hits  # 忘记我喜欢的水果 with 苹果 and 香蕉: 果 is no sign of which, so which is asked
         return narrowed or hits or f"我没有记着{_who(subject)}喜欢的{kind or '东西'}，什么也没删。"
     fact = memory_fact(what, _last_subject(conn, ctx), known=known)
     if fact.attribute and fact.value is None:  # 不要记我住哪了
@@ -5798,7 +5801,8 @@ def _forget_targets(conn, ctx, rows, what, embed):
     core = text_simplified(re.sub(r"^我的?", "", what))  # 虾 is said in 我對蝦過敏 too
     said = [r for r in pool.values() if core and not set(core) <= _PLAIN_CHARS  # 西语那条: 我在学西班牙语
             and (core in (simple := text_simplified(r["text"]))
-                 or any(a in simple for a in ALIASES.get(core.lower(), "").split()))]
+                 or any(a in simple for a in ALIASES.get(core.lower(), "").split()))] or [
+        r for r in rows if any(a in r["text"] for a in ALIASES.get(core.lower(), "").split())]  # 我前任: 我前女友…
     if not hits and said:  # 忘记虾那条: a word too short for the search, said in a memory as it is (one character: the
         return (_whole_word_rows(said, core) if len(core) == 1 else []) or said  # memory it is the whole value of)
     if not hits:
@@ -5816,6 +5820,8 @@ def memory_forget_last(conn, ctx):
     ids = [r[0] for r in conn.execute("SELECT memory_id FROM memory_history "
                                       "WHERE batch = ? AND action IN ('insert', 'update')", (h["batch"],))]
     rows = [r for r in _rows(conn, ids) if _visible(ctx, r)]
+    if not rows and _rows(conn, ids):  # said in private, forgotten in a group: never named here, never "gone"
+        return "刚才那条是在别处（比如私聊）记下的，请到那里说“忘记刚才那条”。"
     if not rows:
         return "刚才记下的已经不在了，什么也没删。"
     return _forget_rows(conn, ctx, rows)
@@ -5967,7 +5973,8 @@ def _after_command(conn, ctx):
 def memory_correct_value(conn, ctx, said, embed):
     """不对，是阿里 / 更正：是26: the value goes to the only memory it fits; several or none: a numbered
     question. Returns (reply, question)."""
-    said = said.strip()
+    said, bare_said = said.strip(), re.sub(rf"(?<=\S)\s*[{PARTICLES}]+$", "", said.strip())
+    said = bare_said if _value_kinds(bare_said) - {"thing"} else said  # 不對 是 5/21 啦: a date, the 啦 no part of it
     whole = memory_fact("我" + said) if not said.startswith("我") else memory_fact(said)
     value = whole.value if whole.attribute and whole.value else re.sub(r"^(?:在|住在|对)|(?:工作|上班|过敏|的)$", "", said)
     rows = [r for r in memory_list(conn, ctx) if r["type"] != "group_fact"]
@@ -6003,6 +6010,13 @@ def memory_correct_value(conn, ctx, said, embed):
     spot = _last_spot(last, value) if last and plain and _after_command(conn, ctx) else None
     if spot:  # 不对 是八中 right after 我在七中读高一: the word of the same shape in what was just said
         return _set_spot(conn, ctx, last, spot, value, embed), None
+    # 是腊月二十八 for 腊月十八: the one value said the same way (a shared head or tail of two characters)
+    alike = [r for r in rows if r["value"] and r["value"] != value and len(value) >= 2 and len(r["value"]) >= 2
+             and (r["value"][:2] == value[:2] or r["value"][-2:] == value[-2:])]
+    shaped = _value_kinds(value) - {"thing"}  # 不对 是阿里巴巴 for 我老家是湖南: a company is no home, so it is asked
+    alike = [r for r in alike if not shaped or _fits(r, shaped)]
+    if len(alike) == 1 and not memory_has_subject(value):
+        return _set_value(conn, ctx, alike[0], value, embed), None
     recent = sorted(rows, key=lambda r: -r["updated_at"])[:3]
     if not recent:
         return "我这里还没有关于你的记忆，没有可以更正的。", None
@@ -6732,6 +6746,7 @@ def _read_update(m):
          or re.match(rf"^是([^，,]+?)[{_PUNCT}]+不是(.+)$", fact))
     if v and not about:  # 更正：不是芹菜，是韭菜 — the memory that says the old one
         old, new = (v.group(1), v.group(2)) if fact.startswith("不是") else (v.group(2), v.group(1))
+        old = re.sub(r"[\s，,。!！~～]+[\u4e00-\u9fff].*$", "", old)  # 是日照 不是临沂 人老了…: the comment is no value
         return "replace_value", {"old": old, "new": new}
     if re.match(rf"^(?:{'|'.join(_ATTRIBUTE_BY_WORD)}|最喜欢的|最爱的)", fact) and not about:
         return "update_attr", {"said": fact}  # 更正：老家是湖北 — the user's own, unless only others have one
@@ -7873,6 +7888,34 @@ def memory_plan_read(reply, text, candidates, said=""):
     if any(o["op"] == "none" for o in out) and len(out) > 1:
         return "none together with operations"
     return out
+
+
+#: 搞忘了 / 忘了带: forgetting something oneself, never a request to forget a memory.
+_SELF_FORGOT_RE = re.compile(r"搞忘|忘了带|忘带|忘记带|忘了说")
+
+
+def memory_pointed_left(conn, ctx, text, embed):
+    """What a memory message the rules and the LLM left open does when its pointer names exactly one memory
+    (its number from the list, 撤回/撤销 or 当我没说 right after a change): (reply, question); None otherwise,
+    for memory_fallback to ask. Example: 嗯 第三条删了吧 好久不唱了 -> the third is forgotten."""
+    t = memory_normalise(memory_cantonese(text.strip().translate(_SIMPLIFIED)))
+    lead = re.sub(r"^(?:(?:哎呀|哎|唉|诶|欸|嗯|啊|呃|哦|噢)+|不对|说错了|[\s，,!！。.…～~])+", "", t)
+    after = _after_command(conn, ctx)
+    # 啊不对 撤回撤回 还是500 / 撤销 还没搬成: the change undone (撤回刚刚两条 / 都撤销: more than one, asked)
+    if after and re.match(r"(?:撤回|撤销)(?!了|[^\s，,!！]*[一二两三四五六七八九十几\d]|.*都)", lead):
+        return memory_undo(conn, ctx, embed), None
+    if re.search(r"留着|别删|不删|不要删|不用删|其他|其余|然后|还是别|记一下|记住", t) or not memory_list(conn, ctx):
+        return None  # 火锅那条留着，其他的都删了 / 删了然后记一下…: more than one pointer, for the question
+    if not re.search(r"忘|删|别记|不用记|不要记|去掉|别再记", _SELF_FORGOT_RE.sub("", t)):
+        return None
+    pointed = re.search(rf"第\s*({_NUM})\s*[条个]", t)
+    if pointed:  # 把第二条删了吧: the number the list shows
+        return memory_forget_numbers(conn, ctx, [_cn_number(pointed.group(1))]), None
+    h = conn.execute("SELECT action FROM memory_history WHERE user_id = ? AND undone = 0 ORDER BY id DESC LIMIT 1",
+                     (ctx.user_id,)).fetchone()
+    if after and h and h[0] == "insert" and re.search(r"当我没说", t):  # 当我没说 删了删了: the one just saved
+        return memory_forget_last(conn, ctx), None
+    return None
 
 
 #: The question asked when neither the rules nor the LLM settled a memory message.
@@ -10254,6 +10297,10 @@ async def reply_memory_plan(app, ctx, text, rule_ask=None):
     if rule_ask is not None:
         reply, question = (hint.rstrip("？?。") + "？\n" if hint else "") + rule_ask[0], rule_ask[1]
     else:
+        pointed = None if hint else await app.db.run(lambda c: memory_pointed_left(c, ctx, text, app.vec), write=True)
+        if pointed is not None:
+            _remember_question(app, key, pointed[1])
+            return pointed[0]  # a question's prompt is its reply
         reply, question = await app.db.run(memory_fallback, ctx, text, hint)
         if question and question["action"] == "wipe":
             return await _memory_wipe_ask(app, ctx)

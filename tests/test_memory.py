@@ -864,6 +864,14 @@ def test_undo_in_a_group_leaves_private_changes_alone(kconn):
     assert len(bot.memory_list(kconn, private)) == 1
 
 
+def test_forget_last_in_a_group_leaves_a_private_memory_and_says_where_it_is(kconn):
+    private, group = ctx("1"), ctx("1", group="500")
+    say(kconn, private, "我对青霉素过敏")
+    msg = bot.memory_forget_last(kconn, group)
+    assert "青霉素" not in msg and "别处" in msg and "不在了" not in msg
+    assert len(bot.memory_list(kconn, private)) == 1
+
+
 def test_update_keeps_scope_and_public_mark_applies_to_duplicates(kconn):
     c = ctx("1")
     say(kconn, c, "我住在北京", scope="public")
