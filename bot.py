@@ -11034,6 +11034,13 @@ def onebot_create(app):
 ANSWER_UNADDRESSED_CHARS = 20
 
 
+def _answer_awaited(app, user_id, group_id):
+    """Whether the bot is waiting on this member's answer in this group: a which-one question or 确认删除."""
+    asked, now = app.memory_asked.get((user_id, session_key(user_id, group_id))), time.monotonic()
+    return bool(asked and now - asked["at"] <= PENDING_SECONDS
+                or now - app.wipe_asked.get(user_id, -WIPE_CONFIRM_SECONDS) <= WIPE_CONFIRM_SECONDS)
+
+
 async def onebot_on_message(app, bot, event):
     self_id, user_id = str(event.self_id), str(event.get("user_id"))
     if user_id == self_id or not user_id.isdigit():  # no sender (a malformed event): nobody to store it under
@@ -11048,11 +11055,8 @@ async def onebot_on_message(app, bot, event):
         if not at_me:
             card_names = [c["name"] for c in app.characters.get()["cards"].values()]
             rest = onebot_addressed(text, card_names + app.cfg.nicknames)
-            asked = app.memory_asked.get((user_id, session_key(user_id, group_id)))
-            now = time.monotonic()
-            if rest is None and len(text.strip()) <= ANSWER_UNADDRESSED_CHARS and (
-                    asked and now - asked["at"] <= PENDING_SECONDS
-                    or now - app.wipe_asked.get(user_id, -WIPE_CONFIRM_SECONDS) <= WIPE_CONFIRM_SECONDS):
+            short = len(text.strip()) <= ANSWER_UNADDRESSED_CHARS
+            if rest is None and short and _answer_awaited(app, user_id, group_id):
                 rest = text  # 1 / 第二个 / 确认删除: the answer to what the bot just asked this member, said without @
             if rest is None:
                 speaker = sender.get("card") or sender.get("nickname") or user_id

@@ -497,18 +497,24 @@ def _follow_up_note(llm):
     return system_part(llm.chat_requests()[-1]["json"]["messages"], "（距离上次聊天")
 
 
+def _plan_told_then_later(runner, nc, monkeypatch, a, b):
+    """Member b tells a plan, member a chats twice, the group's summary is written, and 13 hours pass: the next
+    message of either is a return that may get a follow-up. a, b: (QQ number, the event's group fields)."""
+    nc.ask(b[0], "我打算下周三去面试", **b[1])
+    nc.ask(a[0], "今天天气不错", **a[1])
+    nc.ask(a[0], "好的", **a[1])
+    assert wait_for(lambda: runner.rows("SELECT text FROM summaries"))
+    later = time.time() + 13 * 3600
+    monkeypatch.setattr(bot, "clock", lambda: later)
+
+
 def test_in_a_group_a_follow_up_is_about_the_speakers_own_plan(start, llm, monkeypatch):
     llm.summary_script = ["此前，阿B说下周三要去面试，还没准备好自我介绍。阿A聊了天气。"]
     runner = start(SUMMARY_EVERY=2)
     nc = NapCat(runner.cfg.ONEBOT_PORT)
     a, b = {"group_id": 777, "card": "阿A", "at_bot": True}, {"group_id": 777, "card": "阿B", "at_bot": True}
     try:
-        nc.ask(1250102, "我打算下周三去面试", **b)
-        nc.ask(1250101, "今天天气不错", **a)
-        nc.ask(1250101, "好的", **a)
-        assert wait_for(lambda: runner.rows("SELECT text FROM summaries"))
-        later = time.time() + 13 * 3600
-        monkeypatch.setattr(bot, "clock", lambda: later)
+        _plan_told_then_later(runner, nc, monkeypatch, (1250101, a), (1250102, b))
         nc.ask(1250101, "我回来啦", **a)
         assert _follow_up_note(llm) is None  # A is never asked about B's interview
         nc.ask(1250102, "我也回来了", **b)
@@ -536,12 +542,7 @@ def test_in_a_group_a_follow_up_never_goes_to_a_member_whose_name_is_inside_anot
     nc = NapCat(runner.cfg.ONEBOT_PORT)
     a, b = {"group_id": 781, "card": "强", "at_bot": True}, {"group_id": 781, "card": "阿强", "at_bot": True}
     try:
-        nc.ask(1250202, "我打算下周三去面试", **b)
-        nc.ask(1250201, "今天天气怎么样", **a)
-        nc.ask(1250201, "好的", **a)
-        assert wait_for(lambda: runner.rows("SELECT text FROM summaries"))
-        later = time.time() + 13 * 3600
-        monkeypatch.setattr(bot, "clock", lambda: later)
+        _plan_told_then_later(runner, nc, monkeypatch, (1250201, a), (1250202, b))
         nc.ask(1250201, "我回来了", **a)
         note = _follow_up_note(llm)
         assert (strong in note) if strong else note is None, note
