@@ -7746,6 +7746,7 @@ def _life_may_clash(conn, ctx, text):
     reading (_life_points) is not done for it."""
     known = _known_subjects(conn, ctx)
     stated = set().union(*(_life_stated(memory_fact(p, None, known), known) for p in memory_unlist(text)))
+    stated |= set().union(*(s[2] for s in stated if s[0] == "T"))  # and what a pair's fact states besides
     if not stated:
         return False
     where, args = _visible_sql(ctx)
@@ -7753,12 +7754,16 @@ def _life_may_clash(conn, ctx, text):
                         args).fetchall()
     # all their words at once, a line each, as _life_flat reads one (no regex a row: a user may have a thousand)
     flat = re.sub(r"[^\S\n]+", "", "\n".join(r["text"] for r in rows).translate(_SIMPLIFIED).lower())
-    words = _life_words(flat) if any(kind == "W" for kind, _ in stated) else set()
+    words = _life_words(flat) if any(s[0] == "W" for s in stated) else set()
     topics = {_LIFE_TOKEN_AREAS.get(t) for r in rows for t in (r["areas"] or "").split()}
     attributes = {r["attribute"] for r in rows}
-    for kind, said in stated:
+    for kind, said, *_ in stated:  # ("T", pair, what else it states): a triple
         if kind == "X" and said in flat or kind == "W" and said & words:
             return True
+        if kind == "T":  # 第五人格退坑了: a memory that says the pair's old state (我天天玩第五人格), or what else it states
+            if _LIFE_TURN_RES[said][1].search(_life_read(flat)):
+                return True
+            continue
         if kind not in ("X", "W") and (said not in LIFE_AREAS or said in topics or attributes & _LIFE_ATTRIBUTES[said]
                                        or _LIFE_WORD_RES[said].search(flat)):
             return True
