@@ -10961,14 +10961,21 @@ def onebot_create(app):
     class Bot(CQHttp):
         def _add_wsr_api_client(self):
             ws, self_id = websocket._get_current_object(), websocket.headers["X-Self-ID"]
-            old = self._wsr_api_clients.get(self_id)
+            # never two connections for one QQ at once; without a token, never two at all: any local program may
+            # connect, and one saying another QQ number could otherwise speak beside NapCat (a forged superuser)
+            shared = not app.cfg.ONEBOT_ACCESS_TOKEN
+            olds = {sid: c for sid, c in self._wsr_api_clients.items() if sid == self_id or shared}
+            for sid in olds:
+                del self._wsr_api_clients[sid]  # its events from now on are not current(): dropped
             super()._add_wsr_api_client()
             self.closing[ws] = asyncio.Event()
             self.handlers[ws] = asyncio.current_task()
-            if old is not None and old in self.handlers:  # never two connections for one QQ at once
-                log.warning("a second OneBot connection for QQ %s replaced the first (NapCat reconnecting, or another "
-                            "program on this port; set ONEBOT_ACCESS_TOKEN to keep others out)", self_id)
-                asyncio.get_running_loop().create_task(self._drop(old))
+            for sid, old in olds.items():
+                if old in self.handlers:
+                    log.warning("a second OneBot connection (QQ %s) replaced the first (QQ %s): NapCat reconnecting, "
+                                "or another program on this port; set ONEBOT_ACCESS_TOKEN to keep others out",
+                                self_id, sid)
+                    asyncio.get_running_loop().create_task(self._drop(old))
 
         async def _drop(self, old):
             """Closes a replaced connection: nothing more is read from it or sent over it."""
@@ -10994,12 +11001,14 @@ def onebot_create(app):
     bot.handlers = {}  # each open connection -> the task that reads it
 
     def current(event):
-        """Whether the event came over its QQ's current connection (a replaced one's last events are dropped)."""
+        """Whether the event came over its QQ's current connection (a replaced one's last events are dropped), and
+        is that QQ's own (an event saying another self_id than its connection's is forged)."""
         try:
             ws = websocket._get_current_object()
         except RuntimeError:  # not over a WebSocket
             return True
-        return bot._wsr_api_clients.get(websocket.headers.get("X-Self-ID", "")) is ws
+        self_id = websocket.headers.get("X-Self-ID", "")
+        return bot._wsr_api_clients.get(self_id) is ws and str(event.get("self_id")) == self_id
     # aiocqhttp logs through Quart's app logger, which is the root logger: its level would be every logger's
     # (BOT_LOG_LEVEL=DEBUG would show no prompts). A filter on it drops only what is logged through it directly.
     if _onebot_quiet not in logging.getLogger().filters:

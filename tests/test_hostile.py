@@ -471,6 +471,45 @@ def test_a_second_connection_for_the_same_qq_replaces_the_first(runner, llm, cap
             second.close()
 
 
+def test_without_a_token_a_connection_saying_another_qq_replaces_the_first(runner, llm, caplog):
+    """Found by a hostile retest: with no token, a second local client saying ANOTHER X-Self-ID was taken beside
+    NapCat, and a superuser's /forget_user sent over it was obeyed. Without a token there is one connection at a
+    time, whatever QQ it says; an event whose self_id is not its connection's is dropped."""
+    caplog.set_level("WARNING", logger="mnemo")
+    first, second = NapCat(runner.cfg.ONEBOT_PORT), None
+    try:
+        assert first.ask(5, "记住，我住在大理").startswith("好的，记住了")
+        second = NapCat(runner.cfg.ONEBOT_PORT, self_id="20002")
+        assert wait_for(lambda: first.closed, 10)  # never two at once
+        assert "replaced the first (QQ 10001)" in caplog.text
+        with contextlib.suppress(Exception):
+            first.event(42, "/forget_user 5")  # over the replaced connection: dropped
+        second.self_id = "10001"  # an event claiming the other QQ over this connection: forged, dropped
+        second.event(42, "/forget_user 5")
+        second.self_id = "20002"
+        assert second.ask(8, "你好") == "echo:你好"  # the current connection is answered (after the two above)
+        assert runner.rows("SELECT text FROM memories WHERE user_id = '5'") == [{"text": "我住在大理"}]
+        assert first.sent.empty()
+    finally:
+        first.close()
+        if second is not None:
+            second.close()
+
+
+def test_with_a_token_two_qq_accounts_connect_at_once(start, llm):
+    """One bot for two QQ accounts (each its own NapCat) stays possible where the port is guarded by a token."""
+    runner = start(ONEBOT_ACCESS_TOKEN="s3cret-token")
+    a = NapCat(runner.cfg.ONEBOT_PORT, token="s3cret-token")
+    b = NapCat(runner.cfg.ONEBOT_PORT, self_id="20002", token="s3cret-token")
+    try:
+        assert a.ask(5, "一号") == "echo:一号"
+        assert b.ask(6, "二号") == "echo:二号"
+        assert not a.closed and not b.closed
+    finally:
+        a.close()
+        b.close()
+
+
 def test_onebot_beyond_loopback_needs_a_token(env, procs):
     line = assert_one_error_line(run_bot(env=dict(env, ONEBOT_HOST="0.0.0.0", ONEBOT_PORT=str(free_port()))))
     assert "ONEBOT_ACCESS_TOKEN" in line and "ONEBOT_HOST=127.0.0.1" in line
