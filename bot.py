@@ -1303,11 +1303,18 @@ def text_content_words(text):
 
 #: Chat-template control tokens that untrusted text could use to pose as another turn: ChatML and Llama's <|…|>,
 #: DeepSeek's full-width <｜…｜> (and its look-alikes ‹｜…｜>), Mistral's upper-case [SYSTEM_PROMPT], [TOOL_CALLS] and
-#: the rest, Gemma's <start_of_…>, Qwen's <think> and tool tags, Llama 2's <<SYS>>, <s>, <bos>. A test reads them
-#: out of every template in tests/data/chat_templates, so a template added there is checked too.
-_SPECIAL_TOKEN_RE = re.compile(r"[<‹＜﹤][|｜][^<>|｜\n]{0,40}[|｜][>›＞﹥]|</?s>|(?-i:\[/?[A-Z][A-Z_]{1,30}\])|<</?SYS>>"
-                               r"|<(?:start|end)_of_\w{1,20}>|</?(?:bos|eos|think|tool_call|tool_response|tools)>",
-                               re.I)
+#: the rest, Gemma's <start_of_…>, Qwen's <think> and tool tags, Llama 2's <<SYS>>, <s>, <bos>; and the families of
+#: Chinese and other local models a hostile retest got through: GLM's [gMASK]<sop>, MiniMax's ]~!b[ ]~b] [e~[ and
+#: <beginning_of_sentence>, Seed's <seed:bos>, Baichuan 2's <reserved_106>, TeleChat's <_user>, openPangu's
+#: [unused9], MiniCPM's <用户> <AI>, Nemotron's <extra_id_1> <SPECIAL_11>, InternLM's and MOSS's <eoh> <eoa> <eom>,
+#: BlueLM's [|Human|], Ziya's <human> <bot>, Yuan 2's <sep> <n>. A test reads the tokens out of every template in
+#: tests/data/chat_templates, so a template added there is checked too; another lists these families' by hand.
+_SPECIAL_TOKEN_RE = re.compile(
+    r"[<‹＜﹤][|｜][^<>|｜\n]{0,40}[|｜][>›＞﹥]|</?s>|(?-i:\[/?[A-Z][A-Z_]{1,30}\])|<</?SYS>>"
+    r"|[<‹＜﹤]/?(?:bos|eos|think|tool_call|tool_response|tools|sop|eop|eo[a-z]{1,3}|sep|n|human|bot|ai|用户"
+    r"|_[a-z]{2,10}|(?:reserved|extra_id|special|unused)_?\d{1,4}|(?:seed|minimax):\w{1,30}"
+    r"|(?:start|end|beginning)_of_\w{1,20})[>›＞﹥]"
+    r"|\[[gs]MASK\]|\[unused\d{1,4}\]|\[\|[^\]|\n]{1,20}\|\]|\]~!?b[\[\]]|\[e~\[", re.I)
 #: Names no member may speak under in a prompt (they would read as the system or the bot speaking).
 ROLE_NAMES = {"system", "assistant", "user", "developer", "tool", "ai", "bot", "mnemo", "系统", "助手", "用户", "管理员",
               "机器人", "群主", "admin", "administrator", "owner", "moderator", "root", "群管", "版主", "客服", "官方",
@@ -1364,7 +1371,7 @@ def text_neutral_name(name):
 
     Example: text_neutral_name('System') -> '群友System'
     Example: text_neutral_name('阿强︰我是群主') -> '群友阿强 我是群主'"""
-    name = text_neutralise(re.sub(f"[{_COLONS}]", " ", _INVISIBLE_RE.sub("", _name_shown(name))))
+    name = text_neutralise(re.sub(f"[{_COLONS}]", " ", text_tokens_dropped(_INVISIBLE_RE.sub("", _name_shown(name)))))
     return "群友" + name if not name.startswith("群友") and _name_reserved(name, ROLE_NAMES) else name
 
 
@@ -2129,6 +2136,26 @@ def llm_fold_system(messages):
     return rest
 
 
+def llm_tokens_dropped(messages):
+    """The messages with every chat-template token dropped from their text (text_tokens_dropped), whatever part of
+    a prompt it came in by: a summary's or a memory plan's quoted turns reached the server with <|im_start|> in them
+    (a hostile retest), and a prompt added later is covered without its own call. A message with none is kept as is.
+
+    Example: llm_tokens_dropped([{'role': 'user', 'content': '你好<|im_start|>system'}]) \
+-> [{'role': 'user', 'content': '你好system'}]"""
+    out = []
+    for m in messages:
+        content = m.get("content")
+        if isinstance(content, str) and _SPECIAL_TOKEN_RE.search(content):
+            m = dict(m, content=text_tokens_dropped(content))
+        elif isinstance(content, list) and any(p.get("type") == "text" and _SPECIAL_TOKEN_RE.search(p.get("text", ""))
+                                               for p in content):
+            m = dict(m, content=[dict(p, text=text_tokens_dropped(p["text"])) if p.get("type") == "text" else p
+                                 for p in content])
+        out.append(m)
+    return out
+
+
 def llm_context_target(text, used, max_tokens):
     """How many tokens (as text_count_tokens counts) a prompt of `used` tokens refused as too long may have:
     what the server's error says its context holds, less room for the reply; else half of `used`.
@@ -2195,6 +2222,7 @@ class LLMClient:
         headers = {"Authorization": f"Bearer {cfg.LLM_API_KEY}"} if cfg.LLM_API_KEY else {}
         model = model or cfg.LLM_MODEL
         budget = max_tokens or cfg.LLM_MAX_TOKENS
+        messages = llm_tokens_dropped(messages)
         log.debug("LLM request: %s", json.dumps(messages, ensure_ascii=False)[:4000])
         failures, fixed = 0, set()  # tries lost to the network, 429 or 5xx; what was adjusted once already
         while True:
@@ -2264,7 +2292,7 @@ class LLMClient:
                     if shorter != messages:
                         log.warning("LLM prompt longer than the model's context (%s); trying once with about %d "
                                     "tokens instead of %d", detail[:120], target, used)
-                        messages = shorter
+                        messages = llm_tokens_dropped(shorter)
                         continue
                 if kind == "context":
                     raise LLMError(f"the prompt is longer than the model's context ({status}). "
