@@ -9,7 +9,7 @@ A line of FILE.jsonl:
      "expect": {"has": [substr in some current memory after the last turn],
                 "not_has": [substr in no current memory],
                 "count": exact number of the user's memories (optional),
-                "last": "done|asks|chat|lists",
+                "last": "done|asks|chat|lists|other",
                 "reply_has": [...], "reply_not_has": [...]     (optional: substrings of the last reply)},
      "prompt": {"ask": "a chat message sent afterwards", "has": [...], "not_has": [...]}   (optional:
                substrings of the whole chat request the LLM gets for it),
@@ -50,7 +50,7 @@ from conftest import Runner  # noqa: E402
 from fakes import (ROOT, FakeLLM, NapCat, free_port, is_expansion_request, is_plan_request,  # noqa: E402
                    is_summary_request, is_vision_request)
 
-LASTS = ("done", "asks", "chat", "lists")
+LASTS = ("done", "asks", "chat", "lists", "other")
 DOWN = {"status": 503, "headers": {"Retry-After": "0"}}
 
 
