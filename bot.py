@@ -1395,16 +1395,27 @@ def _name_reserved(name, taken):
     if text_name_key(name) in taken:
         return True
     name = re.sub(r"(?<=[a-z])(?=[A-Z])", " ", _INVISIBLE_RE.sub("", name))  # AdminBot: two words
-    words = re.sub(r"[\W_]+", " ", text_simplified(unicodedata.normalize("NFKC", name).casefold().translate(
-        _LOOKALIKES)).translate(_NAME_VARIANTS))
-    joined = words.replace(" ", "")
-    return any(len(t) > 1 and t not in ROLE_NAMES_WHOLE
+    base = text_simplified(unicodedata.normalize("NFKC", name).casefold())
+    for table in (_LOOKALIKES, _LOOKALIKES_SOUNDED):  # Cyrillic н drawn like h, read as n (Мнемо)
+        # and digits drawn like letters inside a Latin word (B0T, Adm1n, SYST3M)
+        words = re.sub(r"[\W_]+", " ", re.sub(r"(?<=[a-z])[013]|[013](?=[a-z])",
+                                                lambda m: _DIGIT_LETTERS[m.group()], base.translate(table)))
+        words = words.translate(_NAME_VARIANTS)
+        joined = words.replace(" ", "")
+        if any(len(t) > 1 and t not in ROLE_NAMES_WHOLE
                and (re.search(rf"(?<![a-z0-9]){re.escape(t)}(?![a-z0-9])", words) if t.isascii() else t in joined)
-               for t in taken)
+               for t in taken):
+            return True
+    return False
 
 
 #: Letters of other scripts drawn like Latin ones (Cyrillic, Greek), read as those in a name's key.
 _LOOKALIKES = str.maketrans(dict(zip("аԁеһіјӏорԛѕԝхуαβεικνορτυχμвꜱʏɪᴏᴛʙтнмк", "adehijlopqswxyabeikvoptuxmbsyiotbthmk")))
+#: The same, with Cyrillic letters read as they sound where that differs from how they are drawn (н: n, not h).
+_LOOKALIKES_SOUNDED = str.maketrans(dict(zip("аԁеһіјӏорԛѕԝхуαβεικνορτυχμвꜱʏɪᴏᴛʙтнмк",
+                                             "adehijlopqswxyabeikvoptuxmbsyiotbtnmk")))
+#: Digits drawn like letters, read as those beside a Latin letter in a name (B0T, Adm1n, SYST3M).
+_DIGIT_LETTERS = {"0": "o", "1": "i", "3": "e"}
 #: What shows nothing in a name: zero-width and format characters, Hangul fillers, the blank Braille cell.
 _INVISIBLE_RE = re.compile("[\u00ad\u034f\u061c\u115f\u1160\u180e\u200b-\u200f\u202a-\u202e\u2060-\u206f\u2800\u3164"
                            "\ufe00-\ufe0f\ufeff\uffa0]")

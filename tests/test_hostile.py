@@ -1787,6 +1787,13 @@ SPEAKER_LABEL_CASES = [
      ["群友Sÿstem(0010)", "群友systém(0011)", "群友Μnemo", "群友ꜱystem(0013)", "群友Вот"]),
     ("ordinary names beside them", [("1260015", "rooted"), ("1260016", "Admiral"), ("1260017", "小王")], [],
      ["rooted", "Admiral", "小王"]),
+    # found by a hostile retest: digits drawn like letters, a Cyrillic н read as n
+    ("digits drawn like letters", [("1270001", "B0T"), ("1270002", "Adm1n"), ("1270003", "SYST3M"),
+                                   ("1270004", "Mnem0")], ["小满", "Mnemo"],
+     ["群友B0T", "群友Adm1n", "群友SYST3M", "群友Mnem0"]),
+    ("the bot's name in Cyrillic as it sounds", [("1270005", "Мнемо")], ["小满", "Mnemo"], ["群友Мнемо"]),
+    ("ordinary names with digits", [("1270006", "R2D2"), ("1270007", "阿强2000"), ("1270008", "Bo1d"),
+                                    ("1270009", "Adm1ral")], [], ["R2D2", "阿强2000", "Bo1d", "Adm1ral"]),
 ]
 
 
