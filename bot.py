@@ -1307,14 +1307,17 @@ def text_content_words(text):
 #: Chinese and other local models a hostile retest got through: GLM's [gMASK]<sop>, MiniMax's ]~!b[ ]~b] [e~[ and
 #: <beginning_of_sentence>, Seed's <seed:bos>, Baichuan 2's <reserved_106>, TeleChat's <_user>, openPangu's
 #: [unused9], MiniCPM's <用户> <AI>, Nemotron's <extra_id_1> <SPECIAL_11>, InternLM's and MOSS's <eoh> <eoa> <eom>,
-#: BlueLM's [|Human|], Ziya's <human> <bot>, Yuan 2's <sep> <n>. A test reads the tokens out of every template in
-#: tests/data/chat_templates, so a template added there is checked too; another lists these families' by hand.
+#: BlueLM's [|Human|], Ziya's <human> <bot>, Yuan 2's <sep> <n>, Ling's <role>, Baichuan-Omni's <B_SYS> <C_Q>,
+#: LongCat's <longcat_user>, Spark's <User> <end> <ret>, Falcon's >>QUESTION<<. A test reads the tokens out of
+#: every template in tests/data/chat_templates, so a template added there is checked too; another lists these
+#: families' by hand.
 _SPECIAL_TOKEN_RE = re.compile(
     r"[<‹＜﹤][|｜][^<>|｜\n]{0,40}[|｜][>›＞﹥]|</?s>|(?-i:\[/?[A-Z][A-Z_]{1,30}\])|<</?SYS>>"
     r"|[<‹＜﹤]/?(?:bos|eos|think|tool_call|tool_response|tools|sop|eop|eo[a-z]{1,3}|sep|n|human|bot|ai|用户"
-    r"|_[a-z]{2,10}|(?:reserved|extra_id|special|unused)_?\d{1,4}|(?:seed|minimax):\w{1,30}"
+    r"|user|system|assistant|role|end|ret|unk|pad|mask(?::\d{1,3})?|b_sys|c_q|c_a|longcat_\w{1,20}"
+    r"|_[a-z]{2,10}|(?:reserved|extra_id|special|unused)_?\d{1,6}|(?:seed|minimax):\w{1,30}"
     r"|(?:start|end|beginning)_of_\w{1,20})[>›＞﹥]"
-    r"|\[[gs]MASK\]|\[unused\d{1,4}\]|\[\|[^\]|\n]{1,20}\|\]|\]~!?b[\[\]]|\[e~\[", re.I)
+    r"|\[[gs]MASK\]|\[unused\d{1,4}\]|\[\|[^\]|\n]{1,20}\|\]|\]~!?b[\[\]]|\[e~\[|>>[A-Z]{2,12}<<", re.I)
 #: Names no member may speak under in a prompt (they would read as the system or the bot speaking).
 ROLE_NAMES = {"system", "assistant", "user", "developer", "tool", "ai", "bot", "mnemo", "系统", "助手", "用户", "管理员",
               "机器人", "群主", "admin", "administrator", "owner", "moderator", "root", "群管", "版主", "客服", "官方",
@@ -2024,21 +2027,49 @@ async def _llm_picture_read(response, data):
             raise LLMError("picture larger than VISION_MAX_BYTES")
 
 
-async def _llm_is_loopback(url):
-    """Whether a URL's host is this machine (a loopback or unspecified address, or a name resolving to one)."""
+async def _llm_addresses(url):
+    """The IP addresses a URL's host is (resolved when it is a name); None: unresolvable (the fetch itself fails)."""
     import ipaddress
     host = (httpx.URL(url).host or "").strip("[]")
     try:
         addresses = [ipaddress.ip_address(host)]
     except ValueError:
         if host.lower() == "localhost" or host.lower().endswith(".localhost"):
-            return True
+            return [ipaddress.ip_address("127.0.0.1")]
         try:
             infos = await asyncio.get_running_loop().getaddrinfo(host, None)
         except OSError:
-            return False  # unresolvable: the fetch itself fails
+            return None
         addresses = [ipaddress.ip_address(i[4][0].split("%")[0]) for i in infos]
-    return any(a.is_loopback or a.is_unspecified for a in addresses)
+    return [getattr(a, "ipv4_mapped", None) or a for a in addresses]  # ::ffff:127.0.0.1 is 127.0.0.1
+
+
+async def _llm_is_loopback(url):
+    """Whether a URL's host is this machine's loopback (or unspecified) address, or a name resolving to one."""
+    return any(a.is_loopback or a.is_unspecified for a in await _llm_addresses(url) or ())
+
+
+#: This machine's own addresses (read once): a picture's redirect to one reaches services listening on every
+#: interface as surely as one to 127.0.0.1.
+_LLM_OWN_ADDRESSES = []
+
+
+async def _llm_is_internal(url):
+    """Whether a URL's host is this machine or its private network: loopback, unspecified, private, link-local
+    (169.254.169.254, a cloud's metadata service), reserved, or one of this machine's own addresses."""
+    import ipaddress
+    import socket
+    if not _LLM_OWN_ADDRESSES:
+        own = {"127.0.0.1"}
+        with contextlib.suppress(OSError):
+            infos = await asyncio.get_running_loop().getaddrinfo(socket.gethostname(), None)
+            own |= {i[4][0].split("%")[0] for i in infos}
+        with contextlib.suppress(OSError), socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect(("192.0.2.1", 9))  # no packet is sent: this only picks the outgoing interface's address
+            own.add(s.getsockname()[0])
+        _LLM_OWN_ADDRESSES.extend(ipaddress.ip_address(a) for a in own)
+    return any(a.is_loopback or a.is_unspecified or a.is_private or a.is_link_local or a.is_reserved
+               or a in _LLM_OWN_ADDRESSES for a in await _llm_addresses(url) or ())
 
 
 def _retry_after(response, attempt):
@@ -2355,8 +2386,9 @@ class LLMClient:
 
     async def fetch_picture(self, url, timeout):
         """A picture's bytes and MIME type from its segment's http(s) URL (loopback included: NapCat
-        may serve files from 127.0.0.1). Redirects are followed, but into this machine only from a URL on it:
-        a picture link can't be used to reach the machine's local services. Raises LLMError when it isn't a
+        may serve files from 127.0.0.1). Redirects are followed, but into this machine or its private network
+        (its own addresses, ::ffff:127.0.0.1, 10.x, 169.254.x …) only from a loopback URL: a picture link can't be
+        used to reach the machine's local services. Raises LLMError when it isn't a
         picture of at most VISION_MAX_BYTES."""
         if not re.match(r"https?://", url or "", re.I):
             raise LLMError(f"not an http(s) URL: {str(url)[:40]!r}")
@@ -2373,8 +2405,8 @@ class LLMClient:
                     url = str(response.url.join(response.headers.get("Location", "")))
                 if hop == VISION_MAX_REDIRECTS:
                     raise LLMError("the picture URL redirects too often")
-                if not re.match(r"https?://", url, re.I) or (not local and await _llm_is_loopback(url)):
-                    raise LLMError("the picture URL redirects into this machine")
+                if not re.match(r"https?://", url, re.I) or (not local and await _llm_is_internal(url)):
+                    raise LLMError("the picture URL redirects into this machine or its network")
         except httpx.HTTPError as e:
             raise LLMError(f"picture not fetched ({type(e).__name__})")
         mime = llm_picture_type(bytes(data[:16]))
@@ -4477,10 +4509,12 @@ def _import_problem(obj):
         return "user_id is required (a QQ number)"
     if not isinstance(obj.get("text"), str) or not obj["text"].strip():
         return "text is required (a string)"
-    if obj.get("type", "user_fact") not in ("user_fact", "experience"):
-        return "type must be user_fact or experience"
+    if obj.get("type", "user_fact") not in ("user_fact", "experience", "group_fact"):
+        return "type must be user_fact, experience or group_fact"
     if obj.get("type") == "experience" and not isinstance(obj.get("character_id"), str):
         return "an experience needs the character_id of the character that had it"
+    if obj.get("type") == "group_fact" and not str(obj.get("scope") or "").startswith("g:"):
+        return "a group_fact needs the scope g:<group> of the group it belongs to"
     if obj.get("importance") is not None and obj["importance"] not in (1, 2):
         return "importance must be 1 or 2"
     if obj.get("created_at") is not None and not isinstance(obj["created_at"], (int, float)):
@@ -8405,9 +8439,15 @@ def _summary_own_items(conn, ctx, summary, items):
     name = ctx.speaker or ""
     if text_name_key(name) in {text_name_key(o) for o in others}:  # another member wore (a look-alike of) the name
         return []
+    if text_name_key(name) in _NAMES_GENERIC or _OPEN_ITEM_RE.search(name):
+        return []  # a card the summary writes of anyone (群友说…, 她说…, 下周三要去…): not a mention of the speaker
     return [x for x in items if name and _summary_mentions(x, [name, *others]) == {name}]
 
 
+#: Cards a summary's words can't be told to mean: pronouns and words it writes of anyone (a hostile retest's
+#: member carded 群友 got another member's plan from 群友说下周三要去面试).
+_NAMES_GENERIC = {"他", "她", "它", "ta", "他们", "她们", "我", "你", "我们", "你们", "有人", "大家", "群友", "某人",
+                  "对方", "别人", "成员", "群员", "网友", "朋友", "用户", "同学", "对面", "楼上", "楼下", "本人"}
 #: Characters after which a name in a summary still starts a mention (帮阿强…, 和阿强…, 答应阿强…): a name after
 #: any other letter or character is part of a longer word (小强 is not 强).
 _MENTION_AFTER = "和跟与同及帮给对向让叫问替陪请找被把醒应约等"
@@ -11016,6 +11056,15 @@ def onebot_create(app):
                                 self_id, sid)
                     asyncio.get_running_loop().create_task(self._drop(old))
 
+        async def _handle_http_event(self):
+            """Refused: events come over the reverse WebSocket only. aiocqhttp also takes them as an HTTP POST to /,
+            checking no token, and answered them over NapCat's connection (a hostile retest's forged superuser
+            command, and another user's memories wiped from another machine, with ONEBOT_ACCESS_TOKEN set)."""
+            from quart import Response
+            log.warning("an HTTP POST of a OneBot event was refused: Mnemo takes events over the reverse WebSocket "
+                        "only (set NapCat / LLOneBot / Lagrange to reverse WebSocket ws://…/ws/)")
+            return Response("Mnemo takes OneBot events over the reverse WebSocket only (ws://HOST:PORT/ws/)", 403)
+
         async def _drop(self, old):
             """Closes a replaced connection: nothing more is read from it or sent over it."""
             with contextlib.suppress(Exception):
@@ -11044,8 +11093,8 @@ def onebot_create(app):
         is that QQ's own (an event saying another self_id than its connection's is forged)."""
         try:
             ws = websocket._get_current_object()
-        except RuntimeError:  # not over a WebSocket
-            return True
+        except RuntimeError:  # not over a WebSocket (the HTTP route is refused, and nothing else calls handlers)
+            return False
         self_id = websocket.headers.get("X-Self-ID", "")
         return bot._wsr_api_clients.get(self_id) is ws and str(event.get("self_id")) == self_id
     # aiocqhttp logs through Quart's app logger, which is the root logger: its level would be every logger's

@@ -73,6 +73,29 @@ def test_importing_an_export_twice_adds_nothing_the_second_time(cli_env, tmp_pat
     assert len(sqlite_rows(cli_env["BOT_DB"], "SELECT id FROM memories")) == 6
 
 
+def test_an_export_with_a_group_fact_imports_back(cli_env, tmp_path):
+    """Found by a hostile retest: export writes a 记住本群… fact as type group_fact, and import refused the whole
+    file for it ('type must be user_fact or experience'): a database with one could not be moved or restored."""
+    made_db(cli_env, tmp_path)
+    src = tmp_path / "group.jsonl"
+    src.write_text('{"user_id": "901", "text": "本群每周五晚上九点开黑", "type": "group_fact", "scope": "g:66", '
+                   '"subject": "本群"}\n{"user_id": "1", "text": "我对花生过敏"}\n', encoding="utf-8")
+    assert "imported 2 memories" in run_bot("memory", "import", src, env=cli_env).stdout
+    export = run_bot("memory", "export", env=cli_env)
+    assert '"type": "group_fact"' in export.stdout and '"scope": "g:66"' in export.stdout
+    again = tmp_path / "export.jsonl"
+    again.write_text(export.stdout, encoding="utf-8")
+    fresh = dict(cli_env, BOT_DB=str(tmp_path / "fresh.db"))
+    made = run_bot("memory", "import", again, env=fresh)
+    lines = len(export.stdout.splitlines())
+    assert made.returncode == 0 and f"imported {lines} memories" in made.stdout, made.stdout + made.stderr
+    assert sqlite_rows(fresh["BOT_DB"], "SELECT type, scope, text FROM memories WHERE type = 'group_fact'") == \
+        [("group_fact", "g:66", "本群每周五晚上九点开黑")]
+    src.write_text('{"user_id": "901", "text": "本群每周五开黑", "type": "group_fact"}\n', encoding="utf-8")
+    line = assert_one_error_line(run_bot("memory", "import", src, env=cli_env))
+    assert "line 1: a group_fact needs the scope g:<group>" in line
+
+
 def test_memory_export_without_a_database(cli_env):
     line = assert_one_error_line(run_bot("memory", "export", env=cli_env))
     assert "no database at" in line and "BOT_DB" in line

@@ -496,6 +496,34 @@ def test_without_a_token_a_connection_saying_another_qq_replaces_the_first(runne
             second.close()
 
 
+@pytest.mark.parametrize("token", ["", "s3cret-token"])
+def test_an_event_posted_over_http_is_refused(start, llm, token):
+    """Found by a hostile retest: aiocqhttp also takes events as an HTTP POST to / (no token checked there), and the
+    bot answered them over NapCat's connection: a superuser's /status forged, a user's memories wiped from another
+    machine with ONEBOT_ACCESS_TOKEN set."""
+    import urllib.error
+    import urllib.request
+    runner = start(ONEBOT_ACCESS_TOKEN=token)
+    nc = NapCat(runner.cfg.ONEBOT_PORT, token=token or None)
+    try:
+        assert nc.ask(555, "记住，我住在大理").startswith("好的，记住了")
+        for text in ("/status", "/forget_user 555", "忘记关于我的一切", "确认删除"):
+            user = 42 if text.startswith("/") else 555
+            event = {"time": int(time.time()), "self_id": 10001, "post_type": "message", "message_type": "private",
+                     "sub_type": "friend", "message_id": 9, "user_id": user, "raw_message": text, "font": 0,
+                     "message": [{"type": "text", "data": {"text": text}}], "sender": {"user_id": user}}
+            post = urllib.request.Request(f"http://127.0.0.1:{runner.cfg.ONEBOT_PORT}/", method="POST",
+                                          data=json.dumps(event).encode(), headers={
+                                              "Content-Type": "application/json", "X-Self-ID": "10001"})
+            with pytest.raises(urllib.error.HTTPError) as refused:
+                urllib.request.urlopen(post, timeout=10)
+            assert refused.value.code == 403
+        assert nc.ask(8, "你好") == "echo:你好"  # NapCat's own events still answered, and nothing else was sent
+        assert runner.rows("SELECT text FROM memories WHERE user_id = '555'") == [{"text": "我住在大理"}]
+    finally:
+        nc.close()
+
+
 def test_with_a_token_two_qq_accounts_connect_at_once(start, llm):
     """One bot for two QQ accounts (each its own NapCat) stays possible where the port is guarded by a token."""
     runner = start(ONEBOT_ACCESS_TOKEN="s3cret-token")
@@ -585,6 +613,23 @@ def test_in_a_group_a_follow_up_never_goes_to_a_member_whose_name_is_inside_anot
         nc.ask(1250202, "我也回来了", **b)
         note = _follow_up_note(llm)
         assert (ah_strong in note) if ah_strong else note is None, note
+    finally:
+        nc.close()
+
+
+@pytest.mark.parametrize("card, summary", [("群友", "此前，群友说下周三要去面试。"), ("她", "此前，她说下周三要去面试。"),
+                                           ("下周三", "此前，下周三要去面试，还没准备好。")])
+def test_in_a_group_a_card_of_common_words_gets_no_one_elses_plan(start, llm, monkeypatch, card, summary):
+    """Found by a hostile retest: a member carded 群友, 她 or 下周三 was handed another member's plan, the summary's
+    own words read as a mention of them."""
+    llm.summary_script = [summary]
+    runner = start(SUMMARY_EVERY=2)
+    nc = NapCat(runner.cfg.ONEBOT_PORT)
+    a, b = {"group_id": 779, "card": card, "at_bot": True}, {"group_id": 779, "card": "阿B", "at_bot": True}
+    try:
+        _plan_told_then_later(runner, nc, monkeypatch, (1250111, a), (1250112, b))
+        nc.ask(1250111, "我回来啦", **a)
+        assert _follow_up_note(llm) is None
     finally:
         nc.close()
 
@@ -700,6 +745,61 @@ def test_a_picture_link_can_not_redirect_into_this_machine(start, llm, pictures)
             nc.close()
     finally:
         outside.close()
+
+
+class PictureOnEveryInterface:
+    """An HTTP server on every interface answering every GET with a picture, counting the GETs."""
+
+    def __init__(self):
+        hits = self.hits = []
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def do_GET(self):
+                hits.append(self.path)
+                body = png()
+                self.send_response(200)
+                self.send_header("Content-Type", "image/png")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+        self.server = ThreadingHTTPServer(("0.0.0.0", 0), Handler)
+        self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_a_picture_link_can_not_redirect_to_this_machine_by_another_address(start, llm, pictures):
+    """Found by a hostile retest: a redirect to ::ffff:127.0.0.1 or to the machine's own address (reaching every
+    service listening on all interfaces) was followed, and the local service's answer described."""
+    address = _machine_address()
+    if address is None:
+        pytest.skip("no non-loopback interface to serve the first URL from")
+    pictures.pictures["secret.png"] = (png(), 0)
+    inside = PictureOnEveryInterface()
+    targets = [f"http://[::ffff:127.0.0.1]:{pictures.url('secret.png').split(':')[2]}",
+               f"http://{address}:{inside.port}/secret.png"]
+    outsides = [Redirector(t) for t in targets]
+    try:
+        runner = start(VISION_MODEL="vl-test")
+        nc = NapCat(runner.cfg.ONEBOT_PORT)
+        try:
+            for outside in outsides:
+                nc.event(1, message=picture_message([f"http://{address}:{outside.port}/x"], "看看"))
+                assert nc.reply_text() == "echo:[图片]看看"
+            assert pictures.hits.get("secret.png") is None and inside.hits == [] and llm.vision_requests() == []
+        finally:
+            nc.close()
+    finally:
+        inside.close()
+        for outside in outsides:
+            outside.close()
 
 
 def test_a_slow_picture_holds_up_only_its_senders_messages(start, llm, pictures):
@@ -1318,14 +1418,18 @@ def test_no_chat_templates_control_token_survives_neutralising():
 #: Control tokens of the chat templates of Chinese and other local models, as their templates and tokenizers write
 #: them (a hostile retest got each through): GLM-4 (llama.cpp models/templates/GLM-4.6.jinja), MiniMax-M2
 #: (unsloth-MiniMax-M2.jinja) and MiniMax-Text-01, Seed-OSS (ByteDance-Seed-OSS.jinja), Baichuan 2, TeleChat,
-#: openPangu, MiniCPM, Nemotron (extra_id; Nano v2's SPECIAL_n), InternLM 1, MOSS, BlueLM, Ziya, Yuan 2.
+#: openPangu, MiniCPM, Nemotron (extra_id; Nano v2's SPECIAL_n), InternLM 1, MOSS, BlueLM, Ziya, Yuan 2, and more.
 FAMILY_TOKENS = ("[gMASK]", "[sMASK]", "<sop>", "<eop>", "<|observation|>", "]~!b[", "]~b]", "[e~[",
                  "<minimax:tool_call>", "<beginning_of_sentence>", "<end_of_sentence>", "<seed:bos>", "<seed:eos>",
                  "<seed:think>", "</seed:think>", "<seed:tool_call>", "<reserved_106>", "<reserved_107>", "<_system>",
                  "<_user>", "<_bot>", "<_end>", "[unused9]", "[unused10]", "<用户>", "‹用户>", "<AI>",
                  "<extra_id_0>", "<extra_id_1>", "<SPECIAL_10>", "<SPECIAL_11>", "<SPECIAL_12>", "<eoh>", "<eoa>",
                  "<eosys>", "<|Bot|>", "<eom>", "<eoc>", "<|MOSS|>", "[|Human|]", "[|AI|]", "<human>", "<bot>",
-                 "<sep>", "<eod>", "<n>")
+                 "<sep>", "<eod>", "<n>",
+                 # and round 9's: Ling / Bailing, Baichuan-Omni and M1, LongCat, iFlytek Spark, Chameleon, Falcon
+                 "<role>", "</role>", "<B_SYS>", "<C_Q>", "<C_A>", "<longcat_system>", "<longcat_user>",
+                 "<longcat_assistant>", "</longcat_s>", "<longcat_think>", "<User>", "<System>", "<end>", "<ret>",
+                 "<unk>", "<reserved08706>", ">>QUESTION<<", ">>ANSWER<<", "<mask:1>")
 
 
 def test_other_families_tokens_are_dropped_and_ordinary_brackets_kept():
