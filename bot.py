@@ -2576,6 +2576,9 @@ FORGET_WORDS = ("忘记 忘掉 忘了 删除记忆 删掉记忆 删掉 删除 �
 #: Words that start a correction (更正一下，… / 我说错了，…).
 UPDATE_WORDS = ("更新一下 更正一下 纠正一下 修改一下 改一下 更新下 更正下 纠正下 修改下 更新 更正 纠正 修改 改成 "
                 "我说错了 说错了 我搞错了 搞错了 我记错了 记错了").split()
+#: Verbs typed in pinyin when the IME is off (吉他那条shan le / 那个 shan diao ba): read as the characters.
+PINYIN_VERBS = {"shan le": "删了", "shanle": "删了", "shan diao": "删掉", "shandiao": "删掉", "shan chu": "删除",
+                "shanchu": "删除", "ba": "吧"}
 #: Words a memory command can start with right after the bot's name or a filler (小满记住… / 嗯嗯 忘掉…).
 COMMAND_WORDS = REMEMBER_WORDS + REMEMBER_WEAK_WORDS + "忘记 忘掉 忘了 删掉 删除 删了 撤销 撤回 更正 更新 纠正".split()
 #: Fillers a message may start with before a command word (哈哈哈 记住… / 嗯嗯，忘掉…), as a regex.
@@ -2613,6 +2616,18 @@ def _strip_tail(text):
     """Example: _strip_tail('撤销一下吧！') -> '撤销'"""
     text = text.strip()  # only the last 64 characters are looked at: _TAIL_RE is quadratic on a run of particles
     return (text[:-64] + _TAIL_RE.sub("", text[-64:])) or text
+
+
+#: A pinyin verb of PINYIN_VERBS (with its 吧) right after Chinese or a space, as a whole word.
+_PINYIN_VERB_RE = re.compile(r"(?<![A-Za-z])(shan\s?(?:le|diao|chu))(?:\s?(ba))?(?![A-Za-z])", re.I)
+
+
+def memory_pinyin(text):
+    """A message with its pinyin verbs in characters. Example: memory_pinyin('吉他那条shan le吧') -> '吉他那条删了吧'"""
+    if "shan" not in text.lower():
+        return text
+    return _PINYIN_VERB_RE.sub(lambda m: PINYIN_VERBS[re.sub(r"\s", " ", m.group(1).lower())]
+                               + (PINYIN_VERBS["ba"] if m.group(2) else ""), text)
 
 
 #: What says nothing to remember on its own: marks, emoji, particles, fillers and a bare 我 (😢 / 嗯嗯 / 我).
@@ -6783,6 +6798,8 @@ def _read_forget(m):
     return ("forget_maybe", {"what": what}) if maybe else None
 
 
+#: Interjections that may come before a command (哎呀，更正一下，是无锡 / 不好意思 说错了 不是梨 是桃): no part of it.
+_INTERJECTION = r"(?:哎呀|哎哟|哎|唉|啊|呀|诶|欸|嗯|呃|哦|噢|不好意思|抱歉|sorry)"
 #: What a user can type to the memory, tried in this order; the first row whose pattern matches decides. A
 #: remember word is strong (记住: the user means it, so a fact without a subject is asked about) or weak
 #: (别忘了, 记得: often care aimed at the bot, so it needs a fact about someone). Adding a way to say a command
@@ -6802,6 +6819,8 @@ MEMORY_COMMANDS = [
                   r"把(?:本群|我们群|咱们群|群里)(?:的)?(?:关于|有关)?(.+?)(?:忘了|忘掉|删了|删掉|去掉))",
                   _read_group_forget_text),
     MemoryCommand(r"(?:撤销|撤回|undo|/undo)(?:刚才的|上一步|上一条|刚才那个|刚才那条)?(?:操作)?", _says("undo")),
+    MemoryCommand(rf"(?:(?:{_INTERJECTION}|算了)[{_PUNCT}]*)*(?:就)?当我(?:没说|什么都没说|啥也没说)(?:过)?(?:[{_PUNCT}]*哈+)?",
+                  _says("unsay")),  # 当我没说😅: right after a change it is taken back, else chat
     MemoryCommand(r"(?:恢复|还原|找回)(?:一下|下)?(?:刚才|刚刚)?(?:删|删掉|忘|忘掉)(?:的|了的|掉的)(?:那条|那个|那句)?(?:记忆)?",
                   _says("undo_delete")),
     MemoryCommand(re.escape(_CONFIRM_WIPE), _says("confirm_wipe")),
@@ -6854,8 +6873,6 @@ _LEAD_IN_RE = re.compile(rf"^([^，,。!！?？\n]{{0,20}}?)[{_PUNCT}]+(?={_word
                          rf"|^[a-z]{{2,8}}(?=记住)", re.I)
 #: A command word said twice (记住记住，… / 撤销撤销 / 说错了说错了，…): once.
 _DOUBLED_RE = re.compile(rf"^({_words_re(COMMAND_WORDS + UPDATE_WORDS)})[{_PUNCT}]*\1")
-#: Interjections that may come before a command (哎呀，更正一下，是无锡 / 不好意思 说错了 不是梨 是桃): no part of it.
-_INTERJECTION = r"(?:哎呀|哎哟|哎|唉|啊|呀|诶|欸|嗯|呃|哦|噢|不好意思|抱歉|sorry)"
 _INTERJECTION_LEAD_RE = re.compile(rf"^(?:{_INTERJECTION}[{_PUNCT}]*)+(?={_words_re(COMMAND_WORDS + UPDATE_WORDS)})",
                                    re.I)
 #: A short clause owning a mistake before 撤销 (删错了，撤销): the undo is the request.
@@ -6978,7 +6995,7 @@ def memory_parse(text, names=()):
             t = t[len(name):].lstrip(" ，,:：~～!！")
             break
     t = re.sub(r"^@\S+\s+", "", t) if t.startswith("@") else t
-    said = t.replace("（", "(").replace("）", ")")
+    said = memory_pinyin(t.replace("（", "(").replace("）", ")"))  # 吉他那条shan le: 删了
     t = read = said.translate(_SIMPLIFIED)
     yue = memory_cantonese(t)
     if yue != t:  # 記住我住喺旺角: read as Mandarin, what is stored said as the user said it (what a forget points
@@ -7088,6 +7105,19 @@ def _settle_undo_delete(conn, ctx):
     return ("undo", {}) if h and h[0] == "delete" else (None, {})
 
 
+def _settle_unsay(conn, ctx):
+    """当我没说: right after a command that changed a memory, that change taken back (a memory just stored is
+    forgotten, a change undone); else chat (当我没说 after a chat line takes back only the line)."""
+    before = conn.execute("SELECT kind, created_at FROM messages WHERE session = ? AND user_id = ? AND role = 'user' "
+                          "AND id < ? ORDER BY id DESC LIMIT 1",
+                          (ctx.session, ctx.user_id, ctx.message_id or 1 << 62)).fetchone()
+    h = conn.execute("SELECT action, created_at FROM memory_history WHERE user_id = ? AND undone = 0 "
+                     "ORDER BY id DESC LIMIT 1", (ctx.user_id,)).fetchone()
+    if not (before and before[0] == "command" and h and h[1] >= before[1]):
+        return None, {}  # the change, if any, was not the message before this one's
+    return ("forget_last", {}) if h[0] == "insert" else ("undo", {}) if h[0] in ("update", "delete") else (None, {})
+
+
 def _settle_forget_maybe(conn, ctx, what):
     """忘记榴莲: a forget when a memory mentions 榴莲; else chat."""
     return ("forget", {"what": what}) if memory_mentions(conn, ctx, what) else (None, {})
@@ -7098,7 +7128,8 @@ def _settle_forget_maybe(conn, ctx, what):
 MEMORY_SETTLE = {"ask": _settle_ask, "update_named": _settle_update_named, "update_mine": _settle_update_mine,
                  "forget_maybe": _settle_forget_maybe, "update_fit": _settle_update_fit,
                  "replace_maybe": _settle_replace_maybe, "correct_last": _settle_correct_last,
-                 "undo_delete": _settle_undo_delete, "update_actually": _settle_update_actually}
+                 "undo_delete": _settle_undo_delete, "update_actually": _settle_update_actually,
+                 "unsay": _settle_unsay}
 
 
 # What the table above can't read. memory_normalise brings the common other ways of saying a command
@@ -7633,7 +7664,7 @@ def memory_shaped(conn, ctx, text):
     memory verb, or a pointer at a memory with a verb; a weak verb (删, 改, 不对, delete) only when it
     points at a stored memory or follows a memory change. Cantonese verbs are read as Mandarin here.
     Example: 删了那个游戏，太难玩了 -> False (no memory mentions 游戏)."""
-    t = memory_cantonese(text.strip().translate(_SIMPLIFIED))
+    t = memory_cantonese(memory_pinyin(text.strip()).translate(_SIMPLIFIED))
     whole = t  # what a weak verb's pointer is looked for in (说错了，是对芒果过敏，不是鸡蛋: 鸡蛋)
     start = _SHAPED_START_RE.match(t)
     if not start and not _SHAPED_ANY_RE.search(t) and not _SHAPED_END_RE.search(t):
