@@ -7465,6 +7465,31 @@ _FORGET_VERB_RE = re.compile(r"删|忘|去掉|(?:别|不要|不用|莫)再?记|(
 FORGET_REASON_CHARS = 12
 
 
+#: One clause of a forget that names its memory by a pointer (西语那条删除 / 另外生日那条也请删掉 / 还有生日那个也不要了): what.
+_POINTER_FORGET_RE = re.compile(rf"^(?:麻烦|请|帮我|另外|还有|然后|再|把|你|您)*([^{_PUNCT}]{{1,8}}?)(?:那条|那个|这条|这个)(?:记忆)?"
+                                rf"(?:也|都|请|你|您|就|给我)*{_FORGET_AFTER}(?:掉|吧|了|{_ANY_PARTICLE})*$")
+#: Several memories named in one clause and counted (把钢琴和游泳这两条都忘了吧 / 日语跟爬山那俩删了): what.
+_COUNTED_FORGET_RE = re.compile(rf"^(?:麻烦|请|帮我|你|您)*(?:把)?([^{_PUNCT}]{{1,20}}?(?:和|跟|、|以及)[^{_PUNCT}]{{1,20}}?)"
+                                rf"(?:这|那)(?:两|俩|几|三|2|3)(?:条|个)?(?:记忆)?(?:都|全|全都)?{_FORGET_AFTER}"
+                                rf"(?:掉|吧|了|{_ANY_PARTICLE})*$")
+
+
+def _forget_pointers(t):
+    """A forget of several memories, each named by a pointer in a clause of its own or together with their count, as
+    one 忘记：A和B (each must name one memory: memory_forget_each); None when it is not that (a clause keeps one:
+    吉他那条删了 我妈那条留着). Example: _forget_pointers('西语那条删除，另外生日那条也请删掉，谢谢') -> '忘记：西语和生日'"""
+    if re.search(r"留着|别删|不删|不要删|不用删|其他|其余|别的", t):
+        return None
+    m = _COUNTED_FORGET_RE.match(_strip_tail(t))
+    if m:
+        return "忘记：" + m.group(1)
+    clauses = [_strip_tail(c) for c in _FORGET_PAUSES_RE.split(t) if c and not _COURTESY_CLAUSE_RE.match(c)]
+    named = [_POINTER_FORGET_RE.match(c) for c in clauses if c and not _COURTESY_CLAUSE_RE.match(c)]
+    if len(named) < 2 or not all(named):
+        return None
+    return "忘记：" + "和".join(n.group(1) for n in named)
+
+
 def _forget_clause(t):
     """The one clause of a message that asks to forget, when the others only say why: the reason is no part of
     what goes. Example: _forget_clause('来福那条删了 送人了') -> '来福那条删了'"""
@@ -7572,7 +7597,7 @@ def memory_normalise(text):
         t = _pronoun_forget(t) or t
     if _FORGET_VERB_RE.search(t):  # 来福那条删了 送人了: the forget without its reason
         t = _SPOKEN_AGAIN_RE.sub(r"\1", _SPOKEN_LEAD_RE.sub("", t)) or t
-        t = _forget_clause(t) if _PAUSES_RE.search(t) else t
+        t = _forget_pointers(t) or (_forget_clause(t) if _PAUSES_RE.search(t) else t)
     if _AROUND_WORD_RE.search(t):  # 豆包昨天去世了 记一下吧 心里好难受 / 记牢 很重要的 我有哮喘
         t = _remember_around(t) or t
     for words, pattern, repl in _MEMORY_REWRITES:  # a row's words first: one search in C, not a loop in Python
