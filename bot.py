@@ -6091,7 +6091,11 @@ def memory_replace_value(conn, ctx, old_value, new_value, embed):
     if said.attribute and said.attribute == old["attribute"]:
         fact = said  # 是对蟹过敏，不是虾: said whole
     else:
-        fact = memory_fact(old["text"].replace(old_value, re.sub(r"^(?:是|在|对)", "", new_value), 1))
+        new = re.sub(r"^(?:是|在|对)", "", new_value)
+        after = old["text"][old["text"].find(old_value) + len(old_value):]
+        # 是北区5栋 不是南区 for 我宿舍在南区5栋: what new says after the part named goes too (not 北区5栋5栋)
+        k = next((k for k in range(min(len(after), len(new) - 1), 0, -1) if new.endswith(after[:k])), 0)
+        fact = memory_fact(old["text"].replace(old_value + after[:k], new, 1))
     with db_tx(conn, durable=True):
         _history(conn, ctx, 0, old["id"], "update", old)
         _memory_rewrite(conn, old, fact, embed(fact.text), 1, old["scope"])
@@ -6724,7 +6728,7 @@ def _read_actually(m):
 
 
 #: What may follow 更正 although it reads like chat (不是…, 住址是…).
-_NOT_OR_ATTRIBUTE_IS = rf"不是|(?:{_words_re(_ATTRIBUTE_BY_WORD)})是|[^，,是]{{1,6}}的是"
+_NOT_OR_ATTRIBUTE_IS = rf"不是|不叫|不在|(?:{_words_re(_ATTRIBUTE_BY_WORD)})是|[^，,是]{{1,6}}的是"
 
 
 def _read_not_but(m):
@@ -6734,6 +6738,18 @@ def _read_not_but(m):
     if re.fullmatch(f"[{PARTICLES}的]+", old):
         return "update_fit", {"value": new.strip()}
     return "replace_maybe", {"old": old, "new": new}
+
+
+#: The verbs a correction may say both its old and new value with (我室友不喜欢A 她喜欢B / 小儿子在重庆 不在成都).
+_SAID_TWICE_VERBS = r"(?:喜欢|爱吃|爱|住在|住|在|叫|姓|玩|用|吃|养|学|是)"
+#: 不V old, V new (不叫明明 叫亮亮 / 我室友不喜欢Ave Mujica 她喜欢MyGO): whose, verb, old, new.
+_NOT_OLD_THEN_NEW_RE = re.compile(rf"^(?P<s>[^{_PUNCT}]{{0,8}}?)不(?P<v>{_SAID_TWICE_VERBS})\s*(?P<old>[^，,。；;]{{1,16}}?)"
+                                  rf"[{_PUNCT}]+(?:其实|而是|而)?(?:[他她它]|(?P=s))?(?:其实|还是|是)?(?P=v)\s*"
+                                  rf"(?P<new>[^，,。；;{_PUNCT}{_EMOJI}]{{1,16}})[{_EMOJI}]*$")
+#: V new, 不V old (小儿子在重庆 不在成都): whose, verb, new, old.
+_NEW_THEN_NOT_OLD_RE = re.compile(rf"^(?P<s>[^{_PUNCT}]{{0,8}}?)(?P<v>{_SAID_TWICE_VERBS})\s*(?P<new>[^，,。；;]{{1,16}}?)"
+                                  rf"[{_PUNCT}]+(?:而)?(?:[他她它]|(?P=s))?不(?P=v)\s*"
+                                  rf"(?P<old>[^，,。；;{_PUNCT}{_EMOJI}]{{1,16}})[{_EMOJI}]*$")
 
 
 def _read_update(m):
@@ -6763,6 +6779,9 @@ def _read_update(m):
         old, new = (v.group(1), v.group(2)) if fact.startswith("不是") else (v.group(2), v.group(1))
         old = re.sub(r"[\s，,。!！~～]+[\u4e00-\u9fff].*$", "", old)  # 是日照 不是临沂 人老了…: the comment is no value
         return "replace_value", {"old": old, "new": new}
+    v = _NOT_OLD_THEN_NEW_RE.match(fact) or _NEW_THEN_NOT_OLD_RE.match(fact)
+    if v and v.group("old").strip() != v.group("new").strip():  # 更正一下 我室友不喜欢A 她喜欢B: the old one said, whose
+        return "replace_said", {"text": fact, **{k: v.group(k).strip() for k in ("s", "v", "old", "new")}}
     if re.match(rf"^(?:{'|'.join(_ATTRIBUTE_BY_WORD)}|最喜欢的|最爱的)", fact) and not about:
         return "update_attr", {"said": fact}  # 更正：老家是湖北 — the user's own, unless only others have one
     v = re.match(r"^([\u4e00-\u9fffA-Za-z]{1,6})是(.+)$", fact)
@@ -7085,6 +7104,19 @@ def _settle_replace_maybe(conn, ctx, old, new):
     return ("replace_value", {"old": old, "new": new}) if said else (None, {})
 
 
+def _settle_replace_said(conn, ctx, text, s, v, old, new):
+    """更正一下 我室友不喜欢A 她喜欢B / 小儿子在重庆 不在成都: the memory that says whose + verb + old (我室友喜欢A) takes
+    new; none: an update of text as before (我和孩子他爸都喜欢爬山 is one memory of two people: never its old value
+    alone). Without whose (不叫明明 叫亮亮): the one that says old (several: asked; none: nothing changed)."""
+    pairs = [("我" + s + v + old, "我" + s + v + new)] if s and not s.startswith("我") else []
+    pairs += [(s + v + old, s + v + new)] if s else []
+    texts = [r["text"] for r in memory_list(conn, ctx) if r["type"] != "group_fact"]
+    for o, n in pairs:
+        if any(o in t for t in texts):
+            return "replace_value", {"old": o, "new": n}
+    return ("update", {"text": text}) if s else ("replace_value", {"old": old, "new": new})
+
+
 def _settle_correct_last(conn, ctx, text):
     """说错了，是我姐对猫过敏 (right after 记住我姐对狗过敏): the memory just stored or changed, when it is of the
     same attribute, is replaced by text; otherwise text is an update like 更正一下，…"""
@@ -7129,7 +7161,7 @@ MEMORY_SETTLE = {"ask": _settle_ask, "update_named": _settle_update_named, "upda
                  "forget_maybe": _settle_forget_maybe, "update_fit": _settle_update_fit,
                  "replace_maybe": _settle_replace_maybe, "correct_last": _settle_correct_last,
                  "undo_delete": _settle_undo_delete, "update_actually": _settle_update_actually,
-                 "unsay": _settle_unsay}
+                 "unsay": _settle_unsay, "replace_said": _settle_replace_said}
 
 
 # What the table above can't read. memory_normalise brings the common other ways of saying a command
