@@ -7790,12 +7790,34 @@ _POINTED_TELL_RE = re.compile(rf"^(?:我)?(?:跟|根|和|给|同)你(?:说|讲|�
                               rf"[{PARTICLES}]*[{_PUNCT}]+")
 
 
+#: A switch said as what is now (其实我现在转官服了 / 其实我早就改喝拿铁咖啡了): the new value; what it replaces is the one
+#: word of the same length and the same last character (B服, 美式咖啡) in the speaker's memories.
+_SWITCH_RE = re.compile(rf"^(?:其实|我|现在|已经|早就|最近|后来|目前)*(?:其实|现在|已经|早就|后来|目前)(?:我)?(?:已经)?"
+                        rf"(?:转|换|改)(?:成|到|去|用|玩|喝|吃|回)?(?:了)?([^{_PUNCT}{_EMOJI}了]{{2,8}})了"
+                        rf"[{PARTICLES}{_PUNCT}{_EMOJI}]*$")
+
+
+def _switch_spot(conn, ctx, value):
+    """(memory, word) for the one word of the speaker's memories value replaces (B服 for 官服: the same length, the same
+    last character, half its characters in place), else None (none, or several: chat)."""
+    n = len(value)
+    spots = {(r["id"], r["text"][i:i + n]) for r in memory_list(conn, ctx) if r["type"] != "group_fact"
+             for i in range(len(r["text"]) - n + 1)
+             if r["text"][i + n - 1] == value[-1] and r["text"][i:i + n] != value
+             and sum(a == b for a, b in zip(r["text"][i:i + n], value)) * 2 >= n
+             and not re.search(rf"[{_PUNCT}]", r["text"][i:i + n])}
+    words = {w for _, w in spots}
+    if len(spots) != 1 or sum(w in r["text"] for r in memory_list(conn, ctx) for w in words) != 1:
+        return None
+    return spots.pop()
+
+
 def memory_pointed_words(text):
     """Whether a message the rules read as chat may say that something one memory holds changed or was wrong: a change
     of state (戒了, 不…了, 毕业, 拿到, 退役 …) or 不是X 是Y. The cheap test every chat message takes; only then are the
     speaker's memories read (memory_pointed)."""
     t = text.translate(_SIMPLIFIED)
-    return bool(_POINTED_FIX_RE.search(t) or _LIFE_CHANGE_RE.search(t.translate(_SIMPLIFIED)))
+    return bool(_POINTED_FIX_RE.search(t) or _LIFE_CHANGE_RE.search(t.translate(_SIMPLIFIED)) or _SWITCH_RE.match(t))
 
 
 def memory_pointed(conn, ctx, text):
@@ -7819,6 +7841,10 @@ def memory_pointed(conn, ctx, text):
             kind, args = _settle_replace_maybe(conn, ctx, value, new.strip())
             if kind:
                 return kind, args
+    switch = _SWITCH_RE.match(t.translate(_SIMPLIFIED))
+    spot = switch and _switch_spot(conn, ctx, switch.group(1))
+    if spot:  # 其实我现在转官服了 with 我玩的是B服: that word replaced
+        return "replace_value", {"old": spot[1], "new": t[switch.start(1):switch.end(1)]}
     if _LIFE_CHANGE_RE.search(t.translate(_SIMPLIFIED)):
         told = _POINTED_TELL_RE.match(t.translate(_SIMPLIFIED))
         said = t[told.end():] if told and told.end() < len(t) else t  # 跟你說 我碩士畢業了啦: what is told
