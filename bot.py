@@ -7329,8 +7329,10 @@ _WISH_RES = [(re.compile(r"^(?:算了|不对)?[，,\s]*(?:还是)?(?:你)?(?:以
                          rf"{_ANY_PARTICLE}?$"), "记住，你以后{0}"),  # 别叫我亲爱的了
              (re.compile(r"^(?=你|以后|今后|从|回复|回答|回我|说话|讲话|每次)(?:你)?(?:以后|今后|从现在起|从今天起)?(?:你)?"
                          r"(?:能不能|可不可以|可以)?((?:跟我|和我|对我)?(?:每次|每条|每句)?"
-                         r"(?:说话|回复我?|回答我?|讲话|聊天|回消息|回我(?:消息)?)(?:的时候|时)?(?:都)?"
-                         r"(?:(?:要|得(?!很|真|太|挺|好|不错)|别|不要|不许|可以|尽量|能|多|少|带|加|用(?!到|了)|简短|短|长|温柔|正式).*"
+                         r"(?:说话|回复我?|回答我?|讲话|聊天|回消息|回我(?:消息)?|(?<=每句)话|(?<=每条)消息)(?:的时候|时)?"
+                         r"(?:的)?(?:结尾|末尾|最后|开头|前面)?(?:都)?"
+                         r"(?:(?:要|得(?!很|真|太|挺|好|不错)|别|不要|不许|可以|尽量|能|多|少|带|加|用(?!到|了)|简短|短|长|温柔|正式"
+                         r"|直接|先(?=给|说|讲|回|告诉)|只(?=给|说|讲|回)).*"
                          rf"|[^，,。!！?？吗]{{1,6}}(?:一点|一些|点儿?)))(?:就行|就好|就可以)?{_ANY_PARTICLE}?$"), "记住，你以后{0}"),
              (re.compile(r"^(?:你)?(?:以后|今后|从现在起|从今天起)(?:你)?((?:别|不要|不许|少|多|尽量)(?:再)?(?:用|发|叫|带|加|说).+"
                          r"|用.+(?:回我|说话|跟我说|和我说|聊天|回复).*)$"), "记住，你以后{0}"),
@@ -7402,7 +7404,7 @@ _REPLY_STYLE = (r"(?:表情包|表情符[号號]|表情|(?i:emoji)|[颜顏]文�
                 r"[标標][点點]符[号號]|[标標][点點]|[语語]气词|网络用语|英文|英[语語]|繁体字|繁体|繁體字|繁體|废话|廢話)")
 _REPLY_STYLE_RE = re.compile(_REPLY_STYLE)
 _STYLE_WISH_RE = re.compile(rf"^(?:你)?(?:以后|今后)?(?:你)?(?:(?P<d1>少|多|别|不要|不许|尽量少|尽量别|尽量不要)(?:再|老|总|老是|总是|一直)?"
-                            rf"(?:用|发|加|带|打)(?:点|些|一点|啲)?(?P<t1>{_REPLY_STYLE})"
+                            rf"(?P<v1>用|发|加|带|打|说|讲)(?:点|些|一点|啲)?(?P<t1>{_REPLY_STYLE})"
                             rf"|(?P<t2>{_REPLY_STYLE})(?:你)?(?:(?:用|发|加|打)(?P<d2>少|多)|(?P<d3>少|多|别|不要)(?:用|发|加|打)?)"
                             rf"(?:点|一点|些)?)(?:了)?{_ANY_PARTICLE}*(?:[{_PUNCT}]+[^，,。!！?？]{{0,8}})?$")
 
@@ -7590,6 +7592,8 @@ def _wish_clauses(t):
         return wishes[0]  # 你以后就叫小橘子吧 好听 / 算了 别这么叫了 怪尴尬的 还是叫我小王吧
     stops = [c for c in others if _WISH_STOP_RE.match(c) and not re.search(r"忘|记|删", c)]
     if len(wishes) == 1 and stops and all(c in stops or _WISH_REMARK_RE.match(c) for c in others):
+        if "叫" not in wishes[0] and not any(re.search(rf"叫|喊|称呼|{_REPLY_STYLE}", c) for c in stops):
+            return wishes[0] + "".join(_strip_tail(c) for c in stops)  # 以后回我直接给结论 别铺垫: one wish said twice
         # 以后你就叫我老李头 别您啊您的 怪客气的: a second wish beside it, each kept, the remark not
         return "，".join([wishes[0]] + [re.sub(r"^(?!你)", "你", _strip_tail(c)) for c in stops])
     return None
@@ -7648,7 +7652,8 @@ def memory_normalise(text):
             return form.format(*(g for g in m.groups() if g is not None), t=t)
     m = _STYLE_WISH_RE.match(t) if _REPLY_STYLE_RE.search(t) else None
     if m:  # 少用点emoji 看着眼花 / 表情包发少点
-        return f"记住，你以后{m.group('d1') or m.group('d2') or m.group('d3')}用{m.group('t1') or m.group('t2')}"
+        said = "说" if m.group("v1") in ("说", "讲") else "用"  # 少讲点废话: 少说废话, not 少用废话
+        return f"记住，你以后{m.group('d1') or m.group('d2') or m.group('d3')}{said}{m.group('t1') or m.group('t2')}"
     m = _REMEMBER_TAIL_RE.match(t) if _REQUEST_WORD_RE.search(t[-8:]) else None
     if m and not t.startswith(("记住", "忘记")):  # 我搬到深圳了，记一下 / 跟你说个好消息，我戒烟了！记一下
         told = _told_fact(m.group(1))
