@@ -7610,6 +7610,11 @@ def _pronoun_forget(t):
     return f"忘记{m.group(1)}那条({clauses[0]})"
 
 
+#: Urging after a request to see one's memories (你都记得我些什么呀 快说快说🥺 / 说来听听 / 列出来看看): no part of it.
+_URGE_TAIL_RE = re.compile(rf"[{_PUNCT}{PARTICLES}]+(?:快说|快讲|快点|说说看|说说|说来听听|讲讲看|讲讲|告诉我|列出来|列一下|"
+                           rf"给我看看|让我看看|看看)+[{PARTICLES}{_PUNCT}{_EMOJI}]*$")
+
+
 def memory_normalise(text):
     """A memory message in the canonical wording the command table reads (chat is left alone).
     Example: memory_normalise('记住咯，我喜欢吃辣') -> '记住，我喜欢吃辣'
@@ -7622,6 +7627,10 @@ def memory_normalise(text):
         t = _WISH_LEAD_RE.sub("你", t, count=1)
     if t and (t[-1] > "\u2600" and not "\u4e00" <= t[-1] <= "\u9fff" or "谢" in t[-4:]):  # 谢谢🙏 / 小橘吧🍊
         t = _POLITE_TAIL_RE.sub("", t) or t
+    if ("记" in t or "知道" in t) and _URGE_TAIL_RE.search(t):  # 你都记得我啥呀 快说快说: the list asked for
+        bare = _strip_tail(_URGE_TAIL_RE.sub("", t))
+        if _MEMORY_COMMAND_RES[0][0].match(bare):  # the table's first row: 你记得我什么
+            return bare
     t = _EMOJI_TAIL_RE.sub("", t) or t  # 豆豆昨天走了 记一下吧 😢: the emoji is no fact (记住我喜欢🐱 keeps it)
     if "那" in t or "这" in t:  # 芒果那条🗑️删掉
         t = _POINTER_EMOJI_RE.sub(r"\1", t)
