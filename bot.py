@@ -6852,6 +6852,8 @@ MEMORY_COMMANDS = [
                   r"(?:话|东西)?|"
                   r"(?:把)?(?:刚才|刚刚|刚)(?:那条|那句话|那句|说的|记的|存的|记下的|保存的)(?:那条|那个)?(?:就|你)?"
                   r"(?:删掉|删了|删除|删|忘了吧|忘了|忘掉|不用记了|别记了|不要记了|莫记了|不要了|去掉)", _says("forget_last")),
+    MemoryCommand(r"(?:把)?(?:刚才|刚刚)那个(?:就|你|给我|给)?(?:删掉|删了|删除|删|忘了|忘掉|不用记了|别记了|不要了|去掉)",
+                  _says("forget_last_maybe")),  # 刚才那个删了: the memory just stored only right after storing it
     MemoryCommand(rf"(?:忘记|忘掉|删掉|删除|去掉|删了|删|forget)[{_PUNCT}]*(?:记忆)?[{_PUNCT}]*"
                   rf"((?:第?\s*{_NUM}\s*[条个项]?[{_PUNCT}和跟及与]*)+)"
                   rf"|把?((?:第\s*{_NUM}\s*[条个项]?[{_PUNCT}和跟及与]*)+)(?:删了|删掉|删除|去掉|忘了|忘掉|不要了)"
@@ -7150,6 +7152,11 @@ def _settle_unsay(conn, ctx):
     return ("forget_last", {}) if h[0] == "insert" else ("undo", {}) if h[0] in ("update", "delete") else (None, {})
 
 
+def _settle_forget_last_maybe(conn, ctx):
+    """刚才那个删了: the memory the message before stored or changed, forgotten; else chat (刚才那个 may be a photo)."""
+    return ("forget_last", {}) if _settle_unsay(conn, ctx)[0] == "forget_last" else (None, {})
+
+
 def _settle_forget_maybe(conn, ctx, what):
     """忘记榴莲: a forget when a memory mentions 榴莲; else chat."""
     return ("forget", {"what": what}) if memory_mentions(conn, ctx, what) else (None, {})
@@ -7161,7 +7168,8 @@ MEMORY_SETTLE = {"ask": _settle_ask, "update_named": _settle_update_named, "upda
                  "forget_maybe": _settle_forget_maybe, "update_fit": _settle_update_fit,
                  "replace_maybe": _settle_replace_maybe, "correct_last": _settle_correct_last,
                  "undo_delete": _settle_undo_delete, "update_actually": _settle_update_actually,
-                 "unsay": _settle_unsay, "replace_said": _settle_replace_said}
+                 "unsay": _settle_unsay, "replace_said": _settle_replace_said,
+                 "forget_last_maybe": _settle_forget_last_maybe}
 
 
 # What the table above can't read. memory_normalise brings the common other ways of saying a command
@@ -7197,7 +7205,7 @@ _TELL_YOU_RE = re.compile(rf"^(?:跟你说|和你说|给你说|跟你讲|告诉�
 #: Words that point at a stored memory (那条, 那个) before a forget verb.
 _POINTER = r"(?:那条|那个|这条|这个|那件事|这件事|(?<=的)约定)(?:记忆)?"
 #: Forget verbs after what they point at (X那条忘掉吧 / X那个别记了).
-_FORGET_AFTER = (r"(?:你|您|就|给我|帮我|麻烦你|麻烦您|请你|请您)*(?:忘掉|忘了|忘记|删了|删掉|删除|去掉|不要了|别记了|别记着了|不用记了|不要记了|可以删了|"
+_FORGET_AFTER = (r"(?:你|您|就|给我|给|帮我|麻烦你|麻烦您|请你|请您)*(?:忘掉|忘了|忘记|删了|删掉|删除|去掉|不要了|别记了|别记着了|不用记了|不要记了|可以删了|"
                  r"别再记了|不要再记了|别再记着了|"
                  r"莫记了|莫记到了|莫记|别存了|不用存了|不要存了|别存|删一下|删下|清掉|清除|delete掉?|del掉?|remove掉?|删)(?:一下|下)?")
 #: A request for the list in the ways people ask for it: who keeps it, what is kept, how to show it.
@@ -7354,6 +7362,10 @@ _UNDO_CLAUSE_RE = re.compile(r"^(?:把|给我)?(?:刚才|刚刚|上一步|上一
 _UNDO_REASON_RE = re.compile(r"^(?:啊+|哎呀|哎哟|哎|唉|呀|诶|嗯|呃)*(?:算了|不对|错了|(?:我)?(?:刚才|刚刚)?(?:删|记|说|搞|弄|点|按|打|改)(?:错|混)"
                              r"(?:人)?了?|(?:刚才|刚刚)?(?:那个|那条)?不算(?:了|数)?|手滑了?|当我没说(?:过)?|不好意思|sorry|"
                              r"一下)?$", re.I)  # revert 一下: a space cuts 一下 off its verb
+#: An interjection before an undo clause (哎呀刚才那条撤回吧 / 诶 刚刚那个撤回).
+_UNDO_LEAD_RE = re.compile(r"^(?:哎呀|哎哟|哎|唉|啊+|呀|诶|欸|嗯+|呃+)+")
+#: Why, said after an undo (那是我闺女家的地址 / 是我侄女的名字): whose it really was; no fact asked to be kept.
+_UNDO_WHY_RE = re.compile(r"^(?:那是|这是|那个是|是我|不是我|因为)[^，,。！!？?]{1,12}$")
 #: Words without which a message is no undo (one search instead of a test per word).
 _UNDO_WORD_RE = re.compile(r"撤|改回|取消|回到|作废|不算|undo|revert", re.I)
 #: The pauses between the clauses of a message.
@@ -7649,9 +7661,9 @@ def memory_normalise(text):
         if words.search(t) and pattern.search(t):  # sub hands a template with \1 to Python code even when no match
             t = pattern.sub(repl, t, count=1)
     if _UNDO_WORD_RE.search(t):  # 刚刚那个撤回吧，记错人了 / 啊删错了，撤销撤销 / 改回去
-        clauses = [c for c in map(_strip_tail, _PAUSES_RE.split(t)) if c]
+        clauses = [_UNDO_LEAD_RE.sub("", c) for c in map(_strip_tail, _PAUSES_RE.split(t)) if c]
         undo = [c for c in clauses if _UNDO_CLAUSE_RE.match(c)]
-        if undo and all(c in undo or _UNDO_REASON_RE.match(c) for c in clauses):
+        if undo and all(c in undo or _UNDO_REASON_RE.match(c) or _UNDO_WHY_RE.match(c) for c in clauses if c):
             return "撤销"
     t = _WISH_ALSO_RE.sub("", t) if t.startswith(("还有", "另外", "同埋", "而且")) else t  # 还有 少用emoji: and also
     for pattern, form in _WISH_RES if "叫" in t or t.startswith(("你", "以后", "今后", "从", "回", "说话", "讲话", "每次")) \
