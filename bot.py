@@ -3916,6 +3916,12 @@ def _one_kind(items):
     return all(k & kinds[0] for k in kinds[1:])
 
 
+#: Several tools or places for one purpose (我用VSCode、Neovim和Zed写代码 / 我在猫眼、淘票票和大麦买票): who, 用/在, the
+#: items, what they are for (a verb of these and a few characters).
+_TOOLS_FOR_RE = re.compile(r"^(我(?:平时|一般|都|常|经常|主要)?)(用|在)((?:[^、，,和跟及\s]{1,12}(?:、|和|跟|以及)){1,4}"
+                           r"[^、，,和跟及\s]{1,12}?)((?:写|剪|聊|买|看|听|做|画|打|记|学|玩|开|修|拍|订|点)[^、，,和跟及\s]{0,6})$")
+
+
 def memory_unlist(text):
     """One fact per subject and per value, also inside a clause; then memory_split.
     Example: memory_unlist('我和我老婆都喜欢爬山') -> ['我喜欢爬山', '我老婆喜欢爬山']"""
@@ -3943,6 +3949,11 @@ def memory_unlist(text):
         and (m.group(2) + m.group(3) != "爸妈" or re.search("爸我的?妈", t))  # 我爸妈都… reads as before
     if pair and not {m.group(2), m.group(3)} & {"父母"}:  # 我爷爷奶奶都住在乡下: one memory each
         return [x for who in m.group(2, 3) for x in memory_unlist(m.group(1) + who + m.group(4))]
+    m = _TOOLS_FOR_RE.match(t)
+    if m:  # 我用VSCode、Neovim和Zed写代码: 我用VSCode写代码, 我用Neovim写代码, 我用Zed写代码
+        items = [i.strip() for i in re.split(r"、|和|跟|以及", m.group(3))]
+        if len(items) >= 2 and all(items):
+            return [f"{m.group(1)}{m.group(2)}{i}{m.group(4)}" for i in items]
     spaced = not re.search(r"[，,]", t)  # 我不吃香菜 葱 和蒜: spaces part the values as commas do
     chain = re.split(r"(?<=[\u4e00-\u9fff])\s+(?=[\u4e00-\u9fff])",
                      re.sub(r"\s+(?=(?:和|跟|以及|还有)[\u4e00-\u9fff])", "", t)) if spaced else re.split(r"[，,]", t)
