@@ -7240,6 +7240,7 @@ _LIST_WORDS = ("你 我 的 关于 有关 都 还 现在 目前 到底 一共 �
 _FILLER_WORDS = r"(?:嗯|呃|额|诶|欸|哎|咦|那个|这个|就是说|就是|然后|对了|话说|那啥|(?i:em)m*)"
 #: Rewrites to the canonical wordings memory_parse reads: (pattern, replacement), tried in order.
 MEMORY_REWRITES = [
+    ("顺便 另外 然后", rf"^(?:顺便|另外|然后)[{_PUNCT}]*(?:也|再)?(?=(?:帮我|给我|替我)?(?:记住|记一下|记下|记着))", ""),  # 顺便记一下我…
     ("自己 本人", r"关于(?:我自己|我本人|本人|自己)的?(?=一切|所有|全部|都|东西|事|记忆)", "关于我的"),  # 忘记关于我自己的一切: the wipe
     ("所有 全部", rf"^(?:忘记|忘掉|删掉|删除)关于我的(?:所有|全部)(?:的)?(?:事情|事|东西|记忆)?{_ANY_PARTICLE}*$",
      "忘记关于我的一切"),  # 忘记关于我的所有事: not a memory that says 所有事
@@ -7752,6 +7753,11 @@ def _shaped_clauses(t):
     return [_SHAPED_LEAD_RE.sub("", p) for p in parts[1:]] + ([_SHAPED_LEAD_RE.sub("", parts[0])] if parts else [])
 
 
+#: A question whether the bot can remember (是不是什么都能记住啊 / 真的能记住吗 / 啥都记得住): chat, nothing to keep.
+_ABILITY_ASKED_RE = re.compile(rf"(?:(?:是不是|真的|到底)[^{_PUNCT}]{{0,6}}?(?:记住|记得住|记得)(?:吗|么|嘛)?|"
+                               rf"(?:能|会|可以)(?:记住|记得住)(?:吗|么|嘛))[{PARTICLES}{_PUNCT}{_EMOJI}?？]*$")
+
+
 def memory_shaped(conn, ctx, text):
     """Whether a message the rules did not read is still about memory: a memory verb at the start or
     end of one of its clauses (after a lead-in like 不好意思 / 刚才), a memory phrase anywhere, an English
@@ -7777,6 +7783,8 @@ def memory_shaped(conn, ctx, text):
                 return _shaped_points(conn, ctx, t)
     if start and start.group().endswith(("撤回", "撤销")) and t[start.end():].startswith("了"):
         return False  # 撤回了一条消息: what happened in the chat
+    if _ABILITY_ASKED_RE.search(t):
+        return False  # 你们这些机器人是不是什么都能记住啊: a question about the bot, for chat
     if start and re.match(r"记住|记一下|记下|记着|记牢|记好|记得|忘记|忘掉", start.group().lstrip("请麻烦帮我给你把就那")):
         rest = t[start.end():].lstrip(_PUNCT.replace("\\s", " "))
         if rest and (_NOT_AN_OBJECT_RE.match(rest) or _CHAT_FORGET_RE.match(rest)) and not _SHAPED_ANY_RE.search(rest):
