@@ -5102,9 +5102,21 @@ def _life_clashes(rows, fact, stated):
         topics = {_LIFE_TOKEN_AREAS[t] for t in (r["areas"] or "").split() if t in _LIFE_TOKEN_AREAS}
         if "工作" in only and _WORKPLACE_RE.search(r["text"]) and "在家" not in r["text"]:
             topics.add("工作")  # 我在腾讯做后端: a job by where it is done (its topic is the attribute's only)
-        if stated & memory_life_areas(r["text"], r["subject"], r["attribute"], topics, stated=False, only=only):
+        common = stated & memory_life_areas(r["text"], r["subject"], r["attribute"], topics, stated=False, only=only)
+        if any(_life_named(area, fact, r) for _, area in common):
             out.append(r)
     return out
+
+
+def _life_named(area, fact, row):
+    """Whether a new fact or a stored memory names a life area by its words or attribute (or a pet's, a partner's own,
+    or both say the same thing), not only by the topics their words suggest: 我在图书馆兼职 and 我宿舍在南区5栋 are both
+    near 学业 by topic, and neither says a study state."""
+    attributes = [a for a in (fact.attribute, row["attribute"]) if a]
+    return any(a in _LIFE_ATTRIBUTES[area] or _LIFE_AREA_OF.get(a) == area for a in attributes) \
+        or any(_LIFE_WORD_RES[area].search(_life_read(t)) for t in (fact.text, row["text"])) \
+        or bool({fact.subject, row["subject"]} & set(_LIFE_SHARED.get(area, ()))) \
+        or bool(_life_words(fact.text) & _life_words(row["text"]))  # 毛毛上周走了 / 不跑步了: a pet's own, the same thing
 
 
 #: A job memory that also says where (我在美团做产品经理): a new work state may end that employer.
