@@ -6766,7 +6766,8 @@ def _read_not_but(m):
 #: The verbs a correction may say both its old and new value with (我室友不喜欢A 她喜欢B / 小儿子在重庆 不在成都).
 _SAID_TWICE_VERBS = r"(?:喜欢|爱吃|爱|住在|住|在|叫|姓|玩|用|吃|养|学|是)"
 #: 不V old, V new (不叫明明 叫亮亮 / 我室友不喜欢Ave Mujica 她喜欢MyGO): whose, verb, old, new.
-_NOT_OLD_THEN_NEW_RE = re.compile(rf"^(?P<s>[^{_PUNCT}]{{0,8}}?)不(?P<v>{_SAID_TWICE_VERBS})\s*(?P<old>[^，,。；;]{{1,16}}?)"
+_NOT_OLD_THEN_NEW_RE = re.compile(rf"^(?P<s>[^{_PUNCT}]{{0,8}}?)不(?P<v>{_SAID_TWICE_VERBS})\s*"
+                                  rf"(?P<old>[^，,。；;]{{1,16}}?)"
                                   rf"[{_PUNCT}]+(?:其实|而是|而)?(?:[他她它]|(?P=s))?(?:其实|还是|是)?(?P=v)\s*"
                                   rf"(?P<new>[^，,。；;{_PUNCT}{_EMOJI}]{{1,16}})[{_EMOJI}]*$")
 #: V new, 不V old (小儿子在重庆 不在成都): whose, verb, new, old.
