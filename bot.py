@@ -2647,6 +2647,9 @@ FORGET_WORDS = ("忘记 忘掉 忘了 删除记忆 删掉记忆 删掉 删除 �
 #: Words that start a correction (更正一下，… / 我说错了，…).
 UPDATE_WORDS = ("更新一下 更正一下 纠正一下 修改一下 改一下 更新下 更正下 纠正下 修改下 更新 更正 纠正 修改 改成 "
                 "我说错了 说错了 我搞错了 搞错了 我记错了 记错了").split()
+#: Verbs typed in pinyin when the IME is off (吉他那条shan le / 那个 shan diao ba): read as the characters.
+PINYIN_VERBS = {"shan le": "删了", "shanle": "删了", "shan diao": "删掉", "shandiao": "删掉", "shan chu": "删除",
+                "shanchu": "删除", "ba": "吧"}
 #: Words a memory command can start with right after the bot's name or a filler (小满记住… / 嗯嗯 忘掉…).
 COMMAND_WORDS = REMEMBER_WORDS + REMEMBER_WEAK_WORDS + "忘记 忘掉 忘了 删掉 删除 删了 撤销 撤回 更正 更新 纠正".split()
 #: Fillers a message may start with before a command word (哈哈哈 记住… / 嗯嗯，忘掉…), as a regex.
@@ -2684,6 +2687,18 @@ def _strip_tail(text):
     """Example: _strip_tail('撤销一下吧！') -> '撤销'"""
     text = text.strip()  # only the last 64 characters are looked at: _TAIL_RE is quadratic on a run of particles
     return (text[:-64] + _TAIL_RE.sub("", text[-64:])) or text
+
+
+#: A pinyin verb of PINYIN_VERBS (with its 吧) right after Chinese or a space, as a whole word.
+_PINYIN_VERB_RE = re.compile(r"(?<![A-Za-z])(shan\s?(?:le|diao|chu))(?:\s?(ba))?(?![A-Za-z])", re.I)
+
+
+def memory_pinyin(text):
+    """A message with its pinyin verbs in characters. Example: memory_pinyin('吉他那条shan le吧') -> '吉他那条删了吧'"""
+    if "shan" not in text.lower():
+        return text
+    return _PINYIN_VERB_RE.sub(lambda m: PINYIN_VERBS[re.sub(r"\s", " ", m.group(1).lower())]
+                               + (PINYIN_VERBS["ba"] if m.group(2) else ""), text)
 
 
 #: What says nothing to remember on its own: marks, emoji, particles, fillers and a bare 我 (😢 / 嗯嗯 / 我).
@@ -3972,6 +3987,12 @@ def _one_kind(items):
     return all(k & kinds[0] for k in kinds[1:])
 
 
+#: Several tools or places for one purpose (我用VSCode、Neovim和Zed写代码 / 我在猫眼、淘票票和大麦买票): who, 用/在, the
+#: items, what they are for (a verb of these and a few characters).
+_TOOLS_FOR_RE = re.compile(r"^(我(?:平时|一般|都|常|经常|主要)?)(用|在)((?:[^、，,和跟及\s]{1,12}(?:、|和|跟|以及)){1,4}"
+                           r"[^、，,和跟及\s]{1,12}?)((?:写|剪|聊|买|看|听|做|画|打|记|学|玩|开|修|拍|订|点)[^、，,和跟及\s]{0,6})$")
+
+
 def memory_unlist(text):
     """One fact per subject and per value, also inside a clause; then memory_split.
     Example: memory_unlist('我和我老婆都喜欢爬山') -> ['我喜欢爬山', '我老婆喜欢爬山']"""
@@ -3999,6 +4020,11 @@ def memory_unlist(text):
         and (m.group(2) + m.group(3) != "爸妈" or re.search("爸我的?妈", t))  # 我爸妈都… reads as before
     if pair and not {m.group(2), m.group(3)} & {"父母"}:  # 我爷爷奶奶都住在乡下: one memory each
         return [x for who in m.group(2, 3) for x in memory_unlist(m.group(1) + who + m.group(4))]
+    m = _TOOLS_FOR_RE.match(t)
+    if m:  # 我用VSCode、Neovim和Zed写代码: 我用VSCode写代码, 我用Neovim写代码, 我用Zed写代码
+        items = [i.strip() for i in re.split(r"、|和|跟|以及", m.group(3))]
+        if len(items) >= 2 and all(items):
+            return [f"{m.group(1)}{m.group(2)}{i}{m.group(4)}" for i in items]
     spaced = not re.search(r"[，,]", t)  # 我不吃香菜 葱 和蒜: spaces part the values as commas do
     chain = re.split(r"(?<=[\u4e00-\u9fff])\s+(?=[\u4e00-\u9fff])",
                      re.sub(r"\s+(?=(?:和|跟|以及|还有)[\u4e00-\u9fff])", "", t)) if spaced else re.split(r"[，,]", t)
@@ -5149,9 +5175,21 @@ def _life_clashes(rows, fact, stated):
         topics = {_LIFE_TOKEN_AREAS[t] for t in (r["areas"] or "").split() if t in _LIFE_TOKEN_AREAS}
         if "工作" in only and _WORKPLACE_RE.search(r["text"]) and "在家" not in r["text"]:
             topics.add("工作")  # 我在腾讯做后端: a job by where it is done (its topic is the attribute's only)
-        if stated & memory_life_areas(r["text"], r["subject"], r["attribute"], topics, stated=False, only=only):
+        common = stated & memory_life_areas(r["text"], r["subject"], r["attribute"], topics, stated=False, only=only)
+        if any(_life_named(area, fact, r) for _, area in common):
             out.append(r)
     return out
+
+
+def _life_named(area, fact, row):
+    """Whether a new fact or a stored memory names a life area by its words or attribute (or a pet's, a partner's own,
+    or both say the same thing), not only by the topics their words suggest: 我在图书馆兼职 and 我宿舍在南区5栋 are both
+    near 学业 by topic, and neither says a study state."""
+    attributes = [a for a in (fact.attribute, row["attribute"]) if a]
+    return any(a in _LIFE_ATTRIBUTES[area] or _LIFE_AREA_OF.get(a) == area for a in attributes) \
+        or any(_LIFE_WORD_RES[area].search(_life_read(t)) for t in (fact.text, row["text"])) \
+        or bool({fact.subject, row["subject"]} & set(_LIFE_SHARED.get(area, ()))) \
+        or bool(_life_words(fact.text) & _life_words(row["text"]))  # 毛毛上周走了 / 不跑步了: a pet's own, the same thing
 
 
 #: A job memory that also says where (我在美团做产品经理): a new work state may end that employer.
@@ -6149,7 +6187,11 @@ def memory_replace_value(conn, ctx, old_value, new_value, embed):
     if said.attribute and said.attribute == old["attribute"]:
         fact = said  # 是对蟹过敏，不是虾: said whole
     else:
-        fact = memory_fact(old["text"].replace(old_value, re.sub(r"^(?:是|在|对)", "", new_value), 1))
+        new = re.sub(r"^(?:是|在|对)", "", new_value)
+        after = old["text"][old["text"].find(old_value) + len(old_value):]
+        # 是北区5栋 不是南区 for 我宿舍在南区5栋: what new says after the part named goes too (not 北区5栋5栋)
+        k = next((k for k in range(min(len(after), len(new) - 1), 0, -1) if new.endswith(after[:k])), 0)
+        fact = memory_fact(old["text"].replace(old_value + after[:k], new, 1))
     with db_tx(conn, durable=True):
         _history(conn, ctx, 0, old["id"], "update", old)
         _memory_rewrite(conn, old, fact, embed(fact.text), 1, old["scope"])
@@ -6782,7 +6824,7 @@ def _read_actually(m):
 
 
 #: What may follow 更正 although it reads like chat (不是…, 住址是…).
-_NOT_OR_ATTRIBUTE_IS = rf"不是|(?:{_words_re(_ATTRIBUTE_BY_WORD)})是|[^，,是]{{1,6}}的是"
+_NOT_OR_ATTRIBUTE_IS = rf"不是|不叫|不在|(?:{_words_re(_ATTRIBUTE_BY_WORD)})是|[^，,是]{{1,6}}的是"
 
 
 def _read_not_but(m):
@@ -6792,6 +6834,19 @@ def _read_not_but(m):
     if re.fullmatch(f"[{PARTICLES}的]+", old):
         return "update_fit", {"value": new.strip()}
     return "replace_maybe", {"old": old, "new": new}
+
+
+#: The verbs a correction may say both its old and new value with (我室友不喜欢A 她喜欢B / 小儿子在重庆 不在成都).
+_SAID_TWICE_VERBS = r"(?:喜欢|爱吃|爱|住在|住|在|叫|姓|玩|用|吃|养|学|是)"
+#: 不V old, V new (不叫明明 叫亮亮 / 我室友不喜欢Ave Mujica 她喜欢MyGO): whose, verb, old, new.
+_NOT_OLD_THEN_NEW_RE = re.compile(rf"^(?P<s>[^{_PUNCT}]{{0,8}}?)不(?P<v>{_SAID_TWICE_VERBS})\s*"
+                                  rf"(?P<old>[^，,。；;]{{1,16}}?)"
+                                  rf"[{_PUNCT}]+(?:其实|而是|而)?(?:[他她它]|(?P=s))?(?:其实|还是|是)?(?P=v)\s*"
+                                  rf"(?P<new>[^，,。；;{_PUNCT}{_EMOJI}]{{1,16}})[{_EMOJI}]*$")
+#: V new, 不V old (小儿子在重庆 不在成都): whose, verb, new, old.
+_NEW_THEN_NOT_OLD_RE = re.compile(rf"^(?P<s>[^{_PUNCT}]{{0,8}}?)(?P<v>{_SAID_TWICE_VERBS})\s*(?P<new>[^，,。；;]{{1,16}}?)"
+                                  rf"[{_PUNCT}]+(?:而)?(?:[他她它]|(?P=s))?不(?P=v)\s*"
+                                  rf"(?P<old>[^，,。；;{_PUNCT}{_EMOJI}]{{1,16}})[{_EMOJI}]*$")
 
 
 def _read_update(m):
@@ -6821,6 +6876,9 @@ def _read_update(m):
         old, new = (v.group(1), v.group(2)) if fact.startswith("不是") else (v.group(2), v.group(1))
         old = re.sub(r"[\s，,。!！~～]+[\u4e00-\u9fff].*$", "", old)  # 是日照 不是临沂 人老了…: the comment is no value
         return "replace_value", {"old": old, "new": new}
+    v = _NOT_OLD_THEN_NEW_RE.match(fact) or _NEW_THEN_NOT_OLD_RE.match(fact)
+    if v and v.group("old").strip() != v.group("new").strip():  # 更正一下 我室友不喜欢A 她喜欢B: the old one said, whose
+        return "replace_said", {"text": fact, **{k: v.group(k).strip() for k in ("s", "v", "old", "new")}}
     if re.match(rf"^(?:{'|'.join(_ATTRIBUTE_BY_WORD)}|最喜欢的|最爱的)", fact) and not about:
         return "update_attr", {"said": fact}  # 更正：老家是湖北 — the user's own, unless only others have one
     v = re.match(r"^([\u4e00-\u9fffA-Za-z]{1,6})是(.+)$", fact)
@@ -6856,6 +6914,8 @@ def _read_forget(m):
     return ("forget_maybe", {"what": what}) if maybe else None
 
 
+#: Interjections that may come before a command (哎呀，更正一下，是无锡 / 不好意思 说错了 不是梨 是桃): no part of it.
+_INTERJECTION = r"(?:哎呀|哎哟|哎|唉|啊|呀|诶|欸|嗯|呃|哦|噢|不好意思|抱歉|sorry)"
 #: What a user can type to the memory, tried in this order; the first row whose pattern matches decides. A
 #: remember word is strong (记住: the user means it, so a fact without a subject is asked about) or weak
 #: (别忘了, 记得: often care aimed at the bot, so it needs a fact about someone). Adding a way to say a command
@@ -6875,6 +6935,8 @@ MEMORY_COMMANDS = [
                   r"把(?:本群|我们群|咱们群|群里)(?:的)?(?:关于|有关)?(.+?)(?:忘了|忘掉|删了|删掉|去掉))",
                   _read_group_forget_text),
     MemoryCommand(r"(?:撤销|撤回|undo|/undo)(?:刚才的|上一步|上一条|刚才那个|刚才那条)?(?:操作)?", _says("undo")),
+    MemoryCommand(rf"(?:(?:{_INTERJECTION}|算了)[{_PUNCT}]*)*(?:就)?当我(?:没说|什么都没说|啥也没说)(?:过)?(?:[{_PUNCT}]*哈+)?",
+                  _says("unsay")),  # 当我没说😅: right after a change it is taken back, else chat
     MemoryCommand(r"(?:恢复|还原|找回)(?:一下|下)?(?:刚才|刚刚)?(?:删|删掉|忘|忘掉)(?:的|了的|掉的)(?:那条|那个|那句)?(?:记忆)?",
                   _says("undo_delete")),
     MemoryCommand(re.escape(_CONFIRM_WIPE), _says("confirm_wipe")),
@@ -6887,6 +6949,8 @@ MEMORY_COMMANDS = [
                   r"(?:话|东西)?|"
                   r"(?:把)?(?:刚才|刚刚|刚)(?:那条|那句话|那句|说的|记的|存的|记下的|保存的)(?:那条|那个)?(?:就|你)?"
                   r"(?:删掉|删了|删除|删|忘了吧|忘了|忘掉|不用记了|别记了|不要记了|莫记了|不要了|去掉)", _says("forget_last")),
+    MemoryCommand(r"(?:把)?(?:刚才|刚刚)那个(?:就|你|给我|给)?(?:删掉|删了|删除|删|忘了|忘掉|不用记了|别记了|不要了|去掉)",
+                  _says("forget_last_maybe")),  # 刚才那个删了: the memory just stored only right after storing it
     MemoryCommand(rf"(?:忘记|忘掉|删掉|删除|去掉|删了|删|forget)[{_PUNCT}]*(?:记忆)?[{_PUNCT}]*"
                   rf"((?:第?\s*{_NUM}\s*[条个项]?[{_PUNCT}和跟及与]*)+)"
                   rf"|把?((?:第\s*{_NUM}\s*[条个项]?[{_PUNCT}和跟及与]*)+)(?:删了|删掉|删除|去掉|忘了|忘掉|不要了)"
@@ -6927,8 +6991,6 @@ _LEAD_IN_RE = re.compile(rf"^([^，,。!！?？\n]{{0,20}}?)[{_PUNCT}]+(?={_word
                          rf"|^[a-z]{{2,8}}(?=记住)", re.I)
 #: A command word said twice (记住记住，… / 撤销撤销 / 说错了说错了，…): once.
 _DOUBLED_RE = re.compile(rf"^({_words_re(COMMAND_WORDS + UPDATE_WORDS)})[{_PUNCT}]*\1")
-#: Interjections that may come before a command (哎呀，更正一下，是无锡 / 不好意思 说错了 不是梨 是桃): no part of it.
-_INTERJECTION = r"(?:哎呀|哎哟|哎|唉|啊|呀|诶|欸|嗯|呃|哦|噢|不好意思|抱歉|sorry)"
 _INTERJECTION_LEAD_RE = re.compile(rf"^(?:{_INTERJECTION}[{_PUNCT}]*)+(?={_words_re(COMMAND_WORDS + UPDATE_WORDS)})",
                                    re.I)
 #: A short clause owning a mistake before 撤销 (删错了，撤销): the undo is the request.
@@ -7051,7 +7113,7 @@ def memory_parse(text, names=()):
             t = t[len(name):].lstrip(" ，,:：~～!！")
             break
     t = re.sub(r"^@\S+\s+", "", t) if t.startswith("@") else t
-    said = t.replace("（", "(").replace("）", ")")
+    said = memory_pinyin(t.replace("（", "(").replace("）", ")"))  # 吉他那条shan le: 删了
     t = read = said.translate(_SIMPLIFIED)
     yue = memory_cantonese(t)
     if yue != t:  # 記住我住喺旺角: read as Mandarin, what is stored said as the user said it (what a forget points
@@ -7141,6 +7203,19 @@ def _settle_replace_maybe(conn, ctx, old, new):
     return ("replace_value", {"old": old, "new": new}) if said else (None, {})
 
 
+def _settle_replace_said(conn, ctx, text, s, v, old, new):
+    """更正一下 我室友不喜欢A 她喜欢B / 小儿子在重庆 不在成都: the memory that says whose + verb + old (我室友喜欢A) takes
+    new; none: an update of text as before (我和孩子他爸都喜欢爬山 is one memory of two people: never its old value
+    alone). Without whose (不叫明明 叫亮亮): the one that says old (several: asked; none: nothing changed)."""
+    pairs = [("我" + s + v + old, "我" + s + v + new)] if s and not s.startswith("我") else []
+    pairs += [(s + v + old, s + v + new)] if s else []
+    texts = [r["text"] for r in memory_list(conn, ctx) if r["type"] != "group_fact"]
+    for o, n in pairs:
+        if any(o in t for t in texts):
+            return "replace_value", {"old": o, "new": n}
+    return ("update", {"text": text}) if s else ("replace_value", {"old": old, "new": new})
+
+
 def _settle_correct_last(conn, ctx, text):
     """说错了，是我姐对猫过敏 (right after 记住我姐对狗过敏): the memory just stored or changed, when it is of the
     same attribute, is replaced by text; otherwise text is an update like 更正一下，…"""
@@ -7161,6 +7236,24 @@ def _settle_undo_delete(conn, ctx):
     return ("undo", {}) if h and h[0] == "delete" else (None, {})
 
 
+def _settle_unsay(conn, ctx):
+    """当我没说: right after a command that changed a memory, that change taken back (a memory just stored is
+    forgotten, a change undone); else chat (当我没说 after a chat line takes back only the line)."""
+    before = conn.execute("SELECT kind, created_at FROM messages WHERE session = ? AND user_id = ? AND role = 'user' "
+                          "AND id < ? ORDER BY id DESC LIMIT 1",
+                          (ctx.session, ctx.user_id, ctx.message_id or 1 << 62)).fetchone()
+    h = conn.execute("SELECT action, created_at FROM memory_history WHERE user_id = ? AND undone = 0 "
+                     "ORDER BY id DESC LIMIT 1", (ctx.user_id,)).fetchone()
+    if not (before and before[0] == "command" and h and h[1] >= before[1]):
+        return None, {}  # the change, if any, was not the message before this one's
+    return ("forget_last", {}) if h[0] == "insert" else ("undo", {}) if h[0] in ("update", "delete") else (None, {})
+
+
+def _settle_forget_last_maybe(conn, ctx):
+    """刚才那个删了: the memory the message before stored or changed, forgotten; else chat (刚才那个 may be a photo)."""
+    return ("forget_last", {}) if _settle_unsay(conn, ctx)[0] == "forget_last" else (None, {})
+
+
 def _settle_forget_maybe(conn, ctx, what):
     """忘记榴莲: a forget when a memory mentions 榴莲; else chat."""
     return ("forget", {"what": what}) if memory_mentions(conn, ctx, what) else (None, {})
@@ -7171,7 +7264,9 @@ def _settle_forget_maybe(conn, ctx, what):
 MEMORY_SETTLE = {"ask": _settle_ask, "update_named": _settle_update_named, "update_mine": _settle_update_mine,
                  "forget_maybe": _settle_forget_maybe, "update_fit": _settle_update_fit,
                  "replace_maybe": _settle_replace_maybe, "correct_last": _settle_correct_last,
-                 "undo_delete": _settle_undo_delete, "update_actually": _settle_update_actually}
+                 "undo_delete": _settle_undo_delete, "update_actually": _settle_update_actually,
+                 "unsay": _settle_unsay, "replace_said": _settle_replace_said,
+                 "forget_last_maybe": _settle_forget_last_maybe}
 
 
 # What the table above can't read. memory_normalise brings the common other ways of saying a command
@@ -7207,7 +7302,7 @@ _TELL_YOU_RE = re.compile(rf"^(?:跟你说|和你说|给你说|跟你讲|告诉�
 #: Words that point at a stored memory (那条, 那个) before a forget verb.
 _POINTER = r"(?:那条|那个|这条|这个|那件事|这件事|(?<=的)约定)(?:记忆)?"
 #: Forget verbs after what they point at (X那条忘掉吧 / X那个别记了).
-_FORGET_AFTER = (r"(?:你|您|就|给我|帮我|麻烦你|麻烦您|请你|请您)*(?:忘掉|忘了|忘记|删了|删掉|删除|去掉|不要了|别记了|别记着了|不用记了|不要记了|可以删了|"
+_FORGET_AFTER = (r"(?:你|您|就|给我|给|帮我|麻烦你|麻烦您|请你|请您)*(?:忘掉|忘了|忘记|删了|删掉|删除|去掉|不要了|别记了|别记着了|不用记了|不要记了|可以删了|"
                  r"别再记了|不要再记了|别再记着了|"
                  r"莫记了|莫记到了|莫记|别存了|不用存了|不要存了|别存|删一下|删下|清掉|清除|delete掉?|del掉?|remove掉?|删)(?:一下|下)?")
 #: A request for the list in the ways people ask for it: who keeps it, what is kept, how to show it.
@@ -7231,6 +7326,7 @@ _LIST_WORDS = ("你 我 的 关于 有关 都 还 现在 目前 到底 一共 �
 _FILLER_WORDS = r"(?:嗯|呃|额|诶|欸|哎|咦|那个|这个|就是说|就是|然后|对了|话说|那啥|(?i:em)m*)"
 #: Rewrites to the canonical wordings memory_parse reads: (pattern, replacement), tried in order.
 MEMORY_REWRITES = [
+    ("顺便 另外 然后", rf"^(?:顺便|另外|然后)[{_PUNCT}]*(?:也|再)?(?=(?:帮我|给我|替我)?(?:记住|记一下|记下|记着))", ""),  # 顺便记一下我…
     ("自己 本人", r"关于(?:我自己|我本人|本人|自己)的?(?=一切|所有|全部|都|东西|事|记忆)", "关于我的"),  # 忘记关于我自己的一切: the wipe
     ("所有 全部", rf"^(?:忘记|忘掉|删掉|删除)关于我的(?:所有|全部)(?:的)?(?:事情|事|东西|记忆)?{_ANY_PARTICLE}*$",
      "忘记关于我的一切"),  # 忘记关于我的所有事: not a memory that says 所有事
@@ -7339,8 +7435,10 @@ _WISH_RES = [(re.compile(r"^(?:算了|不对)?[，,\s]*(?:还是)?(?:你)?(?:以
                          rf"{_ANY_PARTICLE}?$"), "记住，你以后{0}"),  # 别叫我亲爱的了
              (re.compile(r"^(?=你|以后|今后|从|回复|回答|回我|说话|讲话|每次)(?:你)?(?:以后|今后|从现在起|从今天起)?(?:你)?"
                          r"(?:能不能|可不可以|可以)?((?:跟我|和我|对我)?(?:每次|每条|每句)?"
-                         r"(?:说话|回复我?|回答我?|讲话|聊天|回消息|回我(?:消息)?)(?:的时候|时)?(?:都)?"
-                         r"(?:(?:要|得(?!很|真|太|挺|好|不错)|别|不要|不许|可以|尽量|能|多|少|带|加|用(?!到|了)|简短|短|长|温柔|正式).*"
+                         r"(?:说话|回复我?|回答我?|讲话|聊天|回消息|回我(?:消息)?|(?<=每句)话|(?<=每条)消息)(?:的时候|时)?"
+                         r"(?:的)?(?:结尾|末尾|最后|开头|前面)?(?:都)?"
+                         r"(?:(?:要|得(?!很|真|太|挺|好|不错)|别|不要|不许|可以|尽量|能|多|少|带|加|用(?!到|了)|简短|短|长|温柔|正式"
+                         r"|直接|先(?=给|说|讲|回|告诉)|只(?=给|说|讲|回)).*"
                          rf"|[^，,。!！?？吗]{{1,6}}(?:一点|一些|点儿?)))(?:就行|就好|就可以)?{_ANY_PARTICLE}?$"), "记住，你以后{0}"),
              (re.compile(r"^(?:你)?(?:以后|今后|从现在起|从今天起)(?:你)?((?:别|不要|不许|少|多|尽量)(?:再)?(?:用|发|叫|带|加|说).+"
                          r"|用.+(?:回我|说话|跟我说|和我说|聊天|回复).*)$"), "记住，你以后{0}"),
@@ -7362,6 +7460,10 @@ _UNDO_CLAUSE_RE = re.compile(r"^(?:把|给我)?(?:刚才|刚刚|上一步|上一
 _UNDO_REASON_RE = re.compile(r"^(?:啊+|哎呀|哎哟|哎|唉|呀|诶|嗯|呃)*(?:算了|不对|错了|(?:我)?(?:刚才|刚刚)?(?:删|记|说|搞|弄|点|按|打|改)(?:错|混)"
                              r"(?:人)?了?|(?:刚才|刚刚)?(?:那个|那条)?不算(?:了|数)?|手滑了?|当我没说(?:过)?|不好意思|sorry|"
                              r"一下)?$", re.I)  # revert 一下: a space cuts 一下 off its verb
+#: An interjection before an undo clause (哎呀刚才那条撤回吧 / 诶 刚刚那个撤回).
+_UNDO_LEAD_RE = re.compile(r"^(?:哎呀|哎哟|哎|唉|啊+|呀|诶|欸|嗯+|呃+)+")
+#: Why, said after an undo (那是我闺女家的地址 / 是我侄女的名字): whose it really was; no fact asked to be kept.
+_UNDO_WHY_RE = re.compile(r"^(?:那是|这是|那个是|是我|不是我|因为)[^，,。！!？?]{1,12}$")
 #: Words without which a message is no undo (one search instead of a test per word).
 _UNDO_WORD_RE = re.compile(r"撤|改回|取消|回到|作废|不算|undo|revert", re.I)
 #: The pauses between the clauses of a message.
@@ -7412,7 +7514,7 @@ _REPLY_STYLE = (r"(?:表情包|表情符[号號]|表情|(?i:emoji)|[颜顏]文�
                 r"[标標][点點]符[号號]|[标標][点點]|[语語]气词|网络用语|英文|英[语語]|繁体字|繁体|繁體字|繁體|废话|廢話)")
 _REPLY_STYLE_RE = re.compile(_REPLY_STYLE)
 _STYLE_WISH_RE = re.compile(rf"^(?:你)?(?:以后|今后)?(?:你)?(?:(?P<d1>少|多|别|不要|不许|尽量少|尽量别|尽量不要)(?:再|老|总|老是|总是|一直)?"
-                            rf"(?:用|发|加|带|打)(?:点|些|一点|啲)?(?P<t1>{_REPLY_STYLE})"
+                            rf"(?P<v1>用|发|加|带|打|说|讲)(?:点|些|一点|啲)?(?P<t1>{_REPLY_STYLE})"
                             rf"|(?P<t2>{_REPLY_STYLE})(?:你)?(?:(?:用|发|加|打)(?P<d2>少|多)|(?P<d3>少|多|别|不要)(?:用|发|加|打)?)"
                             rf"(?:点|一点|些)?)(?:了)?{_ANY_PARTICLE}*(?:[{_PUNCT}]+[^，,。!！?？]{{0,8}})?$")
 
@@ -7507,6 +7609,31 @@ _FORGET_VERB_RE = re.compile(r"删|忘|去掉|(?:别|不要|不用|莫)再?记|(
 FORGET_REASON_CHARS = 12
 
 
+#: One clause of a forget that names its memory by a pointer (西语那条删除 / 另外生日那条也请删掉 / 还有生日那个也不要了): what.
+_POINTER_FORGET_RE = re.compile(rf"^(?:麻烦|请|帮我|另外|还有|然后|再|把|你|您)*([^{_PUNCT}]{{1,8}}?)(?:那条|那个|这条|这个)(?:记忆)?"
+                                rf"(?:也|都|请|你|您|就|给我)*{_FORGET_AFTER}(?:掉|吧|了|{_ANY_PARTICLE})*$")
+#: Several memories named in one clause and counted (把钢琴和游泳这两条都忘了吧 / 日语跟爬山那俩删了): what.
+_COUNTED_FORGET_RE = re.compile(rf"^(?:麻烦|请|帮我|你|您)*(?:把)?([^{_PUNCT}]{{1,20}}?(?:和|跟|、|以及)[^{_PUNCT}]{{1,20}}?)"
+                                rf"(?:这|那)(?:两|俩|几|三|2|3)(?:条|个)?(?:记忆)?(?:都|全|全都)?{_FORGET_AFTER}"
+                                rf"(?:掉|吧|了|{_ANY_PARTICLE})*$")
+
+
+def _forget_pointers(t):
+    """A forget of several memories, each named by a pointer in a clause of its own or together with their count, as
+    one 忘记：A和B (each must name one memory: memory_forget_each); None when it is not that (a clause keeps one:
+    吉他那条删了 我妈那条留着). Example: _forget_pointers('西语那条删除，另外生日那条也请删掉，谢谢') -> '忘记：西语和生日'"""
+    if re.search(r"留着|别删|不删|不要删|不用删|其他|其余|别的", t):
+        return None
+    m = _COUNTED_FORGET_RE.match(_strip_tail(t))
+    if m:
+        return "忘记：" + m.group(1)
+    clauses = [_strip_tail(c) for c in _FORGET_PAUSES_RE.split(t) if c and not _COURTESY_CLAUSE_RE.match(c)]
+    named = [_POINTER_FORGET_RE.match(c) for c in clauses if c and not _COURTESY_CLAUSE_RE.match(c)]
+    if len(named) < 2 or not all(named):
+        return None
+    return "忘记：" + "和".join(n.group(1) for n in named)
+
+
 def _forget_clause(t):
     """The one clause of a message that asks to forget, when the others only say why: the reason is no part of
     what goes. Example: _forget_clause('来福那条删了 送人了') -> '来福那条删了'"""
@@ -7575,6 +7702,8 @@ def _wish_clauses(t):
         return wishes[0]  # 你以后就叫小橘子吧 好听 / 算了 别这么叫了 怪尴尬的 还是叫我小王吧
     stops = [c for c in others if _WISH_STOP_RE.match(c) and not re.search(r"忘|记|删", c)]
     if len(wishes) == 1 and stops and all(c in stops or _WISH_REMARK_RE.match(c) for c in others):
+        if "叫" not in wishes[0] and not any(re.search(rf"叫|喊|称呼|{_REPLY_STYLE}", c) for c in stops):
+            return wishes[0] + "".join(_strip_tail(c) for c in stops)  # 以后回我直接给结论 别铺垫: one wish said twice
         # 以后你就叫我老李头 别您啊您的 怪客气的: a second wish beside it, each kept, the remark not
         return "，".join([wishes[0]] + [re.sub(r"^(?!你)", "你", _strip_tail(c)) for c in stops])
     return None
@@ -7591,6 +7720,11 @@ def _pronoun_forget(t):
     return f"忘记{m.group(1)}那条({clauses[0]})"
 
 
+#: Urging after a request to see one's memories (你都记得我些什么呀 快说快说🥺 / 说来听听 / 列出来看看): no part of it.
+_URGE_TAIL_RE = re.compile(rf"[{_PUNCT}{PARTICLES}]+(?:快说|快讲|快点|说说看|说说|说来听听|讲讲看|讲讲|告诉我|列出来|列一下|"
+                           rf"给我看看|让我看看|看看)+[{PARTICLES}{_PUNCT}{_EMOJI}]*$")
+
+
 def memory_normalise(text):
     """A memory message in the canonical wording the command table reads (chat is left alone).
     Example: memory_normalise('记住咯，我喜欢吃辣') -> '记住，我喜欢吃辣'
@@ -7603,6 +7737,10 @@ def memory_normalise(text):
         t = _WISH_LEAD_RE.sub("你", t, count=1)
     if t and (t[-1] > "\u2600" and not "\u4e00" <= t[-1] <= "\u9fff" or "谢" in t[-4:]):  # 谢谢🙏 / 小橘吧🍊
         t = _POLITE_TAIL_RE.sub("", t) or t
+    if ("记" in t or "知道" in t) and _URGE_TAIL_RE.search(t):  # 你都记得我啥呀 快说快说: the list asked for
+        bare = _strip_tail(_URGE_TAIL_RE.sub("", t))
+        if _MEMORY_COMMAND_RES[0][0].match(bare):  # the table's first row: 你记得我什么
+            return bare
     t = _EMOJI_TAIL_RE.sub("", t) or t  # 豆豆昨天走了 记一下吧 😢: the emoji is no fact (记住我喜欢🐱 keeps it)
     if "那" in t or "这" in t:  # 芒果那条🗑️删掉
         t = _POINTER_EMOJI_RE.sub(r"\1", t)
@@ -7614,16 +7752,16 @@ def memory_normalise(text):
         t = _pronoun_forget(t) or t
     if _FORGET_VERB_RE.search(t):  # 来福那条删了 送人了: the forget without its reason
         t = _SPOKEN_AGAIN_RE.sub(r"\1", _SPOKEN_LEAD_RE.sub("", t)) or t
-        t = _forget_clause(t) if _PAUSES_RE.search(t) else t
+        t = _forget_pointers(t) or (_forget_clause(t) if _PAUSES_RE.search(t) else t)
     if _AROUND_WORD_RE.search(t):  # 豆包昨天去世了 记一下吧 心里好难受 / 记牢 很重要的 我有哮喘
         t = _remember_around(t) or t
     for words, pattern, repl in _MEMORY_REWRITES:  # a row's words first: one search in C, not a loop in Python
         if words.search(t) and pattern.search(t):  # sub hands a template with \1 to Python code even when no match
             t = pattern.sub(repl, t, count=1)
     if _UNDO_WORD_RE.search(t):  # 刚刚那个撤回吧，记错人了 / 啊删错了，撤销撤销 / 改回去
-        clauses = [c for c in map(_strip_tail, _PAUSES_RE.split(t)) if c]
+        clauses = [_UNDO_LEAD_RE.sub("", c) for c in map(_strip_tail, _PAUSES_RE.split(t)) if c]
         undo = [c for c in clauses if _UNDO_CLAUSE_RE.match(c)]
-        if undo and all(c in undo or _UNDO_REASON_RE.match(c) for c in clauses):
+        if undo and all(c in undo or _UNDO_REASON_RE.match(c) or _UNDO_WHY_RE.match(c) for c in clauses if c):
             return "撤销"
     t = _WISH_ALSO_RE.sub("", t) if t.startswith(("还有", "另外", "同埋", "而且")) else t  # 还有 少用emoji: and also
     for pattern, form in _WISH_RES if "叫" in t or t.startswith(("你", "以后", "今后", "从", "回", "说话", "讲话", "每次")) \
@@ -7633,7 +7771,8 @@ def memory_normalise(text):
             return form.format(*(g for g in m.groups() if g is not None), t=t)
     m = _STYLE_WISH_RE.match(t) if _REPLY_STYLE_RE.search(t) else None
     if m:  # 少用点emoji 看着眼花 / 表情包发少点
-        return f"记住，你以后{m.group('d1') or m.group('d2') or m.group('d3')}用{m.group('t1') or m.group('t2')}"
+        said = "说" if m.group("v1") in ("说", "讲") else "用"  # 少讲点废话: 少说废话, not 少用废话
+        return f"记住，你以后{m.group('d1') or m.group('d2') or m.group('d3')}{said}{m.group('t1') or m.group('t2')}"
     m = _REMEMBER_TAIL_RE.match(t) if _REQUEST_WORD_RE.search(t[-8:]) else None
     if m and not t.startswith(("记住", "忘记")):  # 我搬到深圳了，记一下 / 跟你说个好消息，我戒烟了！记一下
         told = _told_fact(m.group(1))
@@ -7700,13 +7839,18 @@ def _shaped_clauses(t):
     return [_SHAPED_LEAD_RE.sub("", p) for p in parts[1:]] + ([_SHAPED_LEAD_RE.sub("", parts[0])] if parts else [])
 
 
+#: A question whether the bot can remember (是不是什么都能记住啊 / 真的能记住吗 / 啥都记得住): chat, nothing to keep.
+_ABILITY_ASKED_RE = re.compile(rf"(?:(?:是不是|真的|到底)[^{_PUNCT}]{{0,6}}?(?:记住|记得住|记得)(?:吗|么|嘛)?|"
+                               rf"(?:能|会|可以)(?:记住|记得住)(?:吗|么|嘛))[{PARTICLES}{_PUNCT}{_EMOJI}?？]*$")
+
+
 def memory_shaped(conn, ctx, text):
     """Whether a message the rules did not read is still about memory: a memory verb at the start or
     end of one of its clauses (after a lead-in like 不好意思 / 刚才), a memory phrase anywhere, an English
     memory verb, or a pointer at a memory with a verb; a weak verb (删, 改, 不对, delete) only when it
     points at a stored memory or follows a memory change. Cantonese verbs are read as Mandarin here.
     Example: 删了那个游戏，太难玩了 -> False (no memory mentions 游戏)."""
-    t = memory_cantonese(text.strip().translate(_SIMPLIFIED))
+    t = memory_cantonese(memory_pinyin(text.strip()).translate(_SIMPLIFIED))
     whole = t  # what a weak verb's pointer is looked for in (说错了，是对芒果过敏，不是鸡蛋: 鸡蛋)
     start = _SHAPED_START_RE.match(t)
     if not start and not _SHAPED_ANY_RE.search(t) and not _SHAPED_END_RE.search(t):
@@ -7725,6 +7869,8 @@ def memory_shaped(conn, ctx, text):
                 return _shaped_points(conn, ctx, t)
     if start and start.group().endswith(("撤回", "撤销")) and t[start.end():].startswith("了"):
         return False  # 撤回了一条消息: what happened in the chat
+    if _ABILITY_ASKED_RE.search(t):
+        return False  # 你们这些机器人是不是什么都能记住啊: a question about the bot, for chat
     if start and re.match(r"记住|记一下|记下|记着|记牢|记好|记得|忘记|忘掉", start.group().lstrip("请麻烦帮我给你把就那")):
         rest = t[start.end():].lstrip(_PUNCT.replace("\\s", " "))
         if rest and (_NOT_AN_OBJECT_RE.match(rest) or _CHAT_FORGET_RE.match(rest)) and not _SHAPED_ANY_RE.search(rest):
@@ -7775,12 +7921,34 @@ _POINTED_TELL_RE = re.compile(rf"^(?:我)?(?:跟|根|和|给|同)你(?:说|讲|�
                               rf"[{PARTICLES}]*[{_PUNCT}]+")
 
 
+#: A switch said as what is now (其实我现在转官服了 / 其实我早就改喝拿铁咖啡了): the new value; what it replaces is the one
+#: word of the same length and the same last character (B服, 美式咖啡) in the speaker's memories.
+_SWITCH_RE = re.compile(rf"^(?:其实|我|现在|已经|早就|最近|后来|目前)*(?:其实|现在|已经|早就|后来|目前)(?:我)?(?:已经)?"
+                        rf"(?:转|换|改)(?:成|到|去|用|玩|喝|吃|回)?(?:了)?([^{_PUNCT}{_EMOJI}了]{{2,8}})了"
+                        rf"[{PARTICLES}{_PUNCT}{_EMOJI}]*$")
+
+
+def _switch_spot(conn, ctx, value):
+    """(memory, word) for the one word of the speaker's memories value replaces (B服 for 官服: the same length, the same
+    last character, half its characters in place), else None (none, or several: chat)."""
+    n = len(value)
+    spots = {(r["id"], r["text"][i:i + n]) for r in memory_list(conn, ctx) if r["type"] != "group_fact"
+             for i in range(len(r["text"]) - n + 1)
+             if r["text"][i + n - 1] == value[-1] and r["text"][i:i + n] != value
+             and sum(a == b for a, b in zip(r["text"][i:i + n], value)) * 2 >= n
+             and not re.search(rf"[{_PUNCT}]", r["text"][i:i + n])}
+    words = {w for _, w in spots}
+    if len(spots) != 1 or sum(w in r["text"] for r in memory_list(conn, ctx) for w in words) != 1:
+        return None
+    return spots.pop()
+
+
 def memory_pointed_words(text):
     """Whether a message the rules read as chat may say that something one memory holds changed or was wrong: a change
     of state (戒了, 不…了, 毕业, 拿到, 退役 …) or 不是X 是Y. The cheap test every chat message takes; only then are the
     speaker's memories read (memory_pointed)."""
     t = text.translate(_SIMPLIFIED)
-    return bool(_POINTED_FIX_RE.search(t) or _LIFE_CHANGE_RE.search(t.translate(_SIMPLIFIED)))
+    return bool(_POINTED_FIX_RE.search(t) or _LIFE_CHANGE_RE.search(t.translate(_SIMPLIFIED)) or _SWITCH_RE.match(t))
 
 
 def memory_pointed(conn, ctx, text):
@@ -7804,6 +7972,10 @@ def memory_pointed(conn, ctx, text):
             kind, args = _settle_replace_maybe(conn, ctx, value, new.strip())
             if kind:
                 return kind, args
+    switch = _SWITCH_RE.match(t.translate(_SIMPLIFIED))
+    spot = switch and _switch_spot(conn, ctx, switch.group(1))
+    if spot:  # 其实我现在转官服了 with 我玩的是B服: that word replaced
+        return "replace_value", {"old": spot[1], "new": t[switch.start(1):switch.end(1)]}
     if _LIFE_CHANGE_RE.search(t.translate(_SIMPLIFIED)):
         told = _POINTED_TELL_RE.match(t.translate(_SIMPLIFIED))
         said = t[told.end():] if told and told.end() < len(t) else t  # 跟你說 我碩士畢業了啦: what is told
