@@ -2559,6 +2559,10 @@ _PUNCT = "\\s，,。.:：!！~～、；;…"
 _EMOJI = "\U0001F000-\U0001FAFF\u2600-\u27BF\u200d\ufe0f"
 #: Particles a command word or a whole command may end with (记住哦, 记得噢, 撤销一下吧): every rule uses this list.
 PARTICLES = "哦喔噢啊呀吖啦嘛哈呢吧呗哟咯嘞喽捏嗷噻撒咧"
+#: How a user says that what they tell is important (这个很重要的 / 超重要 / 真的非常重要): a mark, never the fact's
+#: words. What it is about, then how much (both optional alone; a remark after a fact needs one, or a pause, before it).
+_IMPORTANT_WHAT = "(?:这个|这件事|这事|这条|这)"
+_IMPORTANT_VERY = "(?:真的|真|很|超级|超|非常|特别|巨|贼|十分|相当)"
 #: Particles cut from the end of a fact (我住在北京呗); not 吧, which ends words (酒吧, 网吧).
 _FACT_PARTICLES = PARTICLES.replace("吧", "")
 #: What may end a command after its words: punctuation, particles, thanks, an emoji.
@@ -4004,13 +4008,19 @@ def memory_leads(facts, last=None, known=()):
     return out
 
 
+#: A remark after a fact that it is important (我对青霉素过敏 这个很重要的 / 我有哮喘，超重要哦😂): the mark, not the fact.
+_IMPORTANT_TAIL_RE = re.compile(rf"^(.+?)(?:[{_PUNCT}]+{_IMPORTANT_WHAT}?{_IMPORTANT_VERY}*|[{_PUNCT}]*{_IMPORTANT_WHAT}?"
+                                rf"{_IMPORTANT_VERY}+|[{_PUNCT}]*{_IMPORTANT_WHAT}{_IMPORTANT_VERY}*)重要(?:的)?"
+                                rf"[{PARTICLES}{_EMOJI}{_PUNCT}]*$")
+
+
 def memory_options(fact):
     """Pulls the marks out of a fact. Example: memory_options('这个很重要：我对花生过敏(公开)') -> ('我对花生过敏', 2, 'public')"""
     importance, scope = 1, None
     m = re.match(rf"^(?:记住[{_PUNCT}]*)?(?:这个|这件事|这)?(?:很|非常|超级|特别)?重要[{_PUNCT}]*(.+)$", fact)
     if m:
         fact, importance = m.group(1), 2
-    m = re.match(rf"^(.+?)[{_PUNCT}]*(?:这个|这件事|这)?(?:很|非常|超级|特别)重要[{_PUNCT}]*$", fact)
+    m = _IMPORTANT_TAIL_RE.match(fact)
     if m and importance == 1:
         fact, importance = m.group(1), 2
     for mark in ("(公开)", "【公开】", "公开：", "公开:"):
@@ -7326,7 +7336,7 @@ _REMEMBER_WEAK_CLAUSE_RE = re.compile(rf"(?:你|您)?(?:要|得|一定要|一定
                                       rf"{_ANY_PARTICLE}*")
 #: A clause beside a request that says nothing to keep: fillers, emphasis (很重要的 / 千万别忘了), particles.
 _EMPTY_CLAUSE_RE = re.compile(rf"(?:{_FILLER_WORDS}|您好|你好|还有|另外|(?:谢谢|多谢|感谢)[你您]?|麻烦[你您]了|"
-                              rf"(?:这个|这件事|这事|这条)?(?:很|超|超级|非常|特别|巨|贼|真的)?重要(?:的)?|"
+                              rf"{_IMPORTANT_WHAT}?{_IMPORTANT_VERY}*重要(?:的)?|"
                               rf"千万别忘了?|一定要?记住|别忘了|别(?:搞|弄|记)错了?|[{PARTICLES}])+")
 #: What a remark after the request says (心里好难受 / 哈哈哈开心死了 / 好担心啊): a feeling, never the fact.
 _FEELING_RE = re.compile(r"难受|难过|伤心|心疼|心痛|舍不得|好想|想[她他它你]|担心|害怕|紧张|开心|高兴|激动|兴奋|爽|晦气|烦|累死|"
