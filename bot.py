@@ -2716,7 +2716,8 @@ ATTRIBUTE_RULES = [
              r"([^，,]{1,20})|(?:现在|目前|已经)?在([^，,]{1,20}?)(?:住|居住|定居)(?:着)?", True),
     ("老家", r"(?:的)?(?:老家|家乡|籍贯)(?:是|在)?([^，,]{1,20})|是([^，,]{1,6}?)人", True),
     ("生日", r"(?:的)?生日(?:是|在|：|:)?\s*((?:农历|阴历|公历|阳历)?[\d一二三四五六七八九十正腊冬]+\s*[月/.\-号日].*)", True),
-    ("年龄", r"(?:今年|现在|已经|满)?(\d{1,3}|[一二三四五六七八九十]{1,3})(?:周)?岁(?:了)?|(?:今年|现在|已经|满)(\d{1,3})|(\d{1,2})了", True),
+    ("年龄", r"(?:今年|现在|已经|满)?(\d{1,3}|[一二三四五六七八九十]{1,3})(?:周)?岁(?:了)?|(?:今年|现在|已经|满)(\d{1,3})|(\d{1,2})了|"
+              r"(?:今年|现在|已经|满)([一二三四五六七八九十]{2,3})(?=了|$)", True),  # 我今年六十八了
     ("昵称", r"(?:的)?(?:昵称|外号|小名|网名)(?:是|叫)(.+)", True),
     ("名字", r"(?:的)?(?:名字|全名|本名|大名)(?:是|叫)(.+)|叫(?!了|过|外卖|车|醒|起来|什么|啥)([^，,]{1,12})", True),
     ("最喜欢", r"最(?:喜欢|爱)的(.{1,8}?)(?:是|就是|：|:)(.+)", True),
@@ -6793,6 +6794,8 @@ def _read_forget(m):
     return ("forget_maybe", {"what": what}) if maybe else None
 
 
+#: What a mistake was made in, said before it (年龄说错了 是六十九 / 岁数写错了 是31): a short word, not a person.
+_MISTAKE_TOPIC = r"(?:(?!我|你|他|她|它)[\u4e00-\u9fff]{1,5}?)"
 #: What a user can type to the memory, tried in this order; the first row whose pattern matches decides. A
 #: remember word is strong (记住: the user means it, so a fact without a subject is asked about) or weak
 #: (别忘了, 记得: often care aimed at the bot, so it needs a fact about someone). Adding a way to say a command
@@ -6843,7 +6846,8 @@ MEMORY_COMMANDS = [
     MemoryCommand(rf"(?:(?:不对|错了|说错了|记错了|搞错了|弄错了)(?:不对)?[{_PUNCT}]*)?(?:不是([^，,是]{{1,12}}?)[{_PUNCT}]*(?:而)?是"
                   rf"([^，,。;；]{{1,12}})|是([^，,是]{{1,12}}?)[{_PUNCT}]*(?:而)?不是([^，,。;；]{{1,12}}))",
                   _read_not_but),
-    MemoryCommand(rf"(?:不对|错了|说错了|记错了)(?:不对)?[{_PUNCT}]*(?:应该)?是([^，,。;；我你他她它]{{1,12}}?)"
+    MemoryCommand(rf"(?:{_MISTAKE_TOPIC}?(?:说错了|记错了|写错了|打错了|搞错了|弄错了)|不对|错了)(?:不对)?[{_PUNCT}]*(?:应该)?"
+                  rf"是([^，,。;；我你他她它]{{1,12}}?)"
                   rf"(?:[{_PUNCT}]+(?:是)?(?:我|刚才|刚刚|之前|上次)?(?:记错了|说错了|搞错了|打错了|写错了|弄错了)[{PARTICLES}]*)?",
                   lambda m: ("update_fit", {"value": m.group(1).strip(), "strong": True})),  # 不对 是5月21号 我记错了
     MemoryCommand(r"(?:请|麻烦你?|你|我想让你|我要你|有件事|有个事)?(?:你)?(?:帮我|给我|替我)?(?:记住|记一下|记下来|记下|记着|记好了?|记牢|记个事|"
@@ -7066,8 +7070,8 @@ def _settle_update_fit(conn, ctx, value, strong=False):
     the value (then the bot asks which one when it can't tell)."""
     kinds = _value_kinds(value) - {"thing"}
     rows = [r for r in memory_list(conn, ctx) if r["type"] != "group_fact"]
-    if kinds and any(_fits(r, kinds) for r in rows) or any(
-            _SPOT_RES[k].search(r["text"]) for k in kinds & {"line", "grade"} for r in rows):  # 其实是4号线 / 是初三
+    if kinds and any(_fits(r, kinds) for r in rows) or any(  # 其实是4号线 / 是初三 / 不是啦 是深圳 (去广州看漫展)
+            _SPOT_RES[k].search(r["text"]) for k in kinds & set(_SPOT_RES) for r in rows):
         return "update_last", {"value": value}
     return ("update_last", {"value": value}) if strong and _after_command(conn, ctx) else (None, {})
 
@@ -7703,7 +7707,7 @@ def _shaped_points(conn, ctx, t):
 #: A correction said without 更正 that names the value it takes back: 不是X 是Y / 是Y 不是X / 不叫X 叫Y, after any
 #: lead-in (整岔劈了 不是翠花 是秀芬, typo了 是A1042 不是A1024, 莫搞错了哈 是芒果过敏 不是花生).
 _POINTED_FIX_RE = re.compile(rf"(?:^|(?<=[{_PUNCT}]))不(?:是|叫)\s*([^{_PUNCT}]{{1,12}}?)[{_PUNCT}]*(?:而|其实)?"
-                             rf"(?:是|叫)\s*([^{_PUNCT}]{{1,16}})|(?:^|(?<=[{_PUNCT}]))(?:是|叫)\s*"
+                             rf"(?:是|叫)\s*([^{_PUNCT}]{{1,16}})|(?:^|(?<=[{_PUNCT}]))(?:[^{_PUNCT}是叫不]{{1,6}}?)?(?:是|叫)\s*"
                              rf"([^{_PUNCT}]{{1,16}}?)[{_PUNCT}]+不(?:是|叫)\s*([^{_PUNCT}]{{1,12}})")
 
 
