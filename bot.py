@@ -2766,6 +2766,8 @@ ENGLISH_RULES = [
     ("宠物", r"i have an? (.+)", False),
 ]
 _ENGLISH_RES = [(a, re.compile(f"(?:{p})$", re.I), single) for a, p, single in ENGLISH_RULES]
+#: Places that end like a town (市, 区, 村) but are a shop or a market (我在超市上班: an employer, not a city).
+_NOT_A_TOWN_RE = re.compile(r"(?:超|菜|夜|花|股|门|集|早|街|鱼|鸟|黑|灯)市$|(?:小|社|园|景|商|服务|营业|展)区$|度假村$|农家乐$")
 #: Cities a 在X工作 may name (then it is where the user works, not the employer).
 _CITIES = set("北京 上海 广州 深圳 成都 杭州 重庆 武汉 南京 西安 天津 苏州 长沙 郑州 青岛 厦门 福州 济南 沈阳 大连 哈尔滨 昆明 合肥 "
               "南昌 南宁 贵阳 太原 石家庄 兰州 乌鲁木齐 呼和浩特 海口 三亚 无锡 宁波 东莞 佛山 珠海 香港 澳门 台北 "
@@ -3491,7 +3493,8 @@ _LIFE_EVENT_RE = re.compile(r"走了|去世|死了|没了|不在了|丢了|送�
 #: How a new fact says that something stops (我不玩原神了, 我腰不疼了, 我肺炎好了): X, which a stored memory of the
 #: same subject may say is so (a clash the plan or the user settles, in any area).
 _LIFE_STOPS_RE = re.compile(r"^(?:现在|已经|也|以后)?(.{0,3}?)(?:不再|不用|不需要|不必|不(?!想|太想|愿|打算|舍得))(.{1,5}?)(?:了|啦)$|"
-                            r"^(?:的)?(.{2,6}?)(?:已经|终于|也|都)?(?:好了|好多了|痊愈了?|康复了?|治好了|(?:恢复)?正常了|摘了|摘掉了)$|"
+                            r"^(?:的)?(.{2,6}?)(?:已经|终于|也|都)?(?:降下来|降下去|降了|下来|回来)?(?:了)?"
+                            r"(?:好了|好多了|痊愈了?|康复了?|治好了|(?:恢复)?正常了|摘了|摘掉了)$|"
                             r"^(.{2,12}?)\s*(?:已经|终于|也)?退役(?:了|啦)?$")
 #: A verb before 好了 that makes it "done", not "well again" (房子买好了, 手续办好了).
 _DONE_RE = re.compile(r"(?:买|做|弄|办|搞|修|装|写|订|定|谈|排|准备|收拾|装修)$")
@@ -3521,6 +3524,8 @@ LIFE_TURNS = [
     (r"生病|病了", r"康复|痊愈|病好了", False),
 ]
 _LIFE_TURN_RES = [(re.compile(new, re.I), re.compile(old, re.I), thing) for new, old, thing in LIFE_TURNS]
+#: Any turn's new state in one pattern (复合了嘿嘿 / 出院啦): a change a chat message may tell of one memory.
+_LIFE_TURN_NEW_RE = re.compile("|".join(f"(?:{new})" for new, _, _ in LIFE_TURNS), re.I)
 #: Words that name no thing of a fact's own (time, frequency, liking): a word two memories share is two characters
 #: side by side that are no stop character, no _LIFE_PLAIN_CHARS, none of these, nor a change (分手).
 _LIFE_PLAIN = set("现在 每天 天天 晚上 早上 中午 下午 最近 已经 以前 之前 今天 昨天 前天 明天 上周 去年 今年 明年 平时 经常 一直 喜欢 "
@@ -3756,7 +3761,7 @@ def memory_fact(text, last_subject=None, known=()):
             return Fact(text, subject, attribute, None, single, replaces)  # 我住哪: the attribute, no value
         if not value or _VAGUE_VALUE_RE.match(value) or attribute == "现居地" and _NOT_A_HOME_RE.match(value):
             return Fact(text, subject, None, None, False, replaces)
-        if attribute == "工作单位" and (value in _CITIES or value.endswith(("市", "省"))):
+        if attribute == "工作单位" and (value in _CITIES or value.endswith(("市", "省")) and not _NOT_A_TOWN_RE.search(value)):
             attribute = "工作城市"  # 我在北京工作 is where, not for whom
         return Fact(text, subject, attribute, value, single, replaces)
     return Fact(text, subject, None, None, False, replaces)
@@ -5846,7 +5851,8 @@ def memory_update_last(conn, ctx, value, embed):
     old = rows[0] if rows else None
     value = re.sub(r"^(?:在|住在|对)|(?:工作|上班|过敏|的)$", "", value.strip())
     places = ("现居地", "老家", "工作城市")
-    if old and (value in _CITIES or value.endswith(("市", "省"))) and old["attribute"] not in places:
+    if old and (value in _CITIES or value.endswith(("市", "省")) and not _NOT_A_TOWN_RE.search(value)) \
+            and old["attribute"] not in places:
         # 不对，是苏州 after 我住在杭州 and 我喜欢西湖: the place, and only when there is one
         recent = [r for r in memory_list(conn, ctx) if r["attribute"] in places]
         if len(recent) != 1:
@@ -5871,7 +5877,7 @@ _BARE_VALUE_KINDS = {"age", "line", "place", "date", "year", "grade"}
 def _value_kinds(value):
     """What kind of value a correction names. Example: _value_kinds('阿里巴巴') -> {'company'}"""
     v, kinds = value.strip(), set()
-    if v in _CITIES or v in _PROVINCES or re.search(r"(?:市|省|县|区|镇|村)$", v):
+    if v in _CITIES or v in _PROVINCES or re.search(r"(?:市|省|县|区|镇|村)$", v) and not _NOT_A_TOWN_RE.search(v):
         kinds.add("place")
     if v in _COMPANIES or re.search(r"(?:公司|集团|科技|银行|医院|工作室|厂)$", v):
         kinds.add("company")
@@ -7721,7 +7727,7 @@ def memory_pointed_words(text):
     of state (戒了, 不…了, 毕业, 拿到, 退役 …) or 不是X 是Y. The cheap test every chat message takes; only then are the
     speaker's memories read (memory_pointed)."""
     t = text.translate(_SIMPLIFIED)
-    return bool(_POINTED_FIX_RE.search(t) or _LIFE_CHANGE_RE.search(t.translate(_SIMPLIFIED)))
+    return bool(_POINTED_FIX_RE.search(t) or _LIFE_CHANGE_RE.search(t) or _LIFE_TURN_NEW_RE.search(t))
 
 
 def memory_pointed(conn, ctx, text):
@@ -7745,7 +7751,7 @@ def memory_pointed(conn, ctx, text):
             kind, args = _settle_replace_maybe(conn, ctx, value, new.strip())
             if kind:
                 return kind, args
-    if _LIFE_CHANGE_RE.search(t.translate(_SIMPLIFIED)):
+    if _LIFE_CHANGE_RE.search(t.translate(_SIMPLIFIED)) or _LIFE_TURN_NEW_RE.search(t.translate(_SIMPLIFIED)):
         told = _POINTED_TELL_RE.match(t.translate(_SIMPLIFIED))
         said = t[told.end():] if told and told.end() < len(t) else t  # 跟你說 我碩士畢業了啦: what is told
         if _single_points(conn, ctx, said) or _life_may_clash(conn, ctx, said) \
