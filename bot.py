@@ -5730,6 +5730,8 @@ def memory_forget(conn, ctx, what, embed, one=False):
         targets = [r for r in rows if _same_subject(r["subject"], subject)
                    or r["subject"].startswith(subject) and subject != "我"
                    or subject in _ANIMALS and r["attribute"] == "宠物" and (_pet_of(r["value"]) or ("",))[0] == subject]
+        if what.startswith(("所有", "全部", "一切")) and len(m.group(1)) >= 2:  # 关于小林的一切: 我室友叫小林 too
+            targets += [r for r in rows if r not in targets and m.group(1) in r["text"]]
         also = [r for r in rows if one and r not in targets and m.group(1) in r["text"]]  # 猫那条: 我想再养一只布偶猫 too
         if one and len(targets + also) > 1 and targets:
             asked = _which_question(conn, {"action": "forget", "ids": [r["id"] for r in targets + also], "text": what})
@@ -7235,6 +7237,9 @@ MEMORY_REWRITES = [
     ("关于 有关", r"^把?(?:关于|有关)(?!我的?(?:[全都]|东西|记忆|事|一切))(\S{1,10}?)的?(?:信息|事|事情|记忆|东西)?"
                rf"(?:全|都|全部|全都|统统)(?:删了|删掉|删除|清空|清掉|忘了|忘掉|忘记){_ANY_PARTICLE}*$",
      r"忘记所有关于\1的"),  # 把关于阿强的都忘了
+    ("相关 有关", r"^把?(?!(?:跟|和|与)?我的?(?:相关|有关))(?:跟|和|与)?([^\s，,。的我]{1,10}?)(?:相关|有关)的?(?:信息|事|事情|记忆|东西)?"
+               rf"(?:全|都|全部|全都|统统)?(?:删了|删掉|删除|清空|清掉|忘了|忘掉|忘记){_ANY_PARTICLE}*$",
+     r"忘记所有关于\1的"),  # 把小杰相关的记忆全部忘掉 / 跟阿芳有关的都删了吧
     ("更正 纠正", rf"^(更正|纠正)(一下)?[{_PUNCT}]*(?=(?:过敏|喜欢|讨厌|害怕)的(?:东西)?(?:其实)?是)", r"\1\2：我"),  # 更正 过敏的是腰果
     ("记忆里", r"^(?:你的)?记忆里(?=关于|有关)", ""),  # 记忆里关于我工作的那条去掉
     ("把", rf"^(?:请|麻烦你?|帮我|给我|你)*把(?!第|刚|我的?(?:记忆|东西)[^那这]{{0,3}}$)(?!.*(?:都|全|所有))(.+?)(?:的)?(?:记忆|东西)?"
