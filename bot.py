@@ -7727,12 +7727,21 @@ _POINTED_TELL_RE = re.compile(rf"^(?:我)?(?:跟|根|和|给|同)你(?:说|讲|�
                               rf"[{PARTICLES}]*[{_PUNCT}]+")
 
 
+#: A thing said to be retired, then what took its place (iPhone 13 退役了 现在用小米14 / 卡罗拉卖了 现在开比亚迪 / MacBook
+#: Air 淘汰了 换成ThinkPad了): the old thing, the new clause. The retirement is no fact of its own: the one memory that
+#: names the old thing now says the new clause.
+_RETIRED_RE = re.compile(rf"^(?:我的?)?([^{_PUNCT}我你他她它](?:[^{_PUNCT}我你他她它]|(?<=[A-Za-z0-9])\s(?=[A-Za-z0-9])){{1,15}}?)\s*(?:已经|也|早就)?(?:退役|淘汰|卖|卖掉|送人|丢|坏|退休|换掉)"
+                         rf"(?:了|啦)+[{_PUNCT}]+((?:我)?(?:现在|目前|如今)?(?:换成了?|改用|换用|用上了?|换了|用|开|骑|戴)"
+                         rf"[^{_PUNCT}]{{1,20}}?)(?:了|啦)?[{_PUNCT}{_EMOJI}]*$")
+
+
 def memory_pointed_words(text):
     """Whether a message the rules read as chat may say that something one memory holds changed or was wrong: a change
     of state (戒了, 不…了, 毕业, 拿到, 退役 …) or 不是X 是Y. The cheap test every chat message takes; only then are the
     speaker's memories read (memory_pointed)."""
     t = text.translate(_SIMPLIFIED)
-    return bool(_POINTED_FIX_RE.search(t) or _LIFE_CHANGE_RE.search(t) or _LIFE_TURN_NEW_RE.search(t))
+    return bool(_POINTED_FIX_RE.search(t) or _LIFE_CHANGE_RE.search(t) or _LIFE_TURN_NEW_RE.search(t)
+                or _RETIRED_RE.match(t))
 
 
 def memory_pointed(conn, ctx, text):
@@ -7746,6 +7755,16 @@ def memory_pointed(conn, ctx, text):
     t = text.strip()
     if memory_shaped_words(t, weak=True):
         return None, {}  # 法語放棄了 別記了 / 豆豆那条改一下: a request in words of its own is the net's and the plan's
+    m = _RETIRED_RE.match(t.translate(_SIMPLIFIED))
+    if m:  # iPhone 13 退役了 现在用小米14: the one memory of the user's own naming the old thing says the new clause
+        rows = memory_list(conn, ctx)
+        named = [n for n, r in enumerate(rows, 1)
+                 if r["type"] == "user_fact" and r["subject"] == "我" and m.group(1).strip() in r["text"]]
+        said = "我" + re.sub("^我", "", t[m.start(2):m.end(2)])
+        if len(named) == 1:
+            return "update_number", {"n": named[0], "text": said}
+        if named:  # several say it: the update asks (the retirement is never stored as a fact of its own)
+            return "update", {"text": said}
     m = _POINTED_FIX_RE.search(t.translate(_SIMPLIFIED))  # the same length: the user's own characters are taken
     if m:
         old, new = (m.group(1), m.group(2)) if m.group(1) else (m.group(4), m.group(3))
