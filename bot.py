@@ -3705,9 +3705,9 @@ def memory_fact(text, last_subject=None, known=()):
     m = re.match(rf"^是(.+?)[{_PUNCT}]+不是(我|你)$", text)
     if m:  # 是我妈妈对花生过敏，不是我: the same fact, about someone else
         text, replaces = m.group(1), "subject:" + m.group(2)
-    m = None if replaces else (re.match(rf"^(.+?)[{_PUNCT}]+(?:而)?不(?:是|叫)(.+)$", text)
+    m = None if replaces else (re.match(rf"^(.+?)[{_PUNCT}]+(?:而)?不(?:是|叫|在)(.+)$", text)
          or re.match(r"^(.+(?:是|叫).+?)不(?:是|叫)(.{1,12})$", text))
-    if m:  # 我对芒果过敏，不是花生 / 我叫李华不叫李明
+    if m:  # 我对芒果过敏，不是花生 / 我叫李华不叫李明 / 我老婆在字节 不在网易
         text, replaces = m.group(1), re.sub(rf"[{_PUNCT}]+$", "", m.group(2))
     m = re.match(r"^(她|他|它)(?!们)(?:的)?", text)
     if m and last_subject:  # 她喜欢草莓蛋糕, after 我女朋友叫小美
@@ -3975,9 +3975,15 @@ def memory_unlist(text):
         if whos:  # 我和室友小林、小周都是湖南人
             out += [who + m.group(3) for who in whos]
             continue
-        m = re.match(r"^(.+?)(?:和|跟|与|、)(.+?)分别(.+?)(?:和|、)(.+)$", piece)
+        m = re.match(r"^(.+?)(?:和|跟|与|、|(?=我))(.+?)分别(.+?)(?:和|、)(.+)$", piece)
         if m and _one_subject(m.group(1)) and _one_subject(m.group(2)):  # 我女儿和儿子分别8岁和5岁
-            out += [_one_subject(m.group(1)) + m.group(3), _one_subject(m.group(2)) + m.group(4)]
+            first, second = m.group(3), m.group(4)
+            head, tail = _EACH_HEAD_RE.match(first), _EACH_TAIL_RE.search(second)
+            if head and not second.startswith(head.group()):  # 分别住在北京和上海: 住在上海
+                second = head.group() + second
+            if tail and not first.endswith(tail.group()):  # 分别在阿里和网易上班: 在阿里上班
+                first += tail.group()
+            out += [_one_subject(m.group(1)) + first, _one_subject(m.group(2)) + second]
             continue
         simple = text_simplified(piece)  # 記住我會說粵語、英語 / 我喜歡貓和狗: read as simplified, kept as written
         back = str.maketrans({b: a for a, b in zip(piece, simple) if a != b})
@@ -3995,6 +4001,12 @@ def memory_unlist(text):
         values = _split_values(simple)
         out += [v.translate(back) for v in values] if values else [piece]
     return out
+
+
+#: The words a 分别 list shares, said once: before its first value (分别住在北京和上海) and after its last (分别在阿里和网易
+#: 上班); each value gets them.
+_EACH_HEAD_RE = re.compile(r"^(?:住在|在|是|喜欢|爱|叫|养了|养|当|做|读|学|去|玩|吃|喝|开|用)")
+_EACH_TAIL_RE = re.compile(r"(?:上班|工作|读书|上学|念书|读研|读大学|上大学|打工|实习|住)$")
 
 
 def memory_leads(facts, last=None, known=()):
@@ -5296,9 +5308,17 @@ def _life_target(rows, fact):
     return None, []
 
 
+#: A verb a liked thing may be said with or without (打羽毛球 / 羽毛球, 吃辣 / 辣): no part of what is named.
+_THING_VERB_RE = re.compile(r"^(?:打|玩|吃|喝|看|听|踢|弹|练|学|养|逛|追)(?=..)")
+
+
 def _same_thing(stored, said):
-    """Whether a value said names what a stored one does, shortened as people do (打太极 for 打太极拳)."""
-    return stored == said or len(said) >= 2 and stored.startswith(said)
+    """Whether a value said names what a stored one does, shortened as people do (打太极 for 打太极拳, 羽毛球 for
+    打羽毛球). Example: _same_thing('打羽毛球', '羽毛球') -> True"""
+    if stored == said or len(said) >= 2 and stored.startswith(said):
+        return True
+    bare, bare_said = _THING_VERB_RE.sub("", stored), _THING_VERB_RE.sub("", said)
+    return len(bare_said) >= 2 and (bare, bare_said) != (stored, said) and bare.startswith(bare_said)
 
 
 def _retracted(rows, facts):
