@@ -6822,8 +6822,9 @@ def _read_forget(m):
     return ("forget_maybe", {"what": what}) if maybe else None
 
 
-#: What a mistake was made in, said before it (年龄说错了 是六十九 / 岁数写错了 是31): a short word, not a person.
-_MISTAKE_TOPIC = r"(?:(?!我|你|他|她|它)[\u4e00-\u9fff]{1,5}?)"
+#: What a mistake was made in, said before it (年龄说错了 是六十九 / 岁数写错了 是31): a short word, not a person, nor a
+#: pointer at a memory (名字那条写错了 is the plan's to read).
+_MISTAKE_TOPIC = r"(?:(?!我|你|他|她|它)(?:(?!那|这)[\u4e00-\u9fff]){1,5}?)"
 #: What a user can type to the memory, tried in this order; the first row whose pattern matches decides. A
 #: remember word is strong (记住: the user means it, so a fact without a subject is asked about) or weak
 #: (别忘了, 记得: often care aimed at the bot, so it needs a fact about someone). Adding a way to say a command
@@ -7247,6 +7248,9 @@ MEMORY_REWRITES = [
                      rf"(?:{_words_re(_LIST_WORDS)}|[{_PUNCT}?？])+$", "你记得我什么"),  # 你知道我多少事 / 我有哪些记忆
     ("了解 记忆", rf"^(?:你(?:对我)?(?:到底)?了解(?:我)?(?:多少|些什么|什么|哪些)|(?:看一下|看下|看看|查看|查一下|给我看看|我想看看)"
                 rf"(?:你的|我的)?记忆(?:列表)?|我的记忆(?:给我)?{_SHOW_ME}){_ANY_PARTICLE}*[?？]*$", "你记得我什么"),  # 你对我了解多少
+    ("约定", rf"^(?:那个|这个)?((?:你)?(?:以后)?(?:叫我|喊我|称呼我|你叫|叫你)[^，,。\s的那这]{{1,10}}?)的?"
+           rf"(?:(?:那个|这个|那条|这条)(?:约定)?|约定)(?:就)?(?:不要了|不用了|算了|撤销|(?:取消|作废|删|去|撤)[掉了除]*)"
+           rf"(?:吧)?{_ANY_PARTICLE}*$", r"忘记\1那条"),  # 叫我老陈那个约定不要了: the agreement goes, never a new name
     ("关于", rf"^(忘记|忘掉|删掉|删除|清除)关于(?!我的)(.+?)的(?:所有|全部|一切)(?:记忆|事情|事)?{_ANY_PARTICLE}*$", r"\1所有关于\2的"),
     ("两条 几条 三条 四条 两个 几个 三个 四个",
      rf"^(忘记|忘掉|删掉|删除)(.+?[和、跟].+?)(?:这|那)(?:两|几|三|四)(?:条|个)(?:记忆)?{_ANY_PARTICLE}*$", r"\1\2"),
@@ -7302,6 +7306,7 @@ _MEMORY_REWRITES = [(re.compile(_words_re(words.split())), re.compile(p), r) for
 #: 以后叫我X / 你说话要…: what the user wants of the character (kept as an agreement with it).
 _WISH_RES = [(re.compile(r"^(?:算了|不对)?[，,\s]*(?:还是)?(?:你)?(?:以后|今后|从现在起|从今天起)?(?:请)?(?:你)?(?:就)?(?:要|得|可以)?(?:还是)?"
                          r"(?:改|换)?(?:成)?(?:叫|喊|称呼)我(?!起床|一声|吃|去|来|干|做|帮|回|别)"
+                         r"(?![^，,。!！?？]*(?:约定|那个|这个|那条|这条|删|取消|作废|不要了|不用了))"  # a pointer: no name
                          rf"([^，,。!！?？]{{1,10}}?)(?:就行|就好|就可以)?{_ANY_PARTICLE}?$"), "记住，你以后叫我{0}"),
              (re.compile(r"^(?=你|以后|今后|从)(?:你)?(?:以后|今后|从现在起|从今天起)?(?:你)?(?:就)?(?:改|换)?叫"
                          rf"(?!我|他|她|它|什么|啥|谁|人|醒|外卖|车)([^，,。!！?？]{{1,6}}?)(?:了)?{_ANY_PARTICLE}?$"), "记住，你以后叫{0}"),
