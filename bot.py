@@ -3761,7 +3761,8 @@ def memory_fact(text, last_subject=None, known=()):
             return Fact(text, subject, attribute, None, single, replaces)  # 我住哪: the attribute, no value
         if not value or _VAGUE_VALUE_RE.match(value) or attribute == "现居地" and _NOT_A_HOME_RE.match(value):
             return Fact(text, subject, None, None, False, replaces)
-        if attribute == "工作单位" and (value in _CITIES or value.endswith(("市", "省")) and not _NOT_A_TOWN_RE.search(value)):
+        if attribute == "工作单位" and (value in _CITIES or value.endswith(("市", "省"))
+                                       and not _NOT_A_TOWN_RE.search(value)):
             attribute = "工作城市"  # 我在北京工作 is where, not for whom
         return Fact(text, subject, attribute, value, single, replaces)
     return Fact(text, subject, None, None, False, replaces)
@@ -4027,8 +4028,9 @@ def memory_leads(facts, last=None, known=()):
 
 
 #: A remark after a fact that it is important (我对青霉素过敏 这个很重要的 / 我有哮喘，超重要哦😂): the mark, not the fact.
-_IMPORTANT_TAIL_RE = re.compile(rf"^(.+?)(?:[{_PUNCT}]+{_IMPORTANT_WHAT}?{_IMPORTANT_VERY}*|[{_PUNCT}]*{_IMPORTANT_WHAT}?"
-                                rf"{_IMPORTANT_VERY}+|[{_PUNCT}]*{_IMPORTANT_WHAT}{_IMPORTANT_VERY}*)重要(?:的)?"
+_IMPORTANT_TAIL_RE = re.compile(rf"^(.+?)(?:[{_PUNCT}]+{_IMPORTANT_WHAT}?{_IMPORTANT_VERY}*"
+                                rf"|[{_PUNCT}]*{_IMPORTANT_WHAT}?{_IMPORTANT_VERY}+"
+                                rf"|[{_PUNCT}]*{_IMPORTANT_WHAT}{_IMPORTANT_VERY}*)重要(?:的)?"
                                 rf"[{PARTICLES}{_EMOJI}{_PUNCT}]*$")
 
 
@@ -7743,7 +7745,8 @@ def _shaped_points(conn, ctx, t):
 #: A correction said without 更正 that names the value it takes back: 不是X 是Y / 是Y 不是X / 不叫X 叫Y, after any
 #: lead-in (整岔劈了 不是翠花 是秀芬, typo了 是A1042 不是A1024, 莫搞错了哈 是芒果过敏 不是花生).
 _POINTED_FIX_RE = re.compile(rf"(?:^|(?<=[{_PUNCT}]))不(?:是|叫)\s*([^{_PUNCT}]{{1,12}}?)[{_PUNCT}]*(?:而|其实)?"
-                             rf"(?:是|叫)\s*([^{_PUNCT}]{{1,16}})|(?:^|(?<=[{_PUNCT}]))(?:[^{_PUNCT}是叫不]{{1,6}}?)?(?:是|叫)\s*"
+                             rf"(?:是|叫)\s*([^{_PUNCT}]{{1,16}})|(?:^|(?<=[{_PUNCT}]))(?:[^{_PUNCT}是叫不]{{1,6}}?)?"
+                             rf"(?:是|叫)\s*"
                              rf"([^{_PUNCT}]{{1,16}}?)[{_PUNCT}]+不(?:是|叫)\s*([^{_PUNCT}]{{1,12}})")
 
 
@@ -7755,7 +7758,8 @@ _POINTED_TELL_RE = re.compile(rf"^(?:我)?(?:跟|根|和|给|同)你(?:说|讲|�
 #: A thing said to be retired, then what took its place (iPhone 13 退役了 现在用小米14 / 卡罗拉卖了 现在开比亚迪 / MacBook
 #: Air 淘汰了 换成ThinkPad了): the old thing, the new clause. The retirement is no fact of its own: the one memory that
 #: names the old thing now says the new clause.
-_RETIRED_RE = re.compile(rf"^(?:我的?)?([^{_PUNCT}我你他她它](?:[^{_PUNCT}我你他她它]|(?<=[A-Za-z0-9])\s(?=[A-Za-z0-9])){{1,15}}?)\s*(?:已经|也|早就)?(?:退役|淘汰|卖|卖掉|送人|丢|坏|退休|换掉)"
+_RETIRED_RE = re.compile(rf"^(?:我的?)?([^{_PUNCT}我你他她它](?:[^{_PUNCT}我你他她它]|(?<=[A-Za-z0-9])\s(?=[A-Za-z0-9]))"
+                         rf"{{1,15}}?)\s*(?:已经|也|早就)?(?:退役|淘汰|卖|卖掉|送人|丢|坏|退休|换掉)"
                          rf"(?:了|啦)+[{_PUNCT}]+((?:我)?(?:现在|目前|如今)?(?:换成了?|改用|换用|用上了?|换了|用|开|骑|戴)"
                          rf"[^{_PUNCT}]{{1,20}}?)(?:了|啦)?[{_PUNCT}{_EMOJI}]*$")
 
