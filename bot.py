@@ -7103,8 +7103,10 @@ def _settle_update_fit(conn, ctx, value, strong=False):
     the value (then the bot asks which one when it can't tell)."""
     kinds = _value_kinds(value) - {"thing"}
     rows = [r for r in memory_list(conn, ctx) if r["type"] != "group_fact"]
-    if kinds and any(_fits(r, kinds) for r in rows) or any(  # 其实是4号线 / 是初三 / 不是啦 是深圳 (去广州看漫展)
-            _SPOT_RES[k].search(r["text"]) for k in kinds & set(_SPOT_RES) for r in rows):
+    # 其实是4号线 / 是初三; a place said inside a memory's words (不是啦 是深圳 for 我下个月去广州看漫展) only right after a
+    # command: after chat, 不是啦 是深圳 may correct what the bot said
+    spots = kinds & ({"line", "grade", "place"} if _after_command(conn, ctx) else {"line", "grade"})
+    if kinds and any(_fits(r, kinds) for r in rows) or any(_SPOT_RES[k].search(r["text"]) for k in spots for r in rows):
         return "update_last", {"value": value}
     return ("update_last", {"value": value}) if strong and _after_command(conn, ctx) else (None, {})
 
@@ -7791,8 +7793,9 @@ def memory_pointed(conn, ctx, text):
     m = _RETIRED_RE.match(t.translate(_SIMPLIFIED))
     if m:  # iPhone 13 退役了 现在用小米14: the one memory of the user's own naming the old thing says the new clause
         rows = memory_list(conn, ctx)
-        named = [n for n, r in enumerate(rows, 1)
-                 if r["type"] == "user_fact" and r["subject"] == "我" and m.group(1).strip() in r["text"]]
+        owned = re.compile(rf"(?:用|开|骑|戴|是|有|买了?)(?:的是|的|了|一[台辆部个块只])?\s*{re.escape(m.group(1).strip())}")
+        named = [n for n, r in enumerate(rows, 1)  # what the user uses or has (not 我钥匙挂在门口 for 钥匙丢了…)
+                 if r["type"] == "user_fact" and r["subject"] == "我" and owned.search(r["text"].translate(_SIMPLIFIED))]
         said = "我" + re.sub("^我", "", t[m.start(2):m.end(2)])
         if len(named) == 1:
             return "update_number", {"n": named[0], "text": said}
@@ -7804,7 +7807,10 @@ def memory_pointed(conn, ctx, text):
         at = m.start(1) if m.group(1) else m.start(4)
         new_at = m.start(2) if m.group(1) else m.start(3)
         new = t[new_at:new_at + len(new)]  # 不是台積電 是聯發科: stored as the user wrote it
+        who = "" if m.group(1) else re.sub(r"(?:是|叫)\s*$", "", t[m.start():m.start(3)])
         for value in dict.fromkeys((t[at:at + len(old)].strip(), old.strip())):
+            if who and not _pointed_owner(conn, ctx, who, value):
+                continue  # 他是学生 不是老师 with 我是老师: someone else's, chat
             kind, args = _settle_replace_maybe(conn, ctx, value, new.strip())
             if kind:
                 return kind, args
@@ -7815,6 +7821,15 @@ def memory_pointed(conn, ctx, text):
                 and _life_points(conn, ctx, said, clash=True):
             return "remember", {"text": said}
     return None, {}
+
+
+def _pointed_owner(conn, ctx, who, value):
+    """Whether whom a loose 是Y 不是X names (猫叫Nil 不叫Null / 妹妹叫小雪 不是小雨) is whom a memory saying X is about:
+    who is a subject and nothing more, the same as that memory's (他是学生 不是老师 and 我同事家的狗叫豆豆 不叫旺财 are
+    of someone else). Example: _pointed_owner(conn, ctx, '妹妹', '小雨') with 我妹叫小雨 -> True"""
+    subject, rest = _subject_of(who if who.startswith("我") else "我" + who, _known_subjects(conn, ctx))
+    return not rest.strip() and any(value in r["text"] and _same_subject(r["subject"], subject)
+                                    for r in memory_list(conn, ctx))
 
 
 def _life_may_clash(conn, ctx, text):
