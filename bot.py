@@ -6826,9 +6826,10 @@ def _read_forget(m):
     return ("forget_maybe", {"what": what}) if maybe else None
 
 
-#: What a mistake was made in, said before it (年龄说错了 是六十九 / 岁数写错了 是31): a short word, not a person, nor a
-#: pointer at a memory (名字那条写错了 is the plan's to read).
-_MISTAKE_TOPIC = r"(?:(?!我|你|他|她|它)(?:(?!那|这)[\u4e00-\u9fff]){1,5}?)"
+#: What a mistake was made in, said before it (年龄说错了 是六十九 / 我的岁数写错了 是31): what a memory holds, an
+#: attribute's word; not whose (我妈岁数写错了 is not the user's age), not a pointer (名字那条写错了 is the plan's to
+#: read), nor anything else (作业第二题写错了 是5 is no age).
+_MISTAKE_TOPIC = rf"(?:(?:我的?)?(?:{_words_re(_ATTRIBUTE_BY_WORD)}))"
 #: What a user can type to the memory, tried in this order; the first row whose pattern matches decides. A
 #: remember word is strong (记住: the user means it, so a fact without a subject is asked about) or weak
 #: (别忘了, 记得: often care aimed at the bot, so it needs a fact about someone). Adding a way to say a command
