@@ -7770,6 +7770,10 @@ _RETIRED_RE = re.compile(rf"^(?:我的?)?([^{_PUNCT}我你他她它](?:[^{_PUNCT
                          rf"[^{_PUNCT}]{{1,20}}?)(?:了|啦)?[{_PUNCT}{_EMOJI}]*$")
 
 
+#: A stop said for a while only (原神今天不玩了 / 这几天先不跑步了): told in chat, it changes no memory.
+_TEMPORARY_STOP_RE = re.compile(r"(?:今天|今晚|今儿|这会儿?|暂时|这几天|这两天|这周|这礼拜|明天|先)[^，,。!！]{0,8}?不[^，,。!！]{1,6}?了")
+
+
 def memory_pointed_words(text):
     """Whether a message the rules read as chat may say that something one memory holds changed or was wrong: a change
     of state (戒了, 不…了, 毕业, 拿到, 退役 …) or 不是X 是Y. The cheap test every chat message takes; only then are the
@@ -7815,6 +7819,8 @@ def memory_pointed(conn, ctx, text):
             kind, args = _settle_replace_maybe(conn, ctx, value, new.strip())
             if kind:
                 return kind, args
+    if _TEMPORARY_STOP_RE.search(t.translate(_SIMPLIFIED)):
+        return None, {}  # 原神今天不玩了 好累: for today, no change of what 我天天玩原神 says
     if _LIFE_CHANGE_RE.search(t.translate(_SIMPLIFIED)) or _LIFE_TURN_NEW_RE.search(t.translate(_SIMPLIFIED)):
         told = _POINTED_TELL_RE.match(t.translate(_SIMPLIFIED))
         said = t[told.end():] if told and told.end() < len(t) else t  # 跟你說 我碩士畢業了啦: what is told
