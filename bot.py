@@ -5754,7 +5754,8 @@ def memory_forget(conn, ctx, what, embed, one=False):
         targets = [r for r in rows if _same_subject(r["subject"], subject)
                    or r["subject"].startswith(subject) and subject != "我"
                    or subject in _ANIMALS and r["attribute"] == "宠物" and (_pet_of(r["value"]) or ("",))[0] == subject]
-        if what.startswith(("所有", "全部", "一切")) and len(m.group(1)) >= 2:  # 关于小林的一切: 我室友叫小林 too
+        if what.startswith(("所有", "全部", "一切")) and len(m.group(1)) >= 2 and not memory_areas(m.group(1)):
+            # 关于小林的一切: 我室友叫小林 too (a name; 关于猫的一切 is not 我对猫毛过敏, which is the user's health)
             targets += [r for r in rows if r not in targets and m.group(1) in r["text"]]
         also = [r for r in rows if one and r not in targets and m.group(1) in r["text"]]  # 猫那条: 我想再养一只布偶猫 too
         if one and len(targets + also) > 1 and targets:
