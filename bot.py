@@ -3707,7 +3707,7 @@ def memory_fact(text, last_subject=None, known=()):
     m = re.match(rf"^是(.+?)[{_PUNCT}]+不是(我|你)$", text)
     if m:  # 是我妈妈对花生过敏，不是我: the same fact, about someone else
         text, replaces = m.group(1), "subject:" + m.group(2)
-    m = None if replaces else (re.match(rf"^(.+?)[{_PUNCT}]+(?:而)?不(?:是|叫|在)(.+)$", text)
+    m = None if replaces else (re.match(rf"^(.+?)[{_PUNCT}]+(?:而)?不(?:是|叫|在(?![了乎意]))(.+)$", text)
          or re.match(r"^(.+(?:是|叫).+?)不(?:是|叫)(.{1,12})$", text))
     if m:  # 我对芒果过敏，不是花生 / 我叫李华不叫李明 / 我老婆在字节 不在网易
         text, replaces = m.group(1), re.sub(rf"[{_PUNCT}]+$", "", m.group(2))
@@ -3914,6 +3914,11 @@ def _one_kind(items):
     return all(k & kinds[0] for k in kinds[1:])
 
 
+#: How a clause after a comma starts that says something of its own, no second thing of a list (我喜欢他，不在乎他有钱
+#: 没钱 is one memory, not 我喜欢他 and 我喜欢不在乎…).
+_CLAUSE_NOT_ITEM_RE = re.compile(r"不|没|别|但|可是|就是")
+
+
 def memory_unlist(text):
     """One fact per subject and per value, also inside a clause; then memory_split.
     Example: memory_unlist('我和我老婆都喜欢爬山') -> ['我喜欢爬山', '我老婆喜欢爬山']"""
@@ -3960,7 +3965,8 @@ def memory_unlist(text):
             and memory_fact("我" + c).attribute is None and (kind(c) & kind(first.value) or bare(c) or joined_list)
             for c in chain[1:]):
         t = "、".join(chain)  # 我喜欢打篮球，羽毛球，乒乓球: more things of the first one's kind (好烦 is a comment)
-    elif first and first.attribute is None and all(len(c) <= 8 and not memory_has_subject(c) for c in chain[1:]):
+    elif first and first.attribute is None and all(len(c) <= 8 and not memory_has_subject(c)
+                                                   and not _CLAUSE_NOT_ITEM_RE.match(c) for c in chain[1:]):
         joined = memory_fact("、".join(chain))  # 我对芒果，菠萝过敏: the verb comes last, 我对芒果 says nothing alone
         if joined.attribute in _LISTED_ATTRIBUTES and len(_LIST_SEP_RE.split(joined.value or "")) == len(chain) \
                 and not any("就" in c for c in chain[1:]):  # …，一喝就胃疼 is a reason, no item
@@ -3996,7 +4002,8 @@ def memory_unlist(text):
         if len(items) > 1 and len(spaced_items) > len(items) and _one_kind(spaced_items):
             items = spaced_items  # 海鲜 羊肉 还有辣椒: the spaces before 还有 part values as it does
         if fact.attribute in _LISTED_ATTRIBUTES and len(items) > 1 and not re.search("[的《》「」“”\"]", fact.value) \
-                and all(1 <= len(i) <= 8 for i in items) and simple.count(fact.value) == 1:  # 《猫和老鼠》 is one
+                and all(1 <= len(i) <= 8 for i in items) and simple.count(fact.value) == 1 \
+                and not any(_CLAUSE_NOT_ITEM_RE.match(i) for i in items[1:]):  # 《猫和老鼠》 is one
             verb = re.match(r"^(?:吃|喝|看|玩|听)", items[0])  # 吃苹果、香蕉: 吃香蕉
             out += [simple.replace(fact.value, (verb.group() if verb and not re.match(r"^(?:吃|喝|看|玩|听)", i) else "")
                                    + i).translate(back) for i in items]
