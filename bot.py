@@ -3986,13 +3986,13 @@ def memory_unlist(text):
             continue
         m = re.match(r"^(.+?)(?:和|跟|与|、|(?=我))(.+?)分别(.+?)(?:和|、)(.+)$", piece)
         if m and _one_subject(m.group(1)) and _one_subject(m.group(2)):  # 我女儿和儿子分别8岁和5岁
-            first, second = m.group(3), m.group(4)
-            head, tail = _EACH_HEAD_RE.match(first), _EACH_TAIL_RE.search(second)
-            if head and not second.startswith(head.group()):  # 分别住在北京和上海: 住在上海
-                second = head.group() + second
-            if tail and not first.endswith(tail.group()):  # 分别在阿里和网易上班: 在阿里上班
-                first += tail.group()
-            out += [_one_subject(m.group(1)) + first, _one_subject(m.group(2)) + second]
+            one, other = m.group(3), m.group(4)
+            head, tail = _EACH_HEAD_RE.match(one), _EACH_TAIL_RE.search(other)
+            if head and not other.startswith(head.group()):  # 分别住在北京和上海: 住在上海
+                other = head.group() + other
+            if tail and not one.endswith(tail.group()):  # 分别在阿里和网易上班: 在阿里上班
+                one += tail.group()
+            out += [_one_subject(m.group(1)) + one, _one_subject(m.group(2)) + other]
             continue
         simple = text_simplified(piece)  # 記住我會說粵語、英語 / 我喜歡貓和狗: read as simplified, kept as written
         back = str.maketrans({b: a for a, b in zip(piece, simple) if a != b})
@@ -5319,7 +5319,7 @@ def _life_target(rows, fact):
     return None, []
 
 
-#: A verb a liked thing may be said with or without (打羽毛球 / 羽毛球, 吃辣 / 辣): no part of what is named.
+#: A verb a liked thing may be said with or without (打羽毛球 / 羽毛球, 踢足球 / 足球): no part of what is named.
 _THING_VERB_RE = re.compile(r"^(?:打|玩|吃|喝|看|听|踢|弹|练|学|养|逛|追)(?=..)")
 
 
@@ -7771,7 +7771,7 @@ _POINTED_TELL_RE = re.compile(rf"^(?:我)?(?:跟|根|和|给|同)你(?:说|讲|�
 #: A thing said to be retired, then what took its place (iPhone 13 退役了 现在用小米14 / 卡罗拉卖了 现在开比亚迪 / MacBook
 #: Air 淘汰了 换成ThinkPad了): the old thing, the new clause. The retirement is no fact of its own: the one memory that
 #: names the old thing now says the new clause.
-_RETIRED_WORDS_RE = re.compile("退役|淘汰|卖|送人|丢|坏|退休|换掉")
+_RETIRED_WORDS_RE = re.compile("退役|淘汰|卖|送人|丢|坏|退休|换掉")  # its words alone: the cheap test first
 _RETIRED_RE = re.compile(rf"^(?:我的?)?([^{_PUNCT}我你他她它](?:[^{_PUNCT}我你他她它]|(?<=[A-Za-z0-9])\s(?=[A-Za-z0-9]))"
                          rf"{{1,15}}?)\s*(?:已经|也|早就)?(?:退役|淘汰|卖|卖掉|送人|丢|坏|退休|换掉)"
                          rf"(?:了|啦)+[{_PUNCT}]+((?:我)?(?:现在|目前|如今)?(?:换成了?|改用|换用|用上了?|换了|用|开|骑|戴)"
@@ -7779,7 +7779,8 @@ _RETIRED_RE = re.compile(rf"^(?:我的?)?([^{_PUNCT}我你他她它](?:[^{_PUNCT
 
 
 #: A stop said for a while only (原神今天不玩了 / 这几天先不跑步了): told in chat, it changes no memory.
-_TEMPORARY_STOP_RE = re.compile(r"(?:今天|今晚|今儿|这会儿?|暂时|这几天|这两天|这周|这礼拜|明天|先)[^，,。!！]{0,8}?不[^，,。!！]{1,6}?了")
+_TEMPORARY_STOP_RE = re.compile(r"(?:今天|今晚|今儿|这会儿?|暂时|这几天|这两天|这周|这礼拜|明天|先)"
+                                r"[^，,。!！]{0,8}?不[^，,。!！]{1,6}?了")
 
 
 def memory_pointed_words(text):
