@@ -3698,8 +3698,8 @@ def memory_fact(text, last_subject=None, known=()):
         fact = memory_fact(read, last_subject, known)
         said = lambda piece: _cantonese_said(piece, read, text)  # noqa: E731
         return dataclasses.replace(fact, text=said(fact.text), value=said(fact.value), replaces=said(fact.replaces))
-    text = re.sub(rf"(?:[。.!！~～{_EMOJI}]|(?<=.{{3}})[{_FACT_PARTICLES}]|(?<=.{{3}})[\s，,]+(?i:{_CHEERS}))+$", "",
-                  text.strip())
+    text = re.sub(rf"(?:[。.!！~～{_EMOJI}]|(?<=.{{3}})[{_FACT_PARTICLES}]|(?<=.{{3}})[\s，,]+(?i:{_CHEERS})"
+                  rf"|(?:(?<=[了啦])|[\s，,]+)[嘿嘻呵]{{2,}})+$", "", text.strip())  # 复合了嘿嘿: the laugh is no part of it
     replaces = None
     m = re.match(rf"^(我|我的)?不是(.+?)[{_PUNCT}]+(?:而|其实)?是(.+)$", text)
     if m:  # 我不是住在北京，是住在天津
