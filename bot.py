@@ -7775,7 +7775,7 @@ _RETIRED_WORDS_RE = re.compile("退役|淘汰|卖|送人|丢|坏|退休|换掉")
 _RETIRED_RE = re.compile(rf"^(?:我的?)?([^{_PUNCT}我你他她它](?:[^{_PUNCT}我你他她它]|(?<=[A-Za-z0-9])\s(?=[A-Za-z0-9]))"
                          rf"{{1,15}}?)\s*(?:已经|也|早就)?(?:退役|淘汰|卖|卖掉|送人|丢|坏|退休|换掉)"
                          rf"(?:了|啦)+[{_PUNCT}]+((?:我)?(?:现在|目前|如今)?(?:换成了?|改用|换用|用上了?|换了|用|开|骑|戴)"
-                         rf"[^{_PUNCT}]{{1,20}}?)(?:了|啦)?[{_PUNCT}{_EMOJI}]*$")
+                         rf"(?:[^{_PUNCT}]|(?<=[A-Za-z0-9])\s(?=[A-Za-z0-9])){{1,20}}?)(?:了|啦)?[{_PUNCT}{_EMOJI}]*$")
 
 
 #: A stop said for a while only (原神今天不玩了 / 这几天先不跑步了): told in chat, it changes no memory.
