@@ -2630,6 +2630,10 @@ _PUNCT = "\\s，,。.:：!！~～、；;…"
 _EMOJI = "\U0001F000-\U0001FAFF\u2600-\u27BF\u200d\ufe0f"
 #: Particles a command word or a whole command may end with (记住哦, 记得噢, 撤销一下吧): every rule uses this list.
 PARTICLES = "哦喔噢啊呀吖啦嘛哈呢吧呗哟咯嘞喽捏嗷噻撒咧"
+#: How a user says that what they tell is important (这个很重要的 / 超重要 / 真的非常重要): a mark, never the fact's
+#: words. What it is about, then how much (both optional alone; a remark after a fact needs one, or a pause, before it).
+_IMPORTANT_WHAT = "(?:这个|这件事|这事|这条|这)"
+_IMPORTANT_VERY = "(?:真的|真|很|超级|超|非常|特别|巨|贼|十分|相当)"
 #: Particles cut from the end of a fact (我住在北京呗); not 吧, which ends words (酒吧, 网吧).
 _FACT_PARTICLES = PARTICLES.replace("吧", "")
 #: What may end a command after its words: punctuation, particles, thanks, an emoji.
@@ -2798,7 +2802,8 @@ ATTRIBUTE_RULES = [
              r"([^，,]{1,20})|(?:现在|目前|已经)?在([^，,]{1,20}?)(?:住|居住|定居)(?:着)?", True),
     ("老家", r"(?:的)?(?:老家|家乡|籍贯)(?:是|在)?([^，,]{1,20})|是([^，,]{1,6}?)人", True),
     ("生日", r"(?:的)?生日(?:是|在|：|:)?\s*((?:农历|阴历|公历|阳历)?[\d一二三四五六七八九十正腊冬]+\s*[月/.\-号日].*)", True),
-    ("年龄", r"(?:今年|现在|已经|满)?(\d{1,3}|[一二三四五六七八九十]{1,3})(?:周)?岁(?:了)?|(?:今年|现在|已经|满)(\d{1,3})|(\d{1,2})了", True),
+    ("年龄", r"(?:今年|现在|已经|满)?(\d{1,3}|[一二三四五六七八九十]{1,3})(?:周)?岁(?:了)?|(?:今年|现在|已经|满)(\d{1,3})|(\d{1,2})了|"
+              r"(?:今年|现在|已经|满)([一二三四五六七八九十]{2,3})(?=了|$)", True),  # 我今年六十八了
     ("昵称", r"(?:的)?(?:昵称|外号|小名|网名)(?:是|叫)(.+)", True),
     ("名字", r"(?:的)?(?:名字|全名|本名|大名)(?:是|叫)(.+)|叫(?!了|过|外卖|车|醒|起来|什么|啥)([^，,]{1,12})", True),
     ("最喜欢", r"最(?:喜欢|爱)的(.{1,8}?)(?:是|就是|：|:)(.+)", True),
@@ -2847,6 +2852,8 @@ ENGLISH_RULES = [
     ("宠物", r"i have an? (.+)", False),
 ]
 _ENGLISH_RES = [(a, re.compile(f"(?:{p})$", re.I), single) for a, p, single in ENGLISH_RULES]
+#: Places that end like a town (市, 区, 村) but are a shop or a market (我在超市上班: an employer, not a city).
+_NOT_A_TOWN_RE = re.compile(r"(?:超|菜|夜|花|股|门|集|早|街|鱼|鸟|黑|灯)市$|(?:小|社|园|景|商|服务|营业|展)区$|度假村$|农家乐$")
 #: Cities a 在X工作 may name (then it is where the user works, not the employer).
 _CITIES = set("北京 上海 广州 深圳 成都 杭州 重庆 武汉 南京 西安 天津 苏州 长沙 郑州 青岛 厦门 福州 济南 沈阳 大连 哈尔滨 昆明 合肥 "
               "南昌 南宁 贵阳 太原 石家庄 兰州 乌鲁木齐 呼和浩特 海口 三亚 无锡 宁波 东莞 佛山 珠海 香港 澳门 台北 "
@@ -3572,7 +3579,8 @@ _LIFE_EVENT_RE = re.compile(r"走了|去世|死了|没了|不在了|丢了|送�
 #: How a new fact says that something stops (我不玩原神了, 我腰不疼了, 我肺炎好了): X, which a stored memory of the
 #: same subject may say is so (a clash the plan or the user settles, in any area).
 _LIFE_STOPS_RE = re.compile(r"^(?:现在|已经|也|以后)?(.{0,3}?)(?:不再|不用|不需要|不必|不(?!想|太想|愿|打算|舍得))(.{1,5}?)(?:了|啦)$|"
-                            r"^(?:的)?(.{2,6}?)(?:已经|终于|也|都)?(?:好了|好多了|痊愈了?|康复了?|治好了|(?:恢复)?正常了|摘了|摘掉了)$|"
+                            r"^(?:的)?(.{2,6}?)(?:已经|终于|也|都)?(?:降下来|降下去|降了|下来|回来)?(?:了)?"
+                            r"(?:好了|好多了|痊愈了?|康复了?|治好了|(?:恢复)?正常了|摘了|摘掉了)$|"
                             r"^(.{2,12}?)\s*(?:已经|终于|也)?退役(?:了|啦)?$")
 #: A verb before 好了 that makes it "done", not "well again" (房子买好了, 手续办好了).
 _DONE_RE = re.compile(r"(?:买|做|弄|办|搞|修|装|写|订|定|谈|排|准备|收拾|装修)$")
@@ -3602,6 +3610,10 @@ LIFE_TURNS = [
     (r"生病|病了", r"康复|痊愈|病好了", False),
 ]
 _LIFE_TURN_RES = [(re.compile(new, re.I), re.compile(old, re.I), thing) for new, old, thing in LIFE_TURNS]
+#: Any turn's new state in one pattern (复合了嘿嘿 / 出院啦): a change a chat message may tell of one memory; first its
+#: words without their lookarounds, a cheap test every chat message takes (the lookarounds cost four times as much).
+_LIFE_TURN_NEW_RE = re.compile("|".join(f"(?:{new})" for new, _, _ in LIFE_TURNS), re.I)
+_LIFE_TURN_HINT_RE = re.compile("|".join(re.sub(r"\(\?<?[=!][^()]*\)", "", new) for new, _, _ in LIFE_TURNS), re.I)
 #: Words that name no thing of a fact's own (time, frequency, liking): a word two memories share is two characters
 #: side by side that are no stop character, no _LIFE_PLAIN_CHARS, none of these, nor a change (分手).
 _LIFE_PLAIN = set("现在 每天 天天 晚上 早上 中午 下午 最近 已经 以前 之前 今天 昨天 前天 明天 上周 去年 今年 明年 平时 经常 一直 喜欢 "
@@ -3772,8 +3784,8 @@ def memory_fact(text, last_subject=None, known=()):
         fact = memory_fact(read, last_subject, known)
         said = lambda piece: _cantonese_said(piece, read, text)  # noqa: E731
         return dataclasses.replace(fact, text=said(fact.text), value=said(fact.value), replaces=said(fact.replaces))
-    text = re.sub(rf"(?:[。.!！~～{_EMOJI}]|(?<=.{{3}})[{_FACT_PARTICLES}]|(?<=.{{3}})[\s，,]+(?i:{_CHEERS}))+$", "",
-                  text.strip())
+    text = re.sub(rf"(?:[。.!！~～{_EMOJI}]|(?<=.{{3}})[{_FACT_PARTICLES}]|(?<=.{{3}})[\s，,]+(?i:{_CHEERS})"
+                  rf"|(?:(?<=[了啦])|[\s，,]+)[嘿嘻呵]{{2,}})+$", "", text.strip())  # 复合了嘿嘿: the laugh is no part of it
     replaces = None
     m = re.match(rf"^(我|我的)?不是(.+?)[{_PUNCT}]+(?:而|其实)?是(.+)$", text)
     if m:  # 我不是住在北京，是住在天津
@@ -3781,9 +3793,9 @@ def memory_fact(text, last_subject=None, known=()):
     m = re.match(rf"^是(.+?)[{_PUNCT}]+不是(我|你)$", text)
     if m:  # 是我妈妈对花生过敏，不是我: the same fact, about someone else
         text, replaces = m.group(1), "subject:" + m.group(2)
-    m = None if replaces else (re.match(rf"^(.+?)[{_PUNCT}]+(?:而)?不(?:是|叫)(.+)$", text)
+    m = None if replaces else (re.match(rf"^(.+?)[{_PUNCT}]+(?:而)?不(?:是|叫|在(?![了乎意]))(.+)$", text)
          or re.match(r"^(.+(?:是|叫).+?)不(?:是|叫)(.{1,12})$", text))
-    if m:  # 我对芒果过敏，不是花生 / 我叫李华不叫李明
+    if m:  # 我对芒果过敏，不是花生 / 我叫李华不叫李明 / 我老婆在字节 不在网易
         text, replaces = m.group(1), re.sub(rf"[{_PUNCT}]+$", "", m.group(2))
     m = re.match(r"^(她|他|它)(?!们)(?:的)?", text)
     if m and last_subject:  # 她喜欢草莓蛋糕, after 我女朋友叫小美
@@ -3837,7 +3849,8 @@ def memory_fact(text, last_subject=None, known=()):
             return Fact(text, subject, attribute, None, single, replaces)  # 我住哪: the attribute, no value
         if not value or _VAGUE_VALUE_RE.match(value) or attribute == "现居地" and _NOT_A_HOME_RE.match(value):
             return Fact(text, subject, None, None, False, replaces)
-        if attribute == "工作单位" and (value in _CITIES or value.endswith(("市", "省"))):
+        if attribute == "工作单位" and (value in _CITIES or value.endswith(("市", "省"))
+                                       and not _NOT_A_TOWN_RE.search(value)):
             attribute = "工作城市"  # 我在北京工作 is where, not for whom
         return Fact(text, subject, attribute, value, single, replaces)
     return Fact(text, subject, None, None, False, replaces)
@@ -3991,6 +4004,9 @@ def _one_kind(items):
 #: items, what they are for (a verb of these and a few characters).
 _TOOLS_FOR_RE = re.compile(r"^(我(?:平时|一般|都|常|经常|主要)?)(用|在)((?:[^、，,和跟及\s]{1,12}(?:、|和|跟|以及)){1,4}"
                            r"[^、，,和跟及\s]{1,12}?)((?:写|剪|聊|买|看|听|做|画|打|记|学|玩|开|修|拍|订|点)[^、，,和跟及\s]{0,6})$")
+#: How a clause after a comma starts that says something of its own, no second thing of a list (我喜欢他，不在乎他有钱
+#: 没钱 is one memory, not 我喜欢他 and 我喜欢不在乎…).
+_CLAUSE_NOT_ITEM_RE = re.compile(r"不|没|别|但|可是|就是")
 
 
 def memory_unlist(text):
@@ -4044,7 +4060,8 @@ def memory_unlist(text):
             and memory_fact("我" + c).attribute is None and (kind(c) & kind(first.value) or bare(c) or joined_list)
             for c in chain[1:]):
         t = "、".join(chain)  # 我喜欢打篮球，羽毛球，乒乓球: more things of the first one's kind (好烦 is a comment)
-    elif first and first.attribute is None and all(len(c) <= 8 and not memory_has_subject(c) for c in chain[1:]):
+    elif first and first.attribute is None and all(len(c) <= 8 and not memory_has_subject(c)
+                                                   and not _CLAUSE_NOT_ITEM_RE.match(c) for c in chain[1:]):
         joined = memory_fact("、".join(chain))  # 我对芒果，菠萝过敏: the verb comes last, 我对芒果 says nothing alone
         if joined.attribute in _LISTED_ATTRIBUTES and len(_LIST_SEP_RE.split(joined.value or "")) == len(chain) \
                 and not any("就" in c for c in chain[1:]):  # …，一喝就胃疼 is a reason, no item
@@ -4062,9 +4079,15 @@ def memory_unlist(text):
         if whos:  # 我和室友小林、小周都是湖南人
             out += [who + m.group(3) for who in whos]
             continue
-        m = re.match(r"^(.+?)(?:和|跟|与|、)(.+?)分别(.+?)(?:和|、)(.+)$", piece)
+        m = re.match(r"^(.+?)(?:和|跟|与|、|(?=我))(.+?)分别(.+?)(?:和|、)(.+)$", piece)
         if m and _one_subject(m.group(1)) and _one_subject(m.group(2)):  # 我女儿和儿子分别8岁和5岁
-            out += [_one_subject(m.group(1)) + m.group(3), _one_subject(m.group(2)) + m.group(4)]
+            one, other = m.group(3), m.group(4)
+            head, tail = _EACH_HEAD_RE.match(one), _EACH_TAIL_RE.search(other)
+            if head and not other.startswith(head.group()):  # 分别住在北京和上海: 住在上海
+                other = head.group() + other
+            if tail and not one.endswith(tail.group()):  # 分别在阿里和网易上班: 在阿里上班
+                one += tail.group()
+            out += [_one_subject(m.group(1)) + one, _one_subject(m.group(2)) + other]
             continue
         simple = text_simplified(piece)  # 記住我會說粵語、英語 / 我喜歡貓和狗: read as simplified, kept as written
         back = str.maketrans({b: a for a, b in zip(piece, simple) if a != b})
@@ -4074,7 +4097,8 @@ def memory_unlist(text):
         if len(items) > 1 and len(spaced_items) > len(items) and _one_kind(spaced_items):
             items = spaced_items  # 海鲜 羊肉 还有辣椒: the spaces before 还有 part values as it does
         if fact.attribute in _LISTED_ATTRIBUTES and len(items) > 1 and not re.search("[的《》「」“”\"]", fact.value) \
-                and all(1 <= len(i) <= 8 for i in items) and simple.count(fact.value) == 1:  # 《猫和老鼠》 is one
+                and all(1 <= len(i) <= 8 for i in items) and simple.count(fact.value) == 1 \
+                and not any(_CLAUSE_NOT_ITEM_RE.match(i) for i in items[1:]):  # 《猫和老鼠》 is one
             verb = re.match(r"^(?:吃|喝|看|玩|听)", items[0])  # 吃苹果、香蕉: 吃香蕉
             out += [simple.replace(fact.value, (verb.group() if verb and not re.match(r"^(?:吃|喝|看|玩|听)", i) else "")
                                    + i).translate(back) for i in items]
@@ -4082,6 +4106,12 @@ def memory_unlist(text):
         values = _split_values(simple)
         out += [v.translate(back) for v in values] if values else [piece]
     return out
+
+
+#: The words a 分别 list shares, said once: before its first value (分别住在北京和上海) and after its last (分别在阿里和网易
+#: 上班); each value gets them.
+_EACH_HEAD_RE = re.compile(r"^(?:住在|在|是|喜欢|爱|叫|养了|养|当|做|读|学|去|玩|吃|喝|开|用)")
+_EACH_TAIL_RE = re.compile(r"(?:上班|工作|读书|上学|念书|读研|读大学|上大学|打工|实习|住)$")
 
 
 def memory_leads(facts, last=None, known=()):
@@ -4101,13 +4131,20 @@ def memory_leads(facts, last=None, known=()):
     return out
 
 
+#: A remark after a fact that it is important (我对青霉素过敏 这个很重要的 / 我有哮喘，超重要哦😂): the mark, not the fact.
+_IMPORTANT_TAIL_RE = re.compile(rf"^(.+?)(?:[{_PUNCT}]+{_IMPORTANT_WHAT}?{_IMPORTANT_VERY}*"
+                                rf"|[{_PUNCT}]*{_IMPORTANT_WHAT}?{_IMPORTANT_VERY}+"
+                                rf"|[{_PUNCT}]*{_IMPORTANT_WHAT}{_IMPORTANT_VERY}*)重要(?:的)?"
+                                rf"[{PARTICLES}{_EMOJI}{_PUNCT}]*$")
+
+
 def memory_options(fact):
     """Pulls the marks out of a fact. Example: memory_options('这个很重要：我对花生过敏(公开)') -> ('我对花生过敏', 2, 'public')"""
     importance, scope = 1, None
     m = re.match(rf"^(?:记住[{_PUNCT}]*)?(?:这个|这件事|这)?(?:很|非常|超级|特别)?重要[{_PUNCT}]*(.+)$", fact)
     if m:
         fact, importance = m.group(1), 2
-    m = re.match(rf"^(.+?)[{_PUNCT}]*(?:这个|这件事|这)?(?:很|非常|超级|特别)重要[{_PUNCT}]*$", fact)
+    m = _IMPORTANT_TAIL_RE.match(fact)
     if m and importance == 1:
         fact, importance = m.group(1), 2
     for mark in ("(公开)", "【公开】", "公开：", "公开:"):
@@ -5391,9 +5428,17 @@ def _life_target(rows, fact):
     return None, []
 
 
+#: A verb a liked thing may be said with or without (打羽毛球 / 羽毛球, 踢足球 / 足球): no part of what is named.
+_THING_VERB_RE = re.compile(r"^(?:打|玩|吃|喝|看|听|踢|弹|练|学|养|逛|追)(?=..)")
+
+
 def _same_thing(stored, said):
-    """Whether a value said names what a stored one does, shortened as people do (打太极 for 打太极拳)."""
-    return stored == said or len(said) >= 2 and stored.startswith(said)
+    """Whether a value said names what a stored one does, shortened as people do (打太极 for 打太极拳, 羽毛球 for
+    打羽毛球). Example: _same_thing('打羽毛球', '羽毛球') -> True"""
+    if stored == said or len(said) >= 2 and stored.startswith(said):
+        return True
+    bare, bare_said = _THING_VERB_RE.sub("", stored), _THING_VERB_RE.sub("", said)
+    return len(bare_said) >= 2 and (bare, bare_said) != (stored, said) and bare.startswith(bare_said)
 
 
 def _retracted(rows, facts):
@@ -5825,6 +5870,9 @@ def memory_forget(conn, ctx, what, embed, one=False):
         targets = [r for r in rows if _same_subject(r["subject"], subject)
                    or r["subject"].startswith(subject) and subject != "我"
                    or subject in _ANIMALS and r["attribute"] == "宠物" and (_pet_of(r["value"]) or ("",))[0] == subject]
+        if what.startswith(("所有", "全部", "一切")) and len(m.group(1)) >= 2 and not memory_areas(m.group(1)):
+            # 关于小林的一切: 我室友叫小林 too (a name; 关于猫的一切 is not 我对猫毛过敏, which is the user's health)
+            targets += [r for r in rows if r not in targets and m.group(1) in r["text"]]
         also = [r for r in rows if one and r not in targets and m.group(1) in r["text"]]  # 猫那条: 我想再养一只布偶猫 too
         if one and len(targets + also) > 1 and targets:
             asked = _which_question(conn, {"action": "forget", "ids": [r["id"] for r in targets + also], "text": what})
@@ -5946,7 +5994,8 @@ def memory_update_last(conn, ctx, value, embed):
     old = rows[0] if rows else None
     value = re.sub(r"^(?:在|住在|对)|(?:工作|上班|过敏|的)$", "", value.strip())
     places = ("现居地", "老家", "工作城市")
-    if old and (value in _CITIES or value.endswith(("市", "省"))) and old["attribute"] not in places:
+    if old and (value in _CITIES or value.endswith(("市", "省")) and not _NOT_A_TOWN_RE.search(value)) \
+            and old["attribute"] not in places:
         # 不对，是苏州 after 我住在杭州 and 我喜欢西湖: the place, and only when there is one
         recent = [r for r in memory_list(conn, ctx) if r["attribute"] in places]
         if len(recent) != 1:
@@ -5971,7 +6020,7 @@ _BARE_VALUE_KINDS = {"age", "line", "place", "date", "year", "grade"}
 def _value_kinds(value):
     """What kind of value a correction names. Example: _value_kinds('阿里巴巴') -> {'company'}"""
     v, kinds = value.strip(), set()
-    if v in _CITIES or v in _PROVINCES or re.search(r"(?:市|省|县|区|镇|村)$", v):
+    if v in _CITIES or v in _PROVINCES or re.search(r"(?:市|省|县|区|镇|村)$", v) and not _NOT_A_TOWN_RE.search(v):
         kinds.add("place")
     if v in _COMPANIES or re.search(r"(?:公司|集团|科技|银行|医院|工作室|厂)$", v):
         kinds.add("company")
@@ -6916,6 +6965,10 @@ def _read_forget(m):
 
 #: Interjections that may come before a command (哎呀，更正一下，是无锡 / 不好意思 说错了 不是梨 是桃): no part of it.
 _INTERJECTION = r"(?:哎呀|哎哟|哎|唉|啊|呀|诶|欸|嗯|呃|哦|噢|不好意思|抱歉|sorry)"
+#: What a mistake was made in, said before it (年龄说错了 是六十九 / 我的岁数写错了 是31): what a memory holds, an
+#: attribute's word; not whose (我妈岁数写错了 is not the user's age), not a pointer (名字那条写错了 is the plan's to
+#: read), nor anything else (作业第二题写错了 是5 is no age).
+_MISTAKE_TOPIC = rf"(?:(?:我的?)?(?:{_words_re(_ATTRIBUTE_BY_WORD)}))"
 #: What a user can type to the memory, tried in this order; the first row whose pattern matches decides. A
 #: remember word is strong (记住: the user means it, so a fact without a subject is asked about) or weak
 #: (别忘了, 记得: often care aimed at the bot, so it needs a fact about someone). Adding a way to say a command
@@ -6970,7 +7023,8 @@ MEMORY_COMMANDS = [
     MemoryCommand(rf"(?:(?:不对|错了|说错了|记错了|搞错了|弄错了)(?:不对)?[{_PUNCT}]*)?(?:不是([^，,是]{{1,12}}?)[{_PUNCT}]*(?:而)?是"
                   rf"([^，,。;；]{{1,12}})|是([^，,是]{{1,12}}?)[{_PUNCT}]*(?:而)?不是([^，,。;；]{{1,12}}))",
                   _read_not_but),
-    MemoryCommand(rf"(?:不对|错了|说错了|记错了)(?:不对)?[{_PUNCT}]*(?:应该)?是([^，,。;；我你他她它]{{1,12}}?)"
+    MemoryCommand(rf"(?:{_MISTAKE_TOPIC}?(?:说错了|记错了|写错了|打错了|搞错了|弄错了)|不对|错了)(?:不对)?[{_PUNCT}]*(?:应该)?"
+                  rf"是([^，,。;；我你他她它]{{1,12}}?)"
                   rf"(?:[{_PUNCT}]+(?:是)?(?:我|刚才|刚刚|之前|上次)?(?:记错了|说错了|搞错了|打错了|写错了|弄错了)[{PARTICLES}]*)?",
                   lambda m: ("update_fit", {"value": m.group(1).strip(), "strong": True})),  # 不对 是5月21号 我记错了
     MemoryCommand(r"(?:请|麻烦你?|你|我想让你|我要你|有件事|有个事)?(?:你)?(?:帮我|给我|替我)?(?:记住|记一下|记下来|记下|记着|记好了?|记牢|记个事|"
@@ -7191,8 +7245,10 @@ def _settle_update_fit(conn, ctx, value, strong=False):
     the value (then the bot asks which one when it can't tell)."""
     kinds = _value_kinds(value) - {"thing"}
     rows = [r for r in memory_list(conn, ctx) if r["type"] != "group_fact"]
-    if kinds and any(_fits(r, kinds) for r in rows) or any(
-            _SPOT_RES[k].search(r["text"]) for k in kinds & {"line", "grade"} for r in rows):  # 其实是4号线 / 是初三
+    # 其实是4号线 / 是初三; a place said inside a memory's words (不是啦 是深圳 for 我下个月去广州看漫展) only right after a
+    # command: after chat, 不是啦 是深圳 may correct what the bot said
+    spots = kinds & ({"line", "grade", "place"} if _after_command(conn, ctx) else {"line", "grade"})
+    if kinds and any(_fits(r, kinds) for r in rows) or any(_SPOT_RES[k].search(r["text"]) for k in spots for r in rows):
         return "update_last", {"value": value}
     return ("update_last", {"value": value}) if strong and _after_command(conn, ctx) else (None, {})
 
@@ -7374,6 +7430,9 @@ MEMORY_REWRITES = [
                      rf"(?:{_words_re(_LIST_WORDS)}|[{_PUNCT}?？])+$", "你记得我什么"),  # 你知道我多少事 / 我有哪些记忆
     ("了解 记忆", rf"^(?:你(?:对我)?(?:到底)?了解(?:我)?(?:多少|些什么|什么|哪些)|(?:看一下|看下|看看|查看|查一下|给我看看|我想看看)"
                 rf"(?:你的|我的)?记忆(?:列表)?|我的记忆(?:给我)?{_SHOW_ME}){_ANY_PARTICLE}*[?？]*$", "你记得我什么"),  # 你对我了解多少
+    ("约定", rf"^(?:那个|这个)?((?:你)?(?:以后)?(?:叫我|喊我|称呼我|你叫|叫你)[^，,。\s的那这]{{1,10}}?)的?"
+           rf"(?:(?:那个|这个|那条|这条)(?:约定)?|约定)(?:就)?(?:不要了|不用了|算了|撤销|(?:取消|作废|删|去|撤)[掉了除]*)"
+           rf"(?:吧)?{_ANY_PARTICLE}*$", r"忘记\1那条"),  # 叫我老陈那个约定不要了: the agreement goes, never a new name
     ("关于", rf"^(忘记|忘掉|删掉|删除|清除)关于(?!我的)(.+?)的(?:所有|全部|一切)(?:记忆|事情|事)?{_ANY_PARTICLE}*$", r"\1所有关于\2的"),
     ("两条 几条 三条 四条 两个 几个 三个 四个",
      rf"^(忘记|忘掉|删掉|删除)(.+?[和、跟].+?)(?:这|那)(?:两|几|三|四)(?:条|个)(?:记忆)?{_ANY_PARTICLE}*$", r"\1\2"),
@@ -7384,6 +7443,9 @@ MEMORY_REWRITES = [
     ("关于 有关", r"^把?(?:关于|有关)(?!我的?(?:[全都]|东西|记忆|事|一切))(\S{1,10}?)的?(?:信息|事|事情|记忆|东西)?"
                rf"(?:全|都|全部|全都|统统)(?:删了|删掉|删除|清空|清掉|忘了|忘掉|忘记){_ANY_PARTICLE}*$",
      r"忘记所有关于\1的"),  # 把关于阿强的都忘了
+    ("相关 有关", r"^把?(?!(?:跟|和|与)?我的?(?:相关|有关))(?:跟|和|与)?([^\s，,。的我]{1,10}?)(?:相关|有关)的?(?:信息|事|事情|记忆|东西)?"
+               rf"(?:全|都|全部|全都|统统)?(?:删了|删掉|删除|清空|清掉|忘了|忘掉|忘记){_ANY_PARTICLE}*$",
+     r"忘记所有关于\1的"),  # 把小杰相关的记忆全部忘掉 / 跟阿芳有关的都删了吧
     ("更正 纠正", rf"^(更正|纠正)(一下)?[{_PUNCT}]*(?=(?:过敏|喜欢|讨厌|害怕)的(?:东西)?(?:其实)?是)", r"\1\2：我"),  # 更正 过敏的是腰果
     ("记忆里", r"^(?:你的)?记忆里(?=关于|有关)", ""),  # 记忆里关于我工作的那条去掉
     ("把", rf"^(?:请|麻烦你?|帮我|给我|你)*把(?!第|刚|我的?(?:记忆|东西)[^那这]{{0,3}}$)(?!.*(?:都|全|所有))(.+?)(?:的)?(?:记忆|东西)?"
@@ -7426,6 +7488,7 @@ _MEMORY_REWRITES = [(re.compile(_words_re(words.split())), re.compile(p), r) for
 #: 以后叫我X / 你说话要…: what the user wants of the character (kept as an agreement with it).
 _WISH_RES = [(re.compile(r"^(?:算了|不对)?[，,\s]*(?:还是)?(?:你)?(?:以后|今后|从现在起|从今天起)?(?:请)?(?:你)?(?:就)?(?:要|得|可以)?(?:还是)?"
                          r"(?:改|换)?(?:成)?(?:叫|喊|称呼)我(?!起床|一声|吃|去|来|干|做|帮|回|别)"
+                         r"(?![^，,。!！?？]*(?:约定|那个|这个|那条|这条|删|取消|作废|不要了|不用了))"  # a pointer: no name
                          rf"([^，,。!！?？]{{1,10}}?)(?:就行|就好|就可以)?{_ANY_PARTICLE}?$"), "记住，你以后叫我{0}"),
              (re.compile(r"^(?=你|以后|今后|从)(?:你)?(?:以后|今后|从现在起|从今天起)?(?:你)?(?:就)?(?:改|换)?叫"
                          rf"(?!我|他|她|它|什么|啥|谁|人|醒|外卖|车)([^，,。!！?？]{{1,6}}?)(?:了)?{_ANY_PARTICLE}?$"), "记住，你以后叫{0}"),
@@ -7501,7 +7564,7 @@ _REMEMBER_WEAK_CLAUSE_RE = re.compile(rf"(?:你|您)?(?:要|得|一定要|一定
                                       rf"{_ANY_PARTICLE}*")
 #: A clause beside a request that says nothing to keep: fillers, emphasis (很重要的 / 千万别忘了), particles.
 _EMPTY_CLAUSE_RE = re.compile(rf"(?:{_FILLER_WORDS}|您好|你好|还有|另外|(?:谢谢|多谢|感谢)[你您]?|麻烦[你您]了|"
-                              rf"(?:这个|这件事|这事|这条)?(?:很|超|超级|非常|特别|巨|贼|真的)?重要(?:的)?|"
+                              rf"{_IMPORTANT_WHAT}?{_IMPORTANT_VERY}*重要(?:的)?|"
                               rf"千万别忘了?|一定要?记住|别忘了|别(?:搞|弄|记)错了?|[{PARTICLES}])+")
 #: What a remark after the request says (心里好难受 / 哈哈哈开心死了 / 好担心啊): a feeling, never the fact.
 _FEELING_RE = re.compile(r"难受|难过|伤心|心疼|心痛|舍不得|好想|想[她他它你]|担心|害怕|紧张|开心|高兴|激动|兴奋|爽|晦气|烦|累死|"
@@ -7912,7 +7975,8 @@ def _shaped_points(conn, ctx, t):
 #: A correction said without 更正 that names the value it takes back: 不是X 是Y / 是Y 不是X / 不叫X 叫Y, after any
 #: lead-in (整岔劈了 不是翠花 是秀芬, typo了 是A1042 不是A1024, 莫搞错了哈 是芒果过敏 不是花生).
 _POINTED_FIX_RE = re.compile(rf"(?:^|(?<=[{_PUNCT}]))不(?:是|叫)\s*([^{_PUNCT}]{{1,12}}?)[{_PUNCT}]*(?:而|其实)?"
-                             rf"(?:是|叫)\s*([^{_PUNCT}]{{1,16}})|(?:^|(?<=[{_PUNCT}]))(?:是|叫)\s*"
+                             rf"(?:是|叫)\s*([^{_PUNCT}]{{1,16}})|(?:^|(?<=[{_PUNCT}]))(?:[^{_PUNCT}是叫不]{{1,6}}?)?"
+                             rf"(?:是|叫)\s*"
                              rf"([^{_PUNCT}]{{1,16}}?)[{_PUNCT}]+不(?:是|叫)\s*([^{_PUNCT}]{{1,12}})")
 
 
@@ -7943,12 +8007,29 @@ def _switch_spot(conn, ctx, value):
     return spots.pop()
 
 
+#: A thing said to be retired, then what took its place (iPhone 13 退役了 现在用小米14 / 卡罗拉卖了 现在开比亚迪 / MacBook
+#: Air 淘汰了 换成ThinkPad了): the old thing, the new clause. The retirement is no fact of its own: the one memory that
+#: names the old thing now says the new clause.
+_RETIRED_WORDS_RE = re.compile("退役|淘汰|卖|送人|丢|坏|退休|换掉")  # its words alone: the cheap test first
+_RETIRED_RE = re.compile(rf"^(?:我的?)?([^{_PUNCT}我你他她它](?:[^{_PUNCT}我你他她它]|(?<=[A-Za-z0-9])\s(?=[A-Za-z0-9]))"
+                         rf"{{1,15}}?)\s*(?:已经|也|早就)?(?:退役|淘汰|卖|卖掉|送人|丢|坏|退休|换掉)"
+                         rf"(?:了|啦)+[{_PUNCT}]+((?:我)?(?:现在|目前|如今)?(?:换成了?|改用|换用|用上了?|换了|用|开|骑|戴)"
+                         rf"(?:[^{_PUNCT}]|(?<=[A-Za-z0-9])\s(?=[A-Za-z0-9])){{1,20}}?)(?:了|啦)?[{_PUNCT}{_EMOJI}]*$")
+
+
+#: A stop said for a while only (原神今天不玩了 / 这几天先不跑步了): told in chat, it changes no memory.
+_TEMPORARY_STOP_RE = re.compile(r"(?:今天|今晚|今儿|这会儿?|暂时|这几天|这两天|这周|这礼拜|明天|先)"
+                                r"[^，,。!！]{0,8}?不[^，,。!！]{1,6}?了")
+
+
 def memory_pointed_words(text):
     """Whether a message the rules read as chat may say that something one memory holds changed or was wrong: a change
     of state (戒了, 不…了, 毕业, 拿到, 退役 …) or 不是X 是Y. The cheap test every chat message takes; only then are the
     speaker's memories read (memory_pointed)."""
     t = text.translate(_SIMPLIFIED)
-    return bool(_POINTED_FIX_RE.search(t) or _LIFE_CHANGE_RE.search(t.translate(_SIMPLIFIED)) or _SWITCH_RE.match(t))
+    return bool(_POINTED_FIX_RE.search(t) or _LIFE_CHANGE_RE.search(t)
+                or _LIFE_TURN_HINT_RE.search(t) and _LIFE_TURN_NEW_RE.search(t)
+                or _RETIRED_WORDS_RE.search(t) and _RETIRED_RE.match(t) or _SWITCH_RE.match(t))
 
 
 def memory_pointed(conn, ctx, text):
@@ -7962,13 +8043,27 @@ def memory_pointed(conn, ctx, text):
     t = text.strip()
     if memory_shaped_words(t, weak=True):
         return None, {}  # 法語放棄了 別記了 / 豆豆那条改一下: a request in words of its own is the net's and the plan's
+    m = _RETIRED_RE.match(t.translate(_SIMPLIFIED))
+    if m:  # iPhone 13 退役了 现在用小米14: the one memory of the user's own naming the old thing says the new clause
+        rows = memory_list(conn, ctx)
+        owned = re.compile(rf"(?:用|开|骑|戴|是|有|买了?)(?:的是|的|了|一[台辆部个块只])?\s*{re.escape(m.group(1).strip())}")
+        named = [n for n, r in enumerate(rows, 1)  # what the user uses or has (not 我钥匙挂在门口 for 钥匙丢了…)
+                 if r["type"] == "user_fact" and r["subject"] == "我" and owned.search(r["text"].translate(_SIMPLIFIED))]
+        said = "我" + re.sub("^我", "", t[m.start(2):m.end(2)])
+        if len(named) == 1:
+            return "update_number", {"n": named[0], "text": said}
+        if named:  # several say it: the update asks (the retirement is never stored as a fact of its own)
+            return "update", {"text": said}
     m = _POINTED_FIX_RE.search(t.translate(_SIMPLIFIED))  # the same length: the user's own characters are taken
     if m:
         old, new = (m.group(1), m.group(2)) if m.group(1) else (m.group(4), m.group(3))
         at = m.start(1) if m.group(1) else m.start(4)
         new_at = m.start(2) if m.group(1) else m.start(3)
         new = t[new_at:new_at + len(new)]  # 不是台積電 是聯發科: stored as the user wrote it
+        who = "" if m.group(1) else re.sub(r"(?:是|叫)\s*$", "", t[m.start():m.start(3)])
         for value in dict.fromkeys((t[at:at + len(old)].strip(), old.strip())):
+            if who and not _pointed_owner(conn, ctx, who, value):
+                continue  # 他是学生 不是老师 with 我是老师: someone else's, chat
             kind, args = _settle_replace_maybe(conn, ctx, value, new.strip())
             if kind:
                 return kind, args
@@ -7976,13 +8071,24 @@ def memory_pointed(conn, ctx, text):
     spot = switch and _switch_spot(conn, ctx, switch.group(1))
     if spot:  # 其实我现在转官服了 with 我玩的是B服: that word replaced
         return "replace_value", {"old": spot[1], "new": t[switch.start(1):switch.end(1)]}
-    if _LIFE_CHANGE_RE.search(t.translate(_SIMPLIFIED)):
+    if _TEMPORARY_STOP_RE.search(t.translate(_SIMPLIFIED)):
+        return None, {}  # 原神今天不玩了 好累: for today, no change of what 我天天玩原神 says
+    if _LIFE_CHANGE_RE.search(t.translate(_SIMPLIFIED)) or _LIFE_TURN_NEW_RE.search(t.translate(_SIMPLIFIED)):
         told = _POINTED_TELL_RE.match(t.translate(_SIMPLIFIED))
         said = t[told.end():] if told and told.end() < len(t) else t  # 跟你說 我碩士畢業了啦: what is told
         if _single_points(conn, ctx, said) or _life_may_clash(conn, ctx, said) \
                 and _life_points(conn, ctx, said, clash=True):
             return "remember", {"text": said}
     return None, {}
+
+
+def _pointed_owner(conn, ctx, who, value):
+    """Whether whom a loose 是Y 不是X names (猫叫Nil 不叫Null / 妹妹叫小雪 不是小雨) is whom a memory saying X is about:
+    who is a subject and nothing more, the same as that memory's (他是学生 不是老师 and 我同事家的狗叫豆豆 不叫旺财 are
+    of someone else). Example: _pointed_owner(conn, ctx, '妹妹', '小雨') with 我妹叫小雨 -> True"""
+    subject, rest = _subject_of(who if who.startswith("我") else "我" + who, _known_subjects(conn, ctx))
+    return not rest.strip() and any(value in r["text"] and _same_subject(r["subject"], subject)
+                                    for r in memory_list(conn, ctx))
 
 
 def _life_may_clash(conn, ctx, text):
