@@ -9175,6 +9175,8 @@ GROUP_DIGEST_SECONDS = 15.0
 GROUP_DIGEST_MEMBERS = 10
 #: Characters of one member's part of a gathered message (their answers, the newest kept: a question comes last).
 GROUP_DIGEST_ENTRY_CHARS = 120
+#: Stands for a member's older answers left out of a gathered message (carried out all the same).
+GROUP_DIGEST_SKIPPED = "（另有 {} 条已处理）"
 #: Said once a RATE_WINDOW in a group that got BOT_GROUP_RATE_LIMIT QQ messages from the bot in it (the rest are
 #: stored, chat and other commands not answered; memory commands and answers to the bot's questions are carried out,
 #: their answers gathered into one message every GROUP_DIGEST_SECONDS).
@@ -9902,12 +9904,21 @@ async def _respond_past_group_cap(app, ctx, text, card):
 
 
 def reply_digest_entry(answers):
-    """One member's part of a gathered message: their answers on one line, the newest kept when they are long
-    (the question the bot waits on comes last).
+    """One member's part of a gathered message: their answers on one line within GROUP_DIGEST_ENTRY_CHARS, the
+    newest whole (a question the bot waits on comes last), older ones left out with a mark; one answer too long
+    alone keeps its head.
 
-    Example: reply_digest_entry(['记住了：我喜欢猫', '要我记住\\n『开会』吗？']) -> '记住了：我喜欢猫 / 要我记住 『开会』吗？'"""
-    line = " / ".join(re.sub(r"\s*\n\s*", " ", a.strip()) for a in answers)
-    return line if len(line) <= GROUP_DIGEST_ENTRY_CHARS else "…" + line[-(GROUP_DIGEST_ENTRY_CHARS - 1):]
+    Example: reply_digest_entry(['记住了：我喜欢猫', '要我记住\\n『开会』吗？']) -> '记住了：我喜欢猫 / 要我记住 『开会』吗？'
+    Example: reply_digest_entry(['好的' * 60, '好']) -> '（另有 1 条已处理）好'"""
+    lines, kept = [re.sub(r"\s*\n\s*", " ", a.strip()) for a in answers], []
+    for line in reversed(lines):
+        if len(" / ".join([line] + kept)) > GROUP_DIGEST_ENTRY_CHARS - len(GROUP_DIGEST_SKIPPED.format(len(lines))):
+            break
+        kept.insert(0, line)
+    if not kept:
+        return lines[-1][:GROUP_DIGEST_ENTRY_CHARS - 1] + "…"
+    skipped = len(lines) - len(kept)
+    return (GROUP_DIGEST_SKIPPED.format(skipped) if skipped else "") + " / ".join(kept)
 
 
 async def _respond_counted(app, ctx, text, card, truncated):

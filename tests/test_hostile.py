@@ -1240,6 +1240,8 @@ def test_a_members_flood_leaves_anothers_own_turns_and_memories_in_their_prompt(
     GROUP_CONTEXT_MEMBERS) and of the turns (GROUP_OTHER_TURNS, each cut); the speaker's own turns, their allergy and
     the group summaries written meanwhile stay."""
     runner = start(BOT_RATE_LIMIT=200, BOT_GROUP_RATE_LIMIT=0, SUMMARY_EVERY=4, MEMORY_EXPAND=0)
+    # the group's summaries, written meanwhile, are as long as a summary model repeating the flood would make them
+    llm.summary_script = ["此前，刷子一直在说：" + varied_chinese(1500, 900 + n) for n in range(20)]
     nc = NapCat(runner.cfg.ONEBOT_PORT)
     victim = {"group_id": 985, "role": "member", "card": "小林", "at_bot": True}
     flooder = {"group_id": 985, "role": "member", "card": "刷子"}
@@ -1261,7 +1263,9 @@ def test_a_members_flood_leaves_anothers_own_turns_and_memories_in_their_prompt(
         assert 0 < sum("刷屏" in x for x in lines) <= max(3, runner.cfg.GROUP_CONTEXT // bot.GROUP_CONTEXT_MEMBERS), lines
         assert 0 < turns.count("听我说") <= bot.GROUP_OTHER_TURNS, turns.count("听我说")  # was every turn
         assert bot.text_count_tokens(turns) < runner.cfg.PROMPT_BUDGET // 2
+        assert sum(bot.text_count_tokens(m["content"]) for m in messages) <= runner.cfg.PROMPT_BUDGET
     finally:
+        llm.summary_script = []
         nc.close()
 
 
@@ -2253,6 +2257,8 @@ def test_past_the_group_cap_a_members_memory_command_is_done_and_answered_gather
             nc.event(85, f"记住，我喜欢数字{n}", **group)
         flood = _settled_params(runner, nc, 17)
         assert [list(_gathered(p)) for p, _ in flood] in ([["85"]], [["85"], ["85"]]), flood  # one or two messages
+        last = _gathered(flood[-1][0])["85"]  # the newest answers whole, the older ones counted
+        assert "我喜欢数字9" in last and "条已处理" in last and len(last) <= bot.GROUP_DIGEST_ENTRY_CHARS, last
         assert len(memories("85")) == 10
         nc.event(86, "忘记关于我的一切", **group)
         assert "确认删除" in gathered()["86"]
