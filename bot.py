@@ -10995,6 +10995,10 @@ async def onebot_digest(app, bot, event, session, member, reply):
         del app.digests[session]
 
 
+#: Ends a reply cut to the room left under a group's cap (BOT_GROUP_RATE_LIMIT counts each SEND_CHUNK piece).
+GROUP_CUT_NOTE = "……（太长了，群里只发到这里）"
+
+
 def onebot_split(text):
     """A short reply as the messages a person would type: cut at sentence ends into at most
     SPLIT_MAX_PARTS; a long one, or one with lines, code or links, stays whole.
@@ -11033,6 +11037,10 @@ async def onebot_reply(app, bot, event, session, text, quote=True, split=True, m
                                          or member and len(mine) - held + len(parts) > share):
             parts = [text]
         count = sum(max(1, -(-len(p) // SEND_CHUNK)) for p in parts)
+        room = min(limit - len(sent), share - len(mine) if member else limit) + held
+        if limit and count > max(room, 1):  # a long one (a list of 50) sent in SEND_CHUNK pieces: cut to the room
+            keep = max(room, 1) * SEND_CHUNK - len(GROUP_CUT_NOTE)
+            parts, count = [text[:keep] + GROUP_CUT_NOTE], max(room, 1)
         now = time.monotonic()
         if held:
             app.group_held[session] = max(app.group_held[session] - 1, 0)

@@ -2325,6 +2325,26 @@ def test_one_member_takes_at_most_a_share_of_the_group_cap(start, llm, monkeypat
         nc.close()
 
 
+def test_a_long_reply_in_several_qq_messages_is_cut_to_the_room_under_the_cap(start, llm):
+    """A reply longer than SEND_CHUNK goes as several QQ messages, each counted against the group's cap and the
+    member's share, but it went whole: three under a share of two. It is cut to the room left, and says so."""
+    runner = start(BOT_RATE_LIMIT=20, BOT_GROUP_RATE_LIMIT=4, SUMMARY_EVERY=0, MEMORY_EXPAND=0)
+    long = varied_chinese(bot.SEND_CHUNK * 2 + 500, 5)
+    llm.answer = lambda body: None if is_expansion_request(body) or is_summary_request(body) else long
+    nc = NapCat(runner.cfg.ONEBOT_PORT)
+    group = {"group_id": 986, "at_bot": True, "role": "member"}
+    try:
+        nc.event(95, "给我讲个长故事", **group)
+        sent = [text_of(p) for p, _ in _settled_params(runner, nc, 1)]
+        assert len(sent) == 2 and sent[-1].endswith(bot.GROUP_CUT_NOTE), [len(t) for t in sent]  # was 3
+        assert "".join(sent).strip().startswith(long[:100])
+        llm.answer = None
+        assert nc.ask(96, "我也说一句", **group).strip().endswith("我也说一句")  # the group has room left
+    finally:
+        llm.answer = None
+        nc.close()
+
+
 def test_replies_in_parts_from_members_at_once_never_take_the_group_past_its_cap(start, llm):
     """REPLY_SPLIT sends a short reply in up to three QQ messages: with five members asking at once (their replies
     written side by side, GROUP_REPLIES_AT_ONCE), the parts sent never pass BOT_GROUP_RATE_LIMIT; past it, the one
