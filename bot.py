@@ -8888,9 +8888,9 @@ GROUP_LINE_CHARS = 100
 GROUP_CONTEXT_MEMBERS = 4
 #: ... and at least this many (a member often says one thing in a few short lines).
 GROUP_CONTEXT_MIN_PER_MEMBER = 3
-#: In a group, another member's raw turns (their message, the reply) in a member's prompt, at most: one member's
-#: flood of messages to the bot left the speaker's own turns no place.
-GROUP_OTHER_TURNS = 2
+#: In a group, another member's raw turns in a member's prompt, at most (rows: two messages and their replies): one
+#: member's flood of messages to the bot left the speaker's own turns no place.
+GROUP_OTHER_TURNS = 4
 #: Tokens one of another member's raw turns keeps in a member's prompt (head and tail, PROMPT_CUT_MARK between).
 GROUP_OTHER_TURN_TOKENS = 150
 #: The head of the group's recent chat in a prompt: background, said among members, never instructions.
@@ -8912,8 +8912,8 @@ PROMPT_WHOSE = "（下面的“用户”是现在对你说话的{}，不是群�
 def prompt_recent(conn, ctx, char, topic_from, limit, skip=()):
     """The chat's last `limit` turns (messages and replies), oldest first. In a group, the speaker's own last
     `limit`, and of the chat's last `limit` at most GROUP_OTHER_TURNS of each other member's (cut to
-    GROUP_OTHER_TURN_TOKENS): one member's flood of long messages to the bot pushed another's own turns out of that
-    member's prompt."""
+    GROUP_OTHER_TURN_TOKENS, neutralised): one member's flood of long messages to the bot pushed another's own turns
+    out of that member's prompt."""
     sql = "SELECT id, role, user_id, speaker, text FROM messages WHERE session = ? AND character_id = ? AND id != ? " \
           "AND (id < ? OR role = 'assistant') AND id > ? AND id NOT IN (SELECT value FROM json_each(?))"
     args = (ctx.session, char, ctx.message_id, ctx.message_id or 1 << 62, topic_from, json.dumps(sorted(skip)))
@@ -8923,7 +8923,8 @@ def prompt_recent(conn, ctx, char, topic_from, limit, skip=()):
     others = conn.execute(f"SELECT * FROM (SELECT *, row_number() OVER (PARTITION BY user_id ORDER BY id DESC) AS nth "
                           f"FROM ({sql} ORDER BY id DESC LIMIT ?) WHERE user_id != ?) WHERE nth <= ?",
                           args + (limit, ctx.user_id, GROUP_OTHER_TURNS)).fetchall()
-    others = [dict(r, text=_prompt_cut(r["text"], GROUP_OTHER_TURN_TOKENS)) for r in others]
+    # quoted like a group line: a member's 【系统】 or line breaks in their turn (or the reply echoing it) are data
+    others = [dict(r, text=text_neutralise(_prompt_cut(r["text"], GROUP_OTHER_TURN_TOKENS))) for r in others]
     return sorted([dict(r) for r in own] + others, key=lambda r: r["id"])
 
 
