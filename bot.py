@@ -3512,7 +3512,8 @@ LIFE_STATES = [
     ("学业", r"(?:现在|目前|已经|还|正|刚)*(?:在)?(?:读研|读博|读大学|上大学|读高中|上高中|"
            r"(?:大学|本科|研究生|硕士|博士|高中|初中|大专|专科)?毕业|考研|准备考\S{1,5}|备考\S{0,5}|考上\S{0,5}|"
            r"休学|复学|退学|保研)"),
-    ("工作状态", r"(?:现在|目前|已经|刚|还|正)*(?:在)?(?:从\S{1,8}?)?(?:找工作|找到工作|找到了工作|工作找到|工作(?:也|终于)?找好|辞职|离职|失业|待业(?:在家|中)?|被裁|裸辞|"
+    ("工作状态", r"(?:现在|目前|已经|刚|还|正)*(?:在)?(?:从\S{1,8}?)?(?:找工作|找到(?:了)?(?:新|份|一份)?(?:新的?)?工作|"
+             r"工作找到|工作(?:也|终于)?找好|辞职|离职|(?:失业|待业)(?:在家|中)?|被裁|裸辞|"
              r"工作了|上班了|入职了|开始上班|转正|跳槽\S{0,8})"),
     ("减肥", r"(?:现在|最近|正|已经|还|不|不再)*(?:在)?(?:减肥|瘦身)(?:成功|失败)?"),
     ("吃素", r"(?:现在|已经|开始|又|还|不再|一直|是)*(?:吃素|吃斋|素食主义者|素食者|吃肉|吃荤|不吃肉|开荤)"),
@@ -3848,6 +3849,19 @@ _DATE_IN_TEXT_RE = re.compile(r"\d{1,2}\s*月\s*\d{1,2}\s*[号日]?|[一二三�
                               r"|(?<!\d)\d{1,2}[./]\d{1,2}(?!\d)")
 
 
+#: The attributes of one job: said in two clauses of one message (我在苏州上班 做会计), they are one memory.
+JOB_ATTRIBUTES = ("工作状态", "工作单位", "工作城市", "职业")
+
+
+def _one_job(said, clause):
+    """Whether a clause without a subject of its own says more of the job said just before (我找到工作了，在工商银行上班
+    / 我在苏州上班 做会计): one memory, as the user said it. Example: _one_job('我在苏州上班', '我做会计') -> True"""
+    first, second = memory_fact(said).attribute, memory_fact(clause).attribute
+    # a new job and where it is, or where one works and as what; 我是老师，在杭州上班 stays two (what, then where)
+    return (first == "工作状态" and second in JOB_ATTRIBUTES and second != first
+            or first in ("工作城市", "工作单位") and second == "职业")
+
+
 def memory_split(text):
     """One fact per piece: clauses without their own subject inherit it; a clause that adds only
     detail stays with its fact, as it was written.
@@ -3883,7 +3897,7 @@ def memory_split(text):
                                                      and _DATE_IN_TEXT_RE.search(pieces[-1]))
         # 我生日是3月8号 结婚纪念日是10月1号: a second date of its own
         glued = (re.match(r"^(?:叫|因为|所以|但|但是|不过|而且|然后|而|不是|是因为|虽然|就|也就|特别|尤其|之前|以前)", clause)
-                 or not standalone)
+                 or not standalone or candidate != clause and _one_job(pieces[-1], candidate))
         if glued:
             pieces[-1] += sep + clause
         else:
@@ -5852,6 +5866,8 @@ def memory_forget(conn, ctx, what, embed, one=False):
     return _forget_rows(conn, ctx, targets), None
 
 
+#: Memories a forget that named none may offer as what was meant (我有车: 我有辆特斯拉); more is no sign of which.
+MEMORY_NEAR_MAX = 3
 #: How a forget that found nothing starts its reply (the LLM may still find what the user meant).
 _NOT_FOUND = "我没有找到“"
 
@@ -5920,6 +5936,26 @@ def _forget_targets(conn, ctx, rows, what, embed):
         return f"{_NOT_FOUND}{what[:30]}”这条记忆，什么也没删。说“你记得我什么”可以看看我记得哪些。"
     close = [pool[i] for i, s in hits if s >= hits[0][1] * 0.9]
     return close if len(close) > 1 else [pool[hits[0][0]]]
+
+
+def memory_forget_near(conn, ctx, what):
+    """A forget whose words name no memory: the speaker's memories that start with the same subject and verb, asked
+    about by number (never deleted unasked); None when none or too many are near.
+    Example: 我有车, with 我有辆特斯拉 kept -> 你说的是这条吗？1. 我有辆特斯拉"""
+    subject, rest = _subject_of(what, _known_subjects(conn, ctx))
+    rest = rest.lstrip("的")
+    if not rest or not re.match(f"[{_CJK}]", rest[0]) or not what.endswith(rest):
+        return None
+    start = what[:len(what) - len(rest)] + rest[0]  # 我有 of 我有车; 我妈会 of 我妈会乐器
+    rows = [r for r in memory_list(conn, ctx) if r["text"].startswith(start) and r["subject"] == subject]
+    if not 0 < len(rows) <= MEMORY_NEAR_MAX:
+        return None
+    asked = _choices({"action": "forget", "ids": sorted(r["id"] for r in rows), "text": what},
+                     rows := _rows(conn, sorted(r["id"] for r in rows)))
+    listing = "\n".join(f"{n}. {r['text']}" for n, r in enumerate(rows, 1))
+    which = "这条" if len(rows) == 1 else "哪一条"
+    asked["prompt"] = f"我没有找到“{what[:30]}”这条记忆。你说的是{which}吗？\n{listing}\n回复序号就删掉，说“算了”就不删。"
+    return asked["prompt"], asked
 
 
 def memory_forget_last(conn, ctx):
@@ -10306,7 +10342,8 @@ async def _memory_forget(app, ctx, what):
     (忘了我有车这事吧, and the memory says 特斯拉) the LLM may see which one is meant; else the rules' answer stands."""
     reply, question = await app.db.run(lambda c: memory_forget_each(c, ctx, what, app.vec), write=True)
     if question is None and (reply or "").startswith(_NOT_FOUND):  # 忘了我有车这事 (我有辆特斯拉): the LLM may see it
-        return await reply_memory_plan(app, ctx, what, (reply, None))
+        near = await app.db.run(memory_forget_near, ctx, what)  # else the user is asked about 我有…, never told 没找到
+        return await reply_memory_plan(app, ctx, what, near or (reply, None))
     _remember_question(app, (ctx.user_id, ctx.session), question)
     return reply
 
