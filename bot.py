@@ -7964,19 +7964,41 @@ _SWITCH_RE = re.compile(rf"^(?:其实|我|现在|已经|早就|最近|后来|目
                         rf"[{PARTICLES}{_PUNCT}{_EMOJI}]*$")
 
 
-def _switch_spot(conn, ctx, value):
-    """(memory, word) for the one word of the speaker's memories value replaces (B服 for 官服: the same length, the same
-    last character, half its characters in place), else None (none, or several: chat)."""
+def _switch_spots(conn, ctx, value):
+    """(memory, word) for each word of the speaker's memories value may replace (B服 for 官服: the same length, the same
+    last character, half its characters in place). Example: 官服, with 我玩原神的B服 -> [(that memory, 'B服')]"""
     n = len(value)
-    spots = {(r["id"], r["text"][i:i + n]) for r in memory_list(conn, ctx) if r["type"] != "group_fact"
-             for i in range(len(r["text"]) - n + 1)
-             if r["text"][i + n - 1] == value[-1] and r["text"][i:i + n] != value
-             and sum(a == b for a, b in zip(r["text"][i:i + n], value)) * 2 >= n
-             and not re.search(rf"[{_PUNCT}]", r["text"][i:i + n])}
+    return sorted({(r["id"], r["text"][i:i + n]) for r in memory_list(conn, ctx) if r["type"] != "group_fact"
+                   for i in range(len(r["text"]) - n + 1)
+                   if r["text"][i + n - 1] == value[-1] and r["text"][i:i + n] != value
+                   and sum(a == b for a, b in zip(r["text"][i:i + n], value)) * 2 >= n
+                   and not re.search(rf"[{_PUNCT}]", r["text"][i:i + n])})
+
+
+def _switch_spot(conn, ctx, value):
+    """(memory, word) for the one word of the speaker's memories value replaces, else None (none, or several: asked)."""
+    spots = _switch_spots(conn, ctx, value)
     words = {w for _, w in spots}
     if len(spots) != 1 or sum(w in r["text"] for r in memory_list(conn, ctx) for w in words) != 1:
         return None
-    return spots.pop()
+    return spots[0]
+
+
+def memory_switch_ask(conn, ctx, value, said):
+    """A switch said as what is now whose old word no memory or several have: a numbered question, never chat
+    (several: which word becomes value; none: whether to keep what was said). Returns (reply, question).
+    Example: 其实我现在转日服了, with 国服 and 美服 kept -> 要把哪一个改成“日服”？1. 我玩的是国服 2. …"""
+    spots = _switch_spots(conn, ctx, value)
+    rows = {r["id"]: r for r in memory_list(conn, ctx)}
+    words = {w for _, w in spots}
+    spots = [(r, w) for r in rows.values() for w in sorted(words) if w in r["text"]][:MEMORY_NEAR_MAX + 2]
+    if spots:
+        return _ask_which_spot(conn, spots, value, what="说法")
+    fact = re.sub(rf"^(?:其实|后来)+|[{PARTICLES}{_PUNCT}{_EMOJI}\s]+$", "", said.strip())
+    fact = fact if fact.startswith("我") else "我" + fact
+    prompt = (f"我没有记着你之前的说法，要把这件事记下来吗？\n1. 记下『{fact}』\n"
+              f"回复“1”就记，说“算了”就不记。")
+    return prompt, _choices({"action": "area", "ids": [], "text": fact, "importance": 1, "prompt": prompt}, [])
 
 
 def memory_pointed_words(text):
@@ -8012,6 +8034,8 @@ def memory_pointed(conn, ctx, text):
     spot = switch and _switch_spot(conn, ctx, switch.group(1))
     if spot:  # 其实我现在转官服了 with 我玩的是B服: that word replaced
         return "replace_value", {"old": spot[1], "new": t[switch.start(1):switch.end(1)]}
+    if switch:  # no memory's word, or several: asked, never chat
+        return "switch_ask", {"value": t[switch.start(1):switch.end(1)], "said": t}
     if _LIFE_CHANGE_RE.search(t.translate(_SIMPLIFIED)):
         told = _POINTED_TELL_RE.match(t.translate(_SIMPLIFIED))
         said = t[told.end():] if told and told.end() < len(t) else t  # 跟你說 我碩士畢業了啦: what is told
@@ -10348,6 +10372,13 @@ async def _memory_forget(app, ctx, what):
     return reply
 
 
+async def _memory_switch_ask(app, ctx, value, said):
+    """其实我现在转日服了, and no memory's word or several fit: which one, or whether to keep it, is asked."""
+    reply, question = await app.db.run(memory_switch_ask, ctx, value, said)
+    _remember_question(app, (ctx.user_id, ctx.session), question)
+    return reply
+
+
 async def _memory_replace(app, ctx, old, new):
     """更正：不是芹菜，是韭菜."""
     reply, question = await app.db.run(lambda c: memory_replace_value(c, ctx, old, new, app.vec), write=True)
@@ -10462,6 +10493,7 @@ MEMORY_ACTIONS = {
     "update_number": MemoryAction(_memory_update_number, pictures=True),
     "forget": MemoryAction(_memory_forget),
     "replace_value": MemoryAction(_memory_replace),
+    "switch_ask": MemoryAction(_memory_switch_ask),
     "group_forget": MemoryAction(_memory_group_forget, ("memory_group",)),
     "group_forget_text": MemoryAction(_memory_group_forget_text, ("memory_group",)),
     "group_remember": MemoryAction(_memory_group_remember, ("memory_group",), pictures=True),
