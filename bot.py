@@ -7356,7 +7356,7 @@ _LIST_ASK = (r"(?:康康|看看|让我看看|给我看看|我想看看)?[，,\s]
 _LIST_WORDS = ("你 我 的 关于 有关 都 还 现在 目前 到底 一共 总共 这儿 这里 这边 那儿 那里 在 脑子里 心里 里 存了 存着 存 "
                "保存了 保存 记了 记得 记着 记住了 记住 记下了 记下 记 知道 了解 对 有 哪些 多少 什么 啥 些 一些 所有 全部 "
                "一切 事情 事 东西 東西 记忆 信息 资料 内容 列出来 列出 列一下 列 说说 讲讲 看看 看 康康 瞅瞅 听听 说来 讲来 念 把 儿 "
-               "给我 发我 发给我 这 那 条 几条 多少条 了 吗 呢 啊 呀 吧 嘛 您 请问 啲 咩").split()  # 啲咩: Cantonese 些什么
+               "给我 发我 发给我 这 那 条 几条 多少条 了 吗 呢 啊 呀 吧 嘛 您 请问 请 啲 咩").split()  # 啲咩: Cantonese 些什么
 #: Words said while thinking, before or around a request (嗯那个 你帮我记一下哈 就是我…): never part of the fact. One
 #: word each, none a particle: repeated by the rules that use them (嗯+ inside a repeat backtracks exponentially).
 _FILLER_WORDS = r"(?:嗯|呃|额|诶|欸|哎|咦|那个|这个|就是说|就是|然后|对了|话说|那啥|(?i:em)m*)"
@@ -8304,9 +8304,9 @@ def memory_claim_check(reply):
 
 #: 你刚才用了我哪些记忆 / 你怎么知道的: the memories behind the last reply.
 #: An interjection before a show-the-work question (诶你咋知道我有狗的).
-_SHOW_WORK_LEAD_RE = re.compile(rf"^(?:诶|欸|哎呀|哎|咦|哇|啊|嗯|卧槽|我去|等等|不是)+[{_PUNCT}]*(?=你|谁|为|哪|刚|是|我)")
+_SHOW_WORK_LEAD_RE = re.compile(rf"^(?:诶|欸|哎呀|哎|咦|哇|啊|嗯|卧槽|我去|等等|不是|请问)+[{_PUNCT}]*(?=你|谁|为|哪|刚|是|我)")
 _SHOW_WORK_RE = re.compile(r"^(?:刚才|刚刚)?你(?:刚才|刚刚)?(?:是)?(?:根据|依据|凭)(?:我的?)?(?:什么|啥|哪条|哪些)(?:记忆|信息)?"
-                           r"(?:说的|这么说的?|知道的|回的|回答的)?|"
+                           r"(?:(?:这么|这样|那样)?(?:说|回答|回)的?|知道的)?|"
                            r"^你?(?:刚才|刚刚)?为(?:什么|啥)(?:这么|那么)说|^(?:是)?哪(?:条|些)记忆让你(?:这么|那么)说(?:的)?|"
                            r"^你(?:这么|那么)说是因为(?:我的?)?(?:哪条|哪些|什么)(?:记忆)?|"
                            r"^(?:你(?:是)?)?(?:从)?哪(?:儿|里)?(?:来|弄来|搞来|知道)的(?:我的)?(?:信息|资料|记忆)|"
@@ -8318,7 +8318,7 @@ _SHOW_WORK_RE = re.compile(r"^(?:刚才|刚刚)?你(?:刚才|刚刚)?(?:是)?(?:
                            r"^谁(?:跟|和|给|告诉)(?:你)?(?:说|讲)?(?:的)?(?:我|我的|我家)[^，,。!！?？]{1,20}|"
                            r"^你(?:是)?听谁说的(?:我|我的|我家)?[^，,。!！?？]{0,20}|"
                            r"^你(?:是)?(?:怎么|咋|从哪|从哪里|从哪儿|哪来|为什么|为啥|凭什么)(?:会)?(?:知道|晓得|记得)(?:的|这个|这些|这件事|"
-                           rf"(?:我|我的|我家|我们家)[^，,。!！?？]{{0,20}})?")
+                           rf"(?:我|我的|我家|我们家|他|她)[^，,。!！?？]{{0,20}})?")  # 他 / 她: someone the memories name
 
 
 #####################################################################
@@ -10533,7 +10533,8 @@ async def reply_memory(app, ctx, text, card):
         asked = app.memory_asked.pop(key)
         asked = None
     names = [c["name"] for c in app.characters.get()["cards"].values()] + app.cfg.nicknames
-    if _SHOW_WORK_RE.fullmatch(_SHOW_WORK_LEAD_RE.sub("", _strip_tail(text.translate(_SIMPLIFIED)))):  # 你怎么知道的
+    shown = _strip_tail(text.translate(_SIMPLIFIED).replace("您", "你"))  # 请问您是根据哪条记忆这样说的
+    if _SHOW_WORK_RE.fullmatch(_SHOW_WORK_LEAD_RE.sub("", shown)):  # 你怎么知道的
         await _mark_command(app, ctx)
         limited = _memory_read_limited(app, ctx)
         return limited if limited is not None else await app.db.run(memory_show_work, ctx,
