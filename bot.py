@@ -2794,7 +2794,8 @@ ENGLISH_RELATIONS = {"mom": "妈妈", "mum": "妈妈", "mother": "妈妈", "dad"
 #: attribute has one value per subject (a new one replaces the old); a many-valued one is keyed
 #: by its value (过敏 花生 and 过敏 芒果 are two memories).
 ATTRIBUTE_RULES = [
-    ("现居地", r"(?:现在|目前|已经|刚)?(?:住在|住|家住|家在|定居在?|搬到了?|搬去了?|搬来了?|搬回了?|搬家到了?)(?!在?(?:院|宿|校|过|了|得|的|[\d一二三四五六七八九十几]+[楼层]))"
+    ("现居地", r"(?:现在|目前|已经|刚)?(?:住在|住|(?:们)?家住|(?:们)?家在|们住在|定居在?|搬到了?|搬去了?|搬来了?|搬回了?|"
+             r"搬家到了?)(?!在?(?:院|宿|校|过|了|得|的|[\d一二三四五六七八九十几]+[楼层]))"
              r"([^，,]{1,20})|(?:现在|目前|已经)?在([^，,]{1,20}?)(?:住|居住|定居)(?:着)?", True),
     ("老家", r"(?:的)?(?:老家|家乡|籍贯)(?:是|在)?([^，,]{1,20})|是([^，,]{1,6}?)人", True),
     ("生日", r"(?:的)?生日(?:是|在|：|:)?\s*((?:农历|阴历|公历|阳历)?[\d一二三四五六七八九十正腊冬]+\s*[月/.\-号日].*)", True),
@@ -3853,10 +3854,13 @@ _DATE_IN_TEXT_RE = re.compile(r"\d{1,2}\s*月\s*\d{1,2}\s*[号日]?|[一二三�
 JOB_ATTRIBUTES = ("工作状态", "工作单位", "工作城市", "职业")
 
 
-def _one_job(said, clause):
-    """Whether a clause without a subject of its own says more of the job said just before (我找到工作了，在工商银行上班
-    / 我在苏州上班 做会计): one memory, as the user said it. Example: _one_job('我在苏州上班', '我做会计') -> True"""
-    first, second = memory_fact(said).attribute, memory_fact(clause).attribute
+def _one_job(said, second):
+    """Whether a clause without a subject of its own (its attribute: second) says more of the job said just before
+    (我找到工作了，在工商银行上班 / 我在苏州上班 做会计): one memory, as the user said it.
+    Example: _one_job('我在苏州上班', '职业') -> True"""
+    if second not in JOB_ATTRIBUTES:
+        return False  # most clauses: the piece before is not read again
+    first = memory_fact(said).attribute
     # a new job and where it is, or where one works and as what; 我是老师，在杭州上班 stays two (what, then where)
     return (first == "工作状态" and second in JOB_ATTRIBUTES and second != first
             or first in ("工作城市", "工作单位") and second == "职业")
@@ -3889,15 +3893,16 @@ def memory_split(text):
             candidate = clause
         else:
             candidate = (subject if subject in ("我", "你") else _subject_lead(pieces[-1])) + clause
-        standalone = memory_fact(candidate).attribute or (len(clause) >= 6 and re.match(r"^(?:现在|目前|平时|每|早上|晚上|中午|"
-                                                                                           r"下午|周末)", clause)
-                                                     or re.match(r"^\d{1,2}点\S{2,}", clause)
-                                                     or re.match(r"^[\u4e00-\u9fff]{2,6}是", clause)
-                                                     and _DATE_IN_TEXT_RE.search(clause)
-                                                     and _DATE_IN_TEXT_RE.search(pieces[-1]))
+        attribute = memory_fact(candidate).attribute
+        standalone = attribute or (len(clause) >= 6 and re.match(r"^(?:现在|目前|平时|每|早上|晚上|中午|"
+                                                                    r"下午|周末)", clause)
+                              or re.match(r"^\d{1,2}点\S{2,}", clause)
+                              or re.match(r"^[\u4e00-\u9fff]{2,6}是", clause)
+                              and _DATE_IN_TEXT_RE.search(clause)
+                              and _DATE_IN_TEXT_RE.search(pieces[-1]))
         # 我生日是3月8号 结婚纪念日是10月1号: a second date of its own
         glued = (re.match(r"^(?:叫|因为|所以|但|但是|不过|而且|然后|而|不是|是因为|虽然|就|也就|特别|尤其|之前|以前)", clause)
-                 or not standalone or candidate != clause and _one_job(pieces[-1], candidate))
+                 or not standalone or candidate != clause and _one_job(pieces[-1], attribute))
         if glued:
             pieces[-1] += sep + clause
         else:
@@ -6154,7 +6159,9 @@ def memory_correct_value(conn, ctx, said, embed):
         question = f"我没有记着这件事。要把『{text}』记成新的一条吗？要的话回复“要”。"
         return question, {"action": "store", "text": text, "importance": 1, "ids": [], "prompt": question}
     plain = not _value_kinds(value) - {"thing"}
-    spot = _last_spot(last, value) if last and plain and _after_command(conn, ctx) else None
+    spot = _last_spot(last, value) if last and _after_command(conn, ctx) else None
+    if spot and not plain and not (_value_kinds(spot) & _value_kinds(value)) - {"thing"}:
+        spot = None  # 是8点 after 我每天7点起床: a word of the same kind (a time), never a time into a name
     if spot:  # 不对 是八中 right after 我在七中读高一: the word of the same shape in what was just said
         return _set_spot(conn, ctx, last, spot, value, embed), None
     # 是腊月二十八 for 腊月十八: the one value said the same way (a shared head or tail of two characters)
@@ -6168,6 +6175,10 @@ def memory_correct_value(conn, ctx, said, embed):
     if not recent:
         return "我这里还没有关于你的记忆，没有可以更正的。", None
     return _ask_which_value(conn, recent, value, f"“{value}”和我记着的对不上，你想改的是哪一条？")
+
+
+#: A name in Latin letters, a word or two (ByteDance, iPhone, Pixel 8): what a just-saved one may be corrected to.
+_LATIN_NAME_RE = re.compile(r"[A-Za-z][A-Za-z0-9.&+-]{1,19}(?: [A-Za-z0-9.&+-]{1,12})?")
 
 
 def _last_spot(last, value):
@@ -6185,8 +6196,12 @@ def _last_spot(last, value):
     if len(words) == 1 and text.count(next(iter(words))) == 1:
         return words.pop()
     if last["value"] and text.count(last["value"]) == 1 and not re.search("[，,；;]", text) and not words and (
-            re.fullmatch(r"[\u4e00-\u9fff]{2,6}", value) and re.fullmatch(r"[\u4e00-\u9fff]{2,6}", last["value"])):
+            re.fullmatch(r"[\u4e00-\u9fff]{2,6}", value) and re.fullmatch(r"[\u4e00-\u9fff]{2,6}", last["value"])
+            or _LATIN_NAME_RE.fullmatch(value) and _LATIN_NAME_RE.fullmatch(last["value"])):  # iPhone -> Pixel
         return last["value"]
+    latin = _LATIN_NAME_RE.findall(text)  # 我公司是ByteDance (no value kept): its one Latin name
+    if _LATIN_NAME_RE.fullmatch(value) and len(latin) == 1 and text.count(latin[0]) == 1 and not words:
+        return latin[0]
     return None
 
 
@@ -7006,7 +7021,8 @@ MEMORY_COMMANDS = [
     MemoryCommand(rf"(?:(?:不对|错了|说错了|记错了|搞错了|弄错了)(?:不对)?[{_PUNCT}]*)?(?:不是([^，,是]{{1,12}}?)[{_PUNCT}]*(?:而)?是"
                   rf"([^，,。;；]{{1,12}})|是([^，,是]{{1,12}}?)[{_PUNCT}]*(?:而)?不是([^，,。;；]{{1,12}}))",
                   _read_not_but),
-    MemoryCommand(rf"(?:不对|错了|说错了|记错了)(?:不对)?[{_PUNCT}]*(?:应该)?是([^，,。;；我你他她它]{{1,12}}?)"
+    MemoryCommand(rf"(?:不对|错了|说错了|记错了)(?:[{_PUNCT}]*(?:不对|说错了|记错了|错了))*[{_PUNCT}]*(?:应该)?"
+                  rf"是([^，,。;；我你他她它]{{1,12}}?)"
                   rf"(?:[{_PUNCT}]+(?:是)?(?:我|刚才|刚刚|之前|上次)?(?:记错了|说错了|搞错了|打错了|写错了|弄错了)[{PARTICLES}]*)?",
                   lambda m: ("update_fit", {"value": m.group(1).strip(), "strong": True})),  # 不对 是5月21号 我记错了
     MemoryCommand(r"(?:请|麻烦你?|你|我想让你|我要你|有件事|有个事)?(?:你)?(?:帮我|给我|替我)?(?:记住|记一下|记下来|记下|记着|记好了?|记牢|记个事|"
@@ -7027,8 +7043,8 @@ _LEAD_IN_RE = re.compile(rf"^([^，,。!！?？\n]{{0,20}}?)[{_PUNCT}]+(?={_word
                          rf"|^[a-z]{{2,8}}(?=记住)", re.I)
 #: A command word said twice (记住记住，… / 撤销撤销 / 说错了说错了，…): once.
 _DOUBLED_RE = re.compile(rf"^({_words_re(COMMAND_WORDS + UPDATE_WORDS)})[{_PUNCT}]*\1")
-_INTERJECTION_LEAD_RE = re.compile(rf"^(?:{_INTERJECTION}[{_PUNCT}]*)+(?={_words_re(COMMAND_WORDS + UPDATE_WORDS)})",
-                                   re.I)
+_INTERJECTION_LEAD_RE = re.compile(rf"^(?:{_INTERJECTION}[{_PUNCT}]*)+(?={_words_re(COMMAND_WORDS + UPDATE_WORDS)}|"
+                                   r"(?:不对|说错了|记错了)[\s，,]*(?:说错了|记错了)?[\s，,]*是)", re.I)  # 哦不对 是茶百道
 #: A short clause owning a mistake before 撤销 (删错了，撤销): the undo is the request.
 _MISTAKE_LEAD_RE = re.compile(rf"^[啊哎呀哦诶]*[{_PUNCT}]*(?:(?:我)?(?:删|记|说|搞|点|弄|改)错了|算了)[{_PUNCT}]*(?=撤销|撤回)")
 #: What may follow 撤销 and asks nothing more (撤销吧 当我没说).
@@ -7362,6 +7378,9 @@ _LIST_WORDS = ("你 我 的 关于 有关 都 还 现在 目前 到底 一共 �
 _FILLER_WORDS = r"(?:嗯|呃|额|诶|欸|哎|咦|那个|这个|就是说|就是|然后|对了|话说|那啥|(?i:em)m*)"
 #: Rewrites to the canonical wordings memory_parse reads: (pattern, replacement), tried in order.
 MEMORY_REWRITES = [
+    ("如下", rf"^((?:{_INTERJECTION}[{_PUNCT}]*)*)(?:更正|纠正|修改)如下", r"\1更正"),  # 不好意思，更正如下：…
+    ("不对 错了", rf"^(?:(?:不对|错了|说错了)[{_PUNCT}]*)+(?=[^{_PUNCT}是]{{1,8}}是[^{_PUNCT}]{{1,12}}[{_PUNCT}]+不是)",
+     "更正一下 "),  # 不对不对 段位是星耀 不是钻石: the old value said, as after 更正
     ("顺便 另外 然后", rf"^(?:顺便|另外|然后)[{_PUNCT}]*(?:也|再)?(?=(?:帮我|给我|替我)?(?:记住|记一下|记下|记着))", ""),  # 顺便记一下我…
     ("自己 本人", r"关于(?:我自己|我本人|本人|自己)的?(?=一切|所有|全部|都|东西|事|记忆)", "关于我的"),  # 忘记关于我自己的一切: the wipe
     ("所有 全部", rf"^(?:忘记|忘掉|删掉|删除)关于我的(?:所有|全部)(?:的)?(?:事情|事|东西|记忆)?{_ANY_PARTICLE}*$",
