@@ -7309,7 +7309,10 @@ def _settle_forget_last_maybe(conn, ctx):
 
 
 def _settle_forget_maybe(conn, ctx, what):
-    """忘记榴莲: a forget when a memory mentions 榴莲; else chat."""
+    """忘记榴莲: a forget when a memory mentions 榴莲 (忘记初音和洛天依: when a memory mentions each); else chat."""
+    parts = [p.strip() for p in re.split(r"[和、跟]|以及", what)] if len(what) <= 20 else []
+    if len(parts) > 1 and all(p and memory_mentions(conn, ctx, p) for p in parts):
+        return "forget", {"what": what}
     return ("forget", {"what": what}) if memory_mentions(conn, ctx, what) else (None, {})
 
 
@@ -7518,7 +7521,8 @@ _UNDO_CLAUSE_RE = re.compile(r"^(?:把|给我)?(?:刚才|刚刚|上一步|上一
                              r"|(?:操作|修改|改动)取消(?:掉)?)$", re.I)
 #: ... and the clauses that may stand beside it: fillers and why (记错人了 / 删错了 / 当我没说).
 _UNDO_REASON_RE = re.compile(r"^(?:啊+|哎呀|哎哟|哎|唉|呀|诶|嗯|呃)*(?:算了|不对|错了|(?:我)?(?:刚才|刚刚)?(?:删|记|说|搞|弄|点|按|打|改)(?:错|混)"
-                             r"(?:人)?了?|(?:刚才|刚刚)?(?:那个|那条)?不算(?:了|数)?|手滑了?|当我没说(?:过)?|不好意思|sorry|"
+                             r"(?:人)?了?|(?:刚才|刚刚)?(?:那个|那条)?不算(?:了|数)?|手滑了?|手抖了?|不小心(?:的|删的|点的|删了|点了)?|"
+                             r"当我没说(?:过)?|不好意思|sorry|"
                              r"一下)?$", re.I)  # revert 一下: a space cuts 一下 off its verb
 #: An interjection before an undo clause (哎呀刚才那条撤回吧 / 诶 刚刚那个撤回).
 _UNDO_LEAD_RE = re.compile(r"^(?:哎呀|哎哟|哎|唉|啊+|呀|诶|欸|嗯+|呃+)+")
@@ -7819,7 +7823,7 @@ def memory_normalise(text):
         if words.search(t) and pattern.search(t):  # sub hands a template with \1 to Python code even when no match
             t = pattern.sub(repl, t, count=1)
     if _UNDO_WORD_RE.search(t):  # 刚刚那个撤回吧，记错人了 / 啊删错了，撤销撤销 / 改回去
-        clauses = [_UNDO_LEAD_RE.sub("", c) for c in map(_strip_tail, _PAUSES_RE.split(t)) if c]
+        clauses = [_UNDO_LEAD_RE.sub("", _SLANG_TAIL_RE.sub("", c)) for c in map(_strip_tail, _PAUSES_RE.split(t)) if c]
         undo = [c for c in clauses if _UNDO_CLAUSE_RE.match(c)]
         if undo and all(c in undo or _UNDO_REASON_RE.match(c) or _UNDO_WHY_RE.match(c) for c in clauses if c):
             return "撤销"
