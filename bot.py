@@ -7731,7 +7731,13 @@ _WISH_STOP_RE = re.compile(rf"^(?:你)?(?:以后)?(?:别|不要|不用|不许)(?
 _WISH_FORGET_RE = re.compile(rf"^(?:把)?(?:这个|这条|那个|那条|它)?(?:给我)?(?:忘了|忘掉|删了|删掉|去掉|别记了|不用记了)"
                              rf"(?:这个|这条|它)?{_ANY_PARTICLE}*$")
 #: "And also" before a wish (还有 少用emoji thx / 同埋你少用啲emoji啦, Cantonese): no part of it.
-_WISH_ALSO_RE = re.compile(rf"^(?:还有|另外|同埋|而且)[{_PUNCT}]*(?=你|以后|今后|少|多|别|不要|不许|叫我|回|说话|讲话|每次|{_REPLY_STYLE})")
+_WISH_ALSO_RE = re.compile(rf"^(?:还有|另外|同埋|而且)[{_PUNCT}]*(?=你|以后|今后|少|多|别|不要|不许|叫我|回|说话|讲话|每次|请|麻烦|"
+                           rf"{_REPLY_STYLE})")
+#: A polite lead before a wish (请你说话正式一些 / 麻烦回复尽量口语化): no part of it.
+_WISH_POLITE_RE = re.compile(rf"^(?:请|麻烦)(?:你|您)?(?=(?:以后|今后)?(?:说话|讲话|回答|回复|回我|每次|少|多|别|不要|叫我|"
+                             rf"{_REPLY_STYLE}))")
+#: Thanks after a polite wish (…，谢谢 / 谢谢啦): no part of it.
+_THANKS_TAIL_RE = re.compile(rf"[{_PUNCT}\s]*(?:谢谢|多谢|谢啦|感谢)(?:你|您)?[{PARTICLES}{_PUNCT}\s]*$")
 #: 你是我的学习搭子 + 以后每次聊天都先问我…: who the character is to the user and what it does from now on, one agreement.
 _WISH_ROLE_RE = re.compile(rf"^你(?:就)?是我的[^{_PUNCT}]{{1,10}}[{_PUNCT}]+(?:你)?(?:以后|今后|从现在起|从今天起|每次|每天)")
 #: A forget of 他/她/它 in a clause of its own, after one that names what is meant (其实陈奕迅一般般 把他删了).
@@ -7828,6 +7834,8 @@ def memory_normalise(text):
         if undo and all(c in undo or _UNDO_REASON_RE.match(c) or _UNDO_WHY_RE.match(c) for c in clauses if c):
             return "撤销"
     t = _WISH_ALSO_RE.sub("", t) if t.startswith(("还有", "另外", "同埋", "而且")) else t  # 还有 少用emoji: and also
+    if t.startswith(("请", "麻烦")) and _WISH_POLITE_RE.match(t):  # 请你说话正式一些，…，谢谢: the wish
+        t = _THANKS_TAIL_RE.sub("", _WISH_POLITE_RE.sub("", t)) or t
     for pattern, form in _WISH_RES if "叫" in t or t.startswith(("你", "以后", "今后", "从", "回", "说话", "讲话", "每次")) \
             else ():
         m = pattern.match(t)
