@@ -2763,7 +2763,7 @@ RELATIONS = ("前男友 前女友 男朋友 女朋友 男友 女友 老婆 老�
              "外孙女 外孙 孙女 孙子 "
              "表哥 表姐 表弟 表妹 堂哥 堂姐 堂弟 堂妹 室友 舍友 同事 领导 老板 上司 闺蜜 好朋友 好兄弟 朋友 同学 发小 "
              "班主任 老师 师父 猫咪 小猫 猫 狗狗 小狗 狗 兔子 仓鼠 鹦鹉 乌龟 金鱼 宠物 妈 爸 哥 姐 弟 妹 叔 婶 "
-             "老大 老二 老三 老伴儿 老伴").split()  # 老大 / 老二: the children by age (老大叫豆豆 老二叫糖糖)
+             "老大 老二 老三 大宝 二宝 三宝 老伴儿 老伴").split()  # 老大 / 老二 / 二宝: the children by age (老大叫豆豆 二宝叫糖糖)
 #: Other ways to say the same relation.
 RELATION_ALIASES = {"爸妈": "父母", "老妈": "妈妈", "母亲": "妈妈", "妈": "妈妈", "老爸": "爸爸", "父亲": "爸爸", "爸": "爸爸",
                     "男友": "男朋友", "女友": "女朋友", "媳妇": "老婆", "闺女": "女儿", "哥": "哥哥", "姐": "姐姐",
@@ -2800,7 +2800,8 @@ ENGLISH_RELATIONS = {"mom": "妈妈", "mum": "妈妈", "mother": "妈妈", "dad"
 #: attribute has one value per subject (a new one replaces the old); a many-valued one is keyed
 #: by its value (过敏 花生 and 过敏 芒果 are two memories).
 ATTRIBUTE_RULES = [
-    ("现居地", r"(?:现在|目前|已经|刚)?(?:住在|住|家住|家在|定居在?|搬到了?|搬去了?|搬来了?|搬回了?|搬家到了?)(?!在?(?:院|宿|校|过|了|得|的|[\d一二三四五六七八九十几]+[楼层]))"
+    ("现居地", r"(?:现在|目前|已经|刚)?(?:住在|住|(?:们)?家住|(?:们)?家在|们住在|定居在?|搬到了?|搬去了?|搬来了?|搬回了?|"
+             r"搬家到了?)(?!在?(?:院|宿|校|过|了|得|的|[\d一二三四五六七八九十几]+[楼层]))"
              r"([^，,]{1,20})|(?:现在|目前|已经)?在([^，,]{1,20}?)(?:住|居住|定居)(?:着)?", True),
     ("老家", r"(?:的)?(?:老家|家乡|籍贯)(?:是|在)?([^，,]{1,20})|是([^，,]{1,6}?)人", True),
     ("生日", r"(?:的)?生日(?:是|在|：|:)?\s*((?:农历|阴历|公历|阳历)?[\d一二三四五六七八九十正腊冬]+\s*[月/.\-号日].*)", True),
@@ -3521,7 +3522,8 @@ LIFE_STATES = [
     ("学业", r"(?:现在|目前|已经|还|正|刚)*(?:在)?(?:读研|读博|读大学|上大学|读高中|上高中|"
            r"(?:大学|本科|研究生|硕士|博士|高中|初中|大专|专科)?毕业|考研|准备考\S{1,5}|备考\S{0,5}|考上\S{0,5}|"
            r"休学|复学|退学|保研)"),
-    ("工作状态", r"(?:现在|目前|已经|刚|还|正)*(?:在)?(?:从\S{1,8}?)?(?:找工作|找到工作|找到了工作|工作找到|工作(?:也|终于)?找好|辞职|离职|失业|待业(?:在家|中)?|被裁|裸辞|"
+    ("工作状态", r"(?:现在|目前|已经|刚|还|正)*(?:在)?(?:从\S{1,8}?)?(?:找工作|找到(?:了)?(?:新|份|一份)?(?:新的?)?工作|"
+             r"工作找到|工作(?:也|终于)?找好|辞职|离职|(?:失业|待业)(?:在家|中)?|被裁|裸辞|"
              r"工作了|上班了|入职了|开始上班|转正|跳槽\S{0,8})"),
     ("减肥", r"(?:现在|最近|正|已经|还|不|不再)*(?:在)?(?:减肥|瘦身)(?:成功|失败)?"),
     ("吃素", r"(?:现在|已经|开始|又|还|不再|一直|是)*(?:吃素|吃斋|素食主义者|素食者|吃肉|吃荤|不吃肉|开荤)"),
@@ -3863,6 +3865,22 @@ _DATE_IN_TEXT_RE = re.compile(r"\d{1,2}\s*月\s*\d{1,2}\s*[号日]?|[一二三�
                               r"|(?<!\d)\d{1,2}[./]\d{1,2}(?!\d)")
 
 
+#: The attributes of one job: said in two clauses of one message (我在苏州上班 做会计), they are one memory.
+JOB_ATTRIBUTES = ("工作状态", "工作单位", "工作城市", "职业")
+
+
+def _one_job(said, second):
+    """Whether a clause without a subject of its own (its attribute: second) says more of the job said just before
+    (我找到工作了，在工商银行上班 / 我在苏州上班 做会计): one memory, as the user said it.
+    Example: _one_job('我在苏州上班', '职业') -> True"""
+    if second not in JOB_ATTRIBUTES:
+        return False  # most clauses: the piece before is not read again
+    first = memory_fact(said).attribute
+    # a new job and where it is, or where one works and as what; 我是老师，在杭州上班 stays two (what, then where)
+    return (first == "工作状态" and second in JOB_ATTRIBUTES and second != first
+            or first in ("工作城市", "工作单位") and second == "职业")
+
+
 def memory_split(text):
     """One fact per piece: clauses without their own subject inherit it; a clause that adds only
     detail stays with its fact, as it was written.
@@ -3890,15 +3908,16 @@ def memory_split(text):
             candidate = clause
         else:
             candidate = (subject if subject in ("我", "你") else _subject_lead(pieces[-1])) + clause
-        standalone = memory_fact(candidate).attribute or (len(clause) >= 6 and re.match(r"^(?:现在|目前|平时|每|早上|晚上|中午|"
-                                                                                           r"下午|周末)", clause)
-                                                     or re.match(r"^\d{1,2}点\S{2,}", clause)
-                                                     or re.match(r"^[\u4e00-\u9fff]{2,6}是", clause)
-                                                     and _DATE_IN_TEXT_RE.search(clause)
-                                                     and _DATE_IN_TEXT_RE.search(pieces[-1]))
+        attribute = memory_fact(candidate).attribute
+        standalone = attribute or (len(clause) >= 6 and re.match(r"^(?:现在|目前|平时|每|早上|晚上|中午|"
+                                                                    r"下午|周末)", clause)
+                              or re.match(r"^\d{1,2}点\S{2,}", clause)
+                              or re.match(r"^[\u4e00-\u9fff]{2,6}是", clause)
+                              and _DATE_IN_TEXT_RE.search(clause)
+                              and _DATE_IN_TEXT_RE.search(pieces[-1]))
         # 我生日是3月8号 结婚纪念日是10月1号: a second date of its own
         glued = (re.match(r"^(?:叫|因为|所以|但|但是|不过|而且|然后|而|不是|是因为|虽然|就|也就|特别|尤其|之前|以前)", clause)
-                 or not standalone)
+                 or not standalone or candidate != clause and _one_job(pieces[-1], attribute))
         if glued:
             pieces[-1] += sep + clause
         else:
@@ -5904,6 +5923,8 @@ def memory_forget(conn, ctx, what, embed, one=False):
     return _forget_rows(conn, ctx, targets), None
 
 
+#: Memories a forget that named none may offer as what was meant (我有车: 我有辆特斯拉); more is no sign of which.
+MEMORY_NEAR_MAX = 3
 #: How a forget that found nothing starts its reply (the LLM may still find what the user meant).
 _NOT_FOUND = "我没有找到“"
 
@@ -5972,6 +5993,26 @@ def _forget_targets(conn, ctx, rows, what, embed):
         return f"{_NOT_FOUND}{what[:30]}”这条记忆，什么也没删。说“你记得我什么”可以看看我记得哪些。"
     close = [pool[i] for i, s in hits if s >= hits[0][1] * 0.9]
     return close if len(close) > 1 else [pool[hits[0][0]]]
+
+
+def memory_forget_near(conn, ctx, what):
+    """A forget whose words name no memory: the speaker's memories that start with the same subject and verb, asked
+    about by number (never deleted unasked); None when none or too many are near.
+    Example: 我有车, with 我有辆特斯拉 kept -> 你说的是这条吗？1. 我有辆特斯拉"""
+    subject, rest = _subject_of(what, _known_subjects(conn, ctx))
+    rest = rest.lstrip("的")
+    if not rest or not re.match(f"[{_CJK}]", rest[0]) or not what.endswith(rest):
+        return None
+    start = what[:len(what) - len(rest)] + rest[0]  # 我有 of 我有车; 我妈会 of 我妈会乐器
+    rows = [r for r in memory_list(conn, ctx) if r["text"].startswith(start) and r["subject"] == subject]
+    if not 0 < len(rows) <= MEMORY_NEAR_MAX:
+        return None
+    asked = _choices({"action": "forget", "ids": sorted(r["id"] for r in rows), "text": what},
+                     rows := _rows(conn, sorted(r["id"] for r in rows)))
+    listing = "\n".join(f"{n}. {r['text']}" for n, r in enumerate(rows, 1))
+    which = "这条" if len(rows) == 1 else "哪一条"
+    asked["prompt"] = f"我没有找到“{what[:30]}”这条记忆。你说的是{which}吗？\n{listing}\n回复序号就删掉，说“算了”就不删。"
+    return asked["prompt"], asked
 
 
 def memory_forget_last(conn, ctx):
@@ -6171,7 +6212,9 @@ def memory_correct_value(conn, ctx, said, embed):
         question = f"我没有记着这件事。要把『{text}』记成新的一条吗？要的话回复“要”。"
         return question, {"action": "store", "text": text, "importance": 1, "ids": [], "prompt": question}
     plain = not _value_kinds(value) - {"thing"}
-    spot = _last_spot(last, value) if last and plain and _after_command(conn, ctx) else None
+    spot = _last_spot(last, value) if last and _after_command(conn, ctx) else None
+    if spot and not plain and not (_value_kinds(spot) & _value_kinds(value)) - {"thing"}:
+        spot = None  # 是8点 after 我每天7点起床: a word of the same kind (a time), never a time into a name
     if spot:  # 不对 是八中 right after 我在七中读高一: the word of the same shape in what was just said
         return _set_spot(conn, ctx, last, spot, value, embed), None
     # 是腊月二十八 for 腊月十八: the one value said the same way (a shared head or tail of two characters)
@@ -6185,6 +6228,10 @@ def memory_correct_value(conn, ctx, said, embed):
     if not recent:
         return "我这里还没有关于你的记忆，没有可以更正的。", None
     return _ask_which_value(conn, recent, value, f"“{value}”和我记着的对不上，你想改的是哪一条？")
+
+
+#: A name in Latin letters, a word or two (ByteDance, iPhone, Pixel 8): what a just-saved one may be corrected to.
+_LATIN_NAME_RE = re.compile(r"[A-Za-z][A-Za-z0-9.&+-]{1,19}(?: [A-Za-z0-9.&+-]{1,12})?")
 
 
 def _last_spot(last, value):
@@ -6202,8 +6249,12 @@ def _last_spot(last, value):
     if len(words) == 1 and text.count(next(iter(words))) == 1:
         return words.pop()
     if last["value"] and text.count(last["value"]) == 1 and not re.search("[，,；;]", text) and not words and (
-            re.fullmatch(r"[\u4e00-\u9fff]{2,6}", value) and re.fullmatch(r"[\u4e00-\u9fff]{2,6}", last["value"])):
+            re.fullmatch(r"[\u4e00-\u9fff]{2,6}", value) and re.fullmatch(r"[\u4e00-\u9fff]{2,6}", last["value"])
+            or _LATIN_NAME_RE.fullmatch(value) and _LATIN_NAME_RE.fullmatch(last["value"])):  # iPhone -> Pixel
         return last["value"]
+    latin = _LATIN_NAME_RE.findall(text)  # 我公司是ByteDance (no value kept): its one Latin name
+    if _LATIN_NAME_RE.fullmatch(value) and len(latin) == 1 and text.count(latin[0]) == 1 and not words:
+        return latin[0]
     return None
 
 
@@ -7005,7 +7056,9 @@ MEMORY_COMMANDS = [
     MemoryCommand(r"(?:忘记|忘掉|删掉|删除|去掉|不用记)(?:我)?(?:刚才|刚刚|上一条|刚才那条|刚刚那条)(?:说的|记的|那条|那个|那句)?"
                   r"(?:话|东西)?|"
                   r"(?:把)?(?:刚才|刚刚|刚)(?:那条|那句话|那句|说的|记的|存的|记下的|保存的)(?:那条|那个)?(?:就|你)?"
-                  r"(?:删掉|删了|删除|删|忘了吧|忘了|忘掉|不用记了|别记了|不要记了|莫记了|不要了|去掉)", _says("forget_last")),
+                  r"(?:删掉|删了|删除|删|忘了吧|忘了|忘掉|不用记了|别记了|不要记了|莫记了|不要了|去掉)|"
+                  r"(?:把)?(?:上一条|上条)(?:记忆)?(?:就|你)?(?:删掉|删了|删除|删|忘了吧|忘了|忘掉|不用记了|别记了|不要记了|"
+                  r"不要了|去掉)", _says("forget_last")),  # 上一条不用记了: what was just saved
     MemoryCommand(r"(?:把)?(?:刚才|刚刚)那个(?:就|你|给我|给)?(?:删掉|删了|删除|删|忘了|忘掉|不用记了|别记了|不要了|去掉)",
                   _says("forget_last_maybe")),  # 刚才那个删了: the memory just stored only right after storing it
     MemoryCommand(rf"(?:忘记|忘掉|删掉|删除|去掉|删了|删|forget)[{_PUNCT}]*(?:记忆)?[{_PUNCT}]*"
@@ -7027,7 +7080,8 @@ MEMORY_COMMANDS = [
     MemoryCommand(rf"(?:(?:不对|错了|说错了|记错了|搞错了|弄错了)(?:不对)?[{_PUNCT}]*)?(?:不是([^，,是]{{1,12}}?)[{_PUNCT}]*(?:而)?是"
                   rf"([^，,。;；]{{1,12}})|是([^，,是]{{1,12}}?)[{_PUNCT}]*(?:而)?不是([^，,。;；]{{1,12}}))",
                   _read_not_but),
-    MemoryCommand(rf"(?:{_MISTAKE_TOPIC}?(?:说错了|记错了|写错了|打错了|搞错了|弄错了)|不对|错了)(?:不对)?[{_PUNCT}]*(?:应该)?"
+    MemoryCommand(rf"(?:{_MISTAKE_TOPIC}?(?:说错了|记错了|写错了|打错了|搞错了|弄错了)|不对|错了)"
+                  rf"(?:[{_PUNCT}]*(?:不对|说错了|记错了|错了))*[{_PUNCT}]*(?:应该)?"
                   rf"是([^，,。;；我你他她它]{{1,12}}?)"
                   rf"(?:[{_PUNCT}]+(?:是)?(?:我|刚才|刚刚|之前|上次)?(?:记错了|说错了|搞错了|打错了|写错了|弄错了)[{PARTICLES}]*)?",
                   lambda m: ("update_fit", {"value": m.group(1).strip(), "strong": True})),  # 不对 是5月21号 我记错了
@@ -7049,8 +7103,8 @@ _LEAD_IN_RE = re.compile(rf"^([^，,。!！?？\n]{{0,20}}?)[{_PUNCT}]+(?={_word
                          rf"|^[a-z]{{2,8}}(?=记住)", re.I)
 #: A command word said twice (记住记住，… / 撤销撤销 / 说错了说错了，…): once.
 _DOUBLED_RE = re.compile(rf"^({_words_re(COMMAND_WORDS + UPDATE_WORDS)})[{_PUNCT}]*\1")
-_INTERJECTION_LEAD_RE = re.compile(rf"^(?:{_INTERJECTION}[{_PUNCT}]*)+(?={_words_re(COMMAND_WORDS + UPDATE_WORDS)})",
-                                   re.I)
+_INTERJECTION_LEAD_RE = re.compile(rf"^(?:{_INTERJECTION}[{_PUNCT}]*)+(?={_words_re(COMMAND_WORDS + UPDATE_WORDS)}|"
+                                   r"(?:不对|说错了|记错了)[\s，,]*(?:说错了|记错了)?[\s，,]*是)", re.I)  # 哦不对 是茶百道
 #: A short clause owning a mistake before 撤销 (删错了，撤销): the undo is the request.
 _MISTAKE_LEAD_RE = re.compile(rf"^[啊哎呀哦诶]*[{_PUNCT}]*(?:(?:我)?(?:删|记|说|搞|点|弄|改)错了|算了)[{_PUNCT}]*(?=撤销|撤回)")
 #: What may follow 撤销 and asks nothing more (撤销吧 当我没说).
@@ -7315,7 +7369,10 @@ def _settle_forget_last_maybe(conn, ctx):
 
 
 def _settle_forget_maybe(conn, ctx, what):
-    """忘记榴莲: a forget when a memory mentions 榴莲; else chat."""
+    """忘记榴莲: a forget when a memory mentions 榴莲 (忘记初音和洛天依: when a memory mentions each); else chat."""
+    parts = [p.strip() for p in re.split(r"[和、跟]|以及", what)] if len(what) <= 20 else []
+    if len(parts) > 1 and all(p and memory_mentions(conn, ctx, p) for p in parts):
+        return "forget", {"what": what}
     return ("forget", {"what": what}) if memory_mentions(conn, ctx, what) else (None, {})
 
 
@@ -7380,13 +7437,20 @@ _LIST_ASK = (r"(?:康康|看看|让我看看|给我看看|我想看看)?[，,\s]
 _LIST_WORDS = ("你 我 的 关于 有关 都 还 现在 目前 到底 一共 总共 这儿 这里 这边 那儿 那里 在 脑子里 心里 里 存了 存着 存 "
                "保存了 保存 记了 记得 记着 记住了 记住 记下了 记下 记 知道 了解 对 有 哪些 多少 什么 啥 些 一些 所有 全部 "
                "一切 事情 事 东西 東西 记忆 信息 资料 内容 列出来 列出 列一下 列 说说 讲讲 看看 看 康康 瞅瞅 听听 说来 讲来 念 把 儿 "
-               "给我 发我 发给我 这 那 条 几条 多少条 了 吗 呢 啊 呀 吧 嘛 您 请问 啲 咩").split()  # 啲咩: Cantonese 些什么
+               "给我 发我 发给我 这 那 条 几条 多少条 了 吗 呢 啊 呀 吧 嘛 您 请问 请 啲 咩").split()  # 啲咩: Cantonese 些什么
 #: Words said while thinking, before or around a request (嗯那个 你帮我记一下哈 就是我…): never part of the fact. One
 #: word each, none a particle: repeated by the rules that use them (嗯+ inside a repeat backtracks exponentially).
 _FILLER_WORDS = r"(?:嗯|呃|额|诶|欸|哎|咦|那个|这个|就是说|就是|然后|对了|话说|那啥|(?i:em)m*)"
 #: Rewrites to the canonical wordings memory_parse reads: (pattern, replacement), tried in order.
 MEMORY_REWRITES = [
-    ("顺便 另外 然后", rf"^(?:顺便|另外|然后)[{_PUNCT}]*(?:也|再)?(?=(?:帮我|给我|替我)?(?:记住|记一下|记下|记着))", ""),  # 顺便记一下我…
+    ("上一条 上条", rf"^(?:{_INTERJECTION}[{_PUNCT}\s]*)+(?=上一?条)", ""),  # 欸上一条不用记了捏: no part of the pointer
+    ("刚才 刚刚", rf"^(?:刚才|刚刚)(?:那个|那条)([^\s{_PUNCT}]{{1,8}}?)的(?=(?:就|你)?(?:别记了|不用记了|不要记了|删了|删掉|"
+                 r"忘了|忘掉))", r"\1那条"),  # 刚才那个钢琴的别记了: 钢琴那条
+    ("如下", rf"^((?:{_INTERJECTION}[{_PUNCT}]*)*)(?:更正|纠正|修改)如下", r"\1更正"),  # 不好意思，更正如下：…
+    ("不对 错了", rf"^(?:(?:不对|错了|说错了)[{_PUNCT}]*)+(?=[^{_PUNCT}是]{{1,8}}是[^{_PUNCT}]{{1,12}}[{_PUNCT}]+不是)",
+     "更正一下 "),  # 不对不对 段位是星耀 不是钻石: the old value said, as after 更正
+    ("顺便 另外 然后", rf"^(?:顺便|另外|然后)[{_PUNCT}]*(?:也|再)?(?=(?:请|麻烦)?(?:你|您)?(?:帮我|给我|替我)?"
+                   r"(?:记住|记一下|记下|记着))", ""),  # 顺便记一下我… / 另外请记住我…
     ("自己 本人", r"关于(?:我自己|我本人|本人|自己)的?(?=一切|所有|全部|都|东西|事|记忆)", "关于我的"),  # 忘记关于我自己的一切: the wipe
     ("所有 全部", rf"^(?:忘记|忘掉|删掉|删除)关于我的(?:所有|全部)(?:的)?(?:事情|事|东西|记忆)?{_ANY_PARTICLE}*$",
      "忘记关于我的一切"),  # 忘记关于我的所有事: not a memory that says 所有事
@@ -7402,6 +7466,7 @@ MEMORY_REWRITES = [
     ("记", rf"^(记住|记一下|记下|记好|记着)(?:{_ANY_PARTICLE}|辣)+(?=[{_PUNCT}]|$)", r"\1"),  # 记住咯，… / 记住辣 …
     ("再", r"^(?:那|那就|你)?再(?=(?:帮我|给我)?记(?:住|一下|下))", ""),  # 再记一下，我女儿… (a message's own request only)
     ("请您 请你", rf"(?:(?<=^)|(?<=[{_PUNCT}]))请(?:您|你)(?=记住|记一下|记下)", "请"),  # 您好，请您记住我姓刘
+    ("麻烦", r"^麻烦(?:你|您)?(?:帮我|给我|帮忙)?(?=记住|记一下|记下)", ""),  # 另外麻烦记一下我对虾过敏
     ("把", rf"^把(.{{1,12}}?)记(?:下来|住|一下|好|着)(?:了)?[{_PUNCT}]+(?:是)?(?=\S)", r"记住，\1是"),  # 把我的手机号记下来：138…
     ("把", rf"^把(.{{2,30}}?)记(?:下来|住|一下|好|着)(?:吧)?{_ANY_PARTICLE}*$", r"记住，\1"),  # 把我对芒果过敏记下来
     ("不想 不希望 不要", rf"^(?:我)?(?:不想|不希望|不要)(?:让)?你(?:再)?(?:记得|记住|记着)(.+?)(?:了)?{_ANY_PARTICLE}*$",
@@ -7525,7 +7590,8 @@ _UNDO_CLAUSE_RE = re.compile(r"^(?:把|给我)?(?:刚才|刚刚|上一步|上一
                              r"|(?:操作|修改|改动)取消(?:掉)?)$", re.I)
 #: ... and the clauses that may stand beside it: fillers and why (记错人了 / 删错了 / 当我没说).
 _UNDO_REASON_RE = re.compile(r"^(?:啊+|哎呀|哎哟|哎|唉|呀|诶|嗯|呃)*(?:算了|不对|错了|(?:我)?(?:刚才|刚刚)?(?:删|记|说|搞|弄|点|按|打|改)(?:错|混)"
-                             r"(?:人)?了?|(?:刚才|刚刚)?(?:那个|那条)?不算(?:了|数)?|手滑了?|当我没说(?:过)?|不好意思|sorry|"
+                             r"(?:人)?了?|(?:刚才|刚刚)?(?:那个|那条)?不算(?:了|数)?|手滑了?|手抖了?|不小心(?:的|删的|点的|删了|点了)?|"
+                             r"当我没说(?:过)?|不好意思|sorry|"
                              r"一下)?$", re.I)  # revert 一下: a space cuts 一下 off its verb
 #: An interjection before an undo clause (哎呀刚才那条撤回吧 / 诶 刚刚那个撤回).
 _UNDO_LEAD_RE = re.compile(r"^(?:哎呀|哎哟|哎|唉|啊+|呀|诶|欸|嗯+|呃+)+")
@@ -7734,7 +7800,13 @@ _WISH_STOP_RE = re.compile(rf"^(?:你)?(?:以后)?(?:别|不要|不用|不许)(?
 _WISH_FORGET_RE = re.compile(rf"^(?:把)?(?:这个|这条|那个|那条|它)?(?:给我)?(?:忘了|忘掉|删了|删掉|去掉|别记了|不用记了)"
                              rf"(?:这个|这条|它)?{_ANY_PARTICLE}*$")
 #: "And also" before a wish (还有 少用emoji thx / 同埋你少用啲emoji啦, Cantonese): no part of it.
-_WISH_ALSO_RE = re.compile(rf"^(?:还有|另外|同埋|而且)[{_PUNCT}]*(?=你|以后|今后|少|多|别|不要|不许|叫我|回|说话|讲话|每次|{_REPLY_STYLE})")
+_WISH_ALSO_RE = re.compile(rf"^(?:还有|另外|同埋|而且)[{_PUNCT}]*(?=你|以后|今后|少|多|别|不要|不许|叫我|回|说话|讲话|每次|请|麻烦|"
+                           rf"{_REPLY_STYLE})")
+#: A polite lead before a wish (请你说话正式一些 / 麻烦回复尽量口语化): no part of it.
+_WISH_POLITE_RE = re.compile(rf"^(?:请|麻烦)(?:你|您)?(?=(?:以后|今后)?(?:说话|讲话|回答|回复|回我|每次|少|多|别|不要|叫我|"
+                             rf"{_REPLY_STYLE}))")
+#: Thanks after a polite wish (…，谢谢 / 谢谢啦): no part of it.
+_THANKS_TAIL_RE = re.compile(rf"[{_PUNCT}\s]*(?:谢谢|多谢|谢啦|感谢)(?:你|您)?[{PARTICLES}{_PUNCT}\s]*$")
 #: 你是我的学习搭子 + 以后每次聊天都先问我…: who the character is to the user and what it does from now on, one agreement.
 _WISH_ROLE_RE = re.compile(rf"^你(?:就)?是我的[^{_PUNCT}]{{1,10}}[{_PUNCT}]+(?:你)?(?:以后|今后|从现在起|从今天起|每次|每天)")
 #: A forget of 他/她/它 in a clause of its own, after one that names what is meant (其实陈奕迅一般般 把他删了).
@@ -7826,11 +7898,13 @@ def memory_normalise(text):
         if words.search(t) and pattern.search(t):  # sub hands a template with \1 to Python code even when no match
             t = pattern.sub(repl, t, count=1)
     if _UNDO_WORD_RE.search(t):  # 刚刚那个撤回吧，记错人了 / 啊删错了，撤销撤销 / 改回去
-        clauses = [_UNDO_LEAD_RE.sub("", c) for c in map(_strip_tail, _PAUSES_RE.split(t)) if c]
+        clauses = [_UNDO_LEAD_RE.sub("", _SLANG_TAIL_RE.sub("", c)) for c in map(_strip_tail, _PAUSES_RE.split(t)) if c]
         undo = [c for c in clauses if _UNDO_CLAUSE_RE.match(c)]
         if undo and all(c in undo or _UNDO_REASON_RE.match(c) or _UNDO_WHY_RE.match(c) for c in clauses if c):
             return "撤销"
     t = _WISH_ALSO_RE.sub("", t) if t.startswith(("还有", "另外", "同埋", "而且")) else t  # 还有 少用emoji: and also
+    if t.startswith(("请", "麻烦")) and _WISH_POLITE_RE.match(t):  # 请你说话正式一些，…，谢谢: the wish
+        t = _THANKS_TAIL_RE.sub("", _WISH_POLITE_RE.sub("", t)) or t
     for pattern, form in _WISH_RES if "叫" in t or t.startswith(("你", "以后", "今后", "从", "回", "说话", "讲话", "每次")) \
             else ():
         m = pattern.match(t)
@@ -7996,19 +8070,41 @@ _SWITCH_RE = re.compile(rf"^(?:其实|我|现在|已经|早就|最近|后来|目
                         rf"[{PARTICLES}{_PUNCT}{_EMOJI}]*$")
 
 
-def _switch_spot(conn, ctx, value):
-    """(memory, word) for the one word of the speaker's memories value replaces (B服 for 官服: the same length, the same
-    last character, half its characters in place), else None (none, or several: chat)."""
+def _switch_spots(conn, ctx, value):
+    """(memory, word) for each word of the speaker's memories value may replace (B服 for 官服: the same length, the same
+    last character, half its characters in place). Example: 官服, with 我玩原神的B服 -> [(that memory, 'B服')]"""
     n = len(value)
-    spots = {(r["id"], r["text"][i:i + n]) for r in memory_list(conn, ctx) if r["type"] != "group_fact"
-             for i in range(len(r["text"]) - n + 1)
-             if r["text"][i + n - 1] == value[-1] and r["text"][i:i + n] != value
-             and sum(a == b for a, b in zip(r["text"][i:i + n], value)) * 2 >= n
-             and not re.search(rf"[{_PUNCT}]", r["text"][i:i + n])}
+    return sorted({(r["id"], r["text"][i:i + n]) for r in memory_list(conn, ctx) if r["type"] != "group_fact"
+                   for i in range(len(r["text"]) - n + 1)
+                   if r["text"][i + n - 1] == value[-1] and r["text"][i:i + n] != value
+                   and sum(a == b for a, b in zip(r["text"][i:i + n], value)) * 2 >= n
+                   and not re.search(rf"[{_PUNCT}]", r["text"][i:i + n])})
+
+
+def _switch_spot(conn, ctx, value):
+    """(memory, word) for the one word of the speaker's memories value replaces, else None (none, or several: asked)."""
+    spots = _switch_spots(conn, ctx, value)
     words = {w for _, w in spots}
     if len(spots) != 1 or sum(w in r["text"] for r in memory_list(conn, ctx) for w in words) != 1:
         return None
-    return spots.pop()
+    return spots[0]
+
+
+def memory_switch_ask(conn, ctx, value, said):
+    """A switch said as what is now whose old word no memory or several have: a numbered question, never chat
+    (several: which word becomes value; none: whether to keep what was said). Returns (reply, question).
+    Example: 其实我现在转日服了, with 国服 and 美服 kept -> 要把哪一个改成“日服”？1. 我玩的是国服 2. …"""
+    spots = _switch_spots(conn, ctx, value)
+    rows = {r["id"]: r for r in memory_list(conn, ctx)}
+    words = {w for _, w in spots}
+    spots = [(r, w) for r in rows.values() for w in sorted(words) if w in r["text"]][:MEMORY_NEAR_MAX + 2]
+    if spots:
+        return _ask_which_spot(conn, spots, value, what="说法")
+    fact = re.sub(rf"^(?:其实|后来)+|[{PARTICLES}{_PUNCT}{_EMOJI}\s]+$", "", said.strip())
+    fact = fact if fact.startswith("我") else "我" + fact
+    prompt = (f"我没有记着你之前的说法，要把这件事记下来吗？\n1. 记下『{fact}』\n"
+              f"回复“1”就记，说“算了”就不记。")
+    return prompt, _choices({"action": "area", "ids": [], "text": fact, "importance": 1, "prompt": prompt}, [])
 
 
 #: A thing said to be retired, then what took its place (iPhone 13 退役了 现在用小米14 / 卡罗拉卖了 现在开比亚迪 / MacBook
@@ -8075,6 +8171,8 @@ def memory_pointed(conn, ctx, text):
     spot = switch and _switch_spot(conn, ctx, switch.group(1))
     if spot:  # 其实我现在转官服了 with 我玩的是B服: that word replaced
         return "replace_value", {"old": spot[1], "new": t[switch.start(1):switch.end(1)]}
+    if switch:  # no memory's word, or several: asked, never chat
+        return "switch_ask", {"value": t[switch.start(1):switch.end(1)], "said": t}
     if _TEMPORARY_STOP_RE.search(t.translate(_SIMPLIFIED)):
         return None, {}  # 原神今天不玩了 好累: for today, no change of what 我天天玩原神 says
     if _LIFE_CHANGE_RE.search(t.translate(_SIMPLIFIED)) or _LIFE_TURN_NEW_RE.search(t.translate(_SIMPLIFIED)):
@@ -8354,9 +8452,9 @@ def memory_claim_check(reply):
 
 #: 你刚才用了我哪些记忆 / 你怎么知道的: the memories behind the last reply.
 #: An interjection before a show-the-work question (诶你咋知道我有狗的).
-_SHOW_WORK_LEAD_RE = re.compile(rf"^(?:诶|欸|哎呀|哎|咦|哇|啊|嗯|卧槽|我去|等等|不是)+[{_PUNCT}]*(?=你|谁|为|哪|刚|是|我)")
+_SHOW_WORK_LEAD_RE = re.compile(rf"^(?:诶|欸|哎呀|哎|咦|哇|啊|嗯|卧槽|我去|等等|不是|请问)+[{_PUNCT}]*(?=你|谁|为|哪|刚|是|我)")
 _SHOW_WORK_RE = re.compile(r"^(?:刚才|刚刚)?你(?:刚才|刚刚)?(?:是)?(?:根据|依据|凭)(?:我的?)?(?:什么|啥|哪条|哪些)(?:记忆|信息)?"
-                           r"(?:说的|这么说的?|知道的|回的|回答的)?|"
+                           r"(?:(?:这么|这样|那样)?(?:说|回答|回)的?|知道的)?|"
                            r"^你?(?:刚才|刚刚)?为(?:什么|啥)(?:这么|那么)说|^(?:是)?哪(?:条|些)记忆让你(?:这么|那么)说(?:的)?|"
                            r"^你(?:这么|那么)说是因为(?:我的?)?(?:哪条|哪些|什么)(?:记忆)?|"
                            r"^(?:你(?:是)?)?(?:从)?哪(?:儿|里)?(?:来|弄来|搞来|知道)的(?:我的)?(?:信息|资料|记忆)|"
@@ -8368,7 +8466,7 @@ _SHOW_WORK_RE = re.compile(r"^(?:刚才|刚刚)?你(?:刚才|刚刚)?(?:是)?(?:
                            r"^谁(?:跟|和|给|告诉)(?:你)?(?:说|讲)?(?:的)?(?:我|我的|我家)[^，,。!！?？]{1,20}|"
                            r"^你(?:是)?听谁说的(?:我|我的|我家)?[^，,。!！?？]{0,20}|"
                            r"^你(?:是)?(?:怎么|咋|从哪|从哪里|从哪儿|哪来|为什么|为啥|凭什么)(?:会)?(?:知道|晓得|记得)(?:的|这个|这些|这件事|"
-                           rf"(?:我|我的|我家|我们家)[^，,。!！?？]{{0,20}})?")
+                           rf"(?:我|我的|我家|我们家|他|她)[^，,。!！?？]{{0,20}})?")  # 他 / 她: someone the memories name
 
 
 #####################################################################
@@ -10507,7 +10605,15 @@ async def _memory_forget(app, ctx, what):
     (忘了我有车这事吧, and the memory says 特斯拉) the LLM may see which one is meant; else the rules' answer stands."""
     reply, question = await app.db.run(lambda c: memory_forget_each(c, ctx, what, app.vec), write=True)
     if question is None and (reply or "").startswith(_NOT_FOUND):  # 忘了我有车这事 (我有辆特斯拉): the LLM may see it
-        return await reply_memory_plan(app, ctx, what, (reply, None))
+        near = await app.db.run(memory_forget_near, ctx, what)  # else the user is asked about 我有…, never told 没找到
+        return await reply_memory_plan(app, ctx, what, near or (reply, None))
+    _remember_question(app, (ctx.user_id, ctx.session), question)
+    return reply
+
+
+async def _memory_switch_ask(app, ctx, value, said):
+    """其实我现在转日服了, and no memory's word or several fit: which one, or whether to keep it, is asked."""
+    reply, question = await app.db.run(memory_switch_ask, ctx, value, said)
     _remember_question(app, (ctx.user_id, ctx.session), question)
     return reply
 
@@ -10626,6 +10732,7 @@ MEMORY_ACTIONS = {
     "update_number": MemoryAction(_memory_update_number, pictures=True),
     "forget": MemoryAction(_memory_forget),
     "replace_value": MemoryAction(_memory_replace),
+    "switch_ask": MemoryAction(_memory_switch_ask),
     "group_forget": MemoryAction(_memory_group_forget, ("memory_group",)),
     "group_forget_text": MemoryAction(_memory_group_forget_text, ("memory_group",)),
     "group_remember": MemoryAction(_memory_group_remember, ("memory_group",), pictures=True),
@@ -10665,7 +10772,8 @@ async def reply_memory(app, ctx, text, card):
         asked = app.memory_asked.pop(key)
         asked = None
     names = [c["name"] for c in app.characters.get()["cards"].values()] + app.cfg.nicknames
-    if _SHOW_WORK_RE.fullmatch(_SHOW_WORK_LEAD_RE.sub("", _strip_tail(text.translate(_SIMPLIFIED)))):  # 你怎么知道的
+    shown = _strip_tail(text.translate(_SIMPLIFIED).replace("您", "你"))  # 请问您是根据哪条记忆这样说的
+    if _SHOW_WORK_RE.fullmatch(_SHOW_WORK_LEAD_RE.sub("", shown)):  # 你怎么知道的
         await _mark_command(app, ctx)
         limited = _memory_read_limited(app, ctx)
         return limited if limited is not None else await app.db.run(memory_show_work, ctx,
