@@ -1317,6 +1317,8 @@ _SPECIAL_TOKEN_RE = re.compile(
     r"[<‹＜﹤][|｜][^<>|｜\n]{0,40}[|｜][>›＞﹥]|</?s>|(?-i:\[/?[A-Z][A-Z_]{1,30}\])|<</?SYS>>"
     r"|[<‹＜﹤]/?(?:bos|eos|think|tool_call|tool_response|tools|sop|eop|eo[a-z]{1,3}|sep|n|human|bot|ai|用户"
     r"|user|system|assistant|role|end|ret|unk|pad|mask(?::\d{1,3})?|b_sys|c_q|c_a|longcat_\w{1,20}"
+    r"|bos_token|eos_token|arg_key|arg_value|image|video|audio|img|img_context|image_placeholder|ref|box|quad"
+    r"|im_\w{1,10}|begin_of_\w{1,20}|fake_token_around_image|\w{1,10}_soft_token"
     r"|_[a-z]{2,10}|(?:reserved|extra_id|special|unused)_?\d{1,6}|(?:seed|minimax):\w{1,30}"
     r"|(?:start|end|beginning)_of_\w{1,20})[>›＞﹥]"
     r"|\[[gs]MASK\]|\[unused\d{1,4}\]|\[\|[^\]|\n]{1,20}\|\]|\]~!?b[\[\]]|\[e~\[|>>[A-Z]{2,12}<<", re.I)
@@ -4626,10 +4628,11 @@ def _import_new(conn, rows):
             f"WHERE user_id IN ({','.join('?' * len(part))})", part))
     out = []
     for o in rows:
-        o["text"] = text_clean(o["text"], 2000)
+        o["text"] = text_clean(o["text"], 2000).strip()  # ' 我喜欢猫' is 我喜欢猫, as a message's fact is
         key = (str(o["user_id"]), o["text"], o.get("type") or "user_fact", o.get("character_id") or "",
                o.get("scope") or "private")
         if key not in have:
+            have.add(key)  # the same line twice in one file is one memory too
             out.append(o)
     return out
 
@@ -9380,7 +9383,29 @@ def prompt_recent(conn, ctx, char, topic_from, limit, skip=()):
                           args + (limit, ctx.user_id, GROUP_OTHER_TURNS)).fetchall()
     # quoted like a group line: a member's 【系统】 or line breaks in their turn (or the reply echoing it) are data
     others = [dict(r, text=text_neutralise(_prompt_cut(r["text"], GROUP_OTHER_TURN_TOKENS))) for r in others]
-    return sorted([dict(r) for r in own] + others, key=lambda r: r["id"])
+    return _prompt_paired(sorted([dict(r) for r in own] + others, key=lambda r: r["id"]), ctx.user_id)
+
+
+def _prompt_paired(rows, speaker):
+    """A group's turns with each reply right after its member's message: a reply written after another member spoke
+    read as the answer to them (a hostile retest: a flooder's replies, their messages past GROUP_OTHER_TURNS,
+    joined the victim's own turn as what the bot had told the victim). Another member's reply with none of their
+    messages before it is left out; the speaker's own stays where it is.
+
+    Example: _prompt_paired([{'id': 1, 'role': 'user', 'user_id': 'F'}, {'id': 2, 'role': 'user', 'user_id': 'V'}, \
+{'id': 3, 'role': 'assistant', 'user_id': 'F'}, {'id': 4, 'role': 'assistant', 'user_id': 'G'}], 'V') -> \
+[{'id': 1, 'role': 'user', 'user_id': 'F'}, {'id': 3, 'role': 'assistant', 'user_id': 'F'}, \
+{'id': 2, 'role': 'user', 'user_id': 'V'}]"""
+    last, keyed = {}, []
+    for r in rows:
+        if r["role"] == "user":
+            last[r["user_id"]] = r["id"]
+            keyed.append(((r["id"], 0, r["id"]), r))
+        elif r["user_id"] in last:
+            keyed.append(((last[r["user_id"]], 1, r["id"]), r))
+        elif r["user_id"] == speaker:
+            keyed.append(((r["id"], 0, r["id"]), r))
+    return [r for _, r in sorted(keyed, key=lambda k: k[0])]
 
 
 def prompt_context(conn, ctx, card, text, vec, cfg, reserved=(), skip=()):

@@ -91,6 +91,9 @@ def test_an_export_with_a_group_fact_imports_back(cli_env, tmp_path):
     assert made.returncode == 0 and f"imported {lines} memories" in made.stdout, made.stdout + made.stderr
     assert sqlite_rows(fresh["BOT_DB"], "SELECT type, scope, text FROM memories WHERE type = 'group_fact'") == \
         [("group_fact", "g:66", "本群每周五晚上九点开黑")]
+    src.write_text('{"user_id": "7", "text": " 我喜欢猫 "}\n{"user_id": "7", "text": "我喜欢猫"}\n', encoding="utf-8")
+    assert "imported 1 memories, skipped 1 already there" in run_bot("memory", "import", src, env=cli_env).stdout
+    assert sqlite_rows(cli_env["BOT_DB"], "SELECT text FROM memories WHERE user_id = '7'") == [("我喜欢猫",)]
     src.write_text('{"user_id": "901", "text": "本群每周五开黑", "type": "group_fact"}\n', encoding="utf-8")
     line = assert_one_error_line(run_bot("memory", "import", src, env=cli_env))
     assert "line 1: a group_fact needs the scope g:<group>" in line
