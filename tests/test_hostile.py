@@ -698,19 +698,19 @@ def _machine_address():
     return None
 
 
-class Redirector:
-    """An HTTP server on every interface answering every GET with a 302 to `target`."""
+class EveryInterface:
+    """An HTTP server on every interface answering every GET with answer(handler), counting the GETs in hits."""
 
-    def __init__(self, target):
+    def __init__(self, answer):
+        hits = self.hits = []
+
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *a):
                 pass
 
             def do_GET(self):
-                self.send_response(302)
-                self.send_header("Location", target)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
+                hits.append(self.path)
+                answer(self)
         self.server = ThreadingHTTPServer(("0.0.0.0", 0), Handler)
         self.server.daemon_threads = True
         self.port = self.server.server_address[1]
@@ -721,12 +721,34 @@ class Redirector:
         self.server.server_close()
 
 
+def redirector(target):
+    """EveryInterface answering a 302 to `target`."""
+    def answer(handler):
+        handler.send_response(302)
+        handler.send_header("Location", target)
+        handler.send_header("Content-Length", "0")
+        handler.end_headers()
+    return EveryInterface(answer)
+
+
+def picture_on_every_interface():
+    """EveryInterface answering a picture."""
+    def answer(handler):
+        body = png()
+        handler.send_response(200)
+        handler.send_header("Content-Type", "image/png")
+        handler.send_header("Content-Length", str(len(body)))
+        handler.end_headers()
+        handler.wfile.write(body)
+    return EveryInterface(answer)
+
+
 def test_a_picture_link_can_not_redirect_into_this_machine(start, llm, pictures):
     address = _machine_address()
     if address is None:
         pytest.skip("no non-loopback interface to serve the first URL from")
     pictures.pictures["secret.png"] = (png(), 0)
-    outside = Redirector(pictures.url("secret.png"))  # http://ADDRESS:PORT/x -> http://127.0.0.1:.../secret.png
+    outside = redirector(pictures.url("secret.png"))  # http://ADDRESS:PORT/x -> http://127.0.0.1:.../secret.png
     try:
         runner = start(VISION_MODEL="vl-test")
         nc = NapCat(runner.cfg.ONEBOT_PORT)
@@ -735,7 +757,7 @@ def test_a_picture_link_can_not_redirect_into_this_machine(start, llm, pictures)
             assert nc.reply_text() == "echo:[图片]看看"
             assert pictures.hits.get("secret.png") is None and llm.vision_requests() == []
             # a loopback URL (NapCat's own file server) may redirect on this machine
-            local = Redirector(pictures.url("secret.png"))
+            local = redirector(pictures.url("secret.png"))
             try:
                 nc.event(1, message=picture_message([f"http://127.0.0.1:{local.port}/y"], "这张呢"))
                 assert nc.reply_text() == "echo:[图片：一只橘猫趴在键盘上]这张呢"
@@ -747,34 +769,6 @@ def test_a_picture_link_can_not_redirect_into_this_machine(start, llm, pictures)
         outside.close()
 
 
-class PictureOnEveryInterface:
-    """An HTTP server on every interface answering every GET with a picture, counting the GETs."""
-
-    def __init__(self):
-        hits = self.hits = []
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *a):
-                pass
-
-            def do_GET(self):
-                hits.append(self.path)
-                body = png()
-                self.send_response(200)
-                self.send_header("Content-Type", "image/png")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-        self.server = ThreadingHTTPServer(("0.0.0.0", 0), Handler)
-        self.server.daemon_threads = True
-        self.port = self.server.server_address[1]
-        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
-
-
 def test_a_picture_link_can_not_redirect_to_this_machine_by_another_address(start, llm, pictures):
     """Found by a hostile retest: a redirect to ::ffff:127.0.0.1 or to the machine's own address (reaching every
     service listening on all interfaces) was followed, and the local service's answer described."""
@@ -782,10 +776,10 @@ def test_a_picture_link_can_not_redirect_to_this_machine_by_another_address(star
     if address is None:
         pytest.skip("no non-loopback interface to serve the first URL from")
     pictures.pictures["secret.png"] = (png(), 0)
-    inside = PictureOnEveryInterface()
+    inside = picture_on_every_interface()
     targets = [f"http://[::ffff:127.0.0.1]:{pictures.url('secret.png').split(':')[2]}",
                f"http://{address}:{inside.port}/secret.png"]
-    outsides = [Redirector(t) for t in targets]
+    outsides = [redirector(t) for t in targets]
     try:
         runner = start(VISION_MODEL="vl-test")
         nc = NapCat(runner.cfg.ONEBOT_PORT)
