@@ -7266,6 +7266,10 @@ def memory_parse(text, names=()):
         if who:  # 我妈生日快到了 记住她生日是8月8号
             t = _LEAD_PRONOUN_RE.sub(lambda m: m.group(1) + "我" + who.group(1), t)
     bare = _strip_tail(t)
+    if part and (part.group(1) in _ATTRIBUTE_BY_WORD
+                 or _value_kinds(part.group(2)) - _value_kinds(part.group(1)) - {"thing"}):
+        # 生日那个记错了 其实是5月21号 / 房租那个说错了 应该是2600: what the memory is about, not a word to swap
+        return memory_parse(f"更正一下 {part.group(1)}是{part.group(2)}", names)
     fix = ("replace_maybe", {"old": part.group(1), "new": part.group(2)}) if part else None
     fix = fix or _loose_fix(bare) or _loose_forget(bare)
     if fix:
