@@ -1545,7 +1545,7 @@ TRADITIONAL_PAIRS = """
 擊击 擁拥 擾扰 擬拟 攝摄 撐撑 撥拨 撫抚 掛挂 換换 揮挥 損损 搶抢 搖摇 撿捡 擺摆 掃扫 揚扬 攜携 拋抛 劃划 劇剧 劑剂 勞劳 勢势 勝胜 務务 動动 勵励 區区 協协 單单 參参 厲厉 吳吴 奪夺
 奮奋 宮宫 徵征 憑凭 戲戏 戰战 戶户 敗败 敵敌 數数 斷断 暫暂 書书 於于 暈晕 曬晒 歎叹 嘆叹 畢毕 皺皱 碩硕 磚砖 祕秘 筍笋 肅肃 艙舱 蔔卜 誕诞 謊谎 備备 貳贰 乾干 幹干 係系 繫系 捨舍
 彙汇 匯汇 纔才 麗丽 魯鲁 鴻鸿 黴霉 齊齐 韓韩 韻韵 響响 飛飞 騙骗 驕骄 齣出 顛颠 廟庙 盜盗 甦苏 蘇苏 畝亩 晝昼
-刪删 別别 兩两 著着 業业 駕驾
+刪删 別别 兩两 著着 業业 駕驾 閨闺 憶忆
 """
 _SIMPLIFIED = str.maketrans({p[0]: p[1] for p in TRADITIONAL_PAIRS.split()})
 
@@ -4051,7 +4051,8 @@ def memory_unlist(text):
         # 我俩娃 大的叫乐乐 小的叫安安 / 我家俩猫 大的叫咪咪 小的叫球球: 我大娃叫乐乐, 我小娃叫安安
         return [f"{m.group(1)}{size}{m.group(2)}叫{name}" for size, name in _BIG_SMALL_NAMES_RE.findall(m.group(3))]
     kids = re.findall(r"(老[大二三])(?:叫|名叫|是)([^\s，,。；;老]{1,6})", t)
-    if len(kids) >= 2 and re.match(rf"^我(?:家)?(?:有(?:两|三|2|3)个(?:娃|孩子|小孩|宝宝|儿子|女儿)(?:子)?[{_PUNCT}]*(?:我家)?)?老[大二三]",
+    if len(kids) >= 2 and re.match(rf"^我(?:家)?(?:有?(?:(?:两|三|2|3)个|俩|仨)(?:娃|孩子|小孩|宝宝|儿子|女儿)(?:子)?[{_PUNCT}\s]*"
+                                   rf"(?:我家)?)?老[大二三]",
                                    t) and len(t) <= 40:  # 我有两个娃 老大叫豆豆 老二叫糖糖: each child a subject of its own
         return [f"我家{k}叫{n}" for k, n in kids]
     m = re.match(rf"^(我(?:的|家的?)?)({_REL_RE})(?:我的?)?({_REL_RE})(?:都|也都|俩都|两个都|俩)(.+)$", t)
@@ -5868,6 +5869,9 @@ def memory_forget(conn, ctx, what, embed, one=False):
     if not rows:
         return "我这里还没有关于你的记忆。", None
     what = re.sub(r"^(?:that\s+)", "", what.strip(), flags=re.I)
+    if what.translate(_SIMPLIFIED) != what and all(r["text"].translate(_SIMPLIFIED) == r["text"] for r in rows):
+        what = what.translate(_SIMPLIFIED)  # 關於我閨女 for 我闺女在深圳上班: the characters the memories are in
+    what = re.sub(r"^(所有|全部|一切)[關关][於于]", r"\1关于", what)  # 所有關於我閨女 with 我閨女在台北上班
     known = _known_subjects(conn, ctx)
     holders = {r["subject"] for r in rows if r["attribute"] == "名字" and r["value"] == what.strip()} | {
         (_pet_of(r["value"]) or ("",))[0] for r in rows if r["attribute"] == "宠物"
@@ -6061,8 +6065,21 @@ def memory_update_last(conn, ctx, value, embed):
     return f"已把“{old['text']}”改成“{fact.text}”。（说“撤销”可以改回去）"
 
 
+#: Units a measured amount is said in (蛋白质150g / 体重60公斤), each with the spelling it is compared by.
+MEASURE_UNITS = {"g": "g", "克": "g", "kg": "kg", "公斤": "kg", "斤": "斤", "l": "l", "升": "l", "ml": "ml", "毫升": "ml",
+                 "km": "km", "公里": "km", "cm": "cm", "厘米": "cm", "步": "步", "卡": "卡", "大卡": "卡", "kcal": "卡"}
+#: Digits an amount may be said in, in words (一万步, 半斤).
+_AMOUNT_DIGITS = "一二两三四五六七八九十百千万半"
+#: An amount with its unit (150g, 3L, 5公里), inside a memory's words or as a corrected value.
+_MEASURE_RE = re.compile(rf"(?<![\d.])(?:\d+(?:\.\d+)?|(?<![{_AMOUNT_DIGITS}])[{_AMOUNT_DIGITS}]{{1,4}})\s*"
+                         rf"(?:{'|'.join(sorted(MEASURE_UNITS, key=len, reverse=True))})(?![A-Za-z])", re.I)
 #: The kinds of value that say what they correct without a 是 before them (更正：28 / 其实4号线 / 不对 常州).
-_BARE_VALUE_KINDS = {"age", "line", "place", "date", "year", "grade"}
+_BARE_VALUE_KINDS = {"age", "line", "place", "date", "year", "grade", "measure"}
+
+
+def _unit(amount):
+    """The unit an amount is said in, as compared. Example: _unit('150克') -> 'g'"""
+    return MEASURE_UNITS.get(re.sub(rf"^[\d.\s{_AMOUNT_DIGITS}]+", "", amount).lower())
 
 
 def _value_kinds(value):
@@ -6084,6 +6101,8 @@ def _value_kinds(value):
     if re.fullmatch(r"(?:今天|明天|后天|昨天|前天|早上|上午|中午|下午|晚上|凌晨|傍晚)?(?:\d{1,2}|[一二两三四五六七八九十]{1,3})"
                     r"(?:点|:\d{2}|：\d{2})(?:半|钟|\d{1,2}分?|[一二三四五]刻)?|今天|明天|后天|昨天|前天|今晚|明早", v):
         kinds.add("time")
+    if _MEASURE_RE.fullmatch(v):
+        kinds.add("measure")  # 是160g: the amount in the memory said in the same unit (蛋白质150g, not 喝水3L)
     if re.fullmatch(r"(?:地铁)?\d{1,2}号线", v):
         kinds.add("line")  # 其实是4号线: no attribute takes it, the words of a memory do (spots below)
     if _GRADE_RE.fullmatch(v):
@@ -6137,9 +6156,9 @@ _CITY_IN_TEXT_RE = re.compile("|".join(sorted(_CITIES - {"老家", "本地", "�
 _GRADE_RE = re.compile(r"(?:[初高大研博硕碩]|小学|研究生)[一二三四五六]|[一二三四五六]年级")
 #: Where a corrected value of a kind no attribute takes may go: kind -> its spot inside a memory's words (in this
 #: order of preference).
-_SPOT_RES = {"line": _LINE_IN_TEXT_RE, "grade": _GRADE_RE, "place": _CITY_IN_TEXT_RE}
+_SPOT_RES = {"line": _LINE_IN_TEXT_RE, "grade": _GRADE_RE, "place": _CITY_IN_TEXT_RE, "measure": _MEASURE_RE}
 #: How the bot names each kind of spot when it asks which one.
-_SPOT_NAMES = {"date": "日期", "line": "线路", "grade": "年级", "place": "地方"}
+_SPOT_NAMES = {"date": "日期", "line": "线路", "grade": "年级", "place": "地方", "measure": "数"}
 
 
 def _ask_which_spot(conn, spots, value, what="日期"):
@@ -6198,6 +6217,8 @@ def memory_correct_value(conn, ctx, said, embed):
         fits = [r for r in rows if _fits(r, kinds)]
         spot_re = _DATE_IN_TEXT_RE if "date" in kinds else next((_SPOT_RES[k] for k in _SPOT_RES if k in kinds), None)
         spots = [(r, d) for r in rows for d in spot_re.findall(r["text"]) if d != value] if spot_re else []
+        if "measure" in kinds:  # 是160g: an amount in grams, never the 3L of water
+            spots = [(r, d) for r, d in spots if _unit(d) == _unit(value)]
         # 更正 是11月1号 with a birthday and an anniversary: which date; 更正一下，是无锡 with 我在南京工作 and 我女儿在
         # 苏州读大学: which place (the one whose attribute is a place is no surer)
         if len(spots) > 1 or spots and not fits:
@@ -7022,7 +7043,7 @@ def _read_forget(m):
 
 
 #: Interjections that may come before a command (哎呀，更正一下，是无锡 / 不好意思 说错了 不是梨 是桃): no part of it.
-_INTERJECTION = r"(?:哎呀|哎哟|哎|唉|啊|呀|诶|欸|嗯|呃|哦|噢|不好意思|抱歉|sorry)"
+_INTERJECTION = r"(?:哎呀妈呀|哎妈呀|我的妈呀|妈呀|哎呀|哎哟|哎|唉|啊|呀|诶|欸|嗯|呃|哦|噢|不好意思|抱歉|sorry|oops)"
 #: What a mistake was made in, said before it (年龄说错了 是六十九 / 我的岁数写错了 是31): what a memory holds, an
 #: attribute's word; not whose (我妈岁数写错了 is not the user's age), not a pointer (名字那条写错了 is the plan's to
 #: read), nor anything else (作业第二题写错了 是5 is no age).
@@ -7248,6 +7269,10 @@ def memory_parse(text, names=()):
         if who:  # 我妈生日快到了 记住她生日是8月8号
             t = _LEAD_PRONOUN_RE.sub(lambda m: m.group(1) + "我" + who.group(1), t)
     bare = _strip_tail(t)
+    if part and (part.group(1) in _ATTRIBUTE_BY_WORD
+                 or _value_kinds(part.group(2)) - _value_kinds(part.group(1)) - {"thing"}):
+        # 生日那个记错了 其实是5月21号 / 房租那个说错了 应该是2600: what the memory is about, not a word to swap
+        return memory_parse(f"更正一下 {part.group(1)}是{part.group(2)}", names)
     fix = ("replace_maybe", {"old": part.group(1), "new": part.group(2)}) if part else None
     fix = fix or _loose_fix(bare) or _loose_forget(bare)
     if fix:
@@ -7309,7 +7334,10 @@ def _settle_update_fit(conn, ctx, value, strong=False):
     # 其实是4号线 / 是初三; a place said inside a memory's words (不是啦 是深圳 for 我下个月去广州看漫展) only right after a
     # command: after chat, 不是啦 是深圳 may correct what the bot said
     spots = kinds & ({"line", "grade", "place"} if _after_command(conn, ctx) else {"line", "grade"})
-    if kinds and any(_fits(r, kinds) for r in rows) or any(_SPOT_RES[k].search(r["text"]) for k in spots for r in rows):
+    same_unit = "measure" in kinds and any(  # 160g: 蛋白质150g
+        _unit(d) == _unit(value) for r in rows for d in _MEASURE_RE.findall(r["text"]))
+    spotted = any(_SPOT_RES[k].search(r["text"]) for k in spots for r in rows)
+    if kinds and any(_fits(r, kinds) for r in rows) or spotted or same_unit:
         return "update_last", {"value": value}
     return ("update_last", {"value": value}) if strong and _after_command(conn, ctx) else (None, {})
 
@@ -7477,7 +7505,12 @@ MEMORY_REWRITES = [
     ("你忘", r"^你(?=忘了|忘掉|忘记)(?!.*(?:吗|什么|啥|[?？]))", ""),  # 你忘了我抽烟这回事吧
     ("是说 说的是 意思是", rf"^(?:不对|不是|错了)[{_PUNCT}]*(?:我是说|我说的是|我的意思是|应该是)(?=我|{_REL_RE})", "更正一下，是"),
     ("不是", rf"^(?:其实|不对)[{_PUNCT}]*(?:我)?不是([^，,]+?)[{_PUNCT}]+(?:而)?是([^，,]+)$", r"不对，不是\1，是\2"),  # 其实我不是X，是Y
-    ("说错 记错 搞错", r"^我?(?:刚才|刚刚)(说错了|记错了|搞错了)", r"\1"),  # 我刚才说错了，…
+    ("错 岔 混", rf"^(?:{_INTERJECTION}[{_PUNCT}\s]*)+(?=(?:我|刚才|刚刚)*(?:说|记|打|写|搞|弄)(?:错|岔|混)了)", ""),  # 我的妈呀 记错了
+    ("说错 记错 搞错 打错 写错", r"^我?(?:刚才|刚刚)(说错了|记错了|搞错了|打错了|写错了)", r"\1"),  # 我刚才说错了，…
+    ("岔 混", r"^(?:我)?(说|记)(?:岔|混)了", r"\1错了"),  # 我记岔了，… / 说岔了: 记错了
+    ("说错 记错 打错 写错", rf"^(?:说|记|打|写)错了[{_PUNCT}\s]+(?=[^{_PUNCT}是不]{{1,6}}是[^{_PUNCT}]{{1,12}}$)", "更正一下 "),
+    # 打错了 房租是2000: the topic is said after the mistake, as after 更正一下
+    ("bad fault", rf"^my (?:bad|fault)[{_PUNCT}\s]*", "说错了，"),  # my bad 是5月21号
     ("说错 记错 搞错 弄错", rf"^(?:说错了|记错了|搞错了|弄错了)[{_PUNCT}]+(?=更正|纠正)", ""),  # 说错了，更正一下，…
     ("以后 今后", r"^(?:以后|今后|从今以后)(?=别忘|不要忘|记住|记得|要记得|不用记|别记|不要记|别再记|不要再记)", ""),  # 以后别忘了…
     ("以后 今后", r"^((?:记住|记得)[，,：:\s]*)(以后|今后|从现在起|从今天起)你(?=要|得|别|不要|不许|必须|就|说话|回|跟我|和我|用|叫)",
@@ -8069,8 +8102,12 @@ _POINTED_TELL_RE = re.compile(rf"^(?:我)?(?:跟|根|和|给|同)你(?:说|讲|�
 #: A switch said as what is now (其实我现在转官服了 / 其实我早就改喝拿铁咖啡了): the new value; what it replaces is the one
 #: word of the same length and the same last character (B服, 美式咖啡) in the speaker's memories.
 _SWITCH_RE = re.compile(rf"^(?:其实|我|现在|已经|早就|最近|后来|目前)*(?:其实|现在|已经|早就|后来|目前)(?:我)?(?:已经)?"
-                        rf"(?:转|换|改)(?:成|到|去|用|玩|喝|吃|回)?(?:了)?([^{_PUNCT}{_EMOJI}了]{{2,8}})了"
+                        rf"(?:转|换|改|跳槽)(?:成|到|去|用|玩|喝|吃|回)?(?:了)?([^{_PUNCT}{_EMOJI}了]{{2,8}})了"
                         rf"[{PARTICLES}{_PUNCT}{_EMOJI}]*$")
+
+
+#: Characters two words may share without being alike (我在链家 is no 我爱我家: only 家 is shared).
+_SWITCH_FILLER = "我你在是的了"
 
 
 def _switch_spots(conn, ctx, value):
@@ -8080,7 +8117,7 @@ def _switch_spots(conn, ctx, value):
     return sorted({(r["id"], r["text"][i:i + n]) for r in memory_list(conn, ctx) if r["type"] != "group_fact"
                    for i in range(len(r["text"]) - n + 1)
                    if r["text"][i + n - 1] == value[-1] and r["text"][i:i + n] != value
-                   and sum(a == b for a, b in zip(r["text"][i:i + n], value)) * 2 >= n
+                   and sum(a == b and a not in _SWITCH_FILLER for a, b in zip(r["text"][i:i + n], value)) * 2 >= n
                    and not re.search(rf"[{_PUNCT}]", r["text"][i:i + n])})
 
 
@@ -8120,6 +8157,26 @@ _RETIRED_RE = re.compile(rf"^(?:我的?)?([^{_PUNCT}我你他她它](?:[^{_PUNCT
                          rf"(?:[^{_PUNCT}]|(?<=[A-Za-z0-9])\s(?=[A-Za-z0-9])){{1,20}}?)(?:了|啦)?[{_PUNCT}{_EMOJI}]*$")
 
 
+#: Ways a change of state is said that the life rules read in other words: (pattern, replacement), tried in order.
+POINTED_REWRITES = [
+    ("到手了", "拿到了"),  # 驾照到手了: 驾照拿到了
+    (rf"(^|[{_PUNCT}\s])([^{_PUNCT}\s我你他她它]{{1,4}})我(?:已经)?(?=戒了|戒掉了)", r"\1\2"),  # 烟我戒了: 烟戒了
+]
+_POINTED_REWRITES = [(re.compile(p), r) for p, r in POINTED_REWRITES]
+#: Words that say a thing is given up for good in plain talk (外卖不干了 / 挖掘机不整了 / 工地不去了).
+QUIT_WORDS = "不干 不整 不弄 不搞 不做 不去 不学 不练".split()
+#: A thing, then a quit word (跟大伙说下 外卖不干了 腰扛不住): the thing; a memory naming it alone is replaced.
+_QUIT_RE = re.compile(rf"(?:^|[{_PUNCT}\s])(?:我)?(?![你他她它这那])([^{_PUNCT}\s我]{{2,6}}?)(?:也|就)?"
+                      rf"(?:{_words_re(QUIT_WORDS)})了")
+
+
+def _pointed_rewrite(text):
+    """text in the words the life rules read. Example: _pointed_rewrite('烟我戒了，都俩月了') -> '烟戒了，都俩月了'"""
+    for pattern, repl in _POINTED_REWRITES:
+        text = pattern.sub(repl, text)
+    return text
+
+
 #: A stop said for a while only (原神今天不玩了 / 这几天先不跑步了): told in chat, it changes no memory.
 _TEMPORARY_STOP_RE = re.compile(r"(?:今天|今晚|今儿|这会儿?|暂时|这几天|这两天|这周|这礼拜|明天|先)"
                                 r"[^，,。!！]{0,8}?不[^，,。!！]{1,6}?了")
@@ -8129,7 +8186,7 @@ def memory_pointed_words(text):
     """Whether a message the rules read as chat may say that something one memory holds changed or was wrong: a change
     of state (戒了, 不…了, 毕业, 拿到, 退役 …) or 不是X 是Y. The cheap test every chat message takes; only then are the
     speaker's memories read (memory_pointed)."""
-    t = text.translate(_SIMPLIFIED)
+    t = _pointed_rewrite(text.translate(_SIMPLIFIED))
     return bool(_POINTED_FIX_RE.search(t) or _LIFE_CHANGE_RE.search(t)
                 or _LIFE_TURN_HINT_RE.search(t) and _LIFE_TURN_NEW_RE.search(t)
                 or _RETIRED_WORDS_RE.search(t) and _RETIRED_RE.match(t) or _SWITCH_RE.match(t))
@@ -8143,7 +8200,7 @@ def memory_pointed(conn, ctx, text):
     replaces the one it points at, or asks which (nothing is stored beside them). Chat that only mentions a memory
     (今天吉他课好累) or a change no memory holds (我妈戒烟了) stays chat.
     Example: 整岔劈了 不是翠花 是秀芬 with 我对象叫翠花 -> ('replace_value', {'old': '翠花', 'new': '秀芬'})"""
-    t = text.strip()
+    t = _pointed_rewrite(text.strip())
     if memory_shaped_words(t, weak=True):
         return None, {}  # 法語放棄了 別記了 / 豆豆那条改一下: a request in words of its own is the net's and the plan's
     m = _RETIRED_RE.match(t.translate(_SIMPLIFIED))
@@ -8184,7 +8241,28 @@ def memory_pointed(conn, ctx, text):
         if _single_points(conn, ctx, said) or _life_may_clash(conn, ctx, said) \
                 and _life_points(conn, ctx, said, clash=True):
             return "remember", {"text": said}
-    return None, {}
+    return _pointed_quit(conn, ctx, t)
+
+
+def _pointed_quit(conn, ctx, t):
+    """外卖不干了 with 我在美团送外卖: the one memory of the speaker's own naming the thing now says the quit (several:
+    the update asks); else (None, {}). Example: 挖掘机不整了 -> ('update_number', {'n': 1, 'text': '我挖掘机不整了'})"""
+    m = _QUIT_RE.search(t.translate(_SIMPLIFIED))
+    if not m:
+        return None, {}
+    rows = memory_list(conn, ctx)
+    named = [n for n, r in enumerate(rows, 1) if r["type"] == "user_fact" and r["subject"] == "我"
+             and m.group(1) in r["text"].translate(_SIMPLIFIED)]
+    said = "我" + re.sub(rf"[{_PUNCT}{_EMOJI}\s]+$", "", t[m.start(1):])
+    if len(named) == 1:
+        return "update_number", {"n": named[0], "text": said}
+    return ("pointed_ask", {"ids": [rows[n - 1]["id"] for n in named], "text": said}) if named else (None, {})
+
+
+def memory_pointed_ask(conn, ctx, ids, text):
+    """吉他不整了 with 我在学吉他 and 我的吉他是雅马哈的: which one now says text, asked. Returns (reply, question)."""
+    asked = _which_question(conn, {"action": "replace", "ids": ids, "text": text})
+    return asked["prompt"], asked
 
 
 def _pointed_owner(conn, ctx, who, value):
@@ -10643,6 +10721,13 @@ async def _memory_switch_ask(app, ctx, value, said):
     return reply
 
 
+async def _memory_pointed_ask(app, ctx, ids, text):
+    """吉他不整了, and several memories name 吉他: which one now says it is asked."""
+    reply, question = await app.db.run(memory_pointed_ask, ctx, ids, text)
+    _remember_question(app, (ctx.user_id, ctx.session), question)
+    return reply
+
+
 async def _memory_replace(app, ctx, old, new):
     """更正：不是芹菜，是韭菜."""
     reply, question = await app.db.run(lambda c: memory_replace_value(c, ctx, old, new, app.vec), write=True)
@@ -10758,6 +10843,7 @@ MEMORY_ACTIONS = {
     "forget": MemoryAction(_memory_forget),
     "replace_value": MemoryAction(_memory_replace),
     "switch_ask": MemoryAction(_memory_switch_ask),
+    "pointed_ask": MemoryAction(_memory_pointed_ask),
     "group_forget": MemoryAction(_memory_group_forget, ("memory_group",)),
     "group_forget_text": MemoryAction(_memory_group_forget_text, ("memory_group",)),
     "group_remember": MemoryAction(_memory_group_remember, ("memory_group",), pictures=True),
