@@ -7418,6 +7418,8 @@ _TELL_YOU_RE = re.compile(rf"^(?:跟你说|和你说|给你说|跟你讲|告诉�
                           rf"[{PARTICLES}]*[{_PUNCT}]*")
 #: Words that point at a stored memory (那条, 那个) before a forget verb.
 _POINTER = r"(?:那条|那个|这条|这个|那件事|这件事|(?<=的)约定)(?:记忆)?"
+#: A short reason after a verb-first forget (删了那个 meeting 的 取消了): no keep, change or memory verb in it.
+_VERB_FIRST_REASON = rf"(?:[\s{_PUNCT}]+(?!.*(?:记|删|忘|留|别|不要|算了|改|是|我))[^{_PUNCT}\s]{{1,8}})?"
 #: Forget verbs after what they point at (X那条忘掉吧 / X那个别记了).
 _FORGET_AFTER = (r"(?:你|您|就|给我|给|帮我|麻烦你|麻烦您|请你|请您)*(?:忘掉|忘了|忘记|删了|删掉|删除|去掉|不要了|别记了|别记着了|不用记了|不要记了|可以删了|"
                  r"别再记了|不要再记了|别再记着了|"
@@ -7544,6 +7546,10 @@ MEMORY_REWRITES = [
      r"忘记\1那条"),  # 那个叫我队长的约定删了吧: 那个 says which, 约定 points
     ("delete remove del", rf"^(?i:delete|remove|del)掉?\s*(.+?)(?:的)?{_POINTER}{_ANY_PARTICLE}*$",
      r"忘记\1那条"),  # delete掉香菜那条
+    ("删", rf"^(?:麻烦|请|帮我|你|您)*(?:删了|删掉|删除)\s*(?!刚|上一|最后|最新|最近|第)([^{_PUNCT}]{{1,12}}?)\s*(?:的)?"
+          rf"{_POINTER}{_ANY_PARTICLE}*$", r"忘记\1那条"),  # 帮我删了榴莲那条 / 刪咗榴槤嗰條: the verb first
+    ("删", rf"^(?:麻烦|请|帮我|你|您)*(?:删了|删掉|删除)\s*(?:那个|那条|这个|这条)\s*([^{_PUNCT}\s]{{1,12}}?)\s*的"
+          rf"{_ANY_PARTICLE}*{_VERB_FIRST_REASON}$", r"忘记\1那条"),  # 删了那个 meeting 的 取消了: 那个…的 says which
     ("删", r"^删\s+([^\s，,。]{1,10})$", r"\1删掉"),  # 删 怕狗: as 怕狗删掉, a forget only where a memory says 怕狗
     ("记", rf"^(?:别|不要|不用)再?记(?:着|住|得)(.+?)(?:了)?{_ANY_PARTICLE}*$", r"忘记\1"),  # 别再记着我前任了
     ("事", rf"^(?!刚才|刚刚|上一条|第|这|那|我的?事)(.{{1,10}}?)(?:的)?(?:事情|事|那些事|相关的事?)[{_PUNCT}]*{_FORGET_AFTER}{_ANY_PARTICLE}*$",
