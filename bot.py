@@ -7746,6 +7746,9 @@ _SPOKEN_AGAIN_RE = re.compile(rf"(?<=删掉|删了|去掉|忘掉)({_ANY_PARTICLE
 _FORGET_VERB_RE = re.compile(r"删|忘|去掉|(?:别|不要|不用|莫)再?记|(?:别|不用|不要)存")
 #: The longest clause that may say why a memory goes (送人了 / 医生说是误诊 / 我奶奶去年走了) beside the forget.
 FORGET_REASON_CHARS = 12
+#: The forget said again beside it, naming nothing (先别记 / 不用记了 / 别记着了 / 以后也别提了): no part of what goes.
+_FORGET_AGAIN_RE = re.compile(rf"^(?:先|就|也|都|以后|以后也|再)*(?:别|不要|不用|莫)再?(?:记|存|提)(?:着|住|下来)?(?:了)?"
+                              rf"{_ANY_PARTICLE}*$")
 
 
 #: One clause of a forget that names its memory by a pointer (西语那条删除 / 另外生日那条也请删掉 / 还有生日那个也不要了): what.
@@ -7784,8 +7787,8 @@ def _forget_clause(t):
         return t
     forgets = [c for c in clauses if _FORGET_VERB_RE.search(c)
                and re.match(rf"^(?:忘记|忘掉)(?!(?:了|{_ANY_PARTICLE})*$)", memory_normalise(c))]
-    if len(forgets) != 1 or any(c != forgets[0] and (len(c) > FORGET_REASON_CHARS or memory_shaped_words(c))
-                                for c in clauses):
+    if len(forgets) != 1 or any(c != forgets[0] and not _FORGET_AGAIN_RE.match(c)
+                                and (len(c) > FORGET_REASON_CHARS or memory_shaped_words(c)) for c in clauses):
         return t
     return forgets[0]
 
