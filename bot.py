@@ -7750,6 +7750,23 @@ FORGET_REASON_CHARS = 12
 _FORGET_AGAIN_RE = re.compile(rf"^(?:先|就|也|都|以后|以后也|再)*(?:别|不要|不用|莫)再?(?:记|存|提)(?:着|住|下来)?(?:了)?"
                               rf"{_ANY_PARTICLE}*$")
 
+#: What the user stopped, in a clause of its own before the forget said again (吉他不学了 别记了 / 原神退坑了 不用记了): what.
+_STOPPED_CLAUSE_RE = re.compile(rf"^(?:我)?(?:的)?([^{_PUNCT}]{{1,8}}?)(?:也|都|已经)?(?:放弃了|不学了|不玩了|不练了|不追了|不看了|"
+                                rf"退坑了|弃坑了|停了|戒了){_ANY_PARTICLE}*$")
+
+#: A person alone where a thing is named (我放弃了 别记了): no memory's words.
+_PRONOUNS_ALONE = frozenset("我你他她它您")
+
+
+def _forget_stopped(t):
+    """A forget of what the user says stopped, the forget said again beside it, as 忘记X; None when it is not that.
+    Example: _forget_stopped('法语放弃了 别记了') -> '忘记法语'"""
+    clauses = [c for c in _FORGET_PAUSES_RE.split(t) if c]
+    if len(clauses) != 2 or not _FORGET_AGAIN_RE.match(clauses[1]):
+        return None
+    m = _STOPPED_CLAUSE_RE.match(clauses[0])
+    return "忘记" + m.group(1) if m and m.group(1) not in _PRONOUNS_ALONE else None
+
 
 #: One clause of a forget that names its memory by a pointer (西语那条删除 / 另外生日那条也请删掉 / 还有生日那个也不要了): what.
 _POINTER_FORGET_RE = re.compile(rf"^(?:麻烦|请|帮我|另外|还有|然后|再|把|你|您)*([^{_PUNCT}]{{1,8}}?)(?:那条|那个|这条|这个)(?:记忆)?"
@@ -7892,6 +7909,10 @@ def memory_normalise(text):
     t = _EMOJI_TAIL_RE.sub("", t) or t  # 豆豆昨天走了 记一下吧 😢: the emoji is no fact (记住我喜欢🐱 keeps it)
     if "那" in t or "这" in t:  # 芒果那条🗑️删掉
         t = _POINTER_EMOJI_RE.sub(r"\1", t)
+    if _PAUSES_RE.search(t) and _FORGET_VERB_RE.search(t):  # 法语放弃了 别记了: what stopped goes (别记了 is no wish)
+        stopped = _forget_stopped(t)
+        if stopped:
+            return stopped
     if _PAUSES_RE.search(t) and ("你" in t or "叫" in t or "别" in t or "不要" in t):  # 你以后就叫小橘子吧 好听
         wish = _wish_clauses(t)
         if wish:
