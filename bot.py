@@ -8378,8 +8378,18 @@ def memory_plan_read(reply, text, candidates, said=""):
     return out
 
 
+#: A forget of 那条 / 这个 that names nothing else (那条删掉好了 / 这个不用记了): right after a save, the one just saved.
+_BARE_POINTER_FORGET_RE = re.compile(rf"^(?:把|你把)?(?:那条|这条|那个|这个)(?:记忆)?(?:就|也|还是)?{_FORGET_AFTER}"
+                                     rf"(?:掉|吧|了|好了|算了|{_ANY_PARTICLE})*$")
 #: 搞忘了 / 忘了带: forgetting something oneself, never a request to forget a memory.
 _SELF_FORGOT_RE = re.compile(r"搞忘|忘了带|忘带|忘记带|忘了说")
+
+
+def _just_saved(conn, ctx):
+    """Whether the bot's last reply here said it saved one thing (not a list, which 那条 may point into)."""
+    said = conn.execute("SELECT text FROM messages WHERE session = ? AND user_id = ? AND role = 'assistant' AND id < ? "
+                        "ORDER BY id DESC LIMIT 1", (ctx.session, ctx.user_id, ctx.message_id or 1 << 62)).fetchone()
+    return bool(said and said[0].startswith("好的，记住了") and said[0].count("“") == 1 and "替换了" not in said[0])
 
 
 def memory_pointed_left(conn, ctx, text, embed):
@@ -8403,6 +8413,11 @@ def memory_pointed_left(conn, ctx, text, embed):
                      (ctx.user_id,)).fetchone()
     if after and h and h[0] == "insert" and re.search(r"当我没说", t):  # 当我没说 删了删了: the one just saved
         return memory_forget_last(conn, ctx), None
+    clauses = [c for c in _FORGET_PAUSES_RE.split(lead) if c]
+    if after and h and h[0] == "insert" and clauses and _BARE_POINTER_FORGET_RE.match(clauses[0]) and all(
+            _FORGET_AGAIN_RE.match(c) or len(c) <= FORGET_REASON_CHARS for c in clauses[1:]) \
+            and _just_saved(conn, ctx) and len(memory_list(conn, ctx)) == 1:
+        return memory_forget_last(conn, ctx), None  # 那条删掉好了 不想被记着, right after saving the only one: that one
     return None
 
 
