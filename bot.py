@@ -7800,10 +7800,12 @@ def _forget_clause(t):
     clauses = [c for c in _FORGET_PAUSES_RE.split(t) if c and not _COURTESY_CLAUSE_RE.match(c)]
     if len(clauses) == 1:
         return clauses[0]
-    if not 2 <= len(clauses) <= 3:
+    if not 2 <= len(clauses) <= 4:
         return t
     forgets = [c for c in clauses if _FORGET_VERB_RE.search(c)
                and re.match(rf"^(?:忘记|忘掉)(?!(?:了|{_ANY_PARTICLE})*$)", memory_normalise(c))]
+    if len(clauses) == 4 and not (len(forgets) == 1 and re.search(_POINTER, forgets[0])):
+        return t  # 昨天又梦到他了 真烦 阿凯那条删了吧 别记了: after more words only a forget naming its memory
     if len(forgets) != 1 or any(c != forgets[0] and not _FORGET_AGAIN_RE.match(c)
                                 and (len(c) > FORGET_REASON_CHARS or memory_shaped_words(c)) for c in clauses):
         return t
