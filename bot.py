@@ -7449,6 +7449,8 @@ _TELL_YOU_RE = re.compile(rf"^(?:跟你说|和你说|给你说|跟你讲|告诉�
                           rf"[{PARTICLES}]*[{_PUNCT}]*")
 #: Words that point at a stored memory (那条, 那个) before a forget verb.
 _POINTER = r"(?:那条|那个|这条|这个|那件事|这件事|(?<=的)约定)(?:记忆)?"
+#: A short reason after a verb-first forget (删了那个 meeting 的 取消了): no keep, change or memory verb in it.
+_VERB_FIRST_REASON = rf"(?:[\s{_PUNCT}]+(?!.*(?:记|删|忘|留|别|不要|算了|改|是|我))[^{_PUNCT}\s]{{1,8}})?"
 #: Forget verbs after what they point at (X那条忘掉吧 / X那个别记了).
 _FORGET_AFTER = (r"(?:你|您|就|给我|给|帮我|麻烦你|麻烦您|请你|请您)*(?:忘掉|忘了|忘记|删了|删掉|删除|去掉|不要了|别记了|别记着了|不用记了|不要记了|可以删了|"
                  r"别再记了|不要再记了|别再记着了|"
@@ -7494,6 +7496,10 @@ MEMORY_REWRITES = [
                          rf"((?:记住|记一下|记下|忘记|忘掉|删掉|删除|把|清空|清除|更正|撤销|撤回)"
                          rf"(?!我的?(?:{_words_re(_ATTRIBUTE_BY_WORD)})?[吗么]?$)[^吗么]{{4,}}?)"
                          r"(?:吗|么|嘛|不|好吗|可以吗|行吗|好不好)?[?？]*$", r"\1"),  # 你能记住我喜欢猫吗: a request
+    ("能 可以 可不可以 能否", rf"^(?!.*(?:多少|几个|几条|什么|啥|哪些|说的|讲的|的话))(?:你)?(?:能不能|可不可以|能否|可以|能)"
+                         rf"(?:帮我|给我|帮忙)?((?:记住|记一下|记下)[^吗么{_PUNCT}]{{4,}}?)"
+                         rf"(?:吗|么|嘛|好吗|可以吗|行吗|好不好)[?？]*[{_PUNCT}]+([^吗么你？?{_PUNCT}]{{2,12}})$",
+     r"\1 \2"),  # 你能记住我不喝咖啡吗 喝了心慌慌: the request, its reason kept with it
     ("记", rf"^(记住|记一下|记下|记好|记着)(?:{_ANY_PARTICLE}|辣)+(?=[{_PUNCT}]|$)", r"\1"),  # 记住咯，… / 记住辣 …
     ("再", r"^(?:那|那就|你)?再(?=(?:帮我|给我)?记(?:住|一下|下))", ""),  # 再记一下，我女儿… (a message's own request only)
     ("请您 请你", rf"(?:(?<=^)|(?<=[{_PUNCT}]))请(?:您|你)(?=记住|记一下|记下)", "请"),  # 您好，请您记住我姓刘
@@ -7580,6 +7586,10 @@ MEMORY_REWRITES = [
      r"忘记\1那条"),  # 那个叫我队长的约定删了吧: 那个 says which, 约定 points
     ("delete remove del", rf"^(?i:delete|remove|del)掉?\s*(.+?)(?:的)?{_POINTER}{_ANY_PARTICLE}*$",
      r"忘记\1那条"),  # delete掉香菜那条
+    ("删", rf"^(?:麻烦|请|帮我|你|您)*(?:删了|删掉|删除)\s*(?!刚|上一|最后|最新|最近|第)([^{_PUNCT}]{{1,12}}?)\s*(?:的)?"
+          rf"{_POINTER}{_ANY_PARTICLE}*$", r"忘记\1那条"),  # 帮我删了榴莲那条 / 刪咗榴槤嗰條: the verb first
+    ("删", rf"^(?:麻烦|请|帮我|你|您)*(?:删了|删掉|删除)\s*(?:那个|那条|这个|这条)\s*([^{_PUNCT}\s]{{1,12}}?)\s*的"
+          rf"{_ANY_PARTICLE}*{_VERB_FIRST_REASON}$", r"忘记\1那条"),  # 删了那个 meeting 的 取消了: 那个…的 says which
     ("删", r"^删\s+([^\s，,。]{1,10})$", r"\1删掉"),  # 删 怕狗: as 怕狗删掉, a forget only where a memory says 怕狗
     ("记", rf"^(?:别|不要|不用)再?记(?:着|住|得)(.+?)(?:了)?{_ANY_PARTICLE}*$", r"忘记\1"),  # 别再记着我前任了
     ("事", rf"^(?!刚才|刚刚|上一条|第|这|那|我的?事)(.{{1,10}}?)(?:的)?(?:事情|事|那些事|相关的事?)[{_PUNCT}]*{_FORGET_AFTER}{_ANY_PARTICLE}*$",
@@ -7776,6 +7786,26 @@ _SPOKEN_AGAIN_RE = re.compile(rf"(?<=删掉|删了|去掉|忘掉)({_ANY_PARTICLE
 _FORGET_VERB_RE = re.compile(r"删|忘|去掉|(?:别|不要|不用|莫)再?记|(?:别|不用|不要)存")
 #: The longest clause that may say why a memory goes (送人了 / 医生说是误诊 / 我奶奶去年走了) beside the forget.
 FORGET_REASON_CHARS = 12
+#: The forget said again beside it, naming nothing (先别记 / 不用记了 / 别记着了 / 以后也别提了): no part of what goes.
+_FORGET_AGAIN_RE = re.compile(rf"^(?:先|就|也|都|以后|以后也|再)*(?:别|不要|不用|莫)再?(?:记|存|提)(?:着|住|下来)?(?:了)?"
+                              rf"{_ANY_PARTICLE}*$")
+
+#: What the user stopped, in a clause of its own before the forget said again (吉他不学了 别记了 / 原神退坑了 不用记了): what.
+_STOPPED_CLAUSE_RE = re.compile(rf"^(?:我)?(?:的)?([^{_PUNCT}]{{1,8}}?)(?:也|都|已经)?(?:放弃了|不学了|不玩了|不练了|不追了|不看了|"
+                                rf"退坑了|弃坑了|停了|戒了){_ANY_PARTICLE}*$")
+
+#: A person alone where a thing is named (我放弃了 别记了): no memory's words.
+_PRONOUNS_ALONE = frozenset("我你他她它您")
+
+
+def _forget_stopped(t):
+    """A forget of what the user says stopped, the forget said again beside it, as 忘记X; None when it is not that.
+    Example: _forget_stopped('法语放弃了 别记了') -> '忘记法语'"""
+    clauses = [c for c in _FORGET_PAUSES_RE.split(t) if c]
+    if len(clauses) != 2 or not _FORGET_AGAIN_RE.match(clauses[1]):
+        return None
+    m = _STOPPED_CLAUSE_RE.match(clauses[0])
+    return "忘记" + m.group(1) if m and m.group(1) not in _PRONOUNS_ALONE else None
 
 
 #: One clause of a forget that names its memory by a pointer (西语那条删除 / 另外生日那条也请删掉 / 还有生日那个也不要了): what.
@@ -7810,12 +7840,14 @@ def _forget_clause(t):
     clauses = [c for c in _FORGET_PAUSES_RE.split(t) if c and not _COURTESY_CLAUSE_RE.match(c)]
     if len(clauses) == 1:
         return clauses[0]
-    if not 2 <= len(clauses) <= 3:
+    if not 2 <= len(clauses) <= 4:
         return t
     forgets = [c for c in clauses if _FORGET_VERB_RE.search(c)
                and re.match(rf"^(?:忘记|忘掉)(?!(?:了|{_ANY_PARTICLE})*$)", memory_normalise(c))]
-    if len(forgets) != 1 or any(c != forgets[0] and (len(c) > FORGET_REASON_CHARS or memory_shaped_words(c))
-                                for c in clauses):
+    if len(clauses) == 4 and not (len(forgets) == 1 and re.search(_POINTER, forgets[0])):
+        return t  # 昨天又梦到他了 真烦 阿凯那条删了吧 别记了: after more words only a forget naming its memory
+    if len(forgets) != 1 or any(c != forgets[0] and not _FORGET_AGAIN_RE.match(c)
+                                and (len(c) > FORGET_REASON_CHARS or memory_shaped_words(c)) for c in clauses):
         return t
     return forgets[0]
 
@@ -7919,6 +7951,10 @@ def memory_normalise(text):
     t = _EMOJI_TAIL_RE.sub("", t) or t  # 豆豆昨天走了 记一下吧 😢: the emoji is no fact (记住我喜欢🐱 keeps it)
     if "那" in t or "这" in t:  # 芒果那条🗑️删掉
         t = _POINTER_EMOJI_RE.sub(r"\1", t)
+    if _PAUSES_RE.search(t) and _FORGET_VERB_RE.search(t):  # 法语放弃了 别记了: what stopped goes (别记了 is no wish)
+        stopped = _forget_stopped(t)
+        if stopped:
+            return stopped
     if _PAUSES_RE.search(t) and ("你" in t or "叫" in t or "别" in t or "不要" in t):  # 你以后就叫小橘子吧 好听
         wish = _wish_clauses(t)
         if wish:
@@ -8429,8 +8465,18 @@ def memory_plan_read(reply, text, candidates, said=""):
     return out
 
 
+#: A forget of 那条 / 这个 that names nothing else (那条删掉好了 / 这个不用记了): right after a save, the one just saved.
+_BARE_POINTER_FORGET_RE = re.compile(rf"^(?:把|你把)?(?:那条|这条|那个|这个)(?:记忆)?(?:就|也|还是)?{_FORGET_AFTER}"
+                                     rf"(?:掉|吧|了|好了|算了|{_ANY_PARTICLE})*$")
 #: 搞忘了 / 忘了带: forgetting something oneself, never a request to forget a memory.
 _SELF_FORGOT_RE = re.compile(r"搞忘|忘了带|忘带|忘记带|忘了说")
+
+
+def _just_saved(conn, ctx):
+    """Whether the bot's last reply here said it saved one thing (not a list, which 那条 may point into)."""
+    said = conn.execute("SELECT text FROM messages WHERE session = ? AND user_id = ? AND role = 'assistant' AND id < ? "
+                        "ORDER BY id DESC LIMIT 1", (ctx.session, ctx.user_id, ctx.message_id or 1 << 62)).fetchone()
+    return bool(said and said[0].startswith("好的，记住了") and said[0].count("“") == 1 and "替换了" not in said[0])
 
 
 def memory_pointed_left(conn, ctx, text, embed):
@@ -8454,6 +8500,11 @@ def memory_pointed_left(conn, ctx, text, embed):
                      (ctx.user_id,)).fetchone()
     if after and h and h[0] == "insert" and re.search(r"当我没说", t):  # 当我没说 删了删了: the one just saved
         return memory_forget_last(conn, ctx), None
+    clauses = [c for c in _FORGET_PAUSES_RE.split(lead) if c]
+    if after and h and h[0] == "insert" and clauses and _BARE_POINTER_FORGET_RE.match(clauses[0]) and all(
+            _FORGET_AGAIN_RE.match(c) or len(c) <= FORGET_REASON_CHARS for c in clauses[1:]) \
+            and _just_saved(conn, ctx) and len(memory_list(conn, ctx)) == 1:
+        return memory_forget_last(conn, ctx), None  # 那条删掉好了 不想被记着, right after saving the only one: that one
     return None
 
 
