@@ -2395,7 +2395,9 @@ def test_members_together_can_not_make_the_bot_flood_their_group(start, llm):
         assert len(replies) == 9 + 1, replies  # was 15
         assert replies[-1] == bot.GROUP_BUSY_REPLY
         assert nc.ask(99, "我是超级用户", **group).strip().endswith("我是超级用户")  # answered past the cap
-        assert nc.ask(63, "别的群", group_id=978, at_bot=True).strip().endswith("别的群")
+        # another group is not held back (a member who did not speak in 977: 63 may have used its own BOT_RATE_LIMIT
+        # there, which the group share of i19c lets it reach, and then it is rightly told to slow down)
+        assert nc.ask(68, "别的群", group_id=978, at_bot=True).strip().endswith("别的群")
         nc.event(64, "当前角色", role="member", **group)
         assert nc.ask(99, "再问一次", **group).strip().endswith("再问一次")  # told once a window, then nothing
         assert _settled(runner, nc, 19) == []
