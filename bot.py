@@ -2642,6 +2642,8 @@ _IMPORTANT_VERY = "(?:真的|真|很|超级|超|非常|特别|巨|贼|十分|相
 _FACT_PARTICLES = PARTICLES.replace("吧", "")
 #: What may end a command after its words: punctuation, particles, thanks, an emoji.
 _TAIL_RE = re.compile(rf"[{_PUNCT}?？]*(?:[{PARTICLES}]|一下|谢谢|thx|thanks)*[{_PUNCT}?？\U0001F300-\U0001FAFF☀-➿]*$", re.I)
+#: What _TAIL_RE's tail may end with (一下 谢谢 thx thanks end in 下 谢 x s): a text ending otherwise keeps all of it.
+_TAIL_END_RE = re.compile(rf"[{_PUNCT}?？{PARTICLES}下谢xs\U0001F300-\U0001FAFF☀-➿]", re.I)
 _CN_DIGITS = {c: i for i, c in enumerate("零一二三四五六七八九十")}
 _CN_DIGITS["两"] = 2
 _NUM = "(?:\\d{1,3}|[一二两三四五六七八九十]{1,3})"
@@ -2694,6 +2696,8 @@ def _cn_number(s):
 def _strip_tail(text):
     """Example: _strip_tail('撤销一下吧！') -> '撤销'"""
     text = text.strip()  # only the last 64 characters are looked at: _TAIL_RE is quadratic on a run of particles
+    if not _TAIL_END_RE.match(text[-1:]):
+        return text  # no tail (most texts): the sub would try each of the 64 places in vain
     return (text[:-64] + _TAIL_RE.sub("", text[-64:])) or text
 
 
@@ -7120,6 +7124,10 @@ MEMORY_COMMANDS = [
 ]
 #: Each pattern reads the whole message: "$" closes every one of its alternatives (忘记一个人… is no 忘记第1条).
 _MEMORY_COMMAND_RES = [(re.compile(f"(?:{c.pattern})$", re.I | re.S), c) for c in MEMORY_COMMANDS]
+#: The same rows as one alternation each for the rows that read the whole message (tail) and the rest: one match
+#: finds the first row that matches (its name r<row>), where a match a row, in turn, took most of the table's time.
+_MEMORY_COMMAND_FIRST = {tail: re.compile("|".join(f"(?P<r{k}>(?:{c.pattern})$)" for k, c in enumerate(MEMORY_COMMANDS)
+                                                   if c.tail == tail), re.I | re.S) for tail in (False, True)}
 #: memory_parse's own patterns, compiled once (building the word alternations per message took most of its time).
 _COMMAND_WORD_RE = re.compile(f"(?:{_words_re(COMMAND_WORDS)})")
 _FILLER_RE = re.compile(rf"^(?:{FILLERS_RE})[{_PUNCT}]*(?={_words_re(COMMAND_WORDS)})")
@@ -7178,12 +7186,16 @@ def _loose_fix(text):
     return "update_fit", {"value": value, "strong": bool(m.group(1))}
 
 
+#: The verbs of a forget said object first (钢琴忘掉 / 攀岩忘了吧).
+_LOOSE_FORGET_VERBS = "忘掉|忘了吧|忘掉吧|删掉|删了|删除|删掉吧|删了吧|别记了|别记|不记了|不用记了|不要记了|不要了"
 #: A forget said object first, maybe with a reason or a laugh after it (钢琴忘掉 早就不弹了 / 攀岩忘了吧 就玩过一次 /
 #: 法语放弃了 别记了): what, the verb, the comment. 忘了 alone is chat (作业忘了); 忘了吧 asks.
 _LOOSE_FORGET_RE = re.compile(r"^(?!刚|上一条|第|这|那|算了|把|确认|帮|给|请|清|全|都|我$|你$)"
                               r"([^，,。；;\s]{1,10}?)(?:的)?(?:那条|那个|這條|这条|这个)?[，,\s]*"
-                              r"(?:你)?(?:就)?(忘掉|忘了吧|忘掉吧|删掉|删了|删除|删掉吧|删了吧|别记了|别记|不记了|不用记了|不要记了|"
-                              r"不要了)(?:吧|啦)?(?:[\s，,。!！~～" + _EMOJI + r"]+(.{1,24}))?$")
+                              r"(?:你)?(?:就)?(" + _LOOSE_FORGET_VERBS + r")(?:吧|啦)?"
+                              r"(?:[\s，,。!！~～" + _EMOJI + r"]+(.{1,24}))?$")
+#: Its verbs alone: a text without one is no loose forget (one search, where the pattern tried ten places).
+_LOOSE_FORGET_VERB_RE = re.compile(_LOOSE_FORGET_VERBS)
 #: A state said before 别记了 (法语放弃了 别记了): the thing is what comes before the state word.
 _GIVEN_UP_RE = re.compile(r"(?:放弃|不学|不玩|不弹|不练|不去|不吃|不喝|不养|送人|送走|卖)了?$")
 
@@ -7197,7 +7209,7 @@ _PART_FIX_RE = re.compile(r"^(?!这|那|我|你)([^，,。；;\s]{1,8}?)(?:那�
 def _loose_forget(text):
     """A forget of one thing said object first, with its comment cut off, or None (the other rules read it); settled
     by the memories (only when one mentions it). Example: _loose_forget('攀岩忘了吧 就玩过一次') -> ('forget_maybe', …)"""
-    m = _LOOSE_FORGET_RE.match(text)
+    m = _LOOSE_FORGET_RE.match(text) if _LOOSE_FORGET_VERB_RE.search(text) else None
     if not m or m.group(3) and not _comment_only(m.group(3)):
         return None
     given_up = _GIVEN_UP_RE.search(text_simplified(m.group(1)))
@@ -7277,10 +7289,11 @@ def memory_parse(text, names=()):
     fix = fix or _loose_fix(bare) or _loose_forget(bare)
     if fix:
         return _as_written(fix, read, said)
-    for regex, command in _MEMORY_COMMAND_RES:
-        m = regex.match(t if command.tail else bare)
-        if m:
-            return _as_written(command.read(m) or (None, {}), read, said)
+    rows = [int(m.lastgroup[1:]) for m in (_MEMORY_COMMAND_FIRST[True].match(t),
+                                           _MEMORY_COMMAND_FIRST[False].match(bare)) if m]
+    if rows:  # the first row that matches decides
+        regex, command = _MEMORY_COMMAND_RES[min(rows)]
+        return _as_written(command.read(regex.match(t if command.tail else bare)) or (None, {}), read, said)
     return None, {}
 
 
@@ -7706,7 +7719,6 @@ _FEELING_RE = re.compile(r"难受|难过|伤心|心疼|心痛|舍不得|好想|�
 #: (Traditional forms too: 感嘆號 is kept as written.)
 _REPLY_STYLE = (r"(?:表情包|表情符[号號]|表情|(?i:emoji)|[颜顏]文字|[颜顏]表情|感[叹嘆][号號]|[问問][号號]|波浪[号號]|省略[号號]|"
                 r"[标標][点點]符[号號]|[标標][点點]|[语語]气词|网络用语|英文|英[语語]|繁体字|繁体|繁體字|繁體|废话|廢話)")
-_REPLY_STYLE_RE = re.compile(_REPLY_STYLE)
 _STYLE_WISH_RE = re.compile(rf"^(?:你)?(?:以后|今后)?(?:你)?(?:(?P<d1>少|多|别|不要|不许|尽量少|尽量别|尽量不要)(?:再|老|总|老是|总是|一直)?"
                             rf"(?P<v1>用|发|加|带|打|说|讲)(?:点|些|一点|啲)?(?P<t1>{_REPLY_STYLE})"
                             rf"|(?P<t2>{_REPLY_STYLE})(?:你)?(?:(?:用|发|加|打)(?P<d2>少|多)|(?P<d3>少|多|别|不要)(?:用|发|加|打)?)"
@@ -7966,15 +7978,16 @@ def memory_normalise(text):
     t = _EMOJI_TAIL_RE.sub("", t) or t  # 豆豆昨天走了 记一下吧 😢: the emoji is no fact (记住我喜欢🐱 keeps it)
     if "那" in t or "这" in t:  # 芒果那条🗑️删掉
         t = _POINTER_EMOJI_RE.sub(r"\1", t)
-    if _PAUSES_RE.search(t) and _FORGET_VERB_RE.search(t):  # 法语放弃了 别记了: what stopped goes (别记了 is no wish)
+    paused = _PAUSES_RE.search(t)  # (one search for the three rules of clauses below)
+    if paused and _FORGET_VERB_RE.search(t):  # 法语放弃了 别记了: what stopped goes (别记了 is no wish)
         stopped = _forget_stopped(t)
         if stopped:
             return stopped
-    if _PAUSES_RE.search(t) and ("你" in t or "叫" in t or "别" in t or "不要" in t):  # 你以后就叫小橘子吧 好听
+    if paused and ("你" in t or "叫" in t or "别" in t or "不要" in t):  # 你以后就叫小橘子吧 好听
         wish = _wish_clauses(t)
         if wish:
             return wish
-    if _PAUSES_RE.search(t) and re.search(r"[他她它](?:给我)?(?:删|忘|去掉)", t):  # 其实陈奕迅一般般 把他删了
+    if paused and re.search(r"[他她它](?:给我)?(?:删|忘|去掉)", t):  # 其实陈奕迅一般般 把他删了
         t = _pronoun_forget(t) or t
     if _FORGET_VERB_RE.search(t):  # 来福那条删了 送人了: the forget without its reason
         t = _SPOKEN_AGAIN_RE.sub(r"\1", _SPOKEN_LEAD_RE.sub("", t)) or t
@@ -8002,7 +8015,7 @@ def memory_normalise(text):
         m = pattern.match(t)
         if m:
             return form.format(*(g for g in m.groups() if g is not None), t=t)
-    m = _STYLE_WISH_RE.match(t) if _REPLY_STYLE_RE.search(t) else None
+    m = _STYLE_WISH_RE.match(t)  # (anchored, it fails at once where a search for _REPLY_STYLE took 1 µs)
     if m:  # 少用点emoji 看着眼花 / 表情包发少点
         said = "说" if m.group("v1") in ("说", "讲") else "用"  # 少讲点废话: 少说废话, not 少用废话
         return f"记住，你以后{m.group('d1') or m.group('d2') or m.group('d3')}{said}{m.group('t1') or m.group('t2')}"

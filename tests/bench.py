@@ -8,6 +8,7 @@
     .venv/bin/python tests/bench.py --reply [--runs N]               # reply latency at 0 and 100k memories
     .venv/bin/python tests/bench.py --forget [--runs N]              # 忘记 and 忘记关于我的一切 at 100k messages
     .venv/bin/python tests/bench.py --footprint [--quick]            # also tests/footprint.py: start time, RSS, encode speed
+    .venv/bin/python tests/bench.py --parse [--against REV] [--lines REV] [--passes N]  # the rules: memory_parse µs
 
 The vector model is tokenlearn-static-model's small test model when it is installed (--model to choose
 another; without either, the bot's EMBED_MODEL). --data is a folder with the public evaluation sets
@@ -25,6 +26,7 @@ import os
 import random
 import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -502,15 +504,25 @@ def bench_wipe(tmpdir, runs=3):
             "one 忘记 of that user_ms": med(forget), "one 忘记 of that user, without messages_user_ms": med(forget_noindex)}
 
 
-def bench_memory_rules(runs=5):
-    """The rules' path of the memory commands, LLM-free: median µs to read one message (memory_parse) over
-    every line of tests/data/memory_commands.jsonl and memory_understanding.jsonl, best of runs passes."""
+def _table_lines(rev=None):
+    """Every line of tests/data/memory_commands.jsonl and memory_understanding.jsonl, as this checkout has them or
+    (rev) as git revision rev had them."""
     lines = []
     for name in ("memory_commands.jsonl", "memory_understanding.jsonl"):
-        for row in (HERE / "data" / name).read_text(encoding="utf-8").splitlines():
+        text = (HERE / "data" / name).read_text(encoding="utf-8") if rev is None else subprocess.run(
+            ["git", "-C", str(ROOT), "show", f"{rev}:tests/data/{name}"], capture_output=True, check=True
+        ).stdout.decode()
+        for row in text.splitlines():
             if row.strip():
                 obj = json.loads(row)
                 lines += obj.get("lines") or obj.get("turns") or []
+    return lines
+
+
+def bench_memory_rules(runs=5):
+    """The rules' path of the memory commands, LLM-free: median µs to read one message (memory_parse) over
+    every line of tests/data/memory_commands.jsonl and memory_understanding.jsonl, best of runs passes."""
+    lines = _table_lines()
     best = []
     for _ in range(runs):
         times = []
@@ -520,6 +532,60 @@ def bench_memory_rules(runs=5):
             times.append((time.perf_counter() - t0) * 1e6)
         best.append(statistics.median(times))
     return {"messages": len(lines), "parse_median_us": round(min(best), 1)}
+
+
+#: One side of --parse: a checkout's memory_parse over the lines (a JSON file), one pass per line read from stdin;
+#: printed: the pass's median µs, and the median of each line's best µs so far. Each checkout has a process of its
+#: own, driven in turn.
+_PARSE_WORKER = """
+import json, statistics, sys, time
+sys.path.insert(0, sys.argv[1])
+import bot
+lines = json.loads(open(sys.argv[2] + "/lines.json", encoding="utf-8").read())
+bests = [float("inf")] * len(lines)
+for _ in sys.stdin:
+    times = []
+    for text in lines:
+        t0 = time.perf_counter()
+        bot.memory_parse(text)
+        times.append((time.perf_counter() - t0) * 1e6)
+    bests = list(map(min, bests, times))
+    print(statistics.median(times), statistics.median(bests), flush=True)
+"""
+
+
+def bench_parse(against=None, lines_rev=None, passes=7):
+    """The rules' speed, comparable between revisions: median µs of memory_parse over the table lines (this
+    checkout's, or lines_rev's), best of passes passes, for this checkout and (against) git revision against's
+    bot.py, each in a process of its own, their passes alternating (a busy machine slows both alike). Also the
+    median of each line's best time over the passes: steadier when other work shares the machine."""
+    lines = _table_lines(lines_rev)
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "lines.json").write_text(json.dumps(lines, ensure_ascii=False), encoding="utf-8")
+        checkouts = {"this checkout": ROOT}
+        if against:
+            other = Path(tmp) / "against"
+            other.mkdir()
+            archive = subprocess.run(["git", "-C", str(ROOT), "archive", against], capture_output=True, check=True)
+            subprocess.run(["tar", "-x", "-C", str(other)], input=archive.stdout, check=True)
+            checkouts[against] = other
+        workers = {name: subprocess.Popen([sys.executable, "-c", _PARSE_WORKER, str(folder), str(tmp)],
+                                          cwd=folder, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                   for name, folder in checkouts.items()}
+        medians = {name: [] for name in workers}
+        try:
+            for _ in range(passes):
+                for name, worker in workers.items():
+                    worker.stdin.write("\n")
+                    worker.stdin.flush()
+                    medians[name].append([float(x) for x in worker.stdout.readline().split()])
+        finally:
+            for worker in workers.values():
+                worker.stdin.close()
+                worker.wait()
+    return {"messages": len(lines), "lines of": lines_rev or "this checkout", "passes": passes,
+            **{f"{name}, parse_median_us": round(min(v[0] for v in values), 1) for name, values in medians.items()},
+            **{f"{name}, median of line bests_us": round(values[-1][1], 1) for name, values in medians.items()}}
 
 
 def bench_footprint(runs=3, shape=True):
@@ -851,7 +917,21 @@ def main(argv=None):
     parser.add_argument("--footprint", action="store_true",
                         help="also run tests/footprint.py (builds a 500 MB model folder the first time; --quick: 1 run)")
     parser.add_argument("--tmp", type=Path, help="folder for the benchmark's databases (default: the system's temp folder)")
+    parser.add_argument("--parse", action="store_true", help="only the rules' speed: memory_parse's median µs over the "
+                        "memory tables' lines, best of --passes")
+    parser.add_argument("--against", metavar="REV",
+                        help="with --parse: also git revision REV's bot.py, passes alternating")
+    parser.add_argument("--lines", metavar="REV", help="with --parse: the tables' lines as git revision REV had them "
+                        "(default: this checkout's)")
+    parser.add_argument("--passes", type=int, default=7,
+                        help="with --parse: passes over the lines (the best one counts)")
     args = parser.parse_args(argv)
+    if (args.against or args.lines) and not args.parse:
+        parser.error("--against and --lines go with --parse")
+    if args.parse:  # no model, no database: the rules alone
+        results = {"memory_parse": bench_parse(args.against, args.lines, args.passes)}
+        print(json.dumps(results, ensure_ascii=False, indent=2)) if args.json else bench_print(results)
+        return
     if args.locomo and not (args.data and (args.data / "locomo10.json").exists()):
         parser.error("--locomo needs --data DIR, a folder with locomo10.json and locomo_recall.py")
     model = args.model or model_folder() or bot.config_load().EMBED_MODEL
