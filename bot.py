@@ -2670,6 +2670,18 @@ _GROUP_WORDS_RE = "本群|我们群|这个群|咱们群|群里"
 _PLAIN_CHARS = set("我你他她它的了是在有也很都就和吗呢吧啊喜欢不要这那个条删改对错记忘")
 
 
+def _other_han_re(pattern):
+    """A pattern finding a Chinese character no match of pattern holds (a cheap search that tells a fullmatch of
+    pattern would fail), when pattern is made of words alone (no escape, dot, range or negated class); else None.
+    Example: _other_han_re('记住|记下').search('记住我').group() -> '我'"""
+    if re.search(r"\\|\.|\[\^|-", pattern):
+        return None
+    codes = sorted({ord(c) for c in pattern if "\u4e00" <= c <= "\u9fff"})
+    gaps = zip([0x4E00] + [c + 1 for c in codes], [c - 1 for c in codes] + [0x9FFF])
+    ranges = "".join(f"{chr(a)}-{chr(b)}" for a, b in gaps if a <= b)
+    return re.compile(f"[{ranges}]") if ranges else None
+
+
 def _words_re(words):
     """An alternation of words, longest first (so 记下来 is tried before 记下). Example: _words_re(['记', '记住']) -> '记住|记'"""
     return "|".join(map(re.escape, sorted(words, key=len, reverse=True)))
@@ -3693,6 +3705,11 @@ def _pronoun_fits(pronoun, subject):
 _IMPORTANT_LEAD_RE = re.compile(r"^(?:这个|这件事|这)?(?:很|非常|超级|特别)?重要[" + _PUNCT + r"]*")
 _PUBLIC_MARK_RE = re.compile(r"^\((?:公开)\)|^【公开】")
 _FIRST_PERSON_RE = re.compile(r"^(?:我|咱|本人|i\b|i'm\b|my\b)", re.I)
+#: The other starts of a fact about someone (他… / 你叫… / 小美是我女朋友), compiled once: memory_has_subject reads
+#: most messages.
+_THIRD_PERSON_RE = re.compile(r"^(?:她|他|它)(?!们)")
+_SECOND_PERSON_RE = re.compile(r"^(?:你|您)(?:叫|是|要|得|应该|以后|可以|就是|的名字|的生日|答应|说过|欠|喜欢|讨厌|不要|别)")
+_NAMED_RELATIVE_RE = re.compile(rf"^\S{{1,6}}是我的?(?:{_REL_RE})")
 
 
 def memory_has_subject(text):
@@ -3701,12 +3718,11 @@ def memory_has_subject(text):
     t = _PUBLIC_MARK_RE.sub("", t).strip()
     if _FIRST_PERSON_RE.match(t):
         return True
-    if re.match(rf"^(?:她|他|它)(?!们)", t):
+    if _THIRD_PERSON_RE.match(t):
         return True
-    if re.match(r"^(?:你|您)(?:叫|是|要|得|应该|以后|可以|就是|的名字|的生日|答应|说过|欠|喜欢|讨厌|不要|别)", t) \
-            or re.match("^(?:你|您)", t) and _WISH_REST_RE.match(t[1:]):
+    if _SECOND_PERSON_RE.match(t) or t.startswith(("你", "您")) and _WISH_REST_RE.match(t[1:]):
         return True
-    if _SUBJECT_RE.match(t) or re.match(rf"^\S{{1,6}}是我的?(?:{_REL_RE})", t):
+    if _SUBJECT_RE.match(t) or _NAMED_RELATIVE_RE.match(t):
         return True
     return False
 
@@ -7021,6 +7037,10 @@ def _read_update(m):
     return ("update_named", {"text": fact}) if _NAME_RE.match(fact) else None
 
 
+#: How a forget names a memory by whom or what it is about (忘记我… / 关于… / 第… / 我妈…).
+_FORGET_NAMED_RE = re.compile(rf"^(?:我|关于|有关|第|所有关于|全部关于|她|他|它|my\b|i\b|that\b|{_REL_RE})", re.I)
+
+
 def _read_forget(m):
     """忘记…: what the user points at. "忘记带伞了" is chat: a forget names a memory (我…, 第N条, 关于…, 那条,
     an attribute); a bare word (忘记榴莲) is forget_maybe, a command only when a memory mentions it."""
@@ -7037,7 +7057,7 @@ def _read_forget(m):
     pointed = re.match(r"^(.+?)的?(?:那条|那个|这条|那句|记忆)$", what) or (pointer and re.match(r"^(.+)$", what))
     separated = bool(m.group(1)) and not re.match(r"^(?:带|拿|关|交|吃|喝|买|说|做|写|打)", what)  # 忘记：花生 / 忘记 羽毛球
     if pointed or separated or what in _ATTRIBUTE_BY_WORD \
-            or re.match(rf"^(?:我|关于|有关|第|所有关于|全部关于|她|他|它|my\b|i\b|that\b|{_REL_RE})", what, re.I):
+            or _FORGET_NAMED_RE.match(what):
         one = pointed and re.search(r"(?:那条|这条)$", what) and not re.search(r"都|全|所有", what)
         what = pointed.group(1) + ("那条" if one else "") if pointed else what  # 我妈那条: one memory of hers
         return "forget", {"what": what if what.startswith(("所有", "全部")) else re.sub(r"^(?:关于|有关)", "", what)}
@@ -7702,6 +7722,8 @@ _VOCATIVE = r"(?:宝子|宝|亲爱的|亲|小可爱|姐妹|老铁|兄弟|哥们|
 #: A remember request that is a whole clause (记到起哈 / 你帮我记一下哈 / mark下 / 这个你记住 / 記牢 / 帮我记呀).
 _REMEMBER_CLAUSE_RE = re.compile(rf"{_FILLER_WORDS}*(?:(?:{_REMEMBER_LEADS}|(?:你|请|麻烦你?)?(?:帮我|给我|替我|帮忙)记)(?:了)?"
                                  rf"{_ANY_PARTICLE}*){{1,3}}(?:{_VOCATIVE}{_ANY_PARTICLE}*)?")  # 记一下记一下: said twice
+#: A Chinese character no such request holds (记住我…: 我): one search before the fullmatch.
+_REMEMBER_CLAUSE_OTHER_RE = _other_han_re(_REMEMBER_CLAUSE_RE.pattern)
 #: A weak request as the last clause after a fact about someone (我对虾过敏 记得哦 / 我下个月结婚 别忘了哦); alone,
 #: or before anything but a fact, it is care (记得吃饭哦), not a request.
 _REMEMBER_WEAK_CLAUSE_RE = re.compile(rf"(?:你|您)?(?:要|得|一定要|一定得|可要|千万|千万要)?(?:记得|别忘了|不要忘了|别忘记了?|不要忘记了?)"
@@ -7747,6 +7769,19 @@ def _told_fact(said):
     return None
 
 
+#: Fillers before the 我 a fact starts with (就是我有哮喘): no part of it.
+_FILLERS_BEFORE_ME_RE = re.compile(rf"^(?:{_FILLER_WORDS}[{_PUNCT}]*)+(?=我)")
+#: Emoji and particles after a request (记一下吧😭): no part of it.
+_REQUEST_END_RE = re.compile(f"[{_EMOJI}{PARTICLES}]+$")
+
+
+def _request_clause(clause):
+    """Whether a clause is a remember request and nothing more (记一下吧 / 帮我记着 / mark下), a word of another first.
+    Example: _request_clause('记住我喜欢猫') -> False"""
+    return not (_REMEMBER_CLAUSE_OTHER_RE and _REMEMBER_CLAUSE_OTHER_RE.search(clause)) \
+        and bool(_REMEMBER_CLAUSE_RE.fullmatch(clause))
+
+
 def _said_part(text):
     """text without the clauses at its ends that say nothing to keep (fillers, emphasis, another request, emoji),
     and without the fillers before its first 我; and whether a clause dropped said it is important.
@@ -7754,10 +7789,10 @@ def _said_part(text):
     parts = _CLAUSES_RE.split(text)
     empty = [k for k in range(0, len(parts), 2) if (
         memory_contentless(c := _EMOJI_RE.sub("", parts[k])) or _EMPTY_CLAUSE_RE.fullmatch(c)
-        or len(c) <= 24 and _REMEMBER_CLAUSE_RE.fullmatch(c))]
+        or len(c) <= 24 and _request_clause(c))]
     keep = [k for k in range(0, len(parts), 2) if k not in empty]
     said = "".join(parts[keep[0]:keep[-1] + 1]) if keep else ""
-    return re.sub(rf"^(?:{_FILLER_WORDS}[{_PUNCT}]*)+(?=我)", "", said), any("重要" in parts[k] for k in empty)
+    return _FILLERS_BEFORE_ME_RE.sub("", said), any("重要" in parts[k] for k in empty)
 
 
 def _remember_around(t):
@@ -7767,7 +7802,7 @@ def _remember_around(t):
     Example: _remember_around('我外婆上个月走了 记一下吧 好想她') -> '记住，我外婆上个月走了'"""
     parts = _CLAUSES_RE.split(t)
     at = next((k for k in range(0, len(parts), 2) if len(parts[k]) <= 24 and _REQUEST_WORD_RE.search(parts[k])
-               and _REMEMBER_CLAUSE_RE.fullmatch(_EMOJI_RE.sub("", parts[k]))), None)  # cheap tests first
+               and _request_clause(_EMOJI_RE.sub("", parts[k]))), None)  # cheap tests first
     if at is None:
         first = next((k for k in range(0, len(parts) - 2, 2) if not memory_contentless(parts[k])), None) \
             if "记得" in t else None
@@ -7784,7 +7819,7 @@ def _remember_around(t):
     if before and _FORGET_VERB_RE.search(before) and memory_shaped_words(before, weak=True):
         return None  # 日语那个别记了 … 再帮我记一下 我报了个街舞班: a forget too, not this request's to drop
     mark = "这个很重要：" if marked or marked_after else ""  # 记牢 很重要的 我有哮喘: kept as memory_options reads it
-    asked = re.sub(f"[{_EMOJI}{PARTICLES}]+$", "", parts[at])
+    asked = _REQUEST_END_RE.sub("", parts[at])
     own = asked.endswith("了") and not asked.endswith(("记好了", "记牢了"))  # 记住了记住了 别念了: the user's own
     if not before and not after:  # 记到起哈 / 记一下吧 😭 alone: what is asked (记住了 alone is the user's own)
         return None if own else "记一下"
@@ -7943,6 +7978,10 @@ def _wish_clauses(t):
     return None
 
 
+#: 他 / 她 / 它 right before a forget's verb (把他删了): a message that may be _pronoun_forget's.
+_PRONOUN_VERB_RE = re.compile(r"[他她它](?:给我)?(?:删|忘|去掉)")
+
+
 def _pronoun_forget(t):
     """忘记他 said after a clause that names what is meant, with that clause kept for memory_forget_each to match
     against the memories; None when the message is not that. Example: _pronoun_forget('其实陈奕迅一般般 把他删了')
@@ -7987,7 +8026,7 @@ def memory_normalise(text):
         wish = _wish_clauses(t)
         if wish:
             return wish
-    if paused and re.search(r"[他她它](?:给我)?(?:删|忘|去掉)", t):  # 其实陈奕迅一般般 把他删了
+    if paused and _PRONOUN_VERB_RE.search(t):  # 其实陈奕迅一般般 把他删了
         t = _pronoun_forget(t) or t
     if _FORGET_VERB_RE.search(t):  # 来福那条删了 送人了: the forget without its reason
         t = _SPOKEN_AGAIN_RE.sub(r"\1", _SPOKEN_LEAD_RE.sub("", t)) or t
