@@ -2802,7 +2802,8 @@ ENGLISH_RELATIONS = {"mom": "妈妈", "mum": "妈妈", "mother": "妈妈", "dad"
 #: attribute has one value per subject (a new one replaces the old); a many-valued one is keyed
 #: by its value (过敏 花生 and 过敏 芒果 are two memories).
 ATTRIBUTE_RULES = [
-    ("现居地", r"(?:现在|目前|已经|刚)?(?:住在|住|(?:们)?家住|(?:们)?家在|们住在|定居在?|搬到了?|搬去了?|搬来了?|搬回了?|"
+    ("现居地", r"(?:们?(?:一家(?:人|子|[两三四五六七八几]口人?)?|全家人?|家(?:里|人)?)|们)?(?:都|也|一起)?"  # 我们一家搬到…: the user's home
+             r"(?:现在|目前|已经|刚)?(?:住在|住|(?:们)?家住|(?:们)?家在|们住在|定居在?|搬到了?|搬去了?|搬来了?|搬回了?|"
              r"搬家到了?)(?!在?(?:院|宿|校|过|了|得|的|[\d一二三四五六七八九十几]+[楼层]))"
              r"([^，,]{1,20})|(?:现在|目前|已经)?在([^，,]{1,20}?)(?:住|居住|定居)(?:着)?", True),
     ("老家", r"(?:的)?(?:老家|家乡|籍贯)(?:是|在)?([^，,]{1,20})|是([^，,]{1,6}?)人", True),
@@ -3801,8 +3802,8 @@ def memory_fact(text, last_subject=None, known=()):
         text, replaces = m.group(1), "subject:" + m.group(2)
     m = None if replaces else (re.match(rf"^(.+?)[{_PUNCT}]+(?:而)?不(?:是|叫|在(?![了乎意]))(.+)$", text)
          or re.match(r"^(.+(?:是|叫).+?)不(?:是|叫)(.{1,12})$", text))
-    if m:  # 我对芒果过敏，不是花生 / 我叫李华不叫李明 / 我老婆在字节 不在网易
-        text, replaces = m.group(1), re.sub(rf"[{_PUNCT}]+$", "", m.group(2))
+    if m:  # 我对芒果过敏，不是花生 / 我叫李华不叫李明 / 我老婆在字节 不在网易 / 不是冻的 (冻: the 的 ends the word)
+        text, replaces = m.group(1), re.sub(rf"(?<=.)的?[{_PUNCT}]*$", "", m.group(2))
     m = re.match(r"^(她|他|它)(?!们)(?:的)?", text)
     if m and last_subject:  # 她喜欢草莓蛋糕, after 我女朋友叫小美
         who = ("我家" if last_subject in _ANIMALS else "我") + last_subject
@@ -5461,11 +5462,17 @@ _THING_VERB_RE = re.compile(r"^(?:打|玩|吃|喝|看|听|踢|弹|练|学|养|�
 
 def _same_thing(stored, said):
     """Whether a value said names what a stored one does, shortened as people do (打太极 for 打太极拳, 羽毛球 for
-    打羽毛球). Example: _same_thing('打羽毛球', '羽毛球') -> True"""
-    if stored == said or len(said) >= 2 and stored.startswith(said):
+    打羽毛球, 泡馍 for 羊肉泡馍). Example: _same_thing('打羽毛球', '羽毛球') -> True"""
+    if stored == said or len(said) >= 2 and stored.startswith(said) or len(said) >= 2 and stored.endswith(said):
         return True
     bare, bare_said = _THING_VERB_RE.sub("", stored), _THING_VERB_RE.sub("", said)
     return len(bare_said) >= 2 and (bare, bare_said) != (stored, said) and bare.startswith(bare_said)
+
+
+def _near_thing(stored, said):
+    """Whether a corrected value names the same thing as a stored one said differently: both end in the same word of
+    two characters or more (冰美式 / 热美式, 飲凍檸茶 / 飲熱檸茶). Example: _near_thing('冰拿铁', '热拿铁') -> True"""
+    return stored != said and len(os.path.commonprefix([stored[::-1], said[::-1]])) >= 2
 
 
 def _retracted(rows, facts):
@@ -5540,6 +5547,9 @@ def _update_target(conn, ctx, rows, fact, vec, update):
         if update and re.search(r"(?:喜欢|爱|讨厌|怕|过敏|养)(?:吃|喝|看|玩|听)?的(?:是|其实是)", fact.text):
             # 更正一下，阿强喜欢的是打篮球: the one thing of that kind, or ask which; 我也对芒果过敏 only adds
             return (same[0], []) if len(same) == 1 else (None, same)
+        near = [r for r in same if update and _near_thing(r["value"] or "", fact.value or "")]
+        if near:  # 更正：我喜欢喝热美式 with 我喜欢喝冰美式: the one naming the same thing (several: asked)
+            return (near[0], []) if len(near) == 1 else (None, near)
         return None, []
     if not update:
         return None, []
@@ -8222,7 +8232,7 @@ def memory_pointed_words(text):
     """Whether a message the rules read as chat may say that something one memory holds changed or was wrong: a change
     of state (戒了, 不…了, 毕业, 拿到, 退役 …) or 不是X 是Y. The cheap test every chat message takes; only then are the
     speaker's memories read (memory_pointed)."""
-    t = _pointed_rewrite(text.translate(_SIMPLIFIED))
+    t = _pointed_rewrite(_life_read(text))  # 我除咗牙套喇: Cantonese read as Mandarin, as the life rules read it
     return bool(_POINTED_FIX_RE.search(t) or _LIFE_CHANGE_RE.search(t)
                 or _LIFE_TURN_HINT_RE.search(t) and _LIFE_TURN_NEW_RE.search(t)
                 or _RETIRED_WORDS_RE.search(t) and _RETIRED_RE.match(t) or _SWITCH_RE.match(t))
@@ -8271,7 +8281,7 @@ def memory_pointed(conn, ctx, text):
         return "switch_ask", {"value": t[switch.start(1):switch.end(1)], "said": t}
     if _TEMPORARY_STOP_RE.search(t.translate(_SIMPLIFIED)):
         return None, {}  # 原神今天不玩了 好累: for today, no change of what 我天天玩原神 says
-    if _LIFE_CHANGE_RE.search(t.translate(_SIMPLIFIED)) or _LIFE_TURN_NEW_RE.search(t.translate(_SIMPLIFIED)):
+    if _LIFE_CHANGE_RE.search(_life_read(t)) or _LIFE_TURN_NEW_RE.search(_life_read(t)):
         told = _POINTED_TELL_RE.match(t.translate(_SIMPLIFIED))
         said = t[told.end():] if told and told.end() < len(t) else t  # 跟你說 我碩士畢業了啦: what is told
         if _single_points(conn, ctx, said) or _life_may_clash(conn, ctx, said) \
