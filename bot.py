@@ -2632,6 +2632,8 @@ def search_vec_backfill(conn, embedder):
 _PUNCT = "\\s，,。.:：!！~～、；;…"
 #: Emoji and their joiners, which end many a chat message (我结婚了💍) but say nothing a memory keeps.
 _EMOJI = "\U0001F000-\U0001FAFF\u2600-\u27BF\u200d\ufe0f"
+#: A kaomoji ((｀・ω・´), (；´Д｀), (≧▽≦)): brackets round signs, no word character of any script inside but ω Д ▽ …
+_KAOMOJI = r"[(（][^()（）\u4e00-\u9fffA-Za-z0-9]{1,12}[)）]"
 #: Particles a command word or a whole command may end with (记住哦, 记得噢, 撤销一下吧): every rule uses this list.
 PARTICLES = "哦喔噢啊呀吖啦嘛哈呢吧呗哟咯嘞喽捏嗷噻撒咧"
 #: How a user says that what they tell is important (这个很重要的 / 超重要 / 真的非常重要): a mark, never the fact's
@@ -2730,10 +2732,10 @@ CANTONESE = {"除咗": "摘了", "咗去": "到了", "而家": "现在", "戴緊
              "咗": "了", "喺": "在", "冇": "没", "唔": "不", "嘅": "的", "佢": "他", "嗰": "那", "係": "是", "哋": "们",
              "嚟": "来", "喇叭": "喇叭", "喇嘛": "喇嘛", "喇": "啦",
              "阿爸": "爸爸", "阿媽": "妈妈", "阿妈": "妈妈", "老豆": "爸爸", "細佬": "弟弟", "细佬": "弟弟", "細妹": "妹妹",
-             "细妹": "妹妹"}
+             "细妹": "妹妹", "講嘢": "说话", "讲嘢": "说话", "同我": "跟我", "啲咩": "啲咩", "啲嘢": "啲嘢", "啲": "点"}
 _CANTONESE_RE = re.compile("|".join(sorted(CANTONESE, key=len, reverse=True)))
 #: One character of each word of CANTONESE: a message without any (most) is not searched for the words (a few µs).
-_CANTONESE_HINT_RE = re.compile("[咗而紧緊低错錯鍾钟唔食飲饮係喺冇嘅佢嗰哋嚟喇阿豆佬細细]")
+_CANTONESE_HINT_RE = re.compile("[咗而紧緊低错錯鍾钟唔食飲饮係喺冇嘅佢嗰哋嚟喇阿豆佬細细嘢同啲]")
 
 
 def memory_cantonese(text):
@@ -6268,6 +6270,10 @@ def memory_correct_value(conn, ctx, said, embed):
 _LATIN_NAME_RE = re.compile(r"[A-Za-z][A-Za-z0-9.&+-]{1,19}(?: [A-Za-z0-9.&+-]{1,12})?")
 
 
+#: A memory that says what something is in one 是 (我主玩的是原神): the words after it are its one slot.
+_IS_SLOT_RE = re.compile(r"[^是，,；;]{1,12}是([^是，,；;]{2,12})")
+
+
 def _last_spot(last, value):
     """The one word of a memory just stored that value corrects, or None: the one word of value's length that shares
     half its characters in place (七中 -> 八中, 3号楼 -> 5号楼, 王磊 -> 王蕾), else its value when the memory has one slot
@@ -6282,10 +6288,11 @@ def _last_spot(last, value):
              and not re.search(rf"[{_PUNCT}]", text[i:i + n])}
     if len(words) == 1 and text.count(next(iter(words))) == 1:
         return words.pop()
-    if last["value"] and text.count(last["value"]) == 1 and not re.search("[，,；;]", text) and not words and (
-            re.fullmatch(r"[\u4e00-\u9fff]{2,6}", value) and re.fullmatch(r"[\u4e00-\u9fff]{2,6}", last["value"])
-            or _LATIN_NAME_RE.fullmatch(value) and _LATIN_NAME_RE.fullmatch(last["value"])):  # iPhone -> Pixel
-        return last["value"]
+    slot = last["value"] or (_IS_SLOT_RE.fullmatch(text) or [None, None])[1]  # 我主玩的是原神: what follows its 是
+    if slot and text.count(slot) == 1 and not re.search("[，,；;]", text) and not words and (
+            re.fullmatch(r"[\u4e00-\u9fff]{2,6}", value) and re.fullmatch(r"[\u4e00-\u9fff]{2,6}", slot)
+            or _LATIN_NAME_RE.fullmatch(value) and _LATIN_NAME_RE.fullmatch(slot)):  # iPhone -> Pixel
+        return slot
     latin = _LATIN_NAME_RE.findall(text)  # 我公司是ByteDance (no value kept): its one Latin name
     if _LATIN_NAME_RE.fullmatch(value) and len(latin) == 1 and text.count(latin[0]) == 1 and not words:
         return latin[0]
@@ -7261,10 +7268,10 @@ def memory_parse(text, names=()):
     t = re.sub(r"^@\S+\s+", "", t) if t.startswith("@") else t
     said = memory_pinyin(t.replace("（", "(").replace("）", ")"))  # 吉他那条shan le: 删了
     t = read = said.translate(_SIMPLIFIED)
-    yue = memory_cantonese(t)
+    yue = memory_cantonese(said).translate(_SIMPLIFIED)  # 係 before it is simplified to 系 (講錯咗 係29歲: 是29岁)
     if yue != t:  # 記住我住喺旺角: read as Mandarin, what is stored said as the user said it (what a forget points
         kind, args = memory_parse(yue)  # at is only read: 刪咗我鍾意食榴槤嗰條 looks for 我喜欢吃榴槤那条)
-        return kind, {k: v if k == "what" else _cantonese_said(v, yue, said) for k, v in args.items()}
+        return kind, {k: _written(v, yue, said) if k != "what" and isinstance(v, str) else v for k, v in args.items()}
     part = _PART_FIX_RE.match(t)  # read before 记错了 is cut off below
     t = _UNDO_TAIL_RE.sub(r"\1", _MISTAKE_LEAD_RE.sub("", t)) if "错了" in t[:12] or "撤" in t[:6] else t
     t = _DOUBLED_RE.sub(r"\1", t) if t[:2] in t[2:14] else t  # cheap tests first: most messages have neither
@@ -7667,7 +7674,7 @@ _WISH_LEAD_RE = re.compile(rf"^(?:[嗯呃额{_PUNCT}]|那个|就是)*[你您](?=
 #: A greeting a message starts with (您好，… / 你好呀 …).
 _GREETING_RE = re.compile(rf"^(?:您好|你好)(?:呀|啊)?[{_PUNCT}]+(?=\S)")
 #: Emoji (and the spaces before them) ending a message: a feeling, never part of what is remembered.
-_EMOJI_TAIL_RE = re.compile(rf"(?<=[{_PUNCT}{PARTICLES}])[{_EMOJI}\s]+$")
+_EMOJI_TAIL_RE = re.compile(rf"(?<=[{_PUNCT}{PARTICLES}])[{_EMOJI}\s]+$|\s*{_KAOMOJI}[{_EMOJI}~～\s]*$")
 
 
 #: A short lead-in that ends in a particle right before 我 (告诉你哦我…, 跟你说啊我…).
@@ -7867,7 +7874,7 @@ def _forget_clause(t):
 _WISH_REMARK_RE = re.compile(rf"^(?!.*(?:我|你|他|她|它|记|忘|删|叫|喊|用|说|讲|带|加|发|回|问|要|别|不要|不用|不许|以后))"
                              rf"[^{_PUNCT}]{{1,10}}$")
 #: Why the user asks a wish, said after it (我年纪大了 / 我眼神不好): about the user, but no fact asked to be kept.
-_WISH_REASON_RE = re.compile(rf"^我(?!.*(?:记|忘|删|叫|喊|你|以后|要|想|喜欢|讨厌|住|是))[^{_PUNCT}]{{1,9}}$")
+_WISH_REASON_RE = re.compile(rf"^我(?!.*(?:记|忘|删|叫|喊|你|以后|要|想|喜欢|讨厌|住|是))[^{_PUNCT}]{{1,14}}$")
 #: 算了 / 别这么叫了: the old call-me taken back beside a new one (…还是叫我小王吧), which replaces it anyway.
 _WISH_TAKEN_BACK_RE = re.compile(rf"^(?:算了|不对|好吧|还是算了|(?:别|不要|不用)(?:再)?(?:这么|这样|那样|那么)(?:叫|喊|称呼)(?:我)?(?:了)?)"
                                  rf"{_ANY_PARTICLE}*$")
@@ -7905,15 +7912,18 @@ def _wish_clauses(t):
     if len(stops) == 1 and len(forgets) == 1 and all(
             _WISH_STOP_RE.match(c) or c in forgets or _WISH_REMARK_RE.match(c) for c in clauses):
         return "忘记" + stops[0]  # 别用东北话了 忘了这个吧 听着怪怪的
-    wishes = []
-    for c in clauses:
-        for pattern, form in _WISH_RES:
-            m = pattern.match(c)
-            if m:
-                wishes.append(form.format(*(g for g in m.groups() if g is not None)))
-                break
-    others = [c for c in clauses if not any(pattern.match(c) for pattern, _ in _WISH_RES)]
+    wishes, others = [], []
+    for c in clauses:  # 以后你就叫小喵吧 每句话结尾要带喵: a clause with no one named is said to the same 你
+        said = (c, "你" + c) if wishes and not c.startswith(("你", "我", "他", "她", "它")) else (c,)
+        m = next((m for m in (p.match(x) for x in said for p, _ in _WISH_RES) if m), None)
+        if m:
+            form = next(form for p, form in _WISH_RES if p is m.re)
+            wishes.append(form.format(*(g for g in m.groups() if g is not None)))
+        else:
+            others.append(c)
     first = len(wishes) == 1 and clauses[0] not in others  # a why after the wish: 我年纪大了 is no fact asked to keep
+    if len(wishes) > 1 and not others and len(wishes) == len(clauses):  # two wishes, each kept
+        return "，".join([wishes[0]] + [re.sub(r"^记住[，,]", "", w) for w in wishes[1:]])
     if len(wishes) == 1 and all(_WISH_REMARK_RE.match(c) or _WISH_TAKEN_BACK_RE.match(c)
                                 or first and _WISH_REASON_RE.match(c) for c in others):
         return wishes[0]  # 你以后就叫小橘子吧 好听 / 算了 别这么叫了 怪尴尬的 还是叫我小王吧
@@ -7947,6 +7957,7 @@ def memory_normalise(text):
     Example: memory_normalise('记住咯，我喜欢吃辣') -> '记住，我喜欢吃辣'
     Example: memory_normalise('榴莲那条忘掉吧') -> '忘记榴莲那条'"""
     t = text.strip()
+    t = t.replace("错啦", "错了") if "错啦" in t else t  # 说错啦 是绝区零: 啦 is 了 + 啊
     t = _SORRY_LEAD_RE.sub("", t) or t  # 哎呀，不好意思，我说错了，… / my bad 说错了，…: the correction itself
     if t.startswith(("您好", "你好")):  # 您好，请您记住…: the greeting is no part of what is asked
         t = _GREETING_RE.sub("", t) or t
