@@ -2732,7 +2732,7 @@ CANTONESE = {"除咗": "摘了", "咗去": "到了", "而家": "现在", "戴緊
              "咗": "了", "喺": "在", "冇": "没", "唔": "不", "嘅": "的", "佢": "他", "嗰": "那", "係": "是", "哋": "们",
              "嚟": "来", "喇叭": "喇叭", "喇嘛": "喇嘛", "喇": "啦",
              "阿爸": "爸爸", "阿媽": "妈妈", "阿妈": "妈妈", "老豆": "爸爸", "細佬": "弟弟", "细佬": "弟弟", "細妹": "妹妹",
-             "细妹": "妹妹", "講嘢": "说话", "讲嘢": "说话", "同我": "跟我", "啲咩": "啲咩", "啲嘢": "啲嘢", "啲": "点"}
+             "细妹": "妹妹", "講嘢": "说话", "讲嘢": "说话", "同我": "跟我", "同埋": "以及", "啲咩": "啲咩", "啲嘢": "啲嘢", "啲": "点"}
 _CANTONESE_RE = re.compile("|".join(sorted(CANTONESE, key=len, reverse=True)))
 #: One character of each word of CANTONESE: a message without any (most) is not searched for the words (a few µs).
 _CANTONESE_HINT_RE = re.compile("[咗而紧緊低错錯鍾钟唔食飲饮係喺冇嘅佢嗰哋嚟喇阿豆佬細细嘢同啲]")
@@ -4095,9 +4095,11 @@ def memory_unlist(text):
             t = "、".join(chain)
     out = []
     for piece in memory_split(t):
-        m = re.match(r"^(?:我的?)?(爸妈|父母)(?:都|也都)(.+)$", piece) or re.match(r"^(.+?)(?:和|跟|与|、)(.+?)(?:都|也都)(.+)$", piece)
+        m = re.match(r"^(?:我的?)?(爸妈|父母)(?:都|也都)(.+)$", text_simplified(piece)) \
+            or re.match(r"^(.+?)(?:和|跟|与|、)(.+?)(?:都|也都)(.+)$", piece)
         if m and len(m.groups()) == 2:  # 我爸妈都住在哈尔滨
-            out += ["我爸爸" + m.group(2), "我妈妈" + m.group(2)]
+            script = str.maketrans({b: a for a, b in zip(piece, text_simplified(piece)) if a != b})  # 媽 as written
+            out += ["我爸爸".translate(script) + piece[m.start(2):], "我妈妈".translate(script) + piece[m.start(2):]]
             continue
         if m and _one_subject(m.group(1)) and _one_subject(m.group(2)):  # 我和我老婆都喜欢爬山
             out += [_one_subject(m.group(1)) + m.group(3), _one_subject(m.group(2)) + m.group(3)]
@@ -4116,7 +4118,7 @@ def memory_unlist(text):
                 one += tail.group()
             out += [_one_subject(m.group(1)) + one, _one_subject(m.group(2)) + other]
             continue
-        simple = text_simplified(piece)  # 記住我會說粵語、英語 / 我喜歡貓和狗: read as simplified, kept as written
+        simple = text_simplified(memory_cantonese(piece))  # 記住我會說粵語、英語 / 蛋撻同埋奶茶: read as simplified
         back = str.maketrans({b: a for a, b in zip(piece, simple) if a != b})
         fact = memory_fact(simple)
         items = _LIST_SEP_RE.split(fact.value or "")
@@ -7253,12 +7255,17 @@ def _as_written(parsed, read, said):
                       else _written(v, read, said)) if isinstance(v, str) else v for k, v in args.items()}
 
 
+#: A list's bullet at a line's start (- / * / • / 1. / 2、): no part of what the line says.
+_BULLET_RE = re.compile(r"(?m)^[^\S\n]*(?:[-*•·]|\d{1,2}[.、)）])[^\S\n]*(?=\S)")
+
+
 def memory_parse(text, names=()):
     """Reads a message as a memory command: (kind, {named arguments}), or (None, {}) for chat.
     Example: memory_parse('记住，我住在北京') -> ('remember', {'text': '我住在北京'})"""
     # the rules' patterns backtrack on long runs (忘记 + 1,500 spaces took 47 s): they read a bounded head with
     # runs of three or more punctuation marks or spaces folded to the first (！！！ -> ！; '); DROP' stays)
     t = text.strip()[:MEMORY_PARSE_CHARS]
+    t = _BULLET_RE.sub("", t) if "\n" in t else t  # 记住：\n- 我住在杭州\n- 对花粉过敏: one fact a line
     t = _MARK_RUN_RE.sub(r"\1", t) if _MARK_RUN_RE.search(t) else t
     for name in sorted(names, key=len, reverse=True):  # "小满，记住…": the character's name first
         if name and t.startswith(name) and len(t) > len(name) and (t[len(name)] in " ，,:：~～!！" or re.match(
@@ -7885,7 +7892,7 @@ _WISH_STOP_RE = re.compile(rf"^(?:你)?(?:以后)?(?:别|不要|不用|不许)(?
 _WISH_FORGET_RE = re.compile(rf"^(?:把)?(?:这个|这条|那个|那条|它)?(?:给我)?(?:忘了|忘掉|删了|删掉|去掉|别记了|不用记了)"
                              rf"(?:这个|这条|它)?{_ANY_PARTICLE}*$")
 #: "And also" before a wish (还有 少用emoji thx / 同埋你少用啲emoji啦, Cantonese): no part of it.
-_WISH_ALSO_RE = re.compile(rf"^(?:还有|另外|同埋|而且)[{_PUNCT}]*(?=你|以后|今后|少|多|别|不要|不许|叫我|回|说话|讲话|每次|请|麻烦|"
+_WISH_ALSO_RE = re.compile(rf"^(?:还有|另外|同埋|以及|而且)[{_PUNCT}]*(?=你|以后|今后|少|多|别|不要|不许|叫我|回|说话|讲话|每次|请|麻烦|"
                            rf"{_REPLY_STYLE})")
 #: A polite lead before a wish (请你说话正式一些 / 麻烦回复尽量口语化): no part of it.
 _WISH_POLITE_RE = re.compile(rf"^(?:请|麻烦)(?:你|您)?(?=(?:以后|今后)?(?:说话|讲话|回答|回复|回我|每次|少|多|别|不要|叫我|"
@@ -7995,7 +8002,7 @@ def memory_normalise(text):
         undo = [c for c in clauses if _UNDO_CLAUSE_RE.match(c)]
         if undo and all(c in undo or _UNDO_REASON_RE.match(c) or _UNDO_WHY_RE.match(c) for c in clauses if c):
             return "撤销"
-    t = _WISH_ALSO_RE.sub("", t) if t.startswith(("还有", "另外", "同埋", "而且")) else t  # 还有 少用emoji: and also
+    t = _WISH_ALSO_RE.sub("", t) if t.startswith(("还有", "另外", "同埋", "以及", "而且")) else t  # 还有 少用emoji: and also
     if t.startswith(("请", "麻烦")) and _WISH_POLITE_RE.match(t):  # 请你说话正式一些，…，谢谢: the wish
         t = _THANKS_TAIL_RE.sub("", _WISH_POLITE_RE.sub("", t)) or t
     for pattern, form in _WISH_RES if "叫" in t or t.startswith(("你", "以后", "今后", "从", "回", "说话", "讲话", "每次")) \
