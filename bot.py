@@ -2632,6 +2632,8 @@ def search_vec_backfill(conn, embedder):
 _PUNCT = "\\s，,。.:：!！~～、；;…"
 #: Emoji and their joiners, which end many a chat message (我结婚了💍) but say nothing a memory keeps.
 _EMOJI = "\U0001F000-\U0001FAFF\u2600-\u27BF\u200d\ufe0f"
+#: A kaomoji ((｀・ω・´), (；´Д｀), (≧▽≦)): brackets round signs, no word character of any script inside but ω Д ▽ …
+_KAOMOJI = r"[(（][^()（）\u4e00-\u9fffA-Za-z0-9]{1,12}[)）]"
 #: Particles a command word or a whole command may end with (记住哦, 记得噢, 撤销一下吧): every rule uses this list.
 PARTICLES = "哦喔噢啊呀吖啦嘛哈呢吧呗哟咯嘞喽捏嗷噻撒咧"
 #: How a user says that what they tell is important (这个很重要的 / 超重要 / 真的非常重要): a mark, never the fact's
@@ -2746,10 +2748,10 @@ CANTONESE = {"除咗": "摘了", "咗去": "到了", "而家": "现在", "戴緊
              "咗": "了", "喺": "在", "冇": "没", "唔": "不", "嘅": "的", "佢": "他", "嗰": "那", "係": "是", "哋": "们",
              "嚟": "来", "喇叭": "喇叭", "喇嘛": "喇嘛", "喇": "啦",
              "阿爸": "爸爸", "阿媽": "妈妈", "阿妈": "妈妈", "老豆": "爸爸", "細佬": "弟弟", "细佬": "弟弟", "細妹": "妹妹",
-             "细妹": "妹妹"}
+             "细妹": "妹妹", "講嘢": "说话", "讲嘢": "说话", "同我": "跟我", "同埋": "以及", "啲咩": "啲咩", "啲嘢": "啲嘢", "啲": "点"}
 _CANTONESE_RE = re.compile("|".join(sorted(CANTONESE, key=len, reverse=True)))
 #: One character of each word of CANTONESE: a message without any (most) is not searched for the words (a few µs).
-_CANTONESE_HINT_RE = re.compile("[咗而紧緊低错錯鍾钟唔食飲饮係喺冇嘅佢嗰哋嚟喇阿豆佬細细]")
+_CANTONESE_HINT_RE = re.compile("[咗而紧緊低错錯鍾钟唔食飲饮係喺冇嘅佢嗰哋嚟喇阿豆佬細细嘢同啲]")
 
 
 def memory_cantonese(text):
@@ -2818,7 +2820,8 @@ ENGLISH_RELATIONS = {"mom": "妈妈", "mum": "妈妈", "mother": "妈妈", "dad"
 #: attribute has one value per subject (a new one replaces the old); a many-valued one is keyed
 #: by its value (过敏 花生 and 过敏 芒果 are two memories).
 ATTRIBUTE_RULES = [
-    ("现居地", r"(?:现在|目前|已经|刚)?(?:住在|住|(?:们)?家住|(?:们)?家在|们住在|定居在?|搬到了?|搬去了?|搬来了?|搬回了?|"
+    ("现居地", r"(?:们?(?:一家(?:人|子|[两三四五六七八几]口人?)?|全家人?|家(?:里|人)?)|们)?(?:都|也|一起)?"  # 我们一家搬到…: the user's home
+             r"(?:现在|目前|已经|刚)?(?:住在|住|(?:们)?家住|(?:们)?家在|们住在|定居在?|搬到了?|搬去了?|搬来了?|搬回了?|"
              r"搬家到了?)(?!在?(?:院|宿|校|过|了|得|的|[\d一二三四五六七八九十几]+[楼层]))"
              r"([^，,]{1,20})|(?:现在|目前|已经)?在([^，,]{1,20}?)(?:住|居住|定居)(?:着)?", True),
     ("老家", r"(?:的)?(?:老家|家乡|籍贯)(?:是|在)?([^，,]{1,20})|是([^，,]{1,6}?)人", True),
@@ -3821,8 +3824,8 @@ def memory_fact(text, last_subject=None, known=()):
         text, replaces = m.group(1), "subject:" + m.group(2)
     m = None if replaces else (re.match(rf"^(.+?)[{_PUNCT}]+(?:而)?不(?:是|叫|在(?![了乎意]))(.+)$", text)
          or re.match(r"^(.+(?:是|叫).+?)不(?:是|叫)(.{1,12})$", text))
-    if m:  # 我对芒果过敏，不是花生 / 我叫李华不叫李明 / 我老婆在字节 不在网易
-        text, replaces = m.group(1), re.sub(rf"[{_PUNCT}]+$", "", m.group(2))
+    if m:  # 我对芒果过敏，不是花生 / 我叫李华不叫李明 / 我老婆在字节 不在网易 / 不是冻的 (冻: the 的 ends the word)
+        text, replaces = m.group(1), re.sub(rf"(?<=.)的?[{_PUNCT}]*$", "", m.group(2))
     m = re.match(r"^(她|他|它)(?!们)(?:的)?", text)
     if m and last_subject:  # 她喜欢草莓蛋糕, after 我女朋友叫小美
         who = ("我家" if last_subject in _ANIMALS else "我") + last_subject
@@ -4112,9 +4115,11 @@ def memory_unlist(text):
             t = "、".join(chain)
     out = []
     for piece in memory_split(t):
-        m = re.match(r"^(?:我的?)?(爸妈|父母)(?:都|也都)(.+)$", piece) or re.match(r"^(.+?)(?:和|跟|与|、)(.+?)(?:都|也都)(.+)$", piece)
+        m = re.match(r"^(?:我的?)?(爸妈|父母)(?:都|也都)(.+)$", text_simplified(piece)) \
+            or re.match(r"^(.+?)(?:和|跟|与|、)(.+?)(?:都|也都)(.+)$", piece)
         if m and len(m.groups()) == 2:  # 我爸妈都住在哈尔滨
-            out += ["我爸爸" + m.group(2), "我妈妈" + m.group(2)]
+            script = str.maketrans({b: a for a, b in zip(piece, text_simplified(piece)) if a != b})  # 媽 as written
+            out += ["我爸爸".translate(script) + piece[m.start(2):], "我妈妈".translate(script) + piece[m.start(2):]]
             continue
         if m and _one_subject(m.group(1)) and _one_subject(m.group(2)):  # 我和我老婆都喜欢爬山
             out += [_one_subject(m.group(1)) + m.group(3), _one_subject(m.group(2)) + m.group(3)]
@@ -4133,7 +4138,7 @@ def memory_unlist(text):
                 one += tail.group()
             out += [_one_subject(m.group(1)) + one, _one_subject(m.group(2)) + other]
             continue
-        simple = text_simplified(piece)  # 記住我會說粵語、英語 / 我喜歡貓和狗: read as simplified, kept as written
+        simple = text_simplified(memory_cantonese(piece))  # 記住我會說粵語、英語 / 蛋撻同埋奶茶: read as simplified
         back = str.maketrans({b: a for a, b in zip(piece, simple) if a != b})
         fact = memory_fact(simple)
         items = _LIST_SEP_RE.split(fact.value or "")
@@ -5481,11 +5486,17 @@ _THING_VERB_RE = re.compile(r"^(?:打|玩|吃|喝|看|听|踢|弹|练|学|养|�
 
 def _same_thing(stored, said):
     """Whether a value said names what a stored one does, shortened as people do (打太极 for 打太极拳, 羽毛球 for
-    打羽毛球). Example: _same_thing('打羽毛球', '羽毛球') -> True"""
-    if stored == said or len(said) >= 2 and stored.startswith(said):
+    打羽毛球, 泡馍 for 羊肉泡馍). Example: _same_thing('打羽毛球', '羽毛球') -> True"""
+    if stored == said or len(said) >= 2 and stored.startswith(said) or len(said) >= 2 and stored.endswith(said):
         return True
     bare, bare_said = _THING_VERB_RE.sub("", stored), _THING_VERB_RE.sub("", said)
     return len(bare_said) >= 2 and (bare, bare_said) != (stored, said) and bare.startswith(bare_said)
+
+
+def _near_thing(stored, said):
+    """Whether a corrected value names the same thing as a stored one said differently: both end in the same word of
+    two characters or more (冰美式 / 热美式, 飲凍檸茶 / 飲熱檸茶). Example: _near_thing('冰拿铁', '热拿铁') -> True"""
+    return stored != said and len(os.path.commonprefix([stored[::-1], said[::-1]])) >= 2
 
 
 def _retracted(rows, facts):
@@ -5560,6 +5571,9 @@ def _update_target(conn, ctx, rows, fact, vec, update):
         if update and re.search(r"(?:喜欢|爱|讨厌|怕|过敏|养)(?:吃|喝|看|玩|听)?的(?:是|其实是)", fact.text):
             # 更正一下，阿强喜欢的是打篮球: the one thing of that kind, or ask which; 我也对芒果过敏 only adds
             return (same[0], []) if len(same) == 1 else (None, same)
+        near = [r for r in same if update and _near_thing(r["value"] or "", fact.value or "")]
+        if near:  # 更正：我喜欢喝热美式 with 我喜欢喝冰美式: the one naming the same thing (several: asked)
+            return (near[0], []) if len(near) == 1 else (None, near)
         return None, []
     if not update:
         return None, []
@@ -6278,6 +6292,10 @@ def memory_correct_value(conn, ctx, said, embed):
 _LATIN_NAME_RE = re.compile(r"[A-Za-z][A-Za-z0-9.&+-]{1,19}(?: [A-Za-z0-9.&+-]{1,12})?")
 
 
+#: A memory that says what something is in one 是 (我主玩的是原神): the words after it are its one slot.
+_IS_SLOT_RE = re.compile(r"[^是，,；;]{1,12}是([^是，,；;]{2,12})")
+
+
 def _last_spot(last, value):
     """The one word of a memory just stored that value corrects, or None: the one word of value's length that shares
     half its characters in place (七中 -> 八中, 3号楼 -> 5号楼, 王磊 -> 王蕾), else its value when the memory has one slot
@@ -6292,10 +6310,11 @@ def _last_spot(last, value):
              and not re.search(rf"[{_PUNCT}]", text[i:i + n])}
     if len(words) == 1 and text.count(next(iter(words))) == 1:
         return words.pop()
-    if last["value"] and text.count(last["value"]) == 1 and not re.search("[，,；;]", text) and not words and (
-            re.fullmatch(r"[\u4e00-\u9fff]{2,6}", value) and re.fullmatch(r"[\u4e00-\u9fff]{2,6}", last["value"])
-            or _LATIN_NAME_RE.fullmatch(value) and _LATIN_NAME_RE.fullmatch(last["value"])):  # iPhone -> Pixel
-        return last["value"]
+    slot = last["value"] or (_IS_SLOT_RE.fullmatch(text) or [None, None])[1]  # 我主玩的是原神: what follows its 是
+    if slot and text.count(slot) == 1 and not re.search("[，,；;]", text) and not words and (
+            re.fullmatch(r"[\u4e00-\u9fff]{2,6}", value) and re.fullmatch(r"[\u4e00-\u9fff]{2,6}", slot)
+            or _LATIN_NAME_RE.fullmatch(value) and _LATIN_NAME_RE.fullmatch(slot)):  # iPhone -> Pixel
+        return slot
     latin = _LATIN_NAME_RE.findall(text)  # 我公司是ByteDance (no value kept): its one Latin name
     if _LATIN_NAME_RE.fullmatch(value) and len(latin) == 1 and text.count(latin[0]) == 1 and not words:
         return latin[0]
@@ -7268,12 +7287,17 @@ def _as_written(parsed, read, said):
                       else _written(v, read, said)) if isinstance(v, str) else v for k, v in args.items()}
 
 
+#: A list's bullet at a line's start (- / * / • / 1. / 2、): no part of what the line says.
+_BULLET_RE = re.compile(r"(?m)^[^\S\n]*(?:[-*•·]|\d{1,2}[.、)）])[^\S\n]*(?=\S)")
+
+
 def memory_parse(text, names=()):
     """Reads a message as a memory command: (kind, {named arguments}), or (None, {}) for chat.
     Example: memory_parse('记住，我住在北京') -> ('remember', {'text': '我住在北京'})"""
     # the rules' patterns backtrack on long runs (忘记 + 1,500 spaces took 47 s): they read a bounded head with
     # runs of three or more punctuation marks or spaces folded to the first (！！！ -> ！; '); DROP' stays)
     t = text.strip()[:MEMORY_PARSE_CHARS]
+    t = _BULLET_RE.sub("", t) if "\n" in t else t  # 记住：\n- 我住在杭州\n- 对花粉过敏: one fact a line
     t = _MARK_RUN_RE.sub(r"\1", t) if _MARK_RUN_RE.search(t) else t
     for name in sorted(names, key=len, reverse=True):  # "小满，记住…": the character's name first
         if name and t.startswith(name) and len(t) > len(name) and (t[len(name)] in " ，,:：~～!！" or re.match(
@@ -7283,10 +7307,10 @@ def memory_parse(text, names=()):
     t = re.sub(r"^@\S+\s+", "", t) if t.startswith("@") else t
     said = memory_pinyin(t.replace("（", "(").replace("）", ")"))  # 吉他那条shan le: 删了
     t = read = said.translate(_SIMPLIFIED)
-    yue = memory_cantonese(t)
+    yue = memory_cantonese(said).translate(_SIMPLIFIED)  # 係 before it is simplified to 系 (講錯咗 係29歲: 是29岁)
     if yue != t:  # 記住我住喺旺角: read as Mandarin, what is stored said as the user said it (what a forget points
         kind, args = memory_parse(yue)  # at is only read: 刪咗我鍾意食榴槤嗰條 looks for 我喜欢吃榴槤那条)
-        return kind, {k: v if k == "what" else _cantonese_said(v, yue, said) for k, v in args.items()}
+        return kind, {k: _written(v, yue, said) if k != "what" and isinstance(v, str) else v for k, v in args.items()}
     part = _PART_FIX_RE.match(t)  # read before 记错了 is cut off below
     t = _UNDO_TAIL_RE.sub(r"\1", _MISTAKE_LEAD_RE.sub("", t)) if "错了" in t[:12] or "撤" in t[:6] else t
     t = _DOUBLED_RE.sub(r"\1", t) if t[:2] in t[2:14] else t  # cheap tests first: most messages have neither
@@ -7705,7 +7729,7 @@ _WISH_LEAD_RE = re.compile(rf"^(?:[嗯呃额{_PUNCT}]|那个|就是)*[你您](?=
 #: A greeting a message starts with (您好，… / 你好呀 …).
 _GREETING_RE = re.compile(rf"^(?:您好|你好)(?:呀|啊)?[{_PUNCT}]+(?=\S)")
 #: Emoji (and the spaces before them) ending a message: a feeling, never part of what is remembered.
-_EMOJI_TAIL_RE = re.compile(rf"(?<=[{_PUNCT}{PARTICLES}])[{_EMOJI}\s]+$")
+_EMOJI_TAIL_RE = re.compile(rf"(?<=[{_PUNCT}{PARTICLES}])[{_EMOJI}\s]+$|\s*{_KAOMOJI}[{_EMOJI}~～\s]*$")
 
 
 #: A short lead-in that ends in a particle right before 我 (告诉你哦我…, 跟你说啊我…).
@@ -7919,7 +7943,7 @@ def _forget_clause(t):
 _WISH_REMARK_RE = re.compile(rf"^(?!.*(?:我|你|他|她|它|记|忘|删|叫|喊|用|说|讲|带|加|发|回|问|要|别|不要|不用|不许|以后))"
                              rf"[^{_PUNCT}]{{1,10}}$")
 #: Why the user asks a wish, said after it (我年纪大了 / 我眼神不好): about the user, but no fact asked to be kept.
-_WISH_REASON_RE = re.compile(rf"^我(?!.*(?:记|忘|删|叫|喊|你|以后|要|想|喜欢|讨厌|住|是))[^{_PUNCT}]{{1,9}}$")
+_WISH_REASON_RE = re.compile(rf"^我(?!.*(?:记|忘|删|叫|喊|你|以后|要|想|喜欢|讨厌|住|是))[^{_PUNCT}]{{1,14}}$")
 #: 算了 / 别这么叫了: the old call-me taken back beside a new one (…还是叫我小王吧), which replaces it anyway.
 _WISH_TAKEN_BACK_RE = re.compile(rf"^(?:算了|不对|好吧|还是算了|(?:别|不要|不用)(?:再)?(?:这么|这样|那样|那么)(?:叫|喊|称呼)(?:我)?(?:了)?)"
                                  rf"{_ANY_PARTICLE}*$")
@@ -7930,7 +7954,7 @@ _WISH_STOP_RE = re.compile(rf"^(?:你)?(?:以后)?(?:别|不要|不用|不许)(?
 _WISH_FORGET_RE = re.compile(rf"^(?:把)?(?:这个|这条|那个|那条|它)?(?:给我)?(?:忘了|忘掉|删了|删掉|去掉|别记了|不用记了)"
                              rf"(?:这个|这条|它)?{_ANY_PARTICLE}*$")
 #: "And also" before a wish (还有 少用emoji thx / 同埋你少用啲emoji啦, Cantonese): no part of it.
-_WISH_ALSO_RE = re.compile(rf"^(?:还有|另外|同埋|而且)[{_PUNCT}]*(?=你|以后|今后|少|多|别|不要|不许|叫我|回|说话|讲话|每次|请|麻烦|"
+_WISH_ALSO_RE = re.compile(rf"^(?:还有|另外|同埋|以及|而且)[{_PUNCT}]*(?=你|以后|今后|少|多|别|不要|不许|叫我|回|说话|讲话|每次|请|麻烦|"
                            rf"{_REPLY_STYLE})")
 #: A polite lead before a wish (请你说话正式一些 / 麻烦回复尽量口语化): no part of it.
 _WISH_POLITE_RE = re.compile(rf"^(?:请|麻烦)(?:你|您)?(?=(?:以后|今后)?(?:说话|讲话|回答|回复|回我|每次|少|多|别|不要|叫我|"
@@ -7957,15 +7981,18 @@ def _wish_clauses(t):
     if len(stops) == 1 and len(forgets) == 1 and all(
             _WISH_STOP_RE.match(c) or c in forgets or _WISH_REMARK_RE.match(c) for c in clauses):
         return "忘记" + stops[0]  # 别用东北话了 忘了这个吧 听着怪怪的
-    wishes = []
-    for c in clauses:
-        for pattern, form in _WISH_RES:
-            m = pattern.match(c)
-            if m:
-                wishes.append(form.format(*(g for g in m.groups() if g is not None)))
-                break
-    others = [c for c in clauses if not any(pattern.match(c) for pattern, _ in _WISH_RES)]
+    wishes, others = [], []
+    for c in clauses:  # 以后你就叫小喵吧 每句话结尾要带喵: a clause with no one named is said to the same 你
+        said = (c, "你" + c) if wishes and not c.startswith(("你", "我", "他", "她", "它")) else (c,)
+        m = next((m for m in (p.match(x) for x in said for p, _ in _WISH_RES) if m), None)
+        if m:
+            form = next(form for p, form in _WISH_RES if p is m.re)
+            wishes.append(form.format(*(g for g in m.groups() if g is not None)))
+        else:
+            others.append(c)
     first = len(wishes) == 1 and clauses[0] not in others  # a why after the wish: 我年纪大了 is no fact asked to keep
+    if len(wishes) > 1 and not others and len(wishes) == len(clauses):  # two wishes, each kept
+        return "，".join([wishes[0]] + [re.sub(r"^记住[，,]", "", w) for w in wishes[1:]])
     if len(wishes) == 1 and all(_WISH_REMARK_RE.match(c) or _WISH_TAKEN_BACK_RE.match(c)
                                 or first and _WISH_REASON_RE.match(c) for c in others):
         return wishes[0]  # 你以后就叫小橘子吧 好听 / 算了 别这么叫了 怪尴尬的 还是叫我小王吧
@@ -8003,6 +8030,7 @@ def memory_normalise(text):
     Example: memory_normalise('记住咯，我喜欢吃辣') -> '记住，我喜欢吃辣'
     Example: memory_normalise('榴莲那条忘掉吧') -> '忘记榴莲那条'"""
     t = text.strip()
+    t = t.replace("错啦", "错了") if "错啦" in t else t  # 说错啦 是绝区零: 啦 is 了 + 啊
     t = _SORRY_LEAD_RE.sub("", t) or t  # 哎呀，不好意思，我说错了，… / my bad 说错了，…: the correction itself
     if t.startswith(("您好", "你好")):  # 您好，请您记住…: the greeting is no part of what is asked
         t = _GREETING_RE.sub("", t) or t
@@ -8046,7 +8074,7 @@ def memory_normalise(text):
         undo = [c for c in clauses if _UNDO_CLAUSE_RE.match(c)]
         if undo and all(c in undo or _UNDO_REASON_RE.match(c) or _UNDO_WHY_RE.match(c) for c in clauses if c):
             return "撤销"
-    t = _WISH_ALSO_RE.sub("", t) if t.startswith(("还有", "另外", "同埋", "而且")) else t  # 还有 少用emoji: and also
+    t = _WISH_ALSO_RE.sub("", t) if t.startswith(("还有", "另外", "同埋", "以及", "而且")) else t  # 还有 少用emoji: and also
     if t.startswith(("请", "麻烦")) and _WISH_POLITE_RE.match(t):  # 请你说话正式一些，…，谢谢: the wish
         t = _THANKS_TAIL_RE.sub("", _WISH_POLITE_RE.sub("", t)) or t
     for pattern, form in _WISH_RES if "叫" in t or t.startswith(("你", "以后", "今后", "从", "回", "说话", "讲话", "每次")) \
@@ -8294,7 +8322,7 @@ def memory_pointed_words(text):
     """Whether a message the rules read as chat may say that something one memory holds changed or was wrong: a change
     of state (戒了, 不…了, 毕业, 拿到, 退役 …) or 不是X 是Y. The cheap test every chat message takes; only then are the
     speaker's memories read (memory_pointed)."""
-    t = _pointed_rewrite(text.translate(_SIMPLIFIED))
+    t = _pointed_rewrite(_life_read(text))  # 我除咗牙套喇: Cantonese read as Mandarin, as the life rules read it
     return bool(_POINTED_FIX_RE.search(t) or _LIFE_CHANGE_RE.search(t)
                 or _LIFE_TURN_HINT_RE.search(t) and _LIFE_TURN_NEW_RE.search(t)
                 or _RETIRED_WORDS_RE.search(t) and _RETIRED_RE.match(t) or _SWITCH_RE.match(t))
@@ -8343,7 +8371,7 @@ def memory_pointed(conn, ctx, text):
         return "switch_ask", {"value": t[switch.start(1):switch.end(1)], "said": t}
     if _TEMPORARY_STOP_RE.search(t.translate(_SIMPLIFIED)):
         return None, {}  # 原神今天不玩了 好累: for today, no change of what 我天天玩原神 says
-    if _LIFE_CHANGE_RE.search(t.translate(_SIMPLIFIED)) or _LIFE_TURN_NEW_RE.search(t.translate(_SIMPLIFIED)):
+    if _LIFE_CHANGE_RE.search(_life_read(t)) or _LIFE_TURN_NEW_RE.search(_life_read(t)):
         told = _POINTED_TELL_RE.match(t.translate(_SIMPLIFIED))
         said = t[told.end():] if told and told.end() < len(t) else t  # 跟你說 我碩士畢業了啦: what is told
         if _single_points(conn, ctx, said) or _life_may_clash(conn, ctx, said) \
