@@ -2783,7 +2783,9 @@ RELATIONS = ("前男友 前女友 男朋友 女朋友 男友 女友 老婆 老�
              "外孙女 外孙 孙女 孙子 "
              "表哥 表姐 表弟 表妹 堂哥 堂姐 堂弟 堂妹 室友 舍友 同事 领导 老板 上司 闺蜜 好朋友 好兄弟 朋友 同学 发小 "
              "班主任 老师 师父 猫咪 小猫 猫 狗狗 小狗 狗 兔子 仓鼠 鹦鹉 乌龟 金鱼 宠物 妈 爸 哥 姐 弟 妹 叔 婶 "
-             "老大 老二 老三 大宝 二宝 三宝 老伴儿 老伴").split()  # 老大 / 老二 / 二宝: the children by age (老大叫豆豆 二宝叫糖糖)
+             "老大 老二 老三 大宝 二宝 三宝 老伴儿 老伴 "
+             "公公 婆婆 岳父 岳母 丈母娘 老丈人 嫂子 姐夫 妹夫 弟媳 侄子 侄女 外甥女 外甥 舅妈 姨妈 小姨 姑父 姨父 大伯 "
+             "同桌 邻居").split()  # 老大 / 老二 / 二宝: the children by age (老大叫豆豆 二宝叫糖糖); in-laws, 同桌, 邻居
 #: Other ways to say the same relation.
 RELATION_ALIASES = {"爸妈": "父母", "老妈": "妈妈", "母亲": "妈妈", "妈": "妈妈", "老爸": "爸爸", "父亲": "爸爸", "爸": "爸爸",
                     "男友": "男朋友", "女友": "女朋友", "媳妇": "老婆", "闺女": "女儿", "哥": "哥哥", "姐": "姐姐",
@@ -2793,15 +2795,17 @@ RELATION_ALIASES = {"爸妈": "父母", "老妈": "妈妈", "母亲": "妈妈", 
 PARTNER_WORDS = {"爱人": ("老婆", "老公"), "老伴": ("老婆", "老公"), "对象": ("女朋友", "男朋友", "老婆", "老公"),
                  "cp": ("女朋友", "男朋友", "对象")}
 #: Which pronoun can stand for which subject (她 / 他 / 它).
-_FEMALE = set("前女友 女朋友 老婆 未婚妻 妈妈 女儿 姐姐 妹妹 奶奶 外婆 姥姥 阿姨 姑姑 婶婶 表姐 表妹 堂姐 堂妹 闺蜜 孙女 外孙女".split())
-_MALE = set("前男友 男朋友 老公 未婚夫 爸爸 儿子 哥哥 弟弟 爷爷 外公 姥爷 舅舅 叔叔 表哥 表弟 堂哥 堂弟 好兄弟 孙子 外孙".split())
+_FEMALE = set("前女友 女朋友 老婆 未婚妻 妈妈 女儿 姐姐 妹妹 奶奶 外婆 姥姥 阿姨 姑姑 婶婶 表姐 表妹 堂姐 堂妹 闺蜜 孙女 外孙女 "
+              "婆婆 岳母 丈母娘 嫂子 弟媳 侄女 外甥女 舅妈 姨妈 小姨".split())
+_MALE = set("前男友 男朋友 老公 未婚夫 爸爸 儿子 哥哥 弟弟 爷爷 外公 姥爷 舅舅 叔叔 表哥 表弟 堂哥 堂弟 好兄弟 孙子 外孙 "
+            "公公 岳父 老丈人 姐夫 妹夫 侄子 外甥 姑父 姨父 大伯".split())
 _ANIMALS = set("猫 狗 兔子 仓鼠 鹦鹉 乌龟 金鱼 宠物".split())
 _REL_RE = "|".join(sorted(RELATIONS, key=len, reverse=True))
 #: Relations people name (我朋友阿强): the name becomes part of the subject, so two friends stay apart.
-_NAMED = set("朋友 好朋友 好兄弟 同事 同学 室友 闺蜜 发小 老师 领导 老板 上司 猫 狗 兔子 仓鼠 鹦鹉 乌龟".split())
+_NAMED = set("朋友 好朋友 好兄弟 同事 同学 室友 闺蜜 发小 老师 领导 老板 上司 猫 狗 兔子 仓鼠 鹦鹉 乌龟 同桌 邻居".split())
 #: Relations a user may have several of: 我有个哥哥叫大明 / 我有个哥哥叫小明 are two brothers, each a subject of his own.
 _SEVERAL = set("朋友 好朋友 好兄弟 同事 同学 室友 闺蜜 发小 孩子 儿子 女儿 宝宝 哥哥 姐姐 弟弟 妹妹 表哥 表姐 表弟 表妹 "
-               "堂哥 堂姐 堂弟 堂妹 孙子 孙女 外孙 外孙女".split())
+               "堂哥 堂姐 堂弟 堂妹 孙子 孙女 外孙 外孙女 同桌 邻居 侄子 侄女 外甥 外甥女".split())
 #: What follows a name in a fact: 阿强喜欢… / 小丽是… / 年糕三岁了.
 _AFTER_NAME = "(?=喜欢|爱|是|在|住|叫|对|有|养|今年|的|不|最|很|特别|也|还|现在|已经|刚|每|一|两|三|四|五|六|七|八|九|十|\\d)"
 #: Words after a relation that are what the fact is about, not a name (我妈妈生日是…).
@@ -4053,6 +4057,8 @@ _TOOLS_FOR_RE = re.compile(r"^(我(?:平时|一般|都|常|经常|主要)?)(用|
 #: How a clause after a comma starts that says something of its own, no second thing of a list (我喜欢他，不在乎他有钱
 #: 没钱 is one memory, not 我喜欢他 and 我喜欢不在乎…).
 _CLAUSE_NOT_ITEM_RE = re.compile(r"不|没|别|但|可是|就是")
+#: A clause after a list that says why (医生不让吃 / 老婆不许 / 他说的): a reason kept with each thing, never one of them.
+_REASON_CLAUSE_RE = re.compile(r"不让|不许|不准|让我|叫我|说的|因为|所以")
 
 
 def memory_unlist(text):
@@ -4104,6 +4110,7 @@ def memory_unlist(text):
                                     and not re.fullmatch(r"(.)\1+", i) for i in _LIST_SEP_RE.split(c))
     if first and first.attribute in _LISTED_ATTRIBUTES and first.value and all(
             1 <= len(c) <= 6 and not memory_has_subject(c) and not _DETAIL_RE.match(c) and "就" not in c  # 一喝就胃疼
+            and not _REASON_CLAUSE_RE.search(c)  # 医生不让吃: why, no more things
             and memory_fact("我" + c).attribute is None and (kind(c) & kind(first.value) or bare(c) or joined_list)
             for c in chain[1:]):
         t = "、".join(chain)  # 我喜欢打篮球，羽毛球，乒乓球: more things of the first one's kind (好烦 is a comment)
@@ -4150,7 +4157,7 @@ def memory_unlist(text):
                 and not any(_CLAUSE_NOT_ITEM_RE.match(i) for i in items[1:]):  # 《猫和老鼠》 is one
             verb = re.match(r"^(?:吃|喝|看|玩|听)", items[0])  # 吃苹果、香蕉: 吃香蕉
             out += [simple.replace(fact.value, (verb.group() if verb and not re.match(r"^(?:吃|喝|看|玩|听)", i) else "")
-                                   + i).translate(back) for i in items]
+                                   + i.strip()).translate(back) for i in items]  # 还有 鸡皮: 鸡皮
             continue
         values = _split_values(simple)
         out += [v.translate(back) for v in values] if values else [piece]
@@ -5953,8 +5960,10 @@ def memory_forget(conn, ctx, what, embed, one=False):
     targets = _forget_targets(conn, ctx, rows, what, embed)
     if isinstance(targets, str):
         return targets, None
+    named = re.sub(r"(?:那条|这条|那个|这个)$", "", what)
     if len(targets) == 1 and re.search(r"[，,；;、]|[\u4e00-\u9fff]\s+[\u4e00-\u9fff]", targets[0]["text"]) \
-            and what not in targets[0]["text"][:len(what) + 2] and not memory_has_subject(what):
+            and what not in targets[0]["text"][:len(what) + 2] and not memory_has_subject(what) \
+            and not _detail_only(named, targets[0]["text"]):
         # 忘记小黑, and 小黑 is one part of 我养了两只猫，一只叫大橘一只叫小黑: the whole of it goes, so ask
         asked = _which_question(conn, {"action": "forget", "ids": [targets[0]["id"]], "text": what})
         return asked["prompt"], asked
@@ -5962,6 +5971,22 @@ def memory_forget(conn, ctx, what, embed, one=False):
         asked = _which_question(conn, {"action": "forget", "ids": [r["id"] for r in targets], "text": what})
         return asked["prompt"], asked
     return _forget_rows(conn, ctx, targets), None
+
+
+#: Where a memory's first part ends (我在吃肌酸 每天5g: 我在吃肌酸 is what it is about, 每天5g a detail of it; 我养了两只猫，
+#: 一只叫大橘一只叫小黑: 大橘 is one part of two).
+_MEMORY_PARTS_RE = re.compile(r"[，,；;、]|(?<=[\u4e00-\u9fff])\s+(?=[\u4e00-\u9fff\d])")
+#: A part after a memory's first that only measures it (每天5g / 一顿半斤 / 每次一小时 / 2580), no second thing.
+_AMOUNT_PART_RE = re.compile(r"^(?:每天|每周|每次|每顿|每个月|一天|一顿|一周|一次|一个月|大概|差不多|大约)?"
+                             r"[\d一二两三四五六七八九十半几]+[^\s，,；;、]{0,4}$")
+
+
+def _detail_only(named, text):
+    """Whether what a forget named is what a memory is about, said in its first part, the rest only measuring it or
+    saying why: then the whole memory is what was pointed at. Example: _detail_only('肌酸', '我在吃肌酸 每天5g') -> True"""
+    first, *rest = _MEMORY_PARTS_RE.split(text)
+    return bool(named) and named in first and all(_AMOUNT_PART_RE.match(p) or _REASON_CLAUSE_RE.search(p)
+                                                  for p in rest if p)
 
 
 #: Memories a forget that named none may offer as what was meant (我有车: 我有辆特斯拉); more is no sign of which.
@@ -7338,6 +7363,9 @@ def memory_parse(text, names=()):
     if rows:  # the first row that matches decides
         regex, command = _MEMORY_COMMAND_RES[min(rows)]
         return _as_written(command.read(regex.match(t if command.tail else bare)) or (None, {}), read, said)
+    lead = _ADDRESS_LEAD_RE.match(read) if _ADDRESS_REST_RE.search(read) else None
+    if lead:  # 小助手啊，你都记着我哪些事儿 / zsbd 你存了我哪些记忆: what follows the address, if it is a command
+        return memory_parse(said[lead.end():], names)
     return None, {}
 
 
@@ -7527,7 +7555,8 @@ _LIST_ASK = (r"(?:康康|看看|让我看看|给我看看|我想看看)?[，,\s]
 _LIST_WORDS = ("你 我 的 关于 有关 都 还 现在 目前 到底 一共 总共 这儿 这里 这边 那儿 那里 在 脑子里 心里 里 存了 存着 存 "
                "保存了 保存 记了 记得 记着 记住了 记住 记下了 记下 记 知道 了解 对 有 哪些 多少 什么 啥 些 一些 所有 全部 "
                "一切 事情 事 东西 東西 记忆 信息 资料 内容 列出来 列出 列一下 列 说说 讲讲 看看 看 康康 瞅瞅 听听 说来 讲来 念 把 儿 "
-               "给我 发我 发给我 这 那 条 几条 多少条 了 吗 呢 啊 呀 吧 嘛 您 请问 请 啲 咩").split()  # 啲咩: Cantonese 些什么
+               "给我 发我 发给我 这 那 条 几条 多少条 了 吗 呢 啊 呀 吧 嘛 哦 呗 您 请问 请 啲 咩 "
+               "记到 记倒 啥子 唠唠 唠 瞅瞅 瞅").split()  # 啲咩: Cantonese 些什么; 记到 啥子: Sichuan; 唠唠: Northeastern 说说
 #: Words said while thinking, before or around a request (嗯那个 你帮我记一下哈 就是我…): never part of the fact. One
 #: word each, none a particle: repeated by the rules that use them (嗯+ inside a repeat backtracks exponentially).
 _FILLER_WORDS = r"(?:嗯|呃|额|诶|欸|哎|咦|那个|这个|就是说|就是|然后|对了|话说|那啥|(?i:em)m*)"
@@ -7594,8 +7623,8 @@ MEMORY_REWRITES = [
     ("记错 错了 不对", rf"^(?:我的)?({_words_re(_ATTRIBUTE_BY_WORD)})(?:那条)?(?:记错了|错了|不对)[{_PUNCT}]*(?:应该)?是(.+)$",
      r"更正：\1是\2"),  # 生日记错了，是3月4日
     ("记 存", rf"^(?:{_LIST_ASK})$", "你记得我什么"),  # 你都记着我些什么 / 康康你都记了我啥 / 我在你这存了哪些记忆 列一下
-    ("记 存 知道 了解 脑子 心里", rf"^(?=.*我)(?=.*(?:记|存|知道|了解|脑子|心里))(?=.*(?:哪些|多少|几条|什么|啥|咩|所有|全部|一切|都有|列|说说|讲讲|看看|发我|发给我))"
-                     rf"(?:{_words_re(_LIST_WORDS)}|[{_PUNCT}?？])+$", "你记得我什么"),  # 你知道我多少事 / 我有哪些记忆
+    ("记 存 知道 了解 脑子 心里", rf"^(?=.*我)(?=.*(?:记|存|知道|了解|脑子|心里))(?=.*(?:哪些|多少|几条|什么|啥|咩|所有|全部|一切|都有|列|说说|讲讲|看看|唠唠|发我|发给我))"
+                     rf"(?:{_words_re(_LIST_WORDS)}|[{_PUNCT}{_EMOJI}?？])+$", "你记得我什么"),  # 你知道我多少事 / 我有哪些记忆
     ("了解 记忆", rf"^(?:你(?:对我)?(?:到底)?了解(?:我)?(?:多少|些什么|什么|哪些)|(?:看一下|看下|看看|查看|查一下|给我看看|我想看看)"
                 rf"(?:你的|我的)?记忆(?:列表)?|我的记忆(?:给我)?{_SHOW_ME}){_ANY_PARTICLE}*[?？]*$", "你记得我什么"),  # 你对我了解多少
     ("约定", rf"^(?:那个|这个)?((?:你)?(?:以后)?(?:叫我|喊我|称呼我|你叫|叫你)[^，,。\s的那这]{{1,10}}?)的?"
@@ -7685,12 +7714,12 @@ _WISH_RES = [(re.compile(r"^(?:算了|不对)?[，,\s]*(?:还是)?(?:你)?(?:以
                          rf"{_ANY_PARTICLE}?$"), "记住，你以后{0}"),  # 别叫我亲爱的了
              (re.compile(r"^(?=你|以后|今后|从|回复|回答|回我|说话|讲话|每次)(?:你)?(?:以后|今后|从现在起|从今天起)?(?:你)?"
                          r"(?:能不能|可不可以|可以)?((?:跟我|和我|对我)?(?:每次|每条|每句)?"
-                         r"(?:说话|回复我?|回答我?|讲话|聊天|回消息|回我(?:消息)?|(?<=每句)话|(?<=每条)消息)(?:的时候|时)?"
-                         r"(?:的)?(?:结尾|末尾|最后|开头|前面)?(?:都)?"
-                         r"(?:(?:要|得(?!很|真|太|挺|好|不错)|别|不要|不许|可以|尽量|能|多|少|带|加|用(?!到|了)|简短|短|长|温柔|正式"
+                         r"(?:说话|回复我?|回答我?|讲话|聊天|回消息|回我(?:消息)?|(?<=每句)话|(?<=每条)消息|消息(?=里|中))"
+                         r"(?:的时候|时|里|中)?(?:的)?(?:结尾|末尾|最后|开头|前面)?(?:都)?"
+                         r"(?:(?:要|得(?!很|真|太|挺|好|不错)|别|不要|不许|可以|尽量|能|多|少|带|加|放|用(?!到|了)|简短|短|长|温柔|正式"
                          r"|直接|先(?=给|说|讲|回|告诉)|只(?=给|说|讲|回)).*"
                          rf"|[^，,。!！?？吗]{{1,6}}(?:一点|一些|点儿?)))(?:就行|就好|就可以)?{_ANY_PARTICLE}?$"), "记住，你以后{0}"),
-             (re.compile(r"^(?:你)?(?:以后|今后|从现在起|从今天起)(?:你)?((?:别|不要|不许|少|多|尽量)(?:再)?(?:用|发|叫|带|加|说).+"
+             (re.compile(r"^(?:你)?(?:以后|今后|从现在起|从今天起)(?:你)?((?:别|不要|不许|少|多|尽量)(?:再)?(?:用|发|叫|带|加|放|说).+"
                          r"|用.+(?:回我|说话|跟我说|和我说|聊天|回复).*)$"), "记住，你以后{0}"),
              (re.compile(r"^你(?:以后|今后|从现在起)(?:就)?((?:是我的|当我的|做我的|扮演|假装).+)$|^你(?:就)?(扮演.+)$"),
               "记住，你以后{0}")]
@@ -7726,10 +7755,27 @@ _SORRY_LEAD_RE = re.compile(rf"^(?:[嗯啊呃唉诶欸哈呀哟{_PUNCT}]|哎|不
                             r"(?=(?:我)?(?:刚才|刚刚)?(?:说错了|记错了|搞错了|弄错了|写错了|打错了|更正|纠正|不对))")  # (啊啊啊…x)
 #: What may come before a wish's 以后 (嗯…那个…您以后 / 您以后): read as 你以后.
 _WISH_LEAD_RE = re.compile(rf"^(?:[嗯呃额{_PUNCT}]|那个|就是)*[你您](?=以后)")
+#: A wish's words said otherwise, read as the words the wish rules know: 往后 / 从今往后 (以后) before what is wished,
+#: 管我叫X (叫我X), 莫 (别, Sichuan) before how the character talks.
+_WISH_SAID_OTHERWISE = [
+    (re.compile(r"^(你)?(?:从今往后|往后)(?=你|就|叫|喊|称呼|管我叫|说话|讲话|回|别|不要|莫|少|多|每次|跟我|和我)"), r"\1以后"),
+    (re.compile(r"(?:(?<=^)|(?<=[你就后]))管我叫"), "叫我"),
+    (re.compile(r"(?<=[话复我后你])莫(?=再|那么|这么|用|叫|喊|说|发|带|加|放)"), "别")]
+#: Words without which a message has none of them (one search before the rows).
+_WISH_OTHERWISE_WORD_RE = re.compile(r"往后|管我叫|莫")
+#: How the character should talk, said again in a clause of its own beside the wish (简单点 / 温柔一点): part of it.
+_WISH_MANNER_RE = re.compile(rf"^(?:再|稍微)?[^{_PUNCT}我你他她它]{{1,4}}(?:一点|一些|点儿?){_ANY_PARTICLE}*$")
 #: A greeting a message starts with (您好，… / 你好呀 …).
 _GREETING_RE = re.compile(rf"^(?:您好|你好)(?:呀|啊)?[{_PUNCT}]+(?=\S)")
 #: Emoji (and the spaces before them) ending a message: a feeling, never part of what is remembered.
 _EMOJI_TAIL_RE = re.compile(rf"(?<=[{_PUNCT}{PARTICLES}])[{_EMOJI}\s]+$|\s*{_KAOMOJI}[{_EMOJI}~～\s]*$")
+
+
+#: An address or a sound the user starts with, then a pause (小助手啊， / 老弟呀， / zsbd / 哈哈哈，): no part of the
+#: command after it. It names no one (我, 你) and asks nothing, so a message that is chat without it stays chat.
+#: A memory word without which what follows an address is no command (one search before reading it again).
+_ADDRESS_REST_RE = re.compile(r"[记忘删撤改存]")
+_ADDRESS_LEAD_RE = re.compile(rf"^(?:[^{_PUNCT}我你?？]{{1,5}}?[{PARTICLES}]+|[a-z]{{2,6}}|[哈嘿呵]{{2,}})[{_PUNCT}]+(?=\S)", re.I)
 
 
 #: A short lead-in that ends in a particle right before 我 (告诉你哦我…, 跟你说啊我…).
@@ -7758,6 +7804,7 @@ _EMPTY_CLAUSE_RE = re.compile(rf"(?:{_FILLER_WORDS}|您好|你好|还有|另外|
                               rf"千万别忘了?|一定要?记住|别忘了|别(?:搞|弄|记)错了?|[{PARTICLES}])+")
 #: What a remark after the request says (心里好难受 / 哈哈哈开心死了 / 好担心啊): a feeling, never the fact.
 _FEELING_RE = re.compile(r"难受|难过|伤心|心疼|心痛|舍不得|好想|想[她他它你]|担心|害怕|紧张|开心|高兴|激动|兴奋|爽|晦气|烦|累死|"
+                         r"社死|丢人|丢脸|羞耻|羞死|"
                          r"哭|泪|呜|哈哈|嘿嘿|嘻嘻|唉|绝了|无语|服了|太好了|好耶|可惜|遗憾|郁闷|崩溃|破防|emo|麻了|笑死|气死|"
                          r"尴尬|感动|幸福|谢谢|拜托|求你|重要", re.I)
 #: What a user wants of how the character writes (少用点emoji / 表情包发少点 / 别用颜文字了), said without 你 or 以后;
@@ -7766,7 +7813,7 @@ _FEELING_RE = re.compile(r"难受|难过|伤心|心疼|心痛|舍不得|好想|�
 _REPLY_STYLE = (r"(?:表情包|表情符[号號]|表情|(?i:emoji)|[颜顏]文字|[颜顏]表情|感[叹嘆][号號]|[问問][号號]|波浪[号號]|省略[号號]|"
                 r"[标標][点點]符[号號]|[标標][点點]|[语語]气词|网络用语|英文|英[语語]|繁体字|繁体|繁體字|繁體|废话|廢話)")
 _STYLE_WISH_RE = re.compile(rf"^(?:你)?(?:以后|今后)?(?:你)?(?:(?P<d1>少|多|别|不要|不许|尽量少|尽量别|尽量不要)(?:再|老|总|老是|总是|一直)?"
-                            rf"(?P<v1>用|发|加|带|打|说|讲)(?:点|些|一点|啲)?(?P<t1>{_REPLY_STYLE})"
+                            rf"(?P<v1>用|发|加|带|放|打|说|讲)(?:点|些|一点|啲)?(?P<t1>{_REPLY_STYLE})"
                             rf"|(?P<t2>{_REPLY_STYLE})(?:你)?(?:(?:用|发|加|打)(?P<d2>少|多)|(?P<d3>少|多|别|不要)(?:用|发|加|打)?)"
                             rf"(?:点|一点|些)?)(?:了)?{_ANY_PARTICLE}*(?:[{_PUNCT}]+[^，,。!！?？]{{0,8}})?$")
 
@@ -7858,6 +7905,12 @@ def _remember_around(t):
     return None
 
 
+def _undo_feeling(clause):
+    """Whether a clause beside an undo only says how the user feels (社死 / 好尴尬 / 太丢人了): no part of it.
+    Example: _undo_feeling('太丢人了') -> True"""
+    return len(clause) <= 6 and bool(_FEELING_RE.search(clause)) and not _AROUND_WORD_RE.search(clause)
+
+
 #: Words a speech-to-text message starts with before what it means (嗯那个就是那个二胎那个你删掉吧).
 _SPOKEN_LEAD_RE = re.compile(r"^(?:(?:您好|你好|嗯+|呃+|额+)(?:那个|就是|这个|[，,\s…～~.])*|(?:那个|就是|这个)[，,\s…～~.]+)+")
 #: A clause of courtesy or hesitation beside a forget (谢谢您啊 / 怪不好意思的 / 您好): neither what goes nor why.
@@ -7869,7 +7922,7 @@ _FORGET_PAUSES_RE = re.compile(r"[，,。.:：!！~～、；;…]+|(?<![A-Za-z0-
 _SPOKEN_AGAIN_RE = re.compile(rf"(?<=删掉|删了|去掉|忘掉)({_ANY_PARTICLE}*)[{_PUNCT}]*(?:删掉|删了|去掉|忘掉)?(?:就行|就好|就可以)(?:了)?"
                               rf"{_ANY_PARTICLE}*$")
 #: A forget's verbs anywhere in a message: only such a message is searched for a forget clause and its reason.
-_FORGET_VERB_RE = re.compile(r"删|忘|去掉|(?:别|不要|不用|莫)再?记|(?:别|不用|不要)存")
+_FORGET_VERB_RE = re.compile(r"删|忘|去掉|(?:别|不要|不用|莫)再?记|(?:别|不用|不要)存|(?i:delete|remove)")
 #: The longest clause that may say why a memory goes (送人了 / 医生说是误诊 / 我奶奶去年走了) beside the forget.
 FORGET_REASON_CHARS = 12
 #: The forget said again beside it, naming nothing (先别记 / 不用记了 / 别记着了 / 以后也别提了): no part of what goes.
@@ -7949,7 +8002,7 @@ _WISH_TAKEN_BACK_RE = re.compile(rf"^(?:算了|不对|好吧|还是算了|(?:别
                                  rf"{_ANY_PARTICLE}*$")
 #: A wish taken back in one clause (别用东北话了 / 不要文言文了 / 别叫我王总了), with a forget beside it (忘了这个吧).
 _WISH_STOP_RE = re.compile(rf"^(?:你)?(?:以后)?(?:别|不要|不用|不许)(?:再)?(?:用|说|讲|带|加|发|叫我|喊我)?"
-                           rf"([^{_PUNCT}]{{2,8}}?)(?:了)?{_ANY_PARTICLE}*$")
+                           rf"([^{_PUNCT}]{{2,10}}?)(?:了)?{_ANY_PARTICLE}*$")
 #: The forget beside it, pointing at what the clause before named (忘了这个吧 / 删了吧 / 这条删掉).
 _WISH_FORGET_RE = re.compile(rf"^(?:把)?(?:这个|这条|那个|那条|它)?(?:给我)?(?:忘了|忘掉|删了|删掉|去掉|别记了|不用记了)"
                              rf"(?:这个|这条|它)?{_ANY_PARTICLE}*$")
@@ -7971,7 +8024,7 @@ _PRONOUN_FORGET_RE = re.compile(rf"^(?:那|就|那就)?(?:把|给)?(他|她|它)
 def _wish_clauses(t):
     """A wish, or a wish taken back, said in clauses beside short remarks, in the canonical wording; None when the
     clauses are not that. Example: _wish_clauses('算了 别这么叫了 怪尴尬的 还是叫我小王吧') -> '记住，你以后叫我小王'"""
-    clauses = [c for c in _PAUSES_RE.split(t) if c]
+    clauses = [c for c in _PAUSES_RE.split(_EMOJI_RE.sub(" ", t)) if c]  # 往后喊我铁哥💪 练铁的铁: an emoji pauses too
     if not 2 <= len(clauses) <= 4:
         return None
     if _WISH_ROLE_RE.match(t):  # 你是我的学习搭子哈 以后每次聊天都先问我今天背单词没
@@ -7990,6 +8043,10 @@ def _wish_clauses(t):
             wishes.append(form.format(*(g for g in m.groups() if g is not None)))
         else:
             others.append(c)
+    manners = [c for c in others if _WISH_MANNER_RE.match(c)]
+    if len(wishes) == 1 and manners and "叫" not in wishes[0]:  # 你以后说话别那么啰嗦 简单点: the wish said again
+        wishes[0] += " " + " ".join(_strip_tail(c) for c in manners)
+        others = [c for c in others if c not in manners]
     first = len(wishes) == 1 and clauses[0] not in others  # a why after the wish: 我年纪大了 is no fact asked to keep
     if len(wishes) > 1 and not others and len(wishes) == len(clauses):  # two wishes, each kept
         return "，".join([wishes[0]] + [re.sub(r"^记住[，,]", "", w) for w in wishes[1:]])
@@ -8050,7 +8107,10 @@ def memory_normalise(text):
         stopped = _forget_stopped(t)
         if stopped:
             return stopped
-    if paused and ("你" in t or "叫" in t or "别" in t or "不要" in t):  # 你以后就叫小橘子吧 好听
+    if _WISH_OTHERWISE_WORD_RE.search(t):  # 往后喊我铁哥 / 以后你就管我叫老铁 / 说话莫那么啰嗦
+        for pattern, repl in _WISH_SAID_OTHERWISE:
+            t = pattern.sub(repl, t, count=1)
+    if paused and ("你" in t or "叫" in t or "喊" in t or "别" in t or "不要" in t):  # 你以后就叫小橘子吧 好听
         wish = _wish_clauses(t)
         if wish:
             return wish
@@ -8072,7 +8132,8 @@ def memory_normalise(text):
     if _UNDO_WORD_RE.search(t):  # 刚刚那个撤回吧，记错人了 / 啊删错了，撤销撤销 / 改回去
         clauses = [_UNDO_LEAD_RE.sub("", _SLANG_TAIL_RE.sub("", c)) for c in map(_strip_tail, _PAUSES_RE.split(t)) if c]
         undo = [c for c in clauses if _UNDO_CLAUSE_RE.match(c)]
-        if undo and all(c in undo or _UNDO_REASON_RE.match(c) or _UNDO_WHY_RE.match(c) for c in clauses if c):
+        if undo and all(c in undo or _UNDO_REASON_RE.match(c) or _UNDO_WHY_RE.match(c) or _undo_feeling(c)
+                        for c in clauses if c):
             return "撤销"
     t = _WISH_ALSO_RE.sub("", t) if t.startswith(("还有", "另外", "同埋", "以及", "而且")) else t  # 还有 少用emoji: and also
     if t.startswith(("请", "麻烦")) and _WISH_POLITE_RE.match(t):  # 请你说话正式一些，…，谢谢: the wish
@@ -8694,11 +8755,28 @@ _SHOW_WORK_RE = re.compile(r"^(?:刚才|刚刚)?你(?:刚才|刚刚)?(?:是)?(?:
                            r"^(?:为什么|为啥|怎么)你(?:会)?(?:知道|晓得)(?:我|我的|我家)[^，,。!！?？]{0,20}|"
                            r"^(?:你)?(?:刚才|刚刚|上一句|这句|刚|上一条回复|上一句话|刚才那句话|刚才的回复)?(?:回我的时候|回答的时候|回复的时候|回我时|说的时候)?(?:是)?"
                            r"(?:用了|用到了?|参考了|根据|依据|调用了)(?:我的?|关于我的?)?(?:哪些|什么|啥|哪几条|哪条)(?:关于我的?)?"
-                           r"(?:记忆|信息|资料|东西|内容)?|"
+                           r"(?:记忆|信息|资料|东西|内容)?(?:(?:这么|这样|那样)?(?:说|回答|回)的?)?|"
+                           r"^(?:怎么|咋)(?:会)?(?:知道|晓得)(?:我|我的|我家)[^，,。!！?？]{1,20}|"
                            r"^谁(?:跟|和|给|告诉)(?:你)?(?:说|讲)?(?:的)?(?:我|我的|我家)[^，,。!！?？]{1,20}|"
                            r"^你(?:是)?听谁说的(?:我|我的|我家)?[^，,。!！?？]{0,20}|"
                            r"^你(?:是)?(?:怎么|咋|从哪|从哪里|从哪儿|哪来|为什么|为啥|凭什么)(?:会)?(?:知道|晓得|记得)(?:的|这个|这些|这件事|"
                            rf"(?:我|我的|我家|我们家|他|她)[^，,。!！?？]{{0,20}})?")  # 他 / 她: someone the memories name
+#: The clauses of a show-the-work question (你怎么知道我怕水的？根据哪条说的🤔: asked twice, one question).
+_SHOW_WORK_CLAUSES_RE = re.compile(rf"[{_PUNCT}?？{_EMOJI}]+")
+
+
+def _show_work_asked(text):
+    """Whether a message asks which memories the last reply used, in one clause or several that each ask it.
+    Example: _show_work_asked('你怎么知道我怕水的？根据哪条说的🤔') -> True"""
+    shown = _strip_tail(text.translate(_SIMPLIFIED).replace("您", "你"))  # 请问您是根据哪条记忆这样说的
+    if _SHOW_WORK_RE.fullmatch(_SHOW_WORK_LEAD_RE.sub("", shown)):  # 你怎么知道的
+        return True
+    first = _SHOW_WORK_CLAUSES_RE.split(shown, 1)
+    if len(first) == 1 or not _SHOW_WORK_RE.fullmatch(_SHOW_WORK_LEAD_RE.sub("", _strip_tail(first[0] or "x"))):
+        return False  # one clause (read above), or a first clause that asks nothing of the kind
+    clauses = [c for c in _SHOW_WORK_CLAUSES_RE.split(shown) if c]
+    return 1 <= len(clauses) <= 3 and all(_SHOW_WORK_RE.fullmatch(_SHOW_WORK_LEAD_RE.sub("", _strip_tail(c)))
+                                          for c in clauses)
 
 
 #####################################################################
@@ -11034,8 +11112,7 @@ async def reply_memory(app, ctx, text, card):
         asked = app.memory_asked.pop(key)
         asked = None
     names = [c["name"] for c in app.characters.get()["cards"].values()] + app.cfg.nicknames
-    shown = _strip_tail(text.translate(_SIMPLIFIED).replace("您", "你"))  # 请问您是根据哪条记忆这样说的
-    if _SHOW_WORK_RE.fullmatch(_SHOW_WORK_LEAD_RE.sub("", shown)):  # 你怎么知道的
+    if _show_work_asked(text):  # 你怎么知道的
         await _mark_command(app, ctx)
         limited = _memory_read_limited(app, ctx)
         return limited if limited is not None else await app.db.run(memory_show_work, ctx,
