@@ -1550,9 +1550,13 @@ TRADITIONAL_PAIRS = """
 _SIMPLIFIED = str.maketrans({p[0]: p[1] for p in TRADITIONAL_PAIRS.split()})
 
 
+#: A character _SIMPLIFIED changes: a text without one is left as it is (one search, not a lookup a character).
+_TRADITIONAL_RE = re.compile(f"[{''.join(map(re.escape, map(chr, _SIMPLIFIED)))}]")
+
+
 def text_simplified(text):
     """Traditional characters read as simplified. Example: text_simplified('用戶說他對芒果過敏') -> '用户说他对芒果过敏'"""
-    return text.translate(_SIMPLIFIED)
+    return text.translate(_SIMPLIFIED) if _TRADITIONAL_RE.search(text) else text  # (most texts have none)
 
 
 _MODEL_CACHE = {}
@@ -7306,7 +7310,7 @@ def memory_parse(text, names=()):
             break
     t = re.sub(r"^@\S+\s+", "", t) if t.startswith("@") else t
     said = memory_pinyin(t.replace("（", "(").replace("）", ")"))  # 吉他那条shan le: 删了
-    t = read = said.translate(_SIMPLIFIED)
+    t = read = text_simplified(said)
     yue = memory_cantonese(t)
     if yue != t:  # 記住我住喺旺角: read as Mandarin, what is stored said as the user said it (what a forget points
         kind, args = memory_parse(yue)  # at is only read: 刪咗我鍾意食榴槤嗰條 looks for 我喜欢吃榴槤那条)
@@ -8121,7 +8125,7 @@ _SHAPED_END_RE = re.compile(rf"(?<![被人])(?:记一下|记下来|记住|记着
 def memory_shaped_words(text, weak=False):
     """Whether a message is about memory by its words alone; weak: also when a weak verb (删, 改, 不对) would
     need a stored memory to point at. Example: memory_shaped_words('榴莲那个，别记着了') -> True"""
-    t = text.strip().translate(_SIMPLIFIED)
+    t = text_simplified(text.strip())
     start, anywhere, end = _SHAPED_START_RE.match(t), _SHAPED_ANY_RE.search(t), _SHAPED_END_RE.search(t)
     if weak:
         return bool(start or anywhere or end)
