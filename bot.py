@@ -1550,9 +1550,13 @@ TRADITIONAL_PAIRS = """
 _SIMPLIFIED = str.maketrans({p[0]: p[1] for p in TRADITIONAL_PAIRS.split()})
 
 
+#: A character _SIMPLIFIED changes: a text without one is left as it is (one search, not a lookup a character).
+_TRADITIONAL_RE = re.compile(f"[{''.join(map(re.escape, map(chr, _SIMPLIFIED)))}]")
+
+
 def text_simplified(text):
     """Traditional characters read as simplified. Example: text_simplified('用戶說他對芒果過敏') -> '用户说他对芒果过敏'"""
-    return text.translate(_SIMPLIFIED)
+    return text.translate(_SIMPLIFIED) if _TRADITIONAL_RE.search(text) else text  # (most texts have none)
 
 
 _MODEL_CACHE = {}
@@ -3734,9 +3738,13 @@ def memory_has_subject(text):
     return False
 
 
+#: 小美是我女朋友: a name and whose it is.
+_NAMED_AS_RELATIVE_RE = re.compile(rf"^(\S{{1,6}}?)是我的?({_REL_RE})$")
+
+
 def _subject_of(text, known=()):
     """The subject a fact starts with and the rest. Example: _subject_of('我妈妈的生日是5月3日') -> ('妈妈', '生日是5月3日')"""
-    m = re.match(rf"^(\S{{1,6}}?)是我的?({_REL_RE})$", text)
+    m = _NAMED_AS_RELATIVE_RE.match(text)
     if m:  # 小美是我女朋友: her name
         return RELATION_ALIASES.get(m.group(2), m.group(2)), f"名字是{m.group(1)}"
     m = _SUBJECT_RE.match(text)
@@ -3810,6 +3818,21 @@ def _life_state(rest):
 _CHEERS = r"绝绝子|yyds|绝了|太香了|爱了爱了|好耶|xswl|awsl"
 
 
+#: memory_fact's patterns, compiled once (it reads every fact stored): what ends a fact and is no part of it (。 🎉 嘿嘿
+#: 绝绝子); 我不是X，是Y; 是X，不是我; X，不是Y (the value it replaces, marks cut off); 我有个朋友叫阿杰; 我叫我女朋友小猪;
+#: what ends a value and is no part of it (也…了).
+_FACT_END_RE = re.compile(rf"(?:[。.!！~～{_EMOJI}]|(?<=.{{3}})[{_FACT_PARTICLES}]|(?<=.{{3}})[\s，,]+(?i:{_CHEERS})"
+                          rf"|(?:(?<=[了啦])|[\s，,]+)[嘿嘻呵]{{2,}})+$")
+_FACT_NOT_BUT_RE = re.compile(rf"^(我|我的)?不是(.+?)[{_PUNCT}]+(?:而|其实)?是(.+)$")
+_FACT_NOT_ME_RE = re.compile(rf"^是(.+?)[{_PUNCT}]+不是(我|你)$")
+_FACT_BUT_NOT_RE = re.compile(rf"^(.+?)[{_PUNCT}]+(?:而)?不(?:是|叫|在(?![了乎意]))(.+)$")
+#: The end of a word taken back (不是冻的: the 的 ends the word 冻; marks after it too).
+_FACT_NOT_WORD_END_RE = re.compile(rf"(?<=.)的?[{_PUNCT}]*$")
+_HAS_ONE_NAMED_RE = re.compile(rf"^我?有(?:一)?(?:个|只|条)({_REL_RE})(?:，|,)?(?:叫|名叫|名字叫)([^，,]{{1,8}})$")
+_CALLS_RELATIVE_RE = re.compile(rf"^叫(?:我的?)?({_REL_RE})(.+)$")
+_VALUE_END_RE = re.compile(rf"(?:也|还|又)?(?:了|啦|呢|哦|的)?[{_PUNCT}]*$")
+
+
 def memory_fact(text, last_subject=None, known=()):
     """Takes one fact apart. Example: memory_fact('我现在住在上海了').attribute -> '现居地'"""
     read = memory_cantonese(text)
@@ -3817,25 +3840,24 @@ def memory_fact(text, last_subject=None, known=()):
         fact = memory_fact(read, last_subject, known)
         said = lambda piece: _cantonese_said(piece, read, text)  # noqa: E731
         return dataclasses.replace(fact, text=said(fact.text), value=said(fact.value), replaces=said(fact.replaces))
-    text = re.sub(rf"(?:[。.!！~～{_EMOJI}]|(?<=.{{3}})[{_FACT_PARTICLES}]|(?<=.{{3}})[\s，,]+(?i:{_CHEERS})"
-                  rf"|(?:(?<=[了啦])|[\s，,]+)[嘿嘻呵]{{2,}})+$", "", text.strip())  # 复合了嘿嘿: the laugh is no part of it
+    text = _FACT_END_RE.sub("", text.strip())  # 复合了嘿嘿: the laugh is no part of it
     replaces = None
-    m = re.match(rf"^(我|我的)?不是(.+?)[{_PUNCT}]+(?:而|其实)?是(.+)$", text)
+    m = _FACT_NOT_BUT_RE.match(text)
     if m:  # 我不是住在北京，是住在天津
         text, replaces = (m.group(1) or "我") + m.group(3), m.group(2)
-    m = re.match(rf"^是(.+?)[{_PUNCT}]+不是(我|你)$", text)
+    m = _FACT_NOT_ME_RE.match(text)
     if m:  # 是我妈妈对花生过敏，不是我: the same fact, about someone else
         text, replaces = m.group(1), "subject:" + m.group(2)
-    m = None if replaces else (re.match(rf"^(.+?)[{_PUNCT}]+(?:而)?不(?:是|叫|在(?![了乎意]))(.+)$", text)
+    m = None if replaces else (_FACT_BUT_NOT_RE.match(text)
          or re.match(r"^(.+(?:是|叫).+?)不(?:是|叫)(.{1,12})$", text))
     if m:  # 我对芒果过敏，不是花生 / 我叫李华不叫李明 / 我老婆在字节 不在网易 / 不是冻的 (冻: the 的 ends the word)
-        text, replaces = m.group(1), re.sub(rf"(?<=.)的?[{_PUNCT}]*$", "", m.group(2))
+        text, replaces = m.group(1), _FACT_NOT_WORD_END_RE.sub("", m.group(2))
     m = re.match(r"^(她|他|它)(?!们)(?:的)?", text)
     if m and last_subject:  # 她喜欢草莓蛋糕, after 我女朋友叫小美
         who = ("我家" if last_subject in _ANIMALS else "我") + last_subject
         text = who + ("的" if text[m.end():].startswith(("生日", "名字")) else "") + text[m.end():]
     first = re.split(r"[，,；;](?!叫)", text)[0]
-    m = re.match(rf"^我?有(?:一)?(?:个|只|条)({_REL_RE})(?:，|,)?(?:叫|名叫|名字叫)([^，,]{{1,8}})$", first)
+    m = _HAS_ONE_NAMED_RE.match(first)
     if m:  # 我有个朋友叫阿杰: someone the user can name later; a second friend named is another one (朋友阿强)
         who = RELATION_ALIASES.get(m.group(1), m.group(1))
         return Fact(text, who + m.group(2) if who in _SEVERAL else who, "名字", m.group(2), True, replaces)
@@ -3843,7 +3865,7 @@ def memory_fact(text, last_subject=None, known=()):
     lead = _CHANGE_LEAD_RE.match(rest)
     if lead and rest[lead.end():]:  # 我名字改了 叫张北辰: the new name; 我网名换了 叫…: the new nickname
         rest = ("的" + lead.group(1) if lead.group(1) else "") + rest[lead.end():]
-    m = re.match(rf"^叫(?:我的?)?({_REL_RE})(.+)$", rest)
+    m = _CALLS_RELATIVE_RE.match(rest)
     if subject == "我" and m:  # 我叫我女朋友小猪: what the user calls her, not the user's name
         return Fact(text, RELATION_ALIASES.get(m.group(1), m.group(1)), "昵称", m.group(2), True, replaces)
     if subject == "你":
@@ -3876,7 +3898,7 @@ def memory_fact(text, last_subject=None, known=()):
             attribute, value = "最喜欢的" + groups[0], groups[1]
         else:
             value = groups[0] if groups else ""
-        value = re.sub(rf"(?:也|还|又)?(?:了|啦|呢|哦|的)?[{_PUNCT}]*$", "", value.strip())
+        value = _VALUE_END_RE.sub("", value.strip())
         value = re.sub(r"\s+(?:now|too|also|as well)$", "", value, flags=re.I) if english else value
         if re.fullmatch(r"(?:哪|哪里|哪儿|什么|啥|几|多少|谁)[了呢啊]?", value):
             return Fact(text, subject, attribute, None, single, replaces)  # 我住哪: the attribute, no value
@@ -4061,16 +4083,25 @@ _CLAUSE_NOT_ITEM_RE = re.compile(r"不|没|别|但|可是|就是")
 _REASON_CLAUSE_RE = re.compile(r"不让|不许|不准|让我|叫我|说的|因为|所以")
 
 
+#: memory_unlist's patterns, compiled once (it reads every fact stored): a kaomoji or emoji at the end; 我养了两只猫，一只
+#: 叫X一只叫Y; 我有两个娃 老大…; 我爸我妈都… (two people, one fact each).
+_KAOMOJI_END_RE = re.compile(rf"(?:\s*[(（][^\u4e00-\u9fffA-Za-z0-9()（）]{{1,20}}[)）]|[{_EMOJI}])"
+                             rf"[^\u4e00-\u9fffA-Za-z0-9]{{0,6}}$")
+_SEVERAL_NAMED_RE = re.compile(rf"^(我(?:家)?)(养了|养着|养|有)(?:两|三|四|几|2|3|4)(只|条|个)(\S{{1,3}}?)[{_PUNCT}]*"
+                               rf"((?:(?:另)?一(?:只|条|个)(?:叫|名叫|是)[^，,。；;一另]{{1,6}}[{_PUNCT}]*){{2,}})$")
+_KIDS_LEAD_RE = re.compile(rf"^我(?:家)?(?:有?(?:(?:两|三|2|3)个|俩|仨)(?:娃|孩子|小孩|宝宝|儿子|女儿)(?:子)?[{_PUNCT}\s]*"
+                           rf"(?:我家)?)?老[大二三]")
+_TWO_RELATIVES_RE = re.compile(rf"^(我(?:的|家的?)?)({_REL_RE})(?:我的?)?({_REL_RE})(?:都|也都|俩都|两个都|俩)(.+)$")
+
+
 def memory_unlist(text):
     """One fact per subject and per value, also inside a clause; then memory_split.
     Example: memory_unlist('我和我老婆都喜欢爬山') -> ['我喜欢爬山', '我老婆喜欢爬山']"""
     t = text.strip()
     # a kaomoji or emoji after the fact is no part of it (…一只叫雪糕 (=^･ω･^=) / 苹果、香蕉和葡萄😋)
-    t = re.sub(rf"(?:\s*[(（][^\u4e00-\u9fffA-Za-z0-9()（）]{{1,20}}[)）]|[{_EMOJI}])[^\u4e00-\u9fffA-Za-z0-9]{{0,6}}$",
-               "", t) or t
+    t = _KAOMOJI_END_RE.sub("", t) or t
     t = _SLANG_TAIL_RE.sub("", t) or t  # …还有柯基🐶 awsl: an exclamation, as an emoji is
-    m = re.match(rf"^(我(?:家)?)(养了|养着|养|有)(?:两|三|四|几|2|3|4)(只|条|个)(\S{{1,3}}?)[{_PUNCT}]*((?:(?:另)?一(?:只|条|个)"
-                 rf"(?:叫|名叫|是)[^，,。；;一另]{{1,6}}[{_PUNCT}]*){{2,}})$", t)
+    m = _SEVERAL_NAMED_RE.match(t)
     if m and (_pet_of(m.group(4)) or m.group(2) == "有" and RELATION_ALIASES.get(m.group(4), m.group(4)) in _SEVERAL):
         # 我养了两只猫，一只叫大橘一只叫小黑 / 我有两个孩子 一个叫乐乐一个叫安安 (each child a subject of its own)
         names = re.findall(r"一(?:只|条|个)(?:叫|名叫|是)([^，,。；;一另]{1,6})", m.group(5))
@@ -4080,11 +4111,9 @@ def memory_unlist(text):
         # 我俩娃 大的叫乐乐 小的叫安安 / 我家俩猫 大的叫咪咪 小的叫球球: 我大娃叫乐乐, 我小娃叫安安
         return [f"{m.group(1)}{size}{m.group(2)}叫{name}" for size, name in _BIG_SMALL_NAMES_RE.findall(m.group(3))]
     kids = re.findall(r"(老[大二三])(?:叫|名叫|是)([^\s，,。；;老]{1,6})", t)
-    if len(kids) >= 2 and re.match(rf"^我(?:家)?(?:有?(?:(?:两|三|2|3)个|俩|仨)(?:娃|孩子|小孩|宝宝|儿子|女儿)(?:子)?[{_PUNCT}\s]*"
-                                   rf"(?:我家)?)?老[大二三]",
-                                   t) and len(t) <= 40:  # 我有两个娃 老大叫豆豆 老二叫糖糖: each child a subject of its own
+    if len(kids) >= 2 and _KIDS_LEAD_RE.match(t) and len(t) <= 40:  # 我有两个娃 老大叫豆豆 老二叫糖糖: each child a subject of its own
         return [f"我家{k}叫{n}" for k, n in kids]
-    m = re.match(rf"^(我(?:的|家的?)?)({_REL_RE})(?:我的?)?({_REL_RE})(?:都|也都|俩都|两个都|俩)(.+)$", t)
+    m = _TWO_RELATIVES_RE.match(t)
     pair = m and len({RELATION_ALIASES.get(x, x) for x in m.group(2, 3)}) == 2 and "爸妈" not in m.group(2, 3) \
         and (m.group(2) + m.group(3) != "爸妈" or re.search("爸我的?妈", t))  # 我爸妈都… reads as before
     if pair and not {m.group(2), m.group(3)} & {"父母"}:  # 我爷爷奶奶都住在乡下: one memory each
@@ -7331,8 +7360,8 @@ def memory_parse(text, names=()):
             break
     t = re.sub(r"^@\S+\s+", "", t) if t.startswith("@") else t
     said = memory_pinyin(t.replace("（", "(").replace("）", ")"))  # 吉他那条shan le: 删了
-    t = read = said.translate(_SIMPLIFIED)
-    yue = memory_cantonese(said).translate(_SIMPLIFIED)  # 係 before it is simplified to 系 (講錯咗 係29歲: 是29岁)
+    t = read = text_simplified(said)
+    yue = text_simplified(memory_cantonese(said))  # 係 before it is simplified to 系 (講錯咗 係29歲: 是29岁)
     if yue != t:  # 記住我住喺旺角: read as Mandarin, what is stored said as the user said it (what a forget points
         kind, args = memory_parse(yue)  # at is only read: 刪咗我鍾意食榴槤嗰條 looks for 我喜欢吃榴槤那条)
         return kind, {k: _written(v, yue, said) if k != "what" and isinstance(v, str) else v for k, v in args.items()}
@@ -8186,7 +8215,7 @@ _SHAPED_END_RE = re.compile(rf"(?<![被人])(?:记一下|记下来|记住|记着
 def memory_shaped_words(text, weak=False):
     """Whether a message is about memory by its words alone; weak: also when a weak verb (删, 改, 不对) would
     need a stored memory to point at. Example: memory_shaped_words('榴莲那个，别记着了') -> True"""
-    t = text.strip().translate(_SIMPLIFIED)
+    t = text_simplified(text.strip())
     start, anywhere, end = _SHAPED_START_RE.match(t), _SHAPED_ANY_RE.search(t), _SHAPED_END_RE.search(t)
     if weak:
         return bool(start or anywhere or end)
