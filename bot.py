@@ -4098,8 +4098,7 @@ def memory_unlist(text):
         m = re.match(r"^(?:我的?)?(爸妈|父母)(?:都|也都)(.+)$", text_simplified(piece)) \
             or re.match(r"^(.+?)(?:和|跟|与|、)(.+?)(?:都|也都)(.+)$", piece)
         if m and len(m.groups()) == 2:  # 我爸妈都住在哈尔滨
-            script = str.maketrans({b: a for a, b in zip(piece, text_simplified(piece)) if a != b})  # 媽 as written
-            out += ["我爸爸".translate(script) + piece[m.start(2):], "我妈妈".translate(script) + piece[m.start(2):]]
+            out += ["我爸爸" + piece[m.start(2):], "我妈妈" + piece[m.start(2):]]
             continue
         if m and _one_subject(m.group(1)) and _one_subject(m.group(2)):  # 我和我老婆都喜欢爬山
             out += [_one_subject(m.group(1)) + m.group(3), _one_subject(m.group(2)) + m.group(3)]
@@ -4134,7 +4133,15 @@ def memory_unlist(text):
             continue
         values = _split_values(simple)
         out += [v.translate(back) for v in values] if values else [piece]
-    return out
+    return [_subject_simplified(p) for p in out]
+
+
+def _subject_simplified(piece):
+    """A fact with whom it is about in simplified characters, the words the rules know (the rest as written).
+    Example: _subject_simplified('我媽搬去高雄了') -> '我妈搬去高雄了'"""
+    simple = text_simplified(piece)
+    m = _SUBJECT_RE.match(simple) if simple != piece else None
+    return simple[:m.end()] + piece[m.end():] if m and m.group(1) else piece
 
 
 #: The words a 分别 list shares, said once: before its first value (分别住在北京和上海) and after its last (分别在阿里和网易
