@@ -2755,7 +2755,8 @@ _NOT_AN_OBJECT_RE = re.compile(r"^(?:了|吗|没|呢|啊|吧(?![台主友员])|�
 #: A 记住 that starts with a time (记住明天三点开会) is asked about, not taken as chat.
 _TIME_RE = re.compile(r"^(?:明天|今天|晚上|早上)")
 #: What is forgotten in chat (忘记带伞, 忘了吃药), never a memory.
-_CHAT_FORGET_RE = re.compile(r"^(?:所有|一切|全部|带|拿|关|交|吃|喝|买|说|做|写|打|锁|给|回|发|看|问|去|来|充|存|签|还|密码|时间|烦恼|过去|自己|吧|啦)")
+_CHAT_FORGET_RE = re.compile(r"^(?:所有|一切|全部|带|拿|关|交|吃|喝|买|说|做|写|打|锁|给|回|发|看|问|去|来|充|存|签|还|密码|时间|烦恼|过去|"
+                             r"自己|(?:这个)?世界|这一切|吧|啦)")
 #: A fact the bot can't file under a subject starts like this: asked about, never stored blind.
 _BANTER_RE = re.compile(r"(?:吧|哈哈+|啊|嘛|呀|233+|hhh+|2333)$"
                         r"|^(?:这个|那个|这|那|这些|那些)(?:教训|道理|事|话)"
@@ -4035,6 +4036,10 @@ _TOOLS_FOR_RE = re.compile(r"^(我(?:平时|一般|都|常|经常|主要)?)(用|
 _CLAUSE_NOT_ITEM_RE = re.compile(r"不|没|别|但|可是|就是")
 
 
+#: Counting words before a thing (两只猫, 两个号, 两辆车).
+_COUNTERS = "只|条|个|辆|台|部|家|张|套|把|件"
+
+
 def memory_unlist(text):
     """One fact per subject and per value, also inside a clause; then memory_split.
     Example: memory_unlist('我和我老婆都喜欢爬山') -> ['我喜欢爬山', '我老婆喜欢爬山']"""
@@ -4043,11 +4048,13 @@ def memory_unlist(text):
     t = re.sub(rf"(?:\s*[(（][^\u4e00-\u9fffA-Za-z0-9()（）]{{1,20}}[)）]|[{_EMOJI}])[^\u4e00-\u9fffA-Za-z0-9]{{0,6}}$",
                "", t) or t
     t = _SLANG_TAIL_RE.sub("", t) or t  # …还有柯基🐶 awsl: an exclamation, as an emoji is
-    m = re.match(rf"^(我(?:家)?)(养了|养着|养|有)(?:两|三|四|几|2|3|4)(只|条|个)(\S{{1,3}}?)[{_PUNCT}]*((?:(?:另)?一(?:只|条|个)"
-                 rf"(?:叫|名叫|是)[^，,。；;一另]{{1,6}}[{_PUNCT}]*){{2,}})$", t)
-    if m and (_pet_of(m.group(4)) or m.group(2) == "有" and RELATION_ALIASES.get(m.group(4), m.group(4)) in _SEVERAL):
-        # 我养了两只猫，一只叫大橘一只叫小黑 / 我有两个孩子 一个叫乐乐一个叫安安 (each child a subject of its own)
-        names = re.findall(r"一(?:只|条|个)(?:叫|名叫|是)([^，,。；;一另]{1,6})", m.group(5))
+    m = re.match(rf"^(我(?:家)?)(养了|养着|养|有)(?:两|三|四|几|2|3|4)({_COUNTERS})(\S{{1,3}}?)[{_PUNCT}\s]*((?:(?:另)?一"
+                 rf"(?:{_COUNTERS})(?:叫|名叫|是)[^，,。；;一另\s]{{1,6}}[{_PUNCT}\s]*){{2,}})$", t)
+    if m and (_pet_of(m.group(4)) or m.group(2) == "有" and (RELATION_ALIASES.get(m.group(4), m.group(4)) in _SEVERAL
+                                                           or not memory_has_subject(m.group(4)))):
+        # 我养了两只猫，一只叫大橘一只叫小黑 / 我有两个孩子 一个叫乐乐一个叫安安 (each child a subject of its own) /
+        # 我有两个号 一个叫星落 一个叫月见 (things: one memory each, so one can be forgotten)
+        names = re.findall(rf"一(?:{_COUNTERS})(?:叫|名叫|是)([^，,。；;一另\s]{{1,6}})", m.group(5))
         return [f"{m.group(1)}{m.group(2)}一{m.group(3)}{m.group(4)}叫{n}" for n in names]
     m = _BIG_SMALL_RE.match(t)
     if m and (_pet_of(m.group(2)) or RELATION_ALIASES.get(m.group(2), m.group(2)) in _SEVERAL | {"娃"}):
@@ -7966,6 +7973,12 @@ _URGE_TAIL_RE = re.compile(rf"[{_PUNCT}{PARTICLES}]+(?:快说|快讲|快点|说�
                            rf"给我看看|让我看看|看看)+[{PARTICLES}{_PUNCT}{_EMOJI}]*$")
 
 
+#: Thanks in English after a request (thx / thanks / ty): no part of it.
+_THANKS_EN_RE = re.compile(rf"[\s{_PUNCT}]+(?i:thx|thanks|thank you|thank u|tks|ty|3q)[\s{_PUNCT}]*$")
+#: 它 after a forget's verb at the end (波波那条删了它吧 / 嗰條刪咗佢): the memory pointed at, said again.
+_IT_OBJECT_RE = re.compile(rf"((?:那条|这条|那个|这个)[^{_PUNCT}]{{0,2}}?(?:删|忘)(?:了|掉))(?:它|他)(?=[{PARTICLES}]*$)")
+
+
 def memory_normalise(text):
     """A memory message in the canonical wording the command table reads (chat is left alone).
     Example: memory_normalise('记住咯，我喜欢吃辣') -> '记住，我喜欢吃辣'
@@ -7984,6 +7997,8 @@ def memory_normalise(text):
         if _MEMORY_COMMAND_RES[0][0].match(bare):  # the table's first row: 你记得我什么
             return bare
     t = _EMOJI_TAIL_RE.sub("", t) or t  # 豆豆昨天走了 记一下吧 😢: the emoji is no fact (记住我喜欢🐱 keeps it)
+    t = _THANKS_EN_RE.sub("", t) or t if t[-1:].isascii() else t  # delete掉日语那条 thx
+    t = _IT_OBJECT_RE.sub(r"\1", t) if "它" in t[-4:] or "他" in t[-4:] else t  # 波波那条删了它吧: 它 is the memory
     if "那" in t or "这" in t:  # 芒果那条🗑️删掉
         t = _POINTER_EMOJI_RE.sub(r"\1", t)
     if _PAUSES_RE.search(t) and _FORGET_VERB_RE.search(t):  # 法语放弃了 别记了: what stopped goes (别记了 is no wish)
@@ -8633,7 +8648,8 @@ _SHOW_WORK_RE = re.compile(r"^(?:刚才|刚刚)?你(?:刚才|刚刚)?(?:是)?(?:
                            r"^谁(?:跟|和|给|告诉)(?:你)?(?:说|讲)?(?:的)?(?:我|我的|我家)[^，,。!！?？]{1,20}|"
                            r"^你(?:是)?听谁说的(?:我|我的|我家)?[^，,。!！?？]{0,20}|"
                            r"^你(?:是)?(?:怎么|咋|从哪|从哪里|从哪儿|哪来|为什么|为啥|凭什么)(?:会)?(?:知道|晓得|记得)(?:的|这个|这些|这件事|"
-                           rf"(?:我|我的|我家|我们家|他|她)[^，,。!！?？]{{0,20}})?")  # 他 / 她: someone the memories name
+                           rf"(?:我|我的|我家|我们家|他|她)[^，,。!！?？]{{0,20}}|(?:{_REL_RE})[^，,。!！?？]{{1,20}}的)?")  # 他 / 她:
+#: someone the memories name; a relation's …的: what it knows of them (你咋知道二宝对牛奶过敏的, not 这么多冷知识的)
 
 
 #####################################################################
