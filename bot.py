@@ -2768,12 +2768,12 @@ RELATIONS = ("前男友 前女友 男朋友 女朋友 男友 女友 老婆 老�
              "外孙女 外孙 孙女 孙子 "
              "表哥 表姐 表弟 表妹 堂哥 堂姐 堂弟 堂妹 室友 舍友 同事 领导 老板 上司 闺蜜 好朋友 好兄弟 朋友 同学 发小 "
              "班主任 老师 师父 猫咪 小猫 猫 狗狗 小狗 狗 兔子 仓鼠 鹦鹉 乌龟 金鱼 宠物 妈 爸 哥 姐 弟 妹 叔 婶 "
-             "老大 老二 老三 大宝 二宝 三宝 老伴儿 老伴").split()  # 老大 / 老二 / 二宝: the children by age (老大叫豆豆 二宝叫糖糖)
+             "老大 老二 老三 大宝 二宝 三宝 老伴儿 老伴 娃 崽").split()  # 老大 / 老二 / 二宝: the children by age (老大叫豆豆 二宝叫糖糖)
 #: Other ways to say the same relation.
 RELATION_ALIASES = {"爸妈": "父母", "老妈": "妈妈", "母亲": "妈妈", "妈": "妈妈", "老爸": "爸爸", "父亲": "爸爸", "爸": "爸爸",
                     "男友": "男朋友", "女友": "女朋友", "媳妇": "老婆", "闺女": "女儿", "哥": "哥哥", "姐": "姐姐",
                     "弟": "弟弟", "妹": "妹妹", "叔": "叔叔", "婶": "婶婶", "舍友": "室友", "猫咪": "猫", "小猫": "猫", "狗狗": "狗", "小狗": "狗",
-                    "老伴儿": "爱人", "老伴": "爱人"}
+                    "老伴儿": "爱人", "老伴": "爱人", "娃": "孩子", "崽": "孩子"}
 #: Words for a partner that may name the same person as another (我爱人 is 我老婆 or 我老公; 对象 a girl- or boyfriend).
 PARTNER_WORDS = {"爱人": ("老婆", "老公"), "老伴": ("老婆", "老公"), "对象": ("女朋友", "男朋友", "老婆", "老公"),
                  "cp": ("女朋友", "男朋友", "对象")}
@@ -2795,7 +2795,7 @@ _NOT_A_NAME_RE = re.compile(r"^(?:生日|名字|老家|家乡|工作|职业|身�
 #: A name (2-3 characters) at the start of what is said of someone.
 _NAME_RE = re.compile(f"^([\u4e00-\u9fff]{{2,3}}?){_AFTER_NAME}")
 #: A fact's subject at its start: 我的妈妈 / 我妈 / 我家猫 / 妈妈 (the value is the relation).
-_SUBJECT_RE = re.compile(rf"^(?:我(?:的|家的?|们家的?)?(?:最好的|好|亲|最亲的)?)?({_REL_RE})(?![们圈友子])(?:的)?")
+_SUBJECT_RE = re.compile(rf"^(?:我(?:的|家的?|们家的?)?(?:最好的|好|亲|最亲的)?)?({_REL_RE})(?![们圈友子娃崽])(?:的)?")
 #: Relations said in English (my mom's birthday …).
 ENGLISH_RELATIONS = {"mom": "妈妈", "mum": "妈妈", "mother": "妈妈", "dad": "爸爸", "father": "爸爸", "wife": "老婆",
                      "husband": "老公", "girlfriend": "女朋友", "boyfriend": "男朋友", "son": "儿子", "daughter": "女儿",
