@@ -2775,7 +2775,8 @@ _NOT_AN_OBJECT_RE = re.compile(r"^(?:了|吗|没|呢|啊|吧(?![台主友员])|�
 #: A 记住 that starts with a time (记住明天三点开会) is asked about, not taken as chat.
 _TIME_RE = re.compile(r"^(?:明天|今天|晚上|早上)")
 #: What is forgotten in chat (忘记带伞, 忘了吃药), never a memory.
-_CHAT_FORGET_RE = re.compile(r"^(?:所有|一切|全部|带|拿|关|交|吃|喝|买|说|做|写|打|锁|给|回|发|看|问|去|来|充|存|签|还|密码|时间|烦恼|过去|自己|吧|啦)")
+_CHAT_FORGET_RE = re.compile(r"^(?:所有|一切|全部|带|拿|关|交|吃|喝|买|说|做|写|打|锁|给|回|发|看|问|去|来|充|存|签|还|密码|时间|烦恼|过去|"
+                             r"自己|(?:这个)?世界|这一切|吧|啦)")
 #: A fact the bot can't file under a subject starts like this: asked about, never stored blind.
 _BANTER_RE = re.compile(r"(?:吧|哈哈+|啊|嘛|呀|233+|hhh+|2333)$"
                         r"|^(?:这个|那个|这|那|这些|那些)(?:教训|道理|事|话)"
@@ -2787,14 +2788,14 @@ RELATIONS = ("前男友 前女友 男朋友 女朋友 男友 女友 老婆 老�
              "外孙女 外孙 孙女 孙子 "
              "表哥 表姐 表弟 表妹 堂哥 堂姐 堂弟 堂妹 室友 舍友 同事 领导 老板 上司 闺蜜 好朋友 好兄弟 朋友 同学 发小 "
              "班主任 老师 师父 猫咪 小猫 猫 狗狗 小狗 狗 兔子 仓鼠 鹦鹉 乌龟 金鱼 宠物 妈 爸 哥 姐 弟 妹 叔 婶 "
-             "老大 老二 老三 大宝 二宝 三宝 老伴儿 老伴 "
+             "老大 老二 老三 大宝 二宝 三宝 老伴儿 老伴 娃 崽 "
              "公公 婆婆 岳父 岳母 丈母娘 老丈人 嫂子 姐夫 妹夫 弟媳 侄子 侄女 外甥女 外甥 舅妈 姨妈 小姨 姑父 姨父 大伯 "
              "同桌 邻居").split()  # 老大 / 老二 / 二宝: the children by age (老大叫豆豆 二宝叫糖糖); in-laws, 同桌, 邻居
 #: Other ways to say the same relation.
 RELATION_ALIASES = {"爸妈": "父母", "老妈": "妈妈", "母亲": "妈妈", "妈": "妈妈", "老爸": "爸爸", "父亲": "爸爸", "爸": "爸爸",
                     "男友": "男朋友", "女友": "女朋友", "媳妇": "老婆", "闺女": "女儿", "哥": "哥哥", "姐": "姐姐",
                     "弟": "弟弟", "妹": "妹妹", "叔": "叔叔", "婶": "婶婶", "舍友": "室友", "猫咪": "猫", "小猫": "猫", "狗狗": "狗", "小狗": "狗",
-                    "老伴儿": "爱人", "老伴": "爱人"}
+                    "老伴儿": "爱人", "老伴": "爱人", "娃": "孩子", "崽": "孩子"}
 #: Words for a partner that may name the same person as another (我爱人 is 我老婆 or 我老公; 对象 a girl- or boyfriend).
 PARTNER_WORDS = {"爱人": ("老婆", "老公"), "老伴": ("老婆", "老公"), "对象": ("女朋友", "男朋友", "老婆", "老公"),
                  "cp": ("女朋友", "男朋友", "对象")}
@@ -2818,7 +2819,7 @@ _NOT_A_NAME_RE = re.compile(r"^(?:生日|名字|老家|家乡|工作|职业|身�
 #: A name (2-3 characters) at the start of what is said of someone.
 _NAME_RE = re.compile(f"^([\u4e00-\u9fff]{{2,3}}?){_AFTER_NAME}")
 #: A fact's subject at its start: 我的妈妈 / 我妈 / 我家猫 / 妈妈 (the value is the relation).
-_SUBJECT_RE = re.compile(rf"^(?:我(?:的|家的?|们家的?)?(?:最好的|好|亲|最亲的)?)?({_REL_RE})(?![们圈友子])(?:的)?")
+_SUBJECT_RE = re.compile(rf"^(?:我(?:的|家的?|们家的?)?(?:最好的|好|亲|最亲的)?)?({_REL_RE})(?![们圈友子娃崽])(?:的)?")
 #: Relations said in English (my mom's birthday …).
 ENGLISH_RELATIONS = {"mom": "妈妈", "mum": "妈妈", "mother": "妈妈", "dad": "爸爸", "father": "爸爸", "wife": "老婆",
                      "husband": "老公", "girlfriend": "女朋友", "boyfriend": "男朋友", "son": "儿子", "daughter": "女儿",
@@ -4087,8 +4088,11 @@ _REASON_CLAUSE_RE = re.compile(r"不让|不许|不准|让我|叫我|说的|因�
 #: 叫X一只叫Y; 我有两个娃 老大…; 我爸我妈都… (two people, one fact each).
 _KAOMOJI_END_RE = re.compile(rf"(?:\s*[(（][^\u4e00-\u9fffA-Za-z0-9()（）]{{1,20}}[)）]|[{_EMOJI}])"
                              rf"[^\u4e00-\u9fffA-Za-z0-9]{{0,6}}$")
-_SEVERAL_NAMED_RE = re.compile(rf"^(我(?:家)?)(养了|养着|养|有)(?:两|三|四|几|2|3|4)(只|条|个)(\S{{1,3}}?)[{_PUNCT}]*"
-                               rf"((?:(?:另)?一(?:只|条|个)(?:叫|名叫|是)[^，,。；;一另]{{1,6}}[{_PUNCT}]*){{2,}})$")
+#: Counting words before a thing (两只猫, 两个号, 两辆车).
+_COUNTERS = "只|条|个|辆|台|部|家|张|套|把|件"
+_SEVERAL_NAMED_RE = re.compile(rf"^(我(?:家)?)(养了|养着|养|有)(?:两|三|四|几|2|3|4)({_COUNTERS})(\S{{1,3}}?)[{_PUNCT}\s]*"
+                               rf"((?:(?:另)?一(?:{_COUNTERS})(?:叫|名叫|是)[^，,。；;一另\s]{{1,6}}[{_PUNCT}\s]*){{2,}})$")
+_SEVERAL_NAME_RE = re.compile(rf"一(?:{_COUNTERS})(?:叫|名叫|是)([^，,。；;一另\s]{{1,6}})")
 _KIDS_LEAD_RE = re.compile(rf"^我(?:家)?(?:有?(?:(?:两|三|2|3)个|俩|仨)(?:娃|孩子|小孩|宝宝|儿子|女儿)(?:子)?[{_PUNCT}\s]*"
                            rf"(?:我家)?)?老[大二三]")
 _TWO_RELATIVES_RE = re.compile(rf"^(我(?:的|家的?)?)({_REL_RE})(?:我的?)?({_REL_RE})(?:都|也都|俩都|两个都|俩)(.+)$")
@@ -4102,9 +4106,11 @@ def memory_unlist(text):
     t = _KAOMOJI_END_RE.sub("", t) or t
     t = _SLANG_TAIL_RE.sub("", t) or t  # …还有柯基🐶 awsl: an exclamation, as an emoji is
     m = _SEVERAL_NAMED_RE.match(t)
-    if m and (_pet_of(m.group(4)) or m.group(2) == "有" and RELATION_ALIASES.get(m.group(4), m.group(4)) in _SEVERAL):
-        # 我养了两只猫，一只叫大橘一只叫小黑 / 我有两个孩子 一个叫乐乐一个叫安安 (each child a subject of its own)
-        names = re.findall(r"一(?:只|条|个)(?:叫|名叫|是)([^，,。；;一另]{1,6})", m.group(5))
+    if m and (_pet_of(m.group(4)) or m.group(2) == "有" and (RELATION_ALIASES.get(m.group(4), m.group(4)) in _SEVERAL
+                                                           or not memory_has_subject(m.group(4)))):
+        # 我养了两只猫，一只叫大橘一只叫小黑 / 我有两个孩子 一个叫乐乐一个叫安安 (each child a subject of its own) /
+        # 我有两个号 一个叫星落 一个叫月见 (things: one memory each, so one can be forgotten)
+        names = _SEVERAL_NAME_RE.findall(m.group(5))
         return [f"{m.group(1)}{m.group(2)}一{m.group(3)}{m.group(4)}叫{n}" for n in names]
     m = _BIG_SMALL_RE.match(t)
     if m and (_pet_of(m.group(2)) or RELATION_ALIASES.get(m.group(2), m.group(2)) in _SEVERAL | {"娃"}):
@@ -4154,8 +4160,7 @@ def memory_unlist(text):
         m = re.match(r"^(?:我的?)?(爸妈|父母)(?:都|也都)(.+)$", text_simplified(piece)) \
             or re.match(r"^(.+?)(?:和|跟|与|、)(.+?)(?:都|也都)(.+)$", piece)
         if m and len(m.groups()) == 2:  # 我爸妈都住在哈尔滨
-            script = str.maketrans({b: a for a, b in zip(piece, text_simplified(piece)) if a != b})  # 媽 as written
-            out += ["我爸爸".translate(script) + piece[m.start(2):], "我妈妈".translate(script) + piece[m.start(2):]]
+            out += ["我爸爸" + piece[m.start(2):], "我妈妈" + piece[m.start(2):]]
             continue
         if m and _one_subject(m.group(1)) and _one_subject(m.group(2)):  # 我和我老婆都喜欢爬山
             out += [_one_subject(m.group(1)) + m.group(3), _one_subject(m.group(2)) + m.group(3)]
@@ -4190,7 +4195,15 @@ def memory_unlist(text):
             continue
         values = _split_values(simple)
         out += [v.translate(back) for v in values] if values else [piece]
-    return out
+    return [_subject_simplified(p) for p in out]
+
+
+def _subject_simplified(piece):
+    """A fact with whom it is about in simplified characters, the words the rules know (the rest as written).
+    Example: _subject_simplified('我媽搬去高雄了') -> '我妈搬去高雄了'"""
+    simple = text_simplified(piece)
+    m = _SUBJECT_RE.match(simple) if simple != piece else None
+    return simple[:m.end()] + piece[m.end():] if m and m.group(1) else piece
 
 
 #: The words a 分别 list shares, said once: before its first value (分别住在北京和上海) and after its last (分别在阿里和网易
@@ -7804,7 +7817,8 @@ _EMOJI_TAIL_RE = re.compile(rf"(?<=[{_PUNCT}{PARTICLES}])[{_EMOJI}\s]+$|\s*{_KAO
 #: command after it. It names no one (我, 你) and asks nothing, so a message that is chat without it stays chat.
 #: A memory word without which what follows an address is no command (one search before reading it again).
 _ADDRESS_REST_RE = re.compile(r"[记忘删撤改存]")
-_ADDRESS_LEAD_RE = re.compile(rf"^(?:[^{_PUNCT}我你?？]{{1,5}}?[{PARTICLES}]+|[a-z]{{2,6}}|[哈嘿呵]{{2,}})[{_PUNCT}]+(?=\S)", re.I)
+_ADDRESS_LEAD_RE = re.compile(rf"^(?:[^{_PUNCT}我你?？]{{1,5}}?[{PARTICLES}]+|[a-z]{{2,6}}|[哈嘿呵]{{2,}})[{_PUNCT}]+(?=\S)",
+                              re.I)
 
 
 #: A short lead-in that ends in a particle right before 我 (告诉你哦我…, 跟你说啊我…).
@@ -8111,6 +8125,12 @@ _URGE_TAIL_RE = re.compile(rf"[{_PUNCT}{PARTICLES}]+(?:快说|快讲|快点|说�
                            rf"给我看看|让我看看|看看)+[{PARTICLES}{_PUNCT}{_EMOJI}]*$")
 
 
+#: Thanks in English after a request (thx / thanks / ty): no part of it.
+_THANKS_EN_RE = re.compile(rf"[\s{_PUNCT}]+(?i:thx|thanks|thank you|thank u|tks|ty|3q)[\s{_PUNCT}]*$")
+#: 它 after a forget's verb at the end (波波那条删了它吧 / 嗰條刪咗佢): the memory pointed at, said again.
+_IT_OBJECT_RE = re.compile(rf"((?:那条|这条|那个|这个)[^{_PUNCT}]{{0,2}}?(?:删|忘)(?:了|掉))(?:它|他)(?=[{PARTICLES}]*$)")
+
+
 def memory_normalise(text):
     """A memory message in the canonical wording the command table reads (chat is left alone).
     Example: memory_normalise('记住咯，我喜欢吃辣') -> '记住，我喜欢吃辣'
@@ -8129,6 +8149,8 @@ def memory_normalise(text):
         if _MEMORY_COMMAND_RES[0][0].match(bare):  # the table's first row: 你记得我什么
             return bare
     t = _EMOJI_TAIL_RE.sub("", t) or t  # 豆豆昨天走了 记一下吧 😢: the emoji is no fact (记住我喜欢🐱 keeps it)
+    t = _THANKS_EN_RE.sub("", t) or t if t[-1:].isascii() else t  # delete掉日语那条 thx
+    t = _IT_OBJECT_RE.sub(r"\1", t) if "它" in t[-4:] or "他" in t[-4:] else t  # 波波那条删了它吧: 它 is the memory
     if "那" in t or "这" in t:  # 芒果那条🗑️删掉
         t = _POINTER_EMOJI_RE.sub(r"\1", t)
     paused = _PAUSES_RE.search(t)  # (one search for the three rules of clauses below)
@@ -8789,7 +8811,8 @@ _SHOW_WORK_RE = re.compile(r"^(?:刚才|刚刚)?你(?:刚才|刚刚)?(?:是)?(?:
                            r"^谁(?:跟|和|给|告诉)(?:你)?(?:说|讲)?(?:的)?(?:我|我的|我家)[^，,。!！?？]{1,20}|"
                            r"^你(?:是)?听谁说的(?:我|我的|我家)?[^，,。!！?？]{0,20}|"
                            r"^你(?:是)?(?:怎么|咋|从哪|从哪里|从哪儿|哪来|为什么|为啥|凭什么)(?:会)?(?:知道|晓得|记得)(?:的|这个|这些|这件事|"
-                           rf"(?:我|我的|我家|我们家|他|她)[^，,。!！?？]{{0,20}})?")  # 他 / 她: someone the memories name
+                           rf"(?:我|我的|我家|我们家|他|她)[^，,。!！?？]{{0,20}}|(?:{_REL_RE})[^，,。!！?？]{{1,20}}的)?")  # 他 / 她:
+#: someone the memories name; a relation's …的: what it knows of them (你咋知道二宝对牛奶过敏的, not 这么多冷知识的)
 #: The clauses of a show-the-work question (你怎么知道我怕水的？根据哪条说的🤔: asked twice, one question).
 _SHOW_WORK_CLAUSES_RE = re.compile(rf"[{_PUNCT}?？{_EMOJI}]+")
 
