@@ -1545,7 +1545,7 @@ TRADITIONAL_PAIRS = """
 擊击 擁拥 擾扰 擬拟 攝摄 撐撑 撥拨 撫抚 掛挂 換换 揮挥 損损 搶抢 搖摇 撿捡 擺摆 掃扫 揚扬 攜携 拋抛 劃划 劇剧 劑剂 勞劳 勢势 勝胜 務务 動动 勵励 區区 協协 單单 參参 厲厉 吳吴 奪夺
 奮奋 宮宫 徵征 憑凭 戲戏 戰战 戶户 敗败 敵敌 數数 斷断 暫暂 書书 於于 暈晕 曬晒 歎叹 嘆叹 畢毕 皺皱 碩硕 磚砖 祕秘 筍笋 肅肃 艙舱 蔔卜 誕诞 謊谎 備备 貳贰 乾干 幹干 係系 繫系 捨舍
 彙汇 匯汇 纔才 麗丽 魯鲁 鴻鸿 黴霉 齊齐 韓韩 韻韵 響响 飛飞 騙骗 驕骄 齣出 顛颠 廟庙 盜盗 甦苏 蘇苏 畝亩 晝昼
-刪删 別别 兩两 著着 業业 駕驾 閨闺 憶忆
+刪删 別别 兩两 著着 業业 駕驾 閨闺 憶忆 圓圆 檔档 萬万 嬸婶 廠厂 啟启 纜缆
 """
 _SIMPLIFIED = str.maketrans({p[0]: p[1] for p in TRADITIONAL_PAIRS.split()})
 
@@ -2815,6 +2815,7 @@ _SEVERAL = set("朋友 好朋友 好兄弟 同事 同学 室友 闺蜜 发小 �
 _AFTER_NAME = "(?=喜欢|爱|是|在|住|叫|对|有|养|今年|的|不|最|很|特别|也|还|现在|已经|刚|每|一|两|三|四|五|六|七|八|九|十|\\d)"
 #: Words after a relation that are what the fact is about, not a name (我妈妈生日是…).
 _NOT_A_NAME_RE = re.compile(r"^(?:生日|名字|老家|家乡|工作|职业|身高|体重|血型|星座|专业|学校|公司|单位|年龄|今年|明年|去年|小时候|以前|之前|"
+                            r"房租|工资|月薪|年薪|电话|手机|微信|邮箱|爱好|性格|车牌|"
                             r"平时|每天|每周|特别|非常|一直|刚刚|最近|现在|已经|总是|经常|从小|也是|还是|就是)")
 #: A name (2-3 characters) at the start of what is said of someone.
 _NAME_RE = re.compile(f"^([\u4e00-\u9fff]{{2,3}}?){_AFTER_NAME}")
@@ -2844,7 +2845,8 @@ ATTRIBUTE_RULES = [
     ("职业", r"(?:现在|目前|已经)?(退休)|(?:现在|目前|已经)?(?:在[^，,]{1,8}?)?(?:转行|改行)?(?:是|当了?|做了?)(?:一名|一个|个|名|位)?([^，,]{0,10}?(?:师|"
            r"员|生|工|经理|老板|总监|总|医生|护士|老师|学生|主播|作家|律师|会计|审计|财务|编辑|记者|翻译|保安|客服|销售|司机|厨师|设计|运营|"
            r"产品|开发|程序员|工程师|公务员|自由职业者?|主管|店长|博士|硕士|UP主|up主|博主|画师|警察|军人|农民|宝妈|"
-           r"全职妈妈|退休|创业者|模特|演员|歌手|顾问|教练|导游|秘书|助理|前台|HR|hr|外卖骑手|骑手|快递小哥|测试))"
+           r"全职妈妈|退休|创业者|模特|演员|歌手|顾问|教练|私教|家教|保姆|月嫂|主持人|导游|秘书|助理|前台|HR|hr|外卖骑手|骑手|"
+           r"快递小哥|测试))"
            r"|(?:的)?(?:职业|工作)是(.+)|(?:是)?(?:做|干)([^，,]{1,10}?)(?:的|工作|这行)", True),
     ("工作单位", r"(?:现在|目前|已经)?(?:在([^，,]{1,20}?)(?:工作|上班|实习|任职|打工)|(?:跳槽到|跳槽去|跳到|换到|调到|入职(?:了)?|进了)"
              r"([^，,]{1,20}?)(?:工作|上班|实习|任职|打工)?|(?:去|调去)([^，,]{1,20}?)(?:工作|上班|打工))(?:了)?", True),
@@ -3624,7 +3626,7 @@ _LIFE_MORE_RE = re.compile(r"^(?:还|也|另外|同时)")
 #: of that one's, or its area by its own words), the rules replace that memory instead of asking.
 _LIFE_CHANGE_RE = re.compile(r"不再|不(?!想|太想|愿|打算|舍得)\S{1,6}?了|戒|没了|放弃|改了|换了|改名|好了|治好|痊愈|康复|拿到|考到|考过|考上|上岸|出生|"
                              r"正常了|退役|摘了|摘掉|滴酒不沾了|下来了|工作找到|找到(?:了)?工作|"
-                             r"生了|去世|走了|死了|不在了|分手|分了|离婚|毕业|辞职|离职|被裁|裸辞|退休|搬|开荤|复吸")
+                             r"生了|去世|走了|死了|不在了|分手|分了|离婚|毕业|辞职|离职|被裁|裸辞|跳槽|退休|搬|开荤|复吸")
 #: Life states said as one of a pair of opposites: (the new state's words, the words of the state it ends, whether
 #: the two must also name the same thing). A new fact saying the first ends the one memory of the same person that
 #: says the second (and, where they must, shares a word with it: 蛋仔退坑了 ends 我天天玩蛋仔, not 我喜欢玩滑板);
@@ -4090,7 +4092,7 @@ _KAOMOJI_END_RE = re.compile(rf"(?:\s*[(（][^\u4e00-\u9fffA-Za-z0-9()（）]{{1
                              rf"[^\u4e00-\u9fffA-Za-z0-9]{{0,6}}$")
 #: Counting words before a thing (两只猫, 两个号, 两辆车).
 _COUNTERS = "只|条|个|辆|台|部|家|张|套|把|件"
-_SEVERAL_NAMED_RE = re.compile(rf"^(我(?:家)?)(养了|养着|养|有)(?:两|三|四|几|2|3|4)({_COUNTERS})(\S{{1,3}}?)[{_PUNCT}\s]*"
+_SEVERAL_NAMED_RE = re.compile(rf"^(我(?:家)?)(养了|养着|养咗|有养|养|有)(?:两|三|四|几|2|3|4)({_COUNTERS})(\S{{1,4}}?)[{_PUNCT}\s]*"
                                rf"((?:(?:另)?一(?:{_COUNTERS})(?:叫|名叫|是)[^，,。；;一另\s]{{1,6}}[{_PUNCT}\s]*){{2,}})$")
 _SEVERAL_NAME_RE = re.compile(rf"一(?:{_COUNTERS})(?:叫|名叫|是)([^，,。；;一另\s]{{1,6}})")
 _KIDS_LEAD_RE = re.compile(rf"^我(?:家)?(?:有?(?:(?:两|三|2|3)个|俩|仨)(?:娃|孩子|小孩|宝宝|儿子|女儿)(?:子)?[{_PUNCT}\s]*"
@@ -4105,13 +4107,15 @@ def memory_unlist(text):
     # a kaomoji or emoji after the fact is no part of it (…一只叫雪糕 (=^･ω･^=) / 苹果、香蕉和葡萄😋)
     t = _KAOMOJI_END_RE.sub("", t) or t
     t = _SLANG_TAIL_RE.sub("", t) or t  # …还有柯基🐶 awsl: an exclamation, as an emoji is
-    m = _SEVERAL_NAMED_RE.match(t)
+    simple = text_simplified(t)  # 我有兩隻貓 一隻叫麻糬一隻叫湯圓: read as simplified, kept as written
+    back = str.maketrans({b: a for a, b in zip(t, simple) if a != b})
+    m = _SEVERAL_NAMED_RE.match(simple)
     if m and (_pet_of(m.group(4)) or m.group(2) == "有" and (RELATION_ALIASES.get(m.group(4), m.group(4)) in _SEVERAL
                                                            or not memory_has_subject(m.group(4)))):
         # 我养了两只猫，一只叫大橘一只叫小黑 / 我有两个孩子 一个叫乐乐一个叫安安 (each child a subject of its own) /
         # 我有两个号 一个叫星落 一个叫月见 (things: one memory each, so one can be forgotten)
         names = _SEVERAL_NAME_RE.findall(m.group(5))
-        return [f"{m.group(1)}{m.group(2)}一{m.group(3)}{m.group(4)}叫{n}" for n in names]
+        return [f"{m.group(1)}{m.group(2)}一{m.group(3)}{m.group(4)}叫{n.strip()}".translate(back) for n in names]
     m = _BIG_SMALL_RE.match(t)
     if m and (_pet_of(m.group(2)) or RELATION_ALIASES.get(m.group(2), m.group(2)) in _SEVERAL | {"娃"}):
         # 我俩娃 大的叫乐乐 小的叫安安 / 我家俩猫 大的叫咪咪 小的叫球球: 我大娃叫乐乐, 我小娃叫安安
@@ -4572,8 +4576,10 @@ def memory_names_known(conn, ctx, text):
 
 
 def memory_mentions(conn, ctx, text):
-    """Whether any of the speaker's memories mentions text (忘记榴莲 is a command only then)."""
-    return any(text.lower() in r["text"].lower() for r in memory_list(conn, ctx))
+    """Whether any of the speaker's memories mentions text (忘记榴莲 is a command only then); in either script
+    (忘记汤圆 finds 我有一隻貓叫湯圓)."""
+    said = text_simplified(text.lower())
+    return any(said in text_simplified(r["text"].lower()) for r in memory_list(conn, ctx))
 
 
 def _group_ctx(ctx):
@@ -5089,6 +5095,26 @@ _ADDRESS_RE = re.compile(rf"(?:^|(?<=[{_PUNCT}\s了啦]))(?:家人们|姐妹们|
 MEMORY_FACTS_PER_MESSAGE = 30
 
 
+#: A correction that names what it corrects, then the new value (房租是2000 / 我的体重改成60): the topic, the value.
+_TOPIC_FIX_RE = re.compile(r"^(?:我的?)?([\u4e00-\u9fff]{2,6}?)(?:是|改成|应该是)(.{1,20})$")
+#: A number inside a memory's words, as it may be corrected (我房租一个月1800).
+_NUMBER_RE = re.compile(r"\d+(?:\.\d+)?")
+
+
+def _topic_named(candidates, fact):
+    """(memory, fact) when exactly one of several candidates says the topic a correction names (房租 in 我房租一个月1800,
+    not 我租的房子在白石洲); a number corrected in place keeps the rest of its words (我房租一个月2000). Else None."""
+    m = _TOPIC_FIX_RE.match(fact.text)
+    named = [r for r in candidates if m and m.group(1) in r["text"]]
+    if len(named) != 1:
+        return None
+    old, new = named[0], m.group(2).strip()
+    numbers = _NUMBER_RE.findall(old["text"])
+    if _NUMBER_RE.fullmatch(new) and len(numbers) == 1:
+        return old, memory_fact(old["text"].replace(numbers[0], new, 1))
+    return old, fact
+
+
 def memory_remember(conn, ctx, text, embed, *, update=False, importance=1, scope=None, cap=0, areas=False):
     """Stores (or, as an update, corrects) each fact of text; returns (reply, question) where question
     is a pending which-one question or None. embed(text) gives a vector or None. A new memory is
@@ -5145,6 +5171,10 @@ def memory_remember(conn, ctx, text, embed, *, update=False, importance=1, scope
                 conn.execute("DELETE FROM memories_vec WHERE memory_id = ?", (old["id"],))
                 ended.append(old["text"])
                 continue
+            topic = _topic_named(candidates, fact) if update and old is None and len(candidates) > 1 else None
+            if topic:  # 更正一下 房租是2000 with 我房租一个月1800 and 我租的房子在白石洲: the one that says 房租
+                old, fact = topic
+                vec = embed(fact.text)
             if old is None and len(candidates) > 1:
                 asked = {"action": "replace", "ids": [r["id"] for r in candidates], "text": fact.text,
                          "importance": importance, "scope": scope if explicit_scope else None}
@@ -5955,10 +5985,15 @@ def memory_forget(conn, ctx, what, embed, one=False):
     if what.translate(_SIMPLIFIED) != what and all(r["text"].translate(_SIMPLIFIED) == r["text"] for r in rows):
         what = what.translate(_SIMPLIFIED)  # 關於我閨女 for 我闺女在深圳上班: the characters the memories are in
     what = re.sub(r"^(所有|全部|一切)[關关][於于]", r"\1关于", what)  # 所有關於我閨女 with 我閨女在台北上班
+    what = _as_in_memory(rows, what)
     known = _known_subjects(conn, ctx)
     holders = {r["subject"] for r in rows if r["attribute"] == "名字" and r["value"] == what.strip()} | {
         (_pet_of(r["value"]) or ("",))[0] for r in rows if r["attribute"] == "宠物"
         and (_pet_of(r["value"]) or ("", ""))[1] == what.strip()}
+    named = [r for r in rows if r["attribute"] == "名字" and r["value"] == what.strip()]
+    if len(holders) == 1 and any(r["subject"] in holders and r["attribute"] == "名字" and r["value"] != what.strip()
+                                 for r in rows):  # two cats (我有一只猫叫麻糬 / …叫汤圆), each 猫 by its name: that one
+        return _forget_rows(conn, ctx, named), None
     if len(holders) > 1:  # 小鹿 names the partner and the cat (known keeps one of them): which is asked
         asked = _which_question(conn, {"action": "forget", "ids": [r["id"] for r in rows if what.strip() in r["text"]],
                                        "text": what})
@@ -6002,10 +6037,11 @@ def memory_forget(conn, ctx, what, embed, one=False):
     targets = _forget_targets(conn, ctx, rows, what, embed)
     if isinstance(targets, str):
         return targets, None
-    named = re.sub(r"(?:那条|这条|那个|这个)$", "", what)
+    named = re.sub(r"(?:那条|这条|那个|这个|的事情|的事)$", "", what)
+    pointed = one or named != what  # 原神那个 / 外卖的事: the memory is pointed at by what it is about
     if len(targets) == 1 and re.search(r"[，,；;、]|[\u4e00-\u9fff]\s+[\u4e00-\u9fff]", targets[0]["text"]) \
             and what not in targets[0]["text"][:len(what) + 2] and not memory_has_subject(what) \
-            and not _detail_only(named, targets[0]["text"]):
+            and not _detail_only(named, targets[0]["text"], pointed):
         # 忘记小黑, and 小黑 is one part of 我养了两只猫，一只叫大橘一只叫小黑: the whole of it goes, so ask
         asked = _which_question(conn, {"action": "forget", "ids": [targets[0]["id"]], "text": what})
         return asked["prompt"], asked
@@ -6023,12 +6059,32 @@ _AMOUNT_PART_RE = re.compile(r"^(?:每天|每周|每次|每顿|每个月|一天|
                              r"[\d一二两三四五六七八九十半几]+[^\s，,；;、]{0,4}$")
 
 
-def _detail_only(named, text):
+#: How a part that says a second thing of its own starts: its own time (周五去健身房) or someone (我妈也去).
+_SECOND_THING_RE = re.compile(r"(?:周[一二三四五六日天末1-7]|星期|礼拜|早上|晚上|上午|下午|中午|平时|工作日|每周[一二三四五六日天]|"
+                              r"我|你|他|她|它)")
+
+
+def _detail_only(named, text, pointed=False):
     """Whether what a forget named is what a memory is about, said in its first part, the rest only measuring it or
-    saying why: then the whole memory is what was pointed at. Example: _detail_only('肌酸', '我在吃肌酸 每天5g') -> True"""
+    saying why; pointed (原神那个 / 外卖的事): also any rest that is no second thing of its own (主玩胡桃 / 做兼职, not
+    周五去健身房): then the whole memory is what was meant. Example: _detail_only('肌酸', '我在吃肌酸 每天5g') -> True"""
     first, *rest = _MEMORY_PARTS_RE.split(text)
-    return bool(named) and named in first and all(_AMOUNT_PART_RE.match(p) or _REASON_CLAUSE_RE.search(p)
-                                                  for p in rest if p)
+    return bool(named) and named in first and all(
+        _AMOUNT_PART_RE.match(p) or _REASON_CLAUSE_RE.search(p)
+        or pointed and not _SECOND_THING_RE.match(p) and not memory_has_subject(p) for p in rest if p)
+
+
+def _as_in_memory(rows, what):
+    """what in the characters a memory says it in, when the memory is written in the other script (忘记汤圆 for
+    我有一隻貓叫湯圓: 湯圓); else what. Example: with 我有一隻貓叫湯圓, '汤圆' -> '湯圓'"""
+    if not what or any(what in r["text"] for r in rows):
+        return what
+    said = text_simplified(what)
+    for r in rows:
+        i = text_simplified(r["text"]).find(said)
+        if i >= 0:
+            return r["text"][i:i + len(what)]
+    return what
 
 
 #: Memories a forget that named none may offer as what was meant (我有车: 我有辆特斯拉); more is no sign of which.
@@ -8246,6 +8302,9 @@ def memory_shaped_words(text, weak=False):
 
 #: When something remembered happened (记得小时候… / 记得那年…): said by someone remembering, not a request.
 _PAST_RE = re.compile(r"小时候|以前|那时|当年|当时|上次|那年|那天|第一次|去年|高中|初中|小学|大学|读书")
+#: What 记得 asks someone to do for themselves (记得按时吃饭 / 记得早点睡 / 记得多喝水 / 记得带伞): care, as 别忘了吃饭哦 is.
+_CARE_RE = re.compile(r"(?:要|按时|准时|早点|早些|多|少|好好|每天)*(?:吃饭|吃早饭|吃药|喝水|睡觉|睡|休息|带伞|加衣服?|穿厚|"
+                      r"锻炼|运动|戴口罩|关窗|关门|锁门|充电)")
 #: A question word: a message asking something is a command only when it names a memory.
 _ASKS_RE = re.compile(r"多久|多长时间|怎么|怎样|为什么|为啥|咋|如何|吗|[？?]")
 
@@ -8302,6 +8361,8 @@ def memory_shaped(conn, ctx, text):
             return False  # 记住了吗 / 忘记带伞: chat
         if start.group().endswith("记得") and _PAST_RE.match(rest):
             return False  # 记得小时候常去河边玩: remembering, not asked to
+        if start.group().endswith("记得") and _CARE_RE.match(rest):
+            return False  # 记得按时吃饭啊 跑单跑得胃疼: care for whoever reads it, nothing asked to keep
         if re.match(r"你记(?:得|住|着)", start.group()) and re.search(r"吗|什么|啥|哪|几|多久|多少|怎么|如何|咋|[?？]$", rest):
             return False  # 你记得我喜欢吃什么吗: a question, for chat
         if _ASKS_RE.search(rest) and not _SHAPED_ANY_RE.search(rest) and not any(
@@ -8480,6 +8541,11 @@ def memory_pointed(conn, ctx, text):
     if spot:  # 其实我现在转官服了 with 我玩的是B服: that word replaced
         return "replace_value", {"old": spot[1], "new": t[switch.start(1):switch.end(1)]}
     if switch:  # no memory's word, or several: asked, never chat
+        said = re.sub(rf"^(?:其实|后来)+|[{PARTICLES}{_PUNCT}{_EMOJI}\s]+$", "", t)
+        said = said if said.startswith("我") else "我" + said
+        if _LIFE_CHANGE_RE.search(said.translate(_SIMPLIFIED)) and (_single_points(conn, ctx, said) or _life_may_clash(
+                conn, ctx, said) and _life_points(conn, ctx, said, clash=True)):
+            return "remember", {"text": said}  # 其实我现在跳槽到超级猩猩了: the one employer it ends (我在乐刻当私教)
         return "switch_ask", {"value": t[switch.start(1):switch.end(1)], "said": t}
     if _TEMPORARY_STOP_RE.search(t.translate(_SIMPLIFIED)):
         return None, {}  # 原神今天不玩了 好累: for today, no change of what 我天天玩原神 says
