@@ -2676,7 +2676,7 @@ def test_a_messages_picture_is_fetched_once_its_use_is_known(start, llm, picture
             assert "[图片：一只橘猫趴在键盘上]" in llm.chat_requests()[-1]["json"]["messages"][-1]["content"]  # was [图片]
             assert pictures.hits.get("b.png", 0) == 1
         else:
-            llm.delay = 1.5
+            llm.script = [{"delay": 1.5}]  # 你好's reply takes 1.5 s (the pictures' descriptions and the burst's none)
             nc.event(23, "你好")
             assert wait_for(lambda: llm.chat_requests())
             for n in "abc":
