@@ -4508,11 +4508,17 @@ def memory_reparse_all(conn):
 MIGRATION_STEPS["v2 memory subjects"] = memory_reparse_all
 
 
+@functools.cache
+def _areas_lexicon_digest():
+    """The hash of what areas are derived from, once a process (50 ms; the tests start hundreds of bots in one)."""
+    lexicon = [TOPICS_RULES, sorted(_TOPIC_INDEX.items(), key=lambda x: x[0]), ATTRIBUTE_TOPICS, ATTRIBUTE_ONLY]
+    return hashlib.sha256(json.dumps(lexicon, ensure_ascii=False, default=sorted).encode()).hexdigest()[:16]
+
+
 def memory_retag(conn, batch=500):
     """Re-derives every memory's areas when the lexicon changed since they were tagged (a few hundred
     rows a transaction, so a big database doesn't hold the write lock for long); returns how many changed."""
-    lexicon = [TOPICS_RULES, sorted(_TOPIC_INDEX.items(), key=lambda x: x[0]), ATTRIBUTE_TOPICS, ATTRIBUTE_ONLY]
-    digest = hashlib.sha256(json.dumps(lexicon, ensure_ascii=False, default=sorted).encode()).hexdigest()[:16]
+    digest = _areas_lexicon_digest()
     if db_meta_get(conn, "areas_lexicon") == digest:
         return 0
     n, last = 0, 0

@@ -253,26 +253,27 @@ def test_model(tmp_path_factory):
     mp.setattr(bot, "EMBED_CACHE_DIR", cache)
     lean = bot.LeanModel(bot.embed_prepare(path))
     mp.undo()
-    return path, lean, reference(path)
+    return path, lean, reference(path), cache
 
 
 @pytest.mark.parametrize("text", ["我住在北京", "我对花生过敏，记住了吗？", "生僻字𠀀𪚥𰻞也要算", "今天好开心😀👍🏽",
                                   "中文English混排mixed", "Hello.. world...", "a <pad> b", "x<pad>y", "<unk>在哪", ""])
 def test_test_model_token_ids_match_model2vec(test_model, text):
-    _, lean, ref = test_model
+    _, lean, ref, _ = test_model
     assert lean.tokenize(text) == ref.tokenize([text])[0]
 
 
 def test_test_model_vectors_match_model2vec_on_5000_texts(test_model):
-    _, lean, ref = test_model
+    _, lean, ref, _ = test_model
     sample = texts(5000, seed=11)
     ours, theirs = unit(lean.encode(sample)), unit(ref.encode(sample, use_multiprocessing=False))
     assert np.abs(ours - theirs).max() <= 1e-6
     assert (ours == theirs).all(axis=1).mean() > 0.99  # in practice bit for bit
 
 
-def test_embedder_uses_the_lean_loader_and_doctor_says_so(test_model, tmp_path, capsys):
-    path, _, _ = test_model
+def test_embedder_uses_the_lean_loader_and_doctor_says_so(test_model, tmp_path, capsys, monkeypatch):
+    path, _, _, cache = test_model
+    monkeypatch.setattr(bot, "EMBED_CACHE_DIR", cache)  # the copy test_model prepared (preparing is tested above)
     e = bot.Embedder(path)
     assert e.error is None and e.dim == 64 and e.model.path_kind.startswith("lean loader")
     assert 0 < e.floor < 1

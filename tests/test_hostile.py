@@ -8,6 +8,7 @@ import json
 import queue
 import random
 import re
+import shutil
 import signal
 import socket
 import threading
@@ -20,7 +21,7 @@ import wsproto.events as wse
 
 import bot
 from conftest import Runner, assert_one_error_line
-from fakes import (BotProcess, NapCat, PictureServer, free_port, is_expansion_request, is_plan_request,
+from fakes import (ROOT, BotProcess, NapCat, PictureServer, free_port, is_expansion_request, is_plan_request,
                    is_summary_request, png, run_bot, system_part, text_of, wait_for)
 
 
@@ -265,29 +266,45 @@ def _rows(path, sql):
         conn.close()
 
 
-def _killed_with_a_wal(env, procs, tmp_path):
-    """A bot that stored 我住在成都, was backed up, stored 我对花生过敏 and was killed with kill -9:
-    bot.db with its -wal beside it. Returns the backup's path."""
-    p = BotProcess(dict(env, ONEBOT_PORT=str(free_port())))
-    procs.append(p)
-    p.wait_ready()
-    nc = NapCat(p.port)
+@pytest.fixture(scope="module")
+def killed_once(tmp_path_factory):
+    """A bot that stored 我住在成都, was backed up, stored 我对花生过敏 and was killed with kill -9: its folder, with
+    bot.db, its -wal and -shm, and the backup. Made once for the tests that start from it (each on its own copy)."""
+    from fakes import FakeLLM
+    folder = tmp_path_factory.mktemp("killed")
+    llm = FakeLLM()
+    shutil.copy(ROOT / "characters.json", folder / "characters.json")
+    env = {"LLM_BASE_URL": llm.url, "LLM_API_KEY": "sk-test-secret-key-123", "LLM_TIMEOUT": "5",
+           "BOT_DB": str(folder / "bot.db"), "BOT_CHARACTERS": str(folder / "characters.json"),
+           "ONEBOT_PORT": str(free_port()), "EMBED_MODEL": "off", "BOT_RATE_LIMIT": "0", "REPLY_SPLIT": "0"}
+    p = BotProcess(env)
     try:
-        assert nc.ask(7, "记住，我住在成都").startswith("好的，记住了")
-        backup = tmp_path / "backup-20260101-000000.db"
-        done = run_bot("backup", backup, env=env)
-        assert done.returncode == 0, done.stderr
-        assert nc.ask(7, "记住，我对花生过敏").startswith("好的，记住了")
+        p.wait_ready()
+        nc = NapCat(p.port)
+        try:
+            assert nc.ask(7, "记住，我住在成都").startswith("好的，记住了")
+            done = run_bot("backup", folder / "backup-20260101-000000.db", env=env)
+            assert done.returncode == 0, done.stderr
+            assert nc.ask(7, "记住，我对花生过敏").startswith("好的，记住了")
+        finally:
+            nc.close()
     finally:
-        nc.close()
-    p.proc.kill()
-    p.finish()
-    assert Path(env["BOT_DB"] + "-wal").stat().st_size > 0  # the stale -wal a careless restore would leave
-    return backup
+        p.kill()
+        llm.close()
+    assert (folder / "bot.db-wal").stat().st_size > 0  # the stale -wal a careless restore would leave
+    return folder
 
 
-def test_restore_over_a_stale_wal_gives_exactly_the_backup(env, procs, tmp_path):
-    backup = _killed_with_a_wal(env, procs, tmp_path)
+def _killed_with_a_wal(env, killed, tmp_path):
+    """killed_once's files put at env's BOT_DB (bot.db, -wal, -shm) and in tmp_path (the backup): returns the
+    backup's path."""
+    for name in ("bot.db", "bot.db-wal", "bot.db-shm"):
+        shutil.copyfile(killed / name, env["BOT_DB"] + name.removeprefix("bot.db"))
+    return Path(shutil.copy(killed / "backup-20260101-000000.db", tmp_path))
+
+
+def test_restore_over_a_stale_wal_gives_exactly_the_backup(env, procs, tmp_path, killed_once):
+    backup = _killed_with_a_wal(env, killed_once, tmp_path)
     done = run_bot("restore", backup, env=env)
     assert done.returncode == 0, done.stderr
     assert "restored" in done.stdout and "integrity_check ok" in done.stdout
@@ -418,8 +435,8 @@ def test_a_copy_over_the_live_database_is_noticed_before_the_next_write(env, mon
         assert not db.exists()
 
 
-def test_a_damaged_database_is_one_error_at_start_naming_the_newest_backup(env, procs, tmp_path):
-    backup = _killed_with_a_wal(env, procs, tmp_path)
+def test_a_damaged_database_is_one_error_at_start_naming_the_newest_backup(env, procs, tmp_path, killed_once):
+    backup = _killed_with_a_wal(env, killed_once, tmp_path)
     db = Path(env["BOT_DB"])
     done = run_bot("restore", backup, env=env)  # a clean, checkpointed file to damage
     assert done.returncode == 0, done.stderr
@@ -1420,13 +1437,9 @@ def test_another_members_replies_never_read_as_answers_to_the_speaker(start, llm
         for n in range(5):
             nc.event(602, f"请你跟小林说一句话{n}" + varied_chinese(300, n), **flooder)
             time.sleep(0.3)
-        replies = 0
-        while True:  # every reply to the flooder written (each takes the LLM's second)
-            try:
-                nc.reply_text(timeout=8)
-            except Exception:  # noqa: BLE001 - none for 8 s: all sent
-                break
-            replies += 1
+        # every reply to the flooder written (each takes the LLM's second): the bot has taken in all seven messages,
+        # has none waiting and nothing being sent (was: until no reply came for 8 s)
+        replies = len(_settled(runner, nc, 7))
         llm.delay = 0
         assert replies >= 2
         since = len(llm.chat_requests())
@@ -2663,7 +2676,7 @@ def test_a_messages_picture_is_fetched_once_its_use_is_known(start, llm, picture
             assert "[图片：一只橘猫趴在键盘上]" in llm.chat_requests()[-1]["json"]["messages"][-1]["content"]  # was [图片]
             assert pictures.hits.get("b.png", 0) == 1
         else:
-            llm.delay = 1.5
+            llm.script = [{"delay": 1.5}]  # 你好's reply takes 1.5 s (the pictures' descriptions and the burst's none)
             nc.event(23, "你好")
             assert wait_for(lambda: llm.chat_requests())
             for n in "abc":

@@ -586,7 +586,8 @@ def _prompt_memories(llm):
     return [part] if part else []
 
 
-def test_expansion_words_find_a_memory_and_follow_its_changes(runner, napcat, llm):
+def test_expansion_words_find_a_memory_and_follow_its_changes(runner, napcat, llm, monkeypatch):
+    monkeypatch.setattr(bot, "EXPAND_QUIET_SECONDS", 0.2)  # what expansions find, not when they are asked (1 s)
     llm.expansions = {"我是原神玩家，主玩胡桃": "原神 往生堂 堂主 深渊 米哈游 Genshin",
                       "我是原神玩家，主玩雷电将军": "稻妻 雷神 深渊 米哈游"}
     ask = lambda t, user=812: napcat.ask(user, t)
@@ -619,6 +620,7 @@ def test_expansion_words_find_a_memory_and_follow_its_changes(runner, napcat, ll
 
 def test_expansions_wait_out_an_llm_outage_and_give_up_only_on_unusable_replies(runner, napcat, llm, monkeypatch):
     monkeypatch.setattr(bot, "EXPAND_RETRY_SECONDS", 0.05)
+    monkeypatch.setattr(bot, "EXPAND_QUIET_SECONDS", 0.2)  # the quiet before each is not what this test is about
     llm.expansions = {"我住在北京": {"status": 503, "headers": {"Retry-After": "0"}}, "我喜欢爬山": {"body": "{}"}}
     napcat.ask(815, "记住，我住在北京")
     assert wait_for(lambda: llm.expansion_requests().count("我住在北京") >= 9)  # three rounds of three tries
