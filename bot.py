@@ -2637,6 +2637,7 @@ _PUNCT = "\\s，,。.:：!！~～、；;…"
 #: Emoji and their joiners, which end many a chat message (我结婚了💍) but say nothing a memory keeps.
 _EMOJI = "\U0001F000-\U0001FAFF\u2600-\u27BF\u200d\ufe0f"
 #: A kaomoji ((｀・ω・´), (；´Д｀), (≧▽≦)): brackets round signs, no word character of any script inside but ω Д ▽ …
+#: (after 是 / 叫 it is what is said: 我的口头禅是(≧▽≦))
 _KAOMOJI = r"[(（][^()（）\u4e00-\u9fffA-Za-z0-9]{1,12}[)）]"
 #: Particles a command word or a whole command may end with (记住哦, 记得噢, 撤销一下吧): every rule uses this list.
 PARTICLES = "哦喔噢啊呀吖啦嘛哈呢吧呗哟咯嘞喽捏嗷噻撒咧"
@@ -4088,7 +4089,7 @@ _REASON_CLAUSE_RE = re.compile(r"不让|不许|不准|让我|叫我|说的|因�
 
 #: memory_unlist's patterns, compiled once (it reads every fact stored): a kaomoji or emoji at the end; 我养了两只猫，一只
 #: 叫X一只叫Y; 我有两个娃 老大…; 我爸我妈都… (two people, one fact each).
-_KAOMOJI_END_RE = re.compile(rf"(?:\s*[(（][^\u4e00-\u9fffA-Za-z0-9()（）]{{1,20}}[)）]|[{_EMOJI}])"
+_KAOMOJI_END_RE = re.compile(rf"(?:(?<![是叫])\s*[(（][^\u4e00-\u9fffA-Za-z0-9()（）]{{1,20}}[)）]|[{_EMOJI}])"
                              rf"[^\u4e00-\u9fffA-Za-z0-9]{{0,6}}$")
 #: Counting words before a thing (两只猫, 两个号, 两辆车).
 _COUNTERS = "只|条|个|辆|台|部|家|张|套|把|件"
@@ -4104,7 +4105,8 @@ def memory_unlist(text):
     """One fact per subject and per value, also inside a clause; then memory_split.
     Example: memory_unlist('我和我老婆都喜欢爬山') -> ['我喜欢爬山', '我老婆喜欢爬山']"""
     t = text.strip()
-    # a kaomoji or emoji after the fact is no part of it (…一只叫雪糕 (=^･ω･^=) / 苹果、香蕉和葡萄😋)
+    # a kaomoji or emoji after the fact is no part of it (…一只叫雪糕 (=^･ω･^=) / 苹果、香蕉和葡萄😋); after 是 / 叫 it is
+    # what is said (我的签名是(｀・ω・´))
     t = _KAOMOJI_END_RE.sub("", t) or t
     t = _SLANG_TAIL_RE.sub("", t) or t  # …还有柯基🐶 awsl: an exclamation, as an emoji is
     simple = text_simplified(t)  # 我有兩隻貓 一隻叫麻糬一隻叫湯圓: read as simplified, kept as written
@@ -7436,7 +7438,8 @@ def memory_parse(text, names=()):
     t = re.sub(r"^@\S+\s+", "", t) if t.startswith("@") else t
     said = memory_pinyin(t.replace("（", "(").replace("）", ")"))  # 吉他那条shan le: 删了
     t = read = text_simplified(said)
-    yue = text_simplified(memory_cantonese(said))  # 係 before it is simplified to 系 (講錯咗 係29歲: 是29岁)
+    # 係 before it is simplified to 系 (講錯咗 係29歲: 是29岁); most messages have no Cantonese word: t as it is
+    yue = text_simplified(memory_cantonese(said)) if _CANTONESE_HINT_RE.search(said) else t
     if yue != t:  # 記住我住喺旺角: read as Mandarin, what is stored said as the user said it (what a forget points
         kind, args = memory_parse(yue)  # at is only read: 刪咗我鍾意食榴槤嗰條 looks for 我喜欢吃榴槤那条)
         return kind, {k: _written(v, yue, said) if k != "what" and isinstance(v, str) else v for k, v in args.items()}
@@ -7872,7 +7875,7 @@ _WISH_MANNER_RE = re.compile(rf"^(?:再|稍微)?[^{_PUNCT}我你他她它]{{1,4}
 #: A greeting a message starts with (您好，… / 你好呀 …).
 _GREETING_RE = re.compile(rf"^(?:您好|你好)(?:呀|啊)?[{_PUNCT}]+(?=\S)")
 #: Emoji (and the spaces before them) ending a message: a feeling, never part of what is remembered.
-_EMOJI_TAIL_RE = re.compile(rf"(?<=[{_PUNCT}{PARTICLES}])[{_EMOJI}\s]+$|\s*{_KAOMOJI}[{_EMOJI}~～\s]*$")
+_EMOJI_TAIL_RE = re.compile(rf"(?<=[{_PUNCT}{PARTICLES}])[{_EMOJI}\s]+$|(?<![是叫])\s*{_KAOMOJI}[{_EMOJI}~～\s]*$")
 
 
 #: An address or a sound the user starts with, then a pause (小助手啊， / 老弟呀， / zsbd / 哈哈哈，): no part of the
