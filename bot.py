@@ -3789,6 +3789,10 @@ def _life_state(rest):
 _CHEERS = r"绝绝子|yyds|绝了|太香了|爱了爱了|好耶|xswl|awsl"
 
 
+#: Who a fact is of, stressed with 才 (我爸才是老师 / 我妹才住在上海): the subject, before 才.
+_ONLY_THEN_RE = re.compile(rf"^((?:我的?|我家)?(?:{_REL_RE})?)才(?=是|叫|在|住)")
+
+
 def memory_fact(text, last_subject=None, known=()):
     """Takes one fact apart. Example: memory_fact('我现在住在上海了').attribute -> '现居地'"""
     read = memory_cantonese(text)
@@ -3799,6 +3803,9 @@ def memory_fact(text, last_subject=None, known=()):
     text = re.sub(rf"(?:[。.!！~～{_EMOJI}]|(?<=.{{3}})[{_FACT_PARTICLES}]|(?<=.{{3}})[\s，,]+(?i:{_CHEERS})"
                   rf"|(?:(?<=[了啦])|[\s，,]+)[嘿嘻呵]{{2,}})+$", "", text.strip())  # 复合了嘿嘿: the laugh is no part of it
     replaces = None
+    m = _ONLY_THEN_RE.match(text) if "才" in text[:8] else None
+    if m and m.group(1):  # 我爸才是老师: 才 stresses who, the fact is 我爸是老师
+        text = m.group(1) + text[m.end():]
     m = re.match(rf"^(我|我的)?不是(.+?)[{_PUNCT}]+(?:而|其实)?是(.+)$", text)
     if m:  # 我不是住在北京，是住在天津
         text, replaces = (m.group(1) or "我") + m.group(3), m.group(2)
@@ -6002,7 +6009,7 @@ def _detail_only(named, text, pointed=False):
 
 def _as_in_memory(rows, what):
     """what in the characters a memory says it in, when the memory is written in the other script (忘记汤圆 for
-    我有一隻貓叫湯圓: 湯圓); else what. Example: with 我有一隻貓叫湯圓, '汤圆' -> '湯圓'"""
+    我有一隻貓叫湯圓: 湯圓); else what. Example: _as_in_memory([{'text': '我有一隻貓叫湯圓'}], '汤圆') -> '湯圓'"""
     if not what or any(what in r["text"] for r in rows):
         return what
     said = text_simplified(what)
@@ -6239,9 +6246,12 @@ _CITY_IN_TEXT_RE = re.compile("|".join(sorted(_CITIES - {"老家", "本地", "�
 _GRADE_RE = re.compile(r"(?:[初高大研博硕碩]|小学|研究生)[一二三四五六]|[一二三四五六]年级")
 #: Where a corrected value of a kind no attribute takes may go: kind -> its spot inside a memory's words (in this
 #: order of preference).
-_SPOT_RES = {"line": _LINE_IN_TEXT_RE, "grade": _GRADE_RE, "place": _CITY_IN_TEXT_RE, "measure": _MEASURE_RE}
+#: A clock time inside a memory's words (我每天6点起床 / 晚上8点上瑜伽课): where a corrected time may go.
+_TIME_IN_TEXT_RE = re.compile(r"(?<![\d:：.])(?:\d{1,2}|[一二两三四五六七八九十]{1,3})(?:点(?:半|钟|\d{1,2}分?|[一二三]刻)?|[:：]\d{2})")
+_SPOT_RES = {"line": _LINE_IN_TEXT_RE, "grade": _GRADE_RE, "place": _CITY_IN_TEXT_RE, "measure": _MEASURE_RE,
+             "time": _TIME_IN_TEXT_RE}
 #: How the bot names each kind of spot when it asks which one.
-_SPOT_NAMES = {"date": "日期", "line": "线路", "grade": "年级", "place": "地方", "measure": "数"}
+_SPOT_NAMES = {"date": "日期", "line": "线路", "grade": "年级", "place": "地方", "measure": "数", "time": "时间"}
 
 
 def _ask_which_spot(conn, spots, value, what="日期"):
@@ -7182,7 +7192,7 @@ MEMORY_COMMANDS = [
                   _read_forget, tail=True),
     MemoryCommand(rf"(?:/update\b|update|{_words_re(UPDATE_WORDS)}){_PARTICLE}[{_PUNCT}]*(.+)", _read_update,
                   tail=True),  # 更正一下啊 我老伴…: a particle after the word
-    MemoryCommand(r"(?:其实(?:呢)?[，,]?|不对(?:不对)?[，,]?|错了[，,]?|actually[, ]+)((?:我|i\b|my\b).+)", _read_actually,
+    MemoryCommand(r"(?:其实(?:呢)?[，,\s]?|不对(?:不对)?[，,\s]?|错了[，,\s]?|actually[, ]+)((?:我|i\b|my\b).+)", _read_actually,
                   tail=True),
     MemoryCommand(rf"(?:(?:不对|错了|说错了|记错了|搞错了|弄错了)(?:不对)?[{_PUNCT}]*)?(?:不是([^，,是]{{1,12}}?)[{_PUNCT}]*(?:而)?是"
                   rf"([^，,。;；]{{1,12}})|是([^，,是]{{1,12}}?)[{_PUNCT}]*(?:而)?不是([^，,。;；]{{1,12}}))",
@@ -7375,6 +7385,10 @@ def _settle_ask(conn, ctx, text):
     that one memory of the user's holds (我在学车); else the bot asks."""
     if memory_names_known(conn, ctx, text) or _life_points(conn, ctx, memory_options(text)[0]):
         return "remember", {"text": text}
+    mine = memory_fact("我" + text) if not memory_has_subject(text) else None
+    if mine and mine.single and mine.attribute and any(
+            r["subject"] == "我" and r["attribute"] == mine.attribute for r in memory_list(conn, ctx)):
+        return "remember", {"text": "我" + text}  # 现在最喜欢的歌手是陈奕迅了 after 我最喜欢的歌手是周杰伦: the user's
     return "ask", {"text": text}
 
 
@@ -7618,6 +7632,8 @@ MEMORY_REWRITES = [
                     rf"(?=我|{_REL_RE})", "记住，"),  # 帮我记着(啊)我… / 那个你帮我记一下就是我血压有点高
     ("叫我", r"^记住[，,：:\s]*(?:以后|今后)(?:你)?(?:就)?叫我", "记住，你以后叫我"),  # 记住以后叫我阿猫
     ("改成 改为 换成 应该是", rf"^(?:那个|把)?(?:我的)?({_words_re(_ATTRIBUTE_BY_WORD)})(?:改成|改为|换成|应该是)(.+)$", r"更正：\1是\2"),
+    ("改成 改为 换成", rf"^(?:(?:哦|噢|啊|诶)?不对[{_PUNCT}]*)?(?:我)?(最(?:喜欢|爱)的[\u4e00-\u9fff]{{0,4}}?)(?:改成|改为|换成)(.+)$",
+     r"更正一下，我\1是\2"),  # 哦不对 最喜欢的改成夏油杰: the favourite (which one, when several)
     ("错 不对", rf"^(说错了|搞错了|记错了|弄错了|不对)(?:[{_PUNCT}]*\1)+", r"\1"),  # 说错了说错了，…
     ("改一下 改下 更新一下 更正一下", rf"^(?:我的)?({_words_re(_ATTRIBUTE_BY_WORD)})(?:那条)?(?:改一下|改下|更新一下|更正一下)[{_PUNCT}]*"
                                  r"(?=我)", "更正一下，"),  # 年龄改一下 我26了
@@ -7759,9 +7775,10 @@ _EMOJI_TAIL_RE = re.compile(rf"(?<=[{_PUNCT}{PARTICLES}])[{_EMOJI}\s]+$")
 
 #: An address or a sound the user starts with, then a pause (小助手啊， / 老弟呀， / zsbd / 哈哈哈，): no part of the
 #: command after it. It names no one (我, 你) and asks nothing, so a message that is chat without it stays chat.
+_ADDRESS_LEAD_RE = re.compile(rf"^(?:[^{_PUNCT}我你?？]{{1,5}}?[{PARTICLES}]+|[a-z]{{2,6}}|[哈嘿呵]{{2,}})[{_PUNCT}]+(?=\S)",
+                              re.I)
 #: A memory word without which what follows an address is no command (one search before reading it again).
 _ADDRESS_REST_RE = re.compile(r"[记忘删撤改存]")
-_ADDRESS_LEAD_RE = re.compile(rf"^(?:[^{_PUNCT}我你?？]{{1,5}}?[{PARTICLES}]+|[a-z]{{2,6}}|[哈嘿呵]{{2,}})[{_PUNCT}]+(?=\S)", re.I)
 
 
 #: A short lead-in that ends in a particle right before 我 (告诉你哦我…, 跟你说啊我…).
