@@ -6179,7 +6179,7 @@ def _value_kinds(value):
         kinds.add("place")
     if v in _COMPANIES or re.search(r"(?:公司|集团|科技|银行|医院|工作室|厂)$", v):
         kinds.add("company")
-    if re.search(r"\d{1,2}\s*月\s*\d{1,2}|[一二三四五六七八九十]+月[一二三四五六七八九十初]+|农历|阴历|\d{1,2}[./]\d{1,2}|"
+    if re.search(r"\d{1,2}\s*月\s*\d{1,2}|[一二三四五六七八九十正冬腊]+月[一二三四五六七八九十初廿]+|农历|阴历|\d{1,2}[./]\d{1,2}|"
                  r"\d{4}-\d{1,2}-\d{1,2}", v):
         kinds.add("date")
     if re.fullmatch(r"(?:\d{1,3}|[一二两三四五六七八九十]{1,3})(?:岁|周岁)?", v):
@@ -7221,7 +7221,7 @@ _LEAD_IN_RE = re.compile(rf"^([^，,。!！?？\n]{{0,20}}?)[{_PUNCT}]+(?={_word
 #: A command word said twice (记住记住，… / 撤销撤销 / 说错了说错了，…): once.
 _DOUBLED_RE = re.compile(rf"^({_words_re(COMMAND_WORDS + UPDATE_WORDS)})[{_PUNCT}]*\1")
 _INTERJECTION_LEAD_RE = re.compile(rf"^(?:{_INTERJECTION}[{_PUNCT}]*)+(?={_words_re(COMMAND_WORDS + UPDATE_WORDS)}|"
-                                   r"(?:不对|说错了|记错了)[\s，,]*(?:说错了|记错了)?[\s，,]*是)", re.I)  # 哦不对 是茶百道
+                                   r"(?:不对|说错了|记错了)(?:[\s，,]*(?:不对|说错了|记错了))*[\s，,]*是)", re.I)  # 哦不对 是茶百道
 #: A short clause owning a mistake before 撤销 (删错了，撤销): the undo is the request.
 _MISTAKE_LEAD_RE = re.compile(rf"^[啊哎呀哦诶]*[{_PUNCT}]*(?:(?:我)?(?:删|记|说|搞|点|弄|改)错了|算了)[{_PUNCT}]*(?=撤销|撤回)")
 #: What may follow 撤销 and asks nothing more (撤销吧 当我没说).
@@ -7236,7 +7236,8 @@ MEMORY_PARSE_CHARS = 600
 
 #: A loose correction with its value first and maybe a comment after it (不对 是无锡 你晓得伐 / 更正：28 上个月刚过完生日 /
 #: 其实是4号线 老记混 / 不是 是绿色): the lead (strong, weak), 是, the value, the comment.
-_LOOSE_FIX_RE = re.compile(rf"^(?:(不对|错了|说错了|记错了|更正一下|更正|纠正一下)|(其实|不是(?:的|啦|啊)?))(?:不对)?[{PARTICLES}]*[{_PUNCT}]*"
+_LOOSE_FIX_RE = re.compile(rf"^(?:((?:不对|错了|说错了|记错了)(?:[{_PUNCT}]*(?:不对|错了|说错了|记错了))*|更正一下|更正|纠正一下)|"
+                           rf"(其实|不是(?:的|啦|啊)?))(?:不对)?[{PARTICLES}]*[{_PUNCT}]*"
                            rf"(?:应该|其实)?(是)?\s*([^{_PUNCT}是我你他她它]{{1,12}})(?:[{_PUNCT}{_EMOJI}]+(.{{1,24}}))?$")
 
 
@@ -7254,6 +7255,13 @@ def _comment_only(tail):
     return fact.subject == "我" and not fact.attribute
 
 
+def _said_again(value, tail):
+    """Whether what follows a corrected value only says it, or its end, again (是腊月二十八 嗯 二十八).
+    Example: _said_again('腊月二十八', '嗯 二十八') -> True"""
+    again = re.sub(rf"^(?:嗯|呃|对|就是|是)+[{_PUNCT}]*|[{_PUNCT}{PARTICLES}]+$", "", tail.strip())
+    return bool(again) and value.endswith(again)
+
+
 def _loose_fix(text):
     """A loose correction read with its comment cut off, or None (the other rules read it).
     Example: _loose_fix('其实是4号线 老记混') -> ('update_fit', {'value': '4号线', 'strong': False})"""
@@ -7264,7 +7272,7 @@ def _loose_fix(text):
     kinds = _value_kinds(value) - {"thing"}
     if m.group(1) and m.group(1).startswith(("更正", "纠正")) and m.group(3) and not tail:
         return None  # 更正：是南京 — read as before
-    if not m.group(3) and not kinds & _BARE_VALUE_KINDS or tail and not _comment_only(tail):
+    if not m.group(3) and not kinds & _BARE_VALUE_KINDS or tail and not (_said_again(value, tail) or _comment_only(tail)):
         return None
     if m.group(1) and m.group(1).startswith(("更正", "纠正")):
         return "update_last", {"value": value}
