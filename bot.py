@@ -3835,6 +3835,8 @@ _FACT_NOT_WORD_END_RE = re.compile(rf"(?<=.)的?[{_PUNCT}]*$")
 _HAS_ONE_NAMED_RE = re.compile(rf"^我?有(?:一)?(?:个|只|条)({_REL_RE})(?:，|,)?(?:叫|名叫|名字叫)([^，,]{{1,8}})$")
 _CALLS_RELATIVE_RE = re.compile(rf"^叫(?:我的?)?({_REL_RE})(.+)$")
 _VALUE_END_RE = re.compile(rf"(?:也|还|又)?(?:了|啦|呢|哦|的)?[{_PUNCT}]*$")
+#: Who a fact is of, stressed with 才 (我爸才是老师 / 我妹才住在上海): the subject, before 才.
+_ONLY_THEN_RE = re.compile(rf"^((?:我的?|我家)?(?:{_REL_RE})?)才(?=是|叫|在|住)")
 
 
 def memory_fact(text, last_subject=None, known=()):
@@ -3846,6 +3848,9 @@ def memory_fact(text, last_subject=None, known=()):
         return dataclasses.replace(fact, text=said(fact.text), value=said(fact.value), replaces=said(fact.replaces))
     text = _FACT_END_RE.sub("", text.strip())  # 复合了嘿嘿: the laugh is no part of it
     replaces = None
+    m = _ONLY_THEN_RE.match(text) if "才" in text[:8] else None
+    if m and m.group(1):  # 我爸才是老师: 才 stresses who, the fact is 我爸是老师
+        text = m.group(1) + text[m.end():]
     m = _FACT_NOT_BUT_RE.match(text)
     if m:  # 我不是住在北京，是住在天津
         text, replaces = (m.group(1) or "我") + m.group(3), m.group(2)
@@ -6084,7 +6089,7 @@ def _detail_only(named, text, pointed=False):
 
 def _as_in_memory(rows, what):
     """what in the characters a memory says it in, when the memory is written in the other script (忘记汤圆 for
-    我有一隻貓叫湯圓: 湯圓); else what. Example: with 我有一隻貓叫湯圓, '汤圆' -> '湯圓'"""
+    我有一隻貓叫湯圓: 湯圓); else what. Example: _as_in_memory([{'text': '我有一隻貓叫湯圓'}], '汤圆') -> '湯圓'"""
     if not what or any(what in r["text"] for r in rows):
         return what
     said = text_simplified(what)
@@ -6254,7 +6259,7 @@ def _value_kinds(value):
         kinds.add("place")
     if v in _COMPANIES or re.search(r"(?:公司|集团|科技|银行|医院|工作室|厂)$", v):
         kinds.add("company")
-    if re.search(r"\d{1,2}\s*月\s*\d{1,2}|[一二三四五六七八九十]+月[一二三四五六七八九十初]+|农历|阴历|\d{1,2}[./]\d{1,2}|"
+    if re.search(r"\d{1,2}\s*月\s*\d{1,2}|[一二三四五六七八九十正冬腊]+月[一二三四五六七八九十初廿]+|农历|阴历|\d{1,2}[./]\d{1,2}|"
                  r"\d{4}-\d{1,2}-\d{1,2}", v):
         kinds.add("date")
     if re.fullmatch(r"(?:\d{1,3}|[一二两三四五六七八九十]{1,3})(?:岁|周岁)?", v):
@@ -6321,9 +6326,12 @@ _CITY_IN_TEXT_RE = re.compile("|".join(sorted(_CITIES - {"老家", "本地", "�
 _GRADE_RE = re.compile(r"(?:[初高大研博硕碩]|小学|研究生)[一二三四五六]|[一二三四五六]年级")
 #: Where a corrected value of a kind no attribute takes may go: kind -> its spot inside a memory's words (in this
 #: order of preference).
-_SPOT_RES = {"line": _LINE_IN_TEXT_RE, "grade": _GRADE_RE, "place": _CITY_IN_TEXT_RE, "measure": _MEASURE_RE}
+#: A clock time inside a memory's words (我每天6点起床 / 晚上8点上瑜伽课): where a corrected time may go.
+_TIME_IN_TEXT_RE = re.compile(r"(?<![\d:：.])(?:\d{1,2}|[一二两三四五六七八九十]{1,3})(?:点(?:半|钟|\d{1,2}分?|[一二三]刻)?|[:：]\d{2})")
+_SPOT_RES = {"line": _LINE_IN_TEXT_RE, "grade": _GRADE_RE, "place": _CITY_IN_TEXT_RE, "measure": _MEASURE_RE,
+             "time": _TIME_IN_TEXT_RE}
 #: How the bot names each kind of spot when it asks which one.
-_SPOT_NAMES = {"date": "日期", "line": "线路", "grade": "年级", "place": "地方", "measure": "数"}
+_SPOT_NAMES = {"date": "日期", "line": "线路", "grade": "年级", "place": "地方", "measure": "数", "time": "时间"}
 
 
 def _ask_which_spot(conn, spots, value, what="日期"):
@@ -7273,7 +7281,7 @@ MEMORY_COMMANDS = [
                   _read_forget, tail=True),
     MemoryCommand(rf"(?:/update\b|update|{_words_re(UPDATE_WORDS)}){_PARTICLE}[{_PUNCT}]*(.+)", _read_update,
                   tail=True),  # 更正一下啊 我老伴…: a particle after the word
-    MemoryCommand(r"(?:其实(?:呢)?[，,]?|不对(?:不对)?[，,]?|错了[，,]?|actually[, ]+)((?:我|i\b|my\b).+)", _read_actually,
+    MemoryCommand(r"(?:其实(?:呢)?[，,\s]?|不对(?:不对)?[，,\s]?|错了[，,\s]?|actually[, ]+)((?:我|i\b|my\b).+)", _read_actually,
                   tail=True),
     MemoryCommand(rf"(?:(?:不对|错了|说错了|记错了|搞错了|弄错了)(?:不对)?[{_PUNCT}]*)?(?:不是([^，,是]{{1,12}}?)[{_PUNCT}]*(?:而)?是"
                   rf"([^，,。;；]{{1,12}})|是([^，,是]{{1,12}}?)[{_PUNCT}]*(?:而)?不是([^，,。;；]{{1,12}}))",
@@ -7306,7 +7314,7 @@ _LEAD_IN_RE = re.compile(rf"^([^，,。!！?？\n]{{0,20}}?)[{_PUNCT}]+(?={_word
 #: A command word said twice (记住记住，… / 撤销撤销 / 说错了说错了，…): once.
 _DOUBLED_RE = re.compile(rf"^({_words_re(COMMAND_WORDS + UPDATE_WORDS)})[{_PUNCT}]*\1")
 _INTERJECTION_LEAD_RE = re.compile(rf"^(?:{_INTERJECTION}[{_PUNCT}]*)+(?={_words_re(COMMAND_WORDS + UPDATE_WORDS)}|"
-                                   r"(?:不对|说错了|记错了)[\s，,]*(?:说错了|记错了)?[\s，,]*是)", re.I)  # 哦不对 是茶百道
+                                   r"(?:不对|说错了|记错了)(?:[\s，,]*(?:不对|说错了|记错了))*[\s，,]*是)", re.I)  # 哦不对 是茶百道
 #: A short clause owning a mistake before 撤销 (删错了，撤销): the undo is the request.
 _MISTAKE_LEAD_RE = re.compile(rf"^[啊哎呀哦诶]*[{_PUNCT}]*(?:(?:我)?(?:删|记|说|搞|点|弄|改)错了|算了)[{_PUNCT}]*(?=撤销|撤回)")
 #: What may follow 撤销 and asks nothing more (撤销吧 当我没说).
@@ -7321,7 +7329,8 @@ MEMORY_PARSE_CHARS = 600
 
 #: A loose correction with its value first and maybe a comment after it (不对 是无锡 你晓得伐 / 更正：28 上个月刚过完生日 /
 #: 其实是4号线 老记混 / 不是 是绿色): the lead (strong, weak), 是, the value, the comment.
-_LOOSE_FIX_RE = re.compile(rf"^(?:(不对|错了|说错了|记错了|更正一下|更正|纠正一下)|(其实|不是(?:的|啦|啊)?))(?:不对)?[{PARTICLES}]*[{_PUNCT}]*"
+_LOOSE_FIX_RE = re.compile(rf"^(?:((?:不对|错了|说错了|记错了)(?:[{_PUNCT}]*(?:不对|错了|说错了|记错了))*|更正一下|更正|纠正一下)|"
+                           rf"(其实|不是(?:的|啦|啊)?))(?:不对)?[{PARTICLES}]*[{_PUNCT}]*"
                            rf"(?:应该|其实)?(是)?\s*([^{_PUNCT}是我你他她它]{{1,12}})(?:[{_PUNCT}{_EMOJI}]+(.{{1,24}}))?$")
 
 
@@ -7339,6 +7348,13 @@ def _comment_only(tail):
     return fact.subject == "我" and not fact.attribute
 
 
+def _said_again(value, tail):
+    """Whether what follows a corrected value only says it, or its end, again (是腊月二十八 嗯 二十八).
+    Example: _said_again('腊月二十八', '嗯 二十八') -> True"""
+    again = re.sub(rf"^(?:嗯|呃|对|就是|是)+[{_PUNCT}]*|[{_PUNCT}{PARTICLES}]+$", "", tail.strip())
+    return bool(again) and value.endswith(again)
+
+
 def _loose_fix(text):
     """A loose correction read with its comment cut off, or None (the other rules read it).
     Example: _loose_fix('其实是4号线 老记混') -> ('update_fit', {'value': '4号线', 'strong': False})"""
@@ -7349,7 +7365,8 @@ def _loose_fix(text):
     kinds = _value_kinds(value) - {"thing"}
     if m.group(1) and m.group(1).startswith(("更正", "纠正")) and m.group(3) and not tail:
         return None  # 更正：是南京 — read as before
-    if not m.group(3) and not kinds & _BARE_VALUE_KINDS or tail and not _comment_only(tail):
+    if not m.group(3) and not kinds & _BARE_VALUE_KINDS \
+            or tail and not (_said_again(value, tail) or _comment_only(tail)):
         return None
     if m.group(1) and m.group(1).startswith(("更正", "纠正")):
         return "update_last", {"value": value}
@@ -7481,6 +7498,10 @@ def _settle_ask(conn, ctx, text):
     that one memory of the user's holds (我在学车); else the bot asks."""
     if memory_names_known(conn, ctx, text) or _life_points(conn, ctx, memory_options(text)[0]):
         return "remember", {"text": text}
+    mine = memory_fact("我" + text) if not memory_has_subject(text) else None
+    if mine and mine.single and mine.attribute and any(
+            r["subject"] == "我" and r["attribute"] == mine.attribute for r in memory_list(conn, ctx)):
+        return "remember", {"text": "我" + text}  # 现在最喜欢的歌手是陈奕迅了 after 我最喜欢的歌手是周杰伦: the user's
     return "ask", {"text": text}
 
 
@@ -7724,6 +7745,8 @@ MEMORY_REWRITES = [
                     rf"(?=我|{_REL_RE})", "记住，"),  # 帮我记着(啊)我… / 那个你帮我记一下就是我血压有点高
     ("叫我", r"^记住[，,：:\s]*(?:以后|今后)(?:你)?(?:就)?叫我", "记住，你以后叫我"),  # 记住以后叫我阿猫
     ("改成 改为 换成 应该是", rf"^(?:那个|把)?(?:我的)?({_words_re(_ATTRIBUTE_BY_WORD)})(?:改成|改为|换成|应该是)(.+)$", r"更正：\1是\2"),
+    ("改成 改为 换成", rf"^(?:(?:哦|噢|啊|诶)?不对[{_PUNCT}]*)?(?:我)?(最(?:喜欢|爱)的[\u4e00-\u9fff]{{0,4}}?)(?:改成|改为|换成)(.+)$",
+     r"更正一下，我\1是\2"),  # 哦不对 最喜欢的改成夏油杰: the favourite (which one, when several)
     ("错 不对", rf"^(说错了|搞错了|记错了|弄错了|不对)(?:[{_PUNCT}]*\1)+", r"\1"),  # 说错了说错了，…
     ("改一下 改下 更新一下 更正一下", rf"^(?:我的)?({_words_re(_ATTRIBUTE_BY_WORD)})(?:那条)?(?:改一下|改下|更新一下|更正一下)[{_PUNCT}]*"
                                  r"(?=我)", "更正一下，"),  # 年龄改一下 我26了
@@ -7880,10 +7903,10 @@ _EMOJI_TAIL_RE = re.compile(rf"(?<=[{_PUNCT}{PARTICLES}])[{_EMOJI}\s]+$|(?<![是
 
 #: An address or a sound the user starts with, then a pause (小助手啊， / 老弟呀， / zsbd / 哈哈哈，): no part of the
 #: command after it. It names no one (我, 你) and asks nothing, so a message that is chat without it stays chat.
-#: A memory word without which what follows an address is no command (one search before reading it again).
-_ADDRESS_REST_RE = re.compile(r"[记忘删撤改存]")
 _ADDRESS_LEAD_RE = re.compile(rf"^(?:[^{_PUNCT}我你?？]{{1,5}}?[{PARTICLES}]+|[a-z]{{2,6}}|[哈嘿呵]{{2,}})[{_PUNCT}]+(?=\S)",
                               re.I)
+#: A memory word without which what follows an address is no command (one search before reading it again).
+_ADDRESS_REST_RE = re.compile(r"[记忘删撤改存]")
 
 
 #: A short lead-in that ends in a particle right before 我 (告诉你哦我…, 跟你说啊我…).
