@@ -7272,7 +7272,8 @@ def _loose_fix(text):
     kinds = _value_kinds(value) - {"thing"}
     if m.group(1) and m.group(1).startswith(("更正", "纠正")) and m.group(3) and not tail:
         return None  # 更正：是南京 — read as before
-    if not m.group(3) and not kinds & _BARE_VALUE_KINDS or tail and not (_said_again(value, tail) or _comment_only(tail)):
+    if not m.group(3) and not kinds & _BARE_VALUE_KINDS \
+            or tail and not (_said_again(value, tail) or _comment_only(tail)):
         return None
     if m.group(1) and m.group(1).startswith(("更正", "纠正")):
         return "update_last", {"value": value}
