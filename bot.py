@@ -2732,6 +2732,7 @@ _PINYIN_VERB_RE = re.compile(r"(?<![A-Za-z])(shan\s?(?:le|diao|chu))(?:\s?(ba))?
 _ENGLISH_DELETE_RE = re.compile(r"(?<![A-Za-z])(?:delete|remove)\s*(掉|了|一下)|^(?:delete|remove)(?=\s*[\u4e00-\u9fff])",
                                 re.I)
 _HAN_RE = re.compile(r"[\u4e00-\u9fff]")
+_LATIN_RE = re.compile(r"[A-Za-z]")
 
 
 def memory_pinyin(text):
@@ -7324,6 +7325,10 @@ _MEMORY_COMMAND_FIRST = {tail: re.compile("|".join(f"(?P<r{k}>(?:{c.pattern})$)"
                                                    if c.tail == tail), re.I | re.S) for tail in (False, True)}
 #: memory_parse's own patterns, compiled once (building the word alternations per message took most of its time).
 _COMMAND_WORD_RE = re.compile(f"(?:{_words_re(COMMAND_WORDS)})")
+#: What users call the bot instead of its name (小机器人记住… / 小助手，以后…): before a pause or a command word, no part
+#: of the message.
+BOT_CALLS = "小机器人 机器人 小助手 助手 小可爱".split()
+_BOT_CALL_RE = re.compile(f"^(?:{_words_re(BOT_CALLS)})(?:[{_PUNCT}]+(?=\\S)|(?={_COMMAND_WORD_RE.pattern}))")
 _FILLER_RE = re.compile(rf"^(?:{FILLERS_RE})[{_PUNCT}]*(?={_words_re(COMMAND_WORDS)})")
 _LEAD_IN_RE = re.compile(rf"^([^，,。!！?？\n]{{0,20}}?)[{_PUNCT}]+(?={_words_re(REMEMBER_WORDS)}|remember\b)"
                          rf"|^[a-z]{{2,8}}(?=记住)", re.I)
@@ -7459,6 +7464,8 @@ def memory_parse(text, names=()):
                 _COMMAND_WORD_RE, t[len(name):])):
             t = t[len(name):].lstrip(" ，,:：~～!！")
             break
+    else:
+        t = _BOT_CALL_RE.sub("", t) if t[:1] in "小机助" else t
     t = re.sub(r"^@\S+\s+", "", t) if t.startswith("@") else t
     said = memory_pinyin(t.replace("（", "(").replace("）", ")"))  # 吉他那条shan le: 删了
     t = read = text_simplified(said)
@@ -8132,7 +8139,9 @@ def _forget_clause(t):
 _WISH_REMARK_RE = re.compile(rf"^(?!.*(?:我|你|他|她|它|记|忘|删|叫|喊|用|说|讲|带|加|发|回|问|要|别|不要|不用|不许|以后))"
                              rf"[^{_PUNCT}]{{1,10}}$")
 #: Why the user asks a wish, said after it (我年纪大了 / 我眼神不好): about the user, but no fact asked to be kept.
-_WISH_REASON_RE = re.compile(rf"^我(?!.*(?:记|忘|删|叫|喊|你|以后|要|想|喜欢|讨厌|住|是))[^{_PUNCT}]{{1,14}}$")
+#: What it is about may come first (字太多我看不过来).
+_WISH_REASON_RE = re.compile(rf"^(?:[^{_PUNCT}我你他她它]{{1,6}}?)?我(?!.*(?:记|忘|删|叫|喊|你|以后|要|想|喜欢|讨厌|住|是))"
+                             rf"[^{_PUNCT}]{{1,14}}$")
 #: 算了 / 别这么叫了: the old call-me taken back beside a new one (…还是叫我小王吧), which replaces it anyway.
 _WISH_TAKEN_BACK_RE = re.compile(rf"^(?:算了|不对|好吧|还是算了|(?:别|不要|不用)(?:再)?(?:这么|这样|那样|那么)(?:叫|喊|称呼)(?:我)?(?:了)?)"
                                  rf"{_ANY_PARTICLE}*$")
@@ -8254,7 +8263,9 @@ def memory_normalise(text):
     if _WISH_OTHERWISE_WORD_RE.search(t):  # 往后喊我铁哥 / 以后你就管我叫老铁 / 说话莫那么啰嗦
         for pattern, repl in _WISH_SAID_OTHERWISE:
             t = pattern.sub(repl, t, count=1)
-    if paused and ("你" in t or "叫" in t or "喊" in t or "别" in t or "不要" in t):  # 你以后就叫小橘子吧 好听
+    if paused and ("你" in t or "叫" in t or "喊" in t or "别" in t or "不要" in t
+                   or t.startswith("以后") and not _LATIN_RE.search(t)):
+        # 你以后就叫小橘子吧 好听 / 以后回我简单一点，字太多我看不过来 (用 bullet point 列出来: no clauses)
         wish = _wish_clauses(t)
         if wish:
             return wish
