@@ -2877,7 +2877,8 @@ ATTRIBUTE_RULES = [
     ("血型", r"(?:的)?血型是(.+)|是([ABO]{1,2}型血)", True),
     ("不再过敏", r"(?:已经|现在)?不(?:再)?对([^，,]+?)过敏(?:了)?|(?:已经|现在)?对([^，,]+?)不过敏(?:了)?", False),
     ("过敏", r"对([^，,]+?)过敏|([^，,]{1,10}?)过敏|过敏的(?:东西)?(?:其实)?是([^，,]+)", False),
-    ("健康", r"(?:有|得了|得过|患有|患了|确诊了?)([^，,]{0,10}?(?:病|症|炎|癌|高血压|高血脂|糖尿病|哮喘|抑郁|焦虑|痛风|贫血))"
+    ("健康", r"(?:有|得了|得过|患有|患了|确诊了?)([^，,]{0,10}?(?:病|症|炎|癌|高血压|高血脂|糖尿病|哮喘|抑郁|焦虑|痛风|贫血|"
+             r"脂肪肝|乙肝|结石|结节|囊肿|息肉|三高))"
              r"|([^，,]{1,8}?不耐受)", False),
     ("忌口", r"(?:不能吃|不能喝|吃不了|喝不了|不敢吃|忌口)([^，,]+)", False),
     ("害怕", r"(?:很|特别|最|也)?(?:怕|害怕|恐)([^，,]+)", False),
@@ -3998,7 +3999,7 @@ def memory_split(text):
 #: A list inside one clause: per subject (我和我老婆都…, 我爸妈都…), per value (苹果、香蕉和橙子).
 _LIST_SEP_RE = re.compile(r"、|和|跟|以及|还有|或者")
 #: Attributes whose values a list may name one by one.
-_LISTED_ATTRIBUTES = ("喜欢", "讨厌", "过敏", "害怕", "忌口", "不再过敏", "在学", "会说")
+_LISTED_ATTRIBUTES = ("喜欢", "讨厌", "过敏", "害怕", "忌口", "不再过敏", "在学", "会说", "健康")
 #: Internet exclamations after a list or a fact (…还有柯基 awsl / 饺子 yyds): a comment, as an emoji after it is.
 _SLANG_TAIL_RE = re.compile(r"(?<=[^A-Za-z0-9\s])\s*(?i:awsl|yyds|xswl|tql|nbcs|zqsg|hh+|2333*|lol|omg|orz|qwq|qaq)"
                             r"[!！~～.。]*$")
@@ -4053,8 +4054,8 @@ def _split_values(piece):
     if not 1 <= len(items) <= 5 or not all(1 <= len(i) <= 6 and re.fullmatch(r"[\u4e00-\u9fff]+", i)
                                            or _LATIN_ITEM_RE.fullmatch(i) for i in items):
         return None
-    if any(_REASON_CLAUSE_RE.search(i) for i in items):
-        return None  # 我不吃素了 医生说我贫血 得补点肉: why, and what instead; no more things not eaten
+    if any(_REASON_CLAUSE_RE.search(i) or _TIME_OR_COMPANY_RE.search(i) for i in items):
+        return None  # 我不吃素了 医生说我贫血 得补点肉: why, and what instead; 周末和朋友: when, with whom
     if all(_WHEN_ITEM_RE.fullmatch(i) for i in items) and _WHEN_END_RE.search(head[:first_sep.start()]):
         return None  # 我 WFH 是周一和周五: the days of one arrangement, one fact
     before = head[:first_sep.start()]
@@ -4095,6 +4096,15 @@ def _one_kind(items):
     return all(k & kinds[0] for k in kinds[1:])
 
 
+def _one_kind_known(items):
+    """Whether the items of a list whose topic is known share the first's broad topic, at least one does, and the
+    rest are of no topic and no time or company (痛风 高血脂 还有轻度脂肪肝). Example: _one_kind_known(['打篮球', '周末',
+    '朋友']) -> False"""
+    kinds = [{a.split(".")[0] for a in memory_areas(i, message=True)} for i in items]
+    return bool(kinds[0]) and any(k & kinds[0] for k in kinds[1:]) and all(
+        k & kinds[0] if k else not _TIME_OR_COMPANY_RE.search(i) for i, k in zip(items[1:], kinds[1:]))
+
+
 #: Several tools or places for one purpose (我用VSCode、Neovim和Zed写代码 / 我在猫眼、淘票票和大麦买票): who, 用/在, the
 #: items, what they are for (a verb of these and a few characters).
 _TOOLS_FOR_RE = re.compile(r"^(我(?:平时|一般|都|常|经常|主要)?)(用|在)((?:[^、，,和跟及\s]{1,12}(?:、|和|跟|以及)){1,4}"
@@ -4106,6 +4116,10 @@ _CLAUSE_NOT_ITEM_RE = re.compile(r"不|没|别|但|可是|就是")
 _WHEN_ITEM_RE = re.compile(r"(?:每)?(?:周|星期|礼拜)[一二三四五六日天末]|(?:每天)?(?:早上|上午|中午|下午|晚上|凌晨)|"
                            r"[\d一二三四五六七八九十]{1,3}(?:号|点)")
 _WHEN_END_RE = re.compile(f"(?:{_WHEN_ITEM_RE.pattern})$")
+#: A list after 吃/喝 (我爱吃锅包肉 溜肉段 还有地三鲜): things eaten whatever their kinds the topics know, unless an item
+#: is a time or company (我喜欢吃火锅 周末和朋友: when and with whom, no list item anywhere).
+_EATEN_LIST_RE = re.compile(r"(?:吃|喝)[\u4e00-\u9fff]{1,6}$")
+_TIME_OR_COMPANY_RE = re.compile(r"周末|[春夏秋冬]天|早上|晚上|中午|平时|周[一二三四五六日天]|星期|朋友|家人|同事|一起|的时候")
 #: A clause after a list that says why (医生不让吃 / 老婆不许 / 他说的 / 医生说我贫血) or what must be done instead
 #: (得补点肉): a reason kept with each thing, never one of them.
 _REASON_CLAUSE_RE = re.compile(r"不让|不许|不准|让我|叫我|说的|因为|所以|(?:医生|大夫|老师|教练)说|说我|^(?:得|必须|需要|应该)")
@@ -4165,15 +4179,18 @@ def memory_unlist(text):
     # 我喜欢狗 兔子 还有鹦鹉: a last value after 和/还有 says the spaces before it part a list, whatever its kinds
     # (of one broad kind: 我喜欢打篮球 周末和朋友 is no list)
     joined_list = spaced and first and first.value and len(chain) > 1 and re.match(
-        r"^[\u4e00-\u9fff]{1,6}(?:和|还有|以及)[\u4e00-\u9fff]{1,6}$", chain[-1]) and _one_kind(
-        [first.value] + [i for c in chain[1:] for i in _LIST_SEP_RE.split(c)])
+        r"^[\u4e00-\u9fff]{1,6}(?:和|还有|以及)[\u4e00-\u9fff]{1,6}$", chain[-1]) and (_one_kind(
+            [first.value] + [i for c in chain[1:] for i in _LIST_SEP_RE.split(c)])
+            or _EATEN_LIST_RE.search(chain[0]) and not any(_TIME_OR_COMPANY_RE.search(c) for c in chain[1:])
+            or _one_kind_known([first.value] + [i for c in chain[1:] for i in _LIST_SEP_RE.split(c)]))
     # a value's kind: sport, diet … after a comma; after a space (which also starts a comment: 我喜欢吃火锅 冬天)
     # the same topic, or a word no topic knows of one character (葱, 蒜)
     kind = lambda x: {a if spaced else a.split(".")[0] for a in memory_areas(x, message=True)}  # noqa: E731
     bare = lambda c: spaced and all(len(i) == 1 and not kind(i) and not set(i) & _NOT_AN_ITEM_CHARS  # noqa: E731
                                     and not re.fullmatch(r"(.)\1+", i) for i in _LIST_SEP_RE.split(c))
     if first and first.attribute in _LISTED_ATTRIBUTES and first.value and all(
-            1 <= len(c) <= 6 and not memory_has_subject(c) and not _DETAIL_RE.match(c) and "就" not in c  # 一喝就胃疼
+            all(1 <= len(i) <= 6 for i in _LIST_SEP_RE.split(c))  # 溜肉段还有地三鲜: two items
+            and not memory_has_subject(c) and not _DETAIL_RE.match(c) and "就" not in c  # 一喝就胃疼
             and not _REASON_CLAUSE_RE.search(c)  # 医生不让吃: why, no more things
             and memory_fact("我" + c).attribute is None and (kind(c) & kind(first.value) or bare(c) or joined_list)
             for c in chain[1:]):
@@ -4217,7 +4234,8 @@ def memory_unlist(text):
             items = spaced_items  # 海鲜 羊肉 还有辣椒: the spaces before 还有 part values as it does
         if fact.attribute in _LISTED_ATTRIBUTES and len(items) > 1 and not re.search("[的《》「」“”\"]", fact.value) \
                 and all(1 <= len(i) <= 8 for i in items) and simple.count(fact.value) == 1 \
-                and not any(_CLAUSE_NOT_ITEM_RE.match(i) or _REASON_CLAUSE_RE.search(i) for i in items[1:]):
+                and not any(_CLAUSE_NOT_ITEM_RE.match(i) or _REASON_CLAUSE_RE.search(i) or _TIME_OR_COMPANY_RE.search(i)
+                            for i in items[1:]):
             # 《猫和老鼠》 is one; 不吃素了 医生说我贫血: a reason, no second thing not eaten
             verb = re.match(r"^(?:吃|喝|看|玩|听)", items[0])  # 吃苹果、香蕉: 吃香蕉
             out += [simple.replace(fact.value, (verb.group() if verb and not re.match(r"^(?:吃|喝|看|玩|听)", i) else "")
