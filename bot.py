@@ -7184,9 +7184,9 @@ _NOT_OLD_THEN_NEW_RE = re.compile(rf"^(?P<s>[^{_PUNCT}]{{0,8}}?)不(?P<v>{_SAID_
                                   rf"(?P<old>[^，,。；;]{{1,16}}?)"
                                   rf"[{_PUNCT}]+(?:其实|而是|而)?(?:[他她它]|(?P=s))?(?:其实|还是|是)?(?P=v)\s*"
                                   rf"(?P<new>[^，,。；;{_PUNCT}{_EMOJI}]{{1,16}})[{_EMOJI}]*$")
-#: V new, 不V old (小儿子在重庆 不在成都): whose, verb, new, old.
+#: V new, 不V old (小儿子在重庆 不在成都 / 小的叫天天，不是乐乐): whose, verb, new, old.
 _NEW_THEN_NOT_OLD_RE = re.compile(rf"^(?P<s>[^{_PUNCT}]{{0,8}}?)(?P<v>{_SAID_TWICE_VERBS})\s*(?P<new>[^，,。；;]{{1,16}}?)"
-                                  rf"[{_PUNCT}]+(?:而)?(?:[他她它]|(?P=s))?不(?P=v)\s*"
+                                  rf"[{_PUNCT}]+(?:而)?(?:[他她它]|(?P=s))?不(?:(?P=v)|是)\s*"
                                   rf"(?P<old>[^，,。；;{_PUNCT}{_EMOJI}]{{1,16}})[{_EMOJI}]*$")
 
 
