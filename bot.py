@@ -2651,6 +2651,10 @@ _FACT_PARTICLES = PARTICLES.replace("吧", "")
 _TAIL_RE = re.compile(rf"[{_PUNCT}?？]*(?:[{PARTICLES}]|一下|谢谢|thx|thanks)*[{_PUNCT}?？\U0001F300-\U0001FAFF☀-➿]*$", re.I)
 #: What _TAIL_RE's tail may end with (一下 谢谢 thx thanks end in 下 谢 x s): a text ending otherwise keeps all of it.
 _TAIL_END_RE = re.compile(rf"[{_PUNCT}?？{PARTICLES}下谢xs\U0001F300-\U0001FAFF☀-➿]", re.I)
+#: Thanks said after a fact, after a pause (…三号楼，，谢谢你了 / …过敏，麻烦你了 / …婷婷 谢谢啦): manners, no part of
+#: what is remembered (我最近很麻烦 stays: no pause before it).
+_THANKS_END_RE = re.compile(rf"[{_PUNCT}]+(?:(?:谢谢|多谢|感谢)(?:你|您)?|(?:麻烦|辛苦|拜托)(?:你|您)?(?:了|啦))"
+                            rf"[了{PARTICLES}{_PUNCT}]*$")
 _CN_DIGITS = {c: i for i, c in enumerate("零一二三四五六七八九十")}
 _CN_DIGITS["两"] = 2
 _NUM = "(?:\\d{1,3}|[一二两三四五六七八九十]{1,3})"
@@ -2724,9 +2728,20 @@ def _strip_tail(text):
 _PINYIN_VERB_RE = re.compile(r"(?<![A-Za-z])(shan\s?(?:le|diao|chu))(?:\s?(ba))?(?![A-Za-z])", re.I)
 
 
+#: English delete verbs in a Chinese message (delete掉 Kevin 那条 / 把那条 remove 了), read as 删掉 / 删了: with
+#: 掉 了 一下 after it or first in the message (我讨厌 remove 广告 and delete键 stay as said).
+_ENGLISH_DELETE_RE = re.compile(r"(?<![A-Za-z])(?:delete|remove)\s*(掉|了|一下)|^(?:delete|remove)(?=\s*[\u4e00-\u9fff])",
+                                re.I)
+_HAN_RE = re.compile(r"[\u4e00-\u9fff]")
+_LATIN_RE = re.compile(r"[A-Za-z]")
+
+
 def memory_pinyin(text):
     """A message with its pinyin verbs in characters. Example: memory_pinyin('吉他那条shan le吧') -> '吉他那条删了吧'"""
-    if "shan" not in text.lower():
+    low = text.lower()
+    if ("delete" in low or "remove" in low) and _HAN_RE.search(text):
+        text = _ENGLISH_DELETE_RE.sub(lambda m: "删" + (m.group(1) or "掉"), text)
+    if "shan" not in low:
         return text
     return _PINYIN_VERB_RE.sub(lambda m: PINYIN_VERBS[re.sub(r"\s", " ", m.group(1).lower())]
                                + (PINYIN_VERBS["ba"] if m.group(2) else ""), text)
@@ -2846,7 +2861,7 @@ ATTRIBUTE_RULES = [
     ("职业", r"(?:现在|目前|已经)?(退休)|(?:现在|目前|已经)?(?:在[^，,]{1,8}?)?(?:转行|改行)?(?:是|当了?|做了?)(?:一名|一个|个|名|位)?([^，,]{0,10}?(?:师|"
            r"员|生|工|经理|老板|总监|总|医生|护士|老师|学生|主播|作家|律师|会计|审计|财务|编辑|记者|翻译|保安|客服|销售|司机|厨师|设计|运营|"
            r"产品|开发|程序员|工程师|公务员|自由职业者?|主管|店长|博士|硕士|UP主|up主|博主|画师|警察|军人|农民|宝妈|"
-           r"全职妈妈|退休|创业者|模特|演员|歌手|顾问|教练|私教|家教|保姆|月嫂|主持人|导游|秘书|助理|前台|HR|hr|外卖骑手|骑手|"
+           r"全职妈妈|退休|创业者|模特|演员|歌手|顾问|教练|私教|家教|保姆|月嫂|主持人|导游|秘书|助理|前台|HR|hr|PM|pm|外卖骑手|骑手|"
            r"快递小哥|测试))"
            r"|(?:的)?(?:职业|工作)是(.+)|(?:是)?(?:做|干)([^，,]{1,10}?)(?:的|工作|这行)", True),
     ("工作单位", r"(?:现在|目前|已经)?(?:在([^，,]{1,20}?)(?:工作|上班|实习|任职|打工)|(?:跳槽到|跳槽去|跳到|换到|调到|入职(?:了)?|进了)"
@@ -2855,7 +2870,8 @@ ATTRIBUTE_RULES = [
     ("年级", r"(?:现在|今年|已经)?(?:在)?(?:读|上)?(高[一二三]|初[一二三]|大[一二三四]|研[一二三]|博[一二三四五]|"
            r"[一二三四五六]年级)(?:了|的学生)?", True),
     ("学校", r"(?:现在|目前)?在([^，,]{1,20}?)(?:读书|上学|念书|读大学|读研|读博|上大学|读高中|读初中|上高中|上初中)"
-           r"|转学(?:去|到)(?:了)?([^，,]{1,20}?)(?:读书|上学|念书)?", True),
+           r"|转学(?:去|到)(?:了)?([^，,]{1,20}?)(?:读书|上学|念书)?"
+           r"|(?:现在|目前)?在([^，,\s]{1,20}?)(?:读|上)(?:高[一二三]|初[一二三]|大[一二三四]|研[一二三]|博[一二三四五])", True),
     ("专业", r"(?:的)?(?:专业是|学的是|读的是|学的专业是|主修)(.+)", True),
     ("身高", r"(?:的)?身高(?:是|有)?(.+)", True),
     ("体重", r"(?:的)?体重(?:是|有)?(.+)", True),
@@ -2863,7 +2879,8 @@ ATTRIBUTE_RULES = [
     ("血型", r"(?:的)?血型是(.+)|是([ABO]{1,2}型血)", True),
     ("不再过敏", r"(?:已经|现在)?不(?:再)?对([^，,]+?)过敏(?:了)?|(?:已经|现在)?对([^，,]+?)不过敏(?:了)?", False),
     ("过敏", r"对([^，,]+?)过敏|([^，,]{1,10}?)过敏|过敏的(?:东西)?(?:其实)?是([^，,]+)", False),
-    ("健康", r"(?:有|得了|得过|患有|患了|确诊了?)([^，,]{0,10}?(?:病|症|炎|癌|高血压|高血脂|糖尿病|哮喘|抑郁|焦虑|痛风|贫血))"
+    ("健康", r"(?:有|得了|得过|患有|患了|确诊了?)([^，,]{0,10}?(?:病|症|炎|癌|高血压|高血脂|糖尿病|哮喘|抑郁|焦虑|痛风|贫血|"
+             r"脂肪肝|乙肝|结石|结节|囊肿|息肉|三高))"
              r"|([^，,]{1,8}?不耐受)", False),
     ("忌口", r"(?:不能吃|不能喝|吃不了|喝不了|不敢吃|忌口)([^，,]+)", False),
     ("害怕", r"(?:很|特别|最|也)?(?:怕|害怕|恐)([^，,]+)", False),
@@ -3595,7 +3612,8 @@ LIFE_AREAS = {
            r"养.{0,4}(?:猫|狗|宠物)", "宠物"),
     "驾照": ("transport.driving_license", r"学车|学开车|练车|驾照|驾考|驾校|科目[一二三四]|拿证", "在学 驾照"),
     "学业": ("study.university_major study.exam_gaokao_kaoyan study.study_abroad",
-           r"读研|读博|读[初高大研博硕][一二三四五六]|毕业|上学|退学|休学|考研|考公|考编|备考|上岸|考上", "学业 学校 年级 专业 在学"),
+           r"读研|读博|读[初高大研博硕][一二三四五六]|在读|读\s*(?:E?MBA|MPA|研究生|硕士|博士|本科|大专)|毕业|上学|退学|休学|考研|"
+           r"考公|考编|备考|上岸|考上", "学业 学校 年级 专业 在学"),
     "工作": ("work.job_change work.job work.student_job_intern work.retired work.homemaker",
            r"上班|工作|辞职|离职|失业|待业|被裁|裸辞|兼职|打工|实习", "工作状态 职业 工作单位"),
     "住处": ("place.housing_rent", r"宿舍|租房|合租|买房|房子?买", "住处 现居地"),  # 我在成都租房子住: a home and how
@@ -3988,7 +4006,7 @@ def memory_split(text):
 #: A list inside one clause: per subject (我和我老婆都…, 我爸妈都…), per value (苹果、香蕉和橙子).
 _LIST_SEP_RE = re.compile(r"、|和|跟|以及|还有|或者")
 #: Attributes whose values a list may name one by one.
-_LISTED_ATTRIBUTES = ("喜欢", "讨厌", "过敏", "害怕", "忌口", "不再过敏", "在学", "会说")
+_LISTED_ATTRIBUTES = ("喜欢", "讨厌", "过敏", "害怕", "忌口", "不再过敏", "在学", "会说", "健康")
 #: Internet exclamations after a list or a fact (…还有柯基 awsl / 饺子 yyds): a comment, as an emoji after it is.
 _SLANG_TAIL_RE = re.compile(r"(?<=[^A-Za-z0-9\s])\s*(?i:awsl|yyds|xswl|tql|nbcs|zqsg|hh+|2333*|lol|omg|orz|qwq|qaq)"
                             r"[!！~～.。]*$")
@@ -4043,6 +4061,10 @@ def _split_values(piece):
     if not 1 <= len(items) <= 5 or not all(1 <= len(i) <= 6 and re.fullmatch(r"[\u4e00-\u9fff]+", i)
                                            or _LATIN_ITEM_RE.fullmatch(i) for i in items):
         return None
+    if any(_REASON_CLAUSE_RE.search(i) or _TIME_OR_COMPANY_RE.search(i) for i in items):
+        return None  # 我不吃素了 医生说我贫血 得补点肉: why, and what instead; 周末和朋友: when, with whom
+    if all(_WHEN_ITEM_RE.fullmatch(i) for i in items) and _WHEN_END_RE.search(head[:first_sep.start()]):
+        return None  # 我 WFH 是周一和周五: the days of one arrangement, one fact
     before = head[:first_sep.start()]
     heads = [m for m in _LIST_HEAD_RE.finditer(before) if 1 <= first_sep.start() - m.end() <= 6
              or _LATIN_ITEM_RE.fullmatch(before[m.end():].strip())]
@@ -4081,6 +4103,15 @@ def _one_kind(items):
     return all(k & kinds[0] for k in kinds[1:])
 
 
+def _one_kind_known(items):
+    """Whether the items of a list whose topic is known share the first's broad topic, at least one does, and the
+    rest are of no topic and no time or company (痛风 高血脂 还有轻度脂肪肝). Example: _one_kind_known(['打篮球', '周末',
+    '朋友']) -> False"""
+    kinds = [{a.split(".")[0] for a in memory_areas(i, message=True)} for i in items]
+    return bool(kinds[0]) and any(k & kinds[0] for k in kinds[1:]) and all(
+        k & kinds[0] if k else not _TIME_OR_COMPANY_RE.search(i) for i, k in zip(items[1:], kinds[1:]))
+
+
 #: Several tools or places for one purpose (我用VSCode、Neovim和Zed写代码 / 我在猫眼、淘票票和大麦买票): who, 用/在, the
 #: items, what they are for (a verb of these and a few characters).
 _TOOLS_FOR_RE = re.compile(r"^(我(?:平时|一般|都|常|经常|主要)?)(用|在)((?:[^、，,和跟及\s]{1,12}(?:、|和|跟|以及)){1,4}"
@@ -4088,8 +4119,17 @@ _TOOLS_FOR_RE = re.compile(r"^(我(?:平时|一般|都|常|经常|主要)?)(用|
 #: How a clause after a comma starts that says something of its own, no second thing of a list (我喜欢他，不在乎他有钱
 #: 没钱 is one memory, not 我喜欢他 and 我喜欢不在乎…).
 _CLAUSE_NOT_ITEM_RE = re.compile(r"不|没|别|但|可是|就是")
-#: A clause after a list that says why (医生不让吃 / 老婆不许 / 他说的): a reason kept with each thing, never one of them.
-_REASON_CLAUSE_RE = re.compile(r"不让|不许|不准|让我|叫我|说的|因为|所以")
+#: A day or a time of day as a list's item (周一和周五 / 周二、周四): the days of one arrangement, never two facts.
+_WHEN_ITEM_RE = re.compile(r"(?:每)?(?:周|星期|礼拜)[一二三四五六日天末]|(?:每天)?(?:早上|上午|中午|下午|晚上|凌晨)|"
+                           r"[\d一二三四五六七八九十]{1,3}(?:号|点)")
+_WHEN_END_RE = re.compile(f"(?:{_WHEN_ITEM_RE.pattern})$")
+#: A list after 吃/喝 (我爱吃锅包肉 溜肉段 还有地三鲜): things eaten whatever their kinds the topics know, unless an item
+#: is a time or company (我喜欢吃火锅 周末和朋友: when and with whom, no list item anywhere).
+_EATEN_LIST_RE = re.compile(r"(?:吃|喝)[\u4e00-\u9fff]{1,6}$")
+_TIME_OR_COMPANY_RE = re.compile(r"周末|[春夏秋冬]天|早上|晚上|中午|平时|周[一二三四五六日天]|星期|朋友|家人|同事|一起|的时候")
+#: A clause after a list that says why (医生不让吃 / 老婆不许 / 他说的 / 医生说我贫血) or what must be done instead
+#: (得补点肉): a reason kept with each thing, never one of them.
+_REASON_CLAUSE_RE = re.compile(r"不让|不许|不准|让我|叫我|说的|因为|所以|(?:医生|大夫|老师|教练)说|说我|^(?:得|必须|需要|应该)")
 
 
 #: memory_unlist's patterns, compiled once (it reads every fact stored): a kaomoji or emoji at the end; 我养了两只猫，一只
@@ -4147,15 +4187,18 @@ def memory_unlist(text):
     # 我喜欢狗 兔子 还有鹦鹉: a last value after 和/还有 says the spaces before it part a list, whatever its kinds
     # (of one broad kind: 我喜欢打篮球 周末和朋友 is no list)
     joined_list = spaced and first and first.value and len(chain) > 1 and re.match(
-        r"^[\u4e00-\u9fff]{1,6}(?:和|还有|以及)[\u4e00-\u9fff]{1,6}$", chain[-1]) and _one_kind(
-        [first.value] + [i for c in chain[1:] for i in _LIST_SEP_RE.split(c)])
+        r"^[\u4e00-\u9fff]{1,6}(?:和|还有|以及)[\u4e00-\u9fff]{1,6}$", chain[-1]) and (_one_kind(
+            [first.value] + [i for c in chain[1:] for i in _LIST_SEP_RE.split(c)])
+            or _EATEN_LIST_RE.search(chain[0]) and not any(_TIME_OR_COMPANY_RE.search(c) for c in chain[1:])
+            or _one_kind_known([first.value] + [i for c in chain[1:] for i in _LIST_SEP_RE.split(c)]))
     # a value's kind: sport, diet … after a comma; after a space (which also starts a comment: 我喜欢吃火锅 冬天)
     # the same topic, or a word no topic knows of one character (葱, 蒜)
     kind = lambda x: {a if spaced else a.split(".")[0] for a in memory_areas(x, message=True)}  # noqa: E731
     bare = lambda c: spaced and all(len(i) == 1 and not kind(i) and not set(i) & _NOT_AN_ITEM_CHARS  # noqa: E731
                                     and not re.fullmatch(r"(.)\1+", i) for i in _LIST_SEP_RE.split(c))
     if first and first.attribute in _LISTED_ATTRIBUTES and first.value and all(
-            1 <= len(c) <= 6 and not memory_has_subject(c) and not _DETAIL_RE.match(c) and "就" not in c  # 一喝就胃疼
+            all(1 <= len(i) <= 6 for i in _LIST_SEP_RE.split(c))  # 溜肉段还有地三鲜: two items
+            and not memory_has_subject(c) and not _DETAIL_RE.match(c) and "就" not in c  # 一喝就胃疼
             and not _REASON_CLAUSE_RE.search(c)  # 医生不让吃: why, no more things
             and memory_fact("我" + c).attribute is None and (kind(c) & kind(first.value) or bare(c) or joined_list)
             for c in chain[1:]):
@@ -4199,7 +4242,9 @@ def memory_unlist(text):
             items = spaced_items  # 海鲜 羊肉 还有辣椒: the spaces before 还有 part values as it does
         if fact.attribute in _LISTED_ATTRIBUTES and len(items) > 1 and not re.search("[的《》「」“”\"]", fact.value) \
                 and all(1 <= len(i) <= 8 for i in items) and simple.count(fact.value) == 1 \
-                and not any(_CLAUSE_NOT_ITEM_RE.match(i) for i in items[1:]):  # 《猫和老鼠》 is one
+                and not any(_CLAUSE_NOT_ITEM_RE.match(i) or _REASON_CLAUSE_RE.search(i) or _TIME_OR_COMPANY_RE.search(i)
+                            for i in items[1:]):
+            # 《猫和老鼠》 is one; 不吃素了 医生说我贫血: a reason, no second thing not eaten
             verb = re.match(r"^(?:吃|喝|看|玩|听)", items[0])  # 吃苹果、香蕉: 吃香蕉
             out += [simple.replace(fact.value, (verb.group() if verb and not re.match(r"^(?:吃|喝|看|玩|听)", i) else "")
                                    + i.strip()).translate(back) for i in items]  # 还有 鸡皮: 鸡皮
@@ -7093,6 +7138,7 @@ def _fact_said(m, allow=None):
     """The fact after a remember or update word (group 1): closing punctuation and list numbers (1. 2、) cut off;
     None when it reads as chat."""
     fact = _MARKS_END_RE.sub("", (m.group(1) or "").strip())
+    fact = _THANKS_END_RE.sub("", fact) if "谢" in fact or "了" in fact else fact  # …三号楼，，谢谢你了: manners
     if not _object_ok(fact, allow):
         return None
     return _LIST_NUMBER_RE.sub("", fact).strip()
@@ -7149,9 +7195,9 @@ _NOT_OLD_THEN_NEW_RE = re.compile(rf"^(?P<s>[^{_PUNCT}]{{0,8}}?)不(?P<v>{_SAID_
                                   rf"(?P<old>[^，,。；;]{{1,16}}?)"
                                   rf"[{_PUNCT}]+(?:其实|而是|而)?(?:[他她它]|(?P=s))?(?:其实|还是|是)?(?P=v)\s*"
                                   rf"(?P<new>[^，,。；;{_PUNCT}{_EMOJI}]{{1,16}})[{_EMOJI}]*$")
-#: V new, 不V old (小儿子在重庆 不在成都): whose, verb, new, old.
+#: V new, 不V old (小儿子在重庆 不在成都 / 小的叫天天，不是乐乐): whose, verb, new, old.
 _NEW_THEN_NOT_OLD_RE = re.compile(rf"^(?P<s>[^{_PUNCT}]{{0,8}}?)(?P<v>{_SAID_TWICE_VERBS})\s*(?P<new>[^，,。；;]{{1,16}}?)"
-                                  rf"[{_PUNCT}]+(?:而)?(?:[他她它]|(?P=s))?不(?P=v)\s*"
+                                  rf"[{_PUNCT}]+(?:而)?(?:[他她它]|(?P=s))?不(?:(?P=v)|是)\s*"
                                   rf"(?P<old>[^，,。；;{_PUNCT}{_EMOJI}]{{1,16}})[{_EMOJI}]*$")
 
 
@@ -7308,6 +7354,10 @@ _MEMORY_COMMAND_FIRST = {tail: re.compile("|".join(f"(?P<r{k}>(?:{c.pattern})$)"
                                                    if c.tail == tail), re.I | re.S) for tail in (False, True)}
 #: memory_parse's own patterns, compiled once (building the word alternations per message took most of its time).
 _COMMAND_WORD_RE = re.compile(f"(?:{_words_re(COMMAND_WORDS)})")
+#: What users call the bot instead of its name (小机器人记住… / 小助手，以后…): before a pause or a command word, no part
+#: of the message.
+BOT_CALLS = "小机器人 机器人 小助手 助手 小可爱".split()
+_BOT_CALL_RE = re.compile(f"^(?:{_words_re(BOT_CALLS)})(?:[{_PUNCT}]+(?=\\S)|(?={_COMMAND_WORD_RE.pattern}))")
 _FILLER_RE = re.compile(rf"^(?:{FILLERS_RE})[{_PUNCT}]*(?={_words_re(COMMAND_WORDS)})")
 _LEAD_IN_RE = re.compile(rf"^([^，,。!！?？\n]{{0,20}}?)[{_PUNCT}]+(?={_words_re(REMEMBER_WORDS)}|remember\b)"
                          rf"|^[a-z]{{2,8}}(?=记住)", re.I)
@@ -7452,6 +7502,8 @@ def memory_parse(text, names=()):
                 _COMMAND_WORD_RE, t[len(name):])):
             t = t[len(name):].lstrip(" ，,:：~～!！")
             break
+    else:
+        t = _BOT_CALL_RE.sub("", t) if t[:1] in "小机助" else t
     t = re.sub(r"^@\S+\s+", "", t) if t.startswith("@") else t
     said = memory_pinyin(t.replace("（", "(").replace("）", ")"))  # 吉他那条shan le: 删了
     t = read = text_simplified(said)
@@ -7662,6 +7714,8 @@ _TELL_YOU_RE = re.compile(rf"^(?:跟你说|和你说|给你说|跟你讲|告诉�
                           rf"[{PARTICLES}]*[{_PUNCT}]*")
 #: Words that point at a stored memory (那条, 那个) before a forget verb.
 _POINTER = r"(?:那条|那个|这条|这个|那件事|这件事|(?<=的)约定)(?:记忆)?"
+#: A space a Latin word stands by (我喜欢 matcha latte): inside what a pointer names, no pause.
+_LATIN_SPACE = r"\s(?=[A-Za-z0-9])|(?<=[A-Za-z0-9])\s"
 #: A short reason after a verb-first forget (删了那个 meeting 的 取消了): no keep, change or memory verb in it.
 _VERB_FIRST_REASON = rf"(?:[\s{_PUNCT}]+(?!.*(?:记|删|忘|留|别|不要|算了|改|是|我))[^{_PUNCT}\s]{{1,8}})?"
 #: Forget verbs after what they point at (X那条忘掉吧 / X那个别记了).
@@ -7793,10 +7847,10 @@ MEMORY_REWRITES = [
     ("撤", rf"^(?:把)?(?:刚才|刚刚|上一步|上一条)(?:那步|那一步|那下|的操作|那个操作)?(?:给我)?(?:撤销|撤回)(?:一下|下)?"
           rf"{_ANY_PARTICLE}*$", "撤销"),  # 刚才那步撤回下嘛
     # 撤回 with a memory named (not 刚才/上一条, an undo) is a forget of that memory: 把我喜欢猫那条撤回 / 撤回我喜欢猫那条
-    ("撤", rf"^(?:把)?(?!把|刚|上一|最后|最新|最近|第|那|这)([^{_PUNCT}]+?)(?:的)?{_POINTER}(?:给我)?(?:撤回|撤销)(?:掉)?(?:一下|下)?"
+    ("撤", rf"^(?:把)?(?!把|刚|上一|最后|最新|最近|第|那|这)((?:[^{_PUNCT}]|{_LATIN_SPACE})+?)\s*(?:的)?{_POINTER}(?:给我)?"
+          rf"(?:撤回|撤销)(?:掉)?(?:一下|下)?{_ANY_PARTICLE}*$", r"忘记\1那条"),
+    ("撤", rf"^(?:撤回|撤销)(?:掉)?(?!刚|上一|最后|最新|最近|第|那|这)((?:[^{_PUNCT}]|{_LATIN_SPACE})+?)\s*(?:的)?{_POINTER}"
           rf"{_ANY_PARTICLE}*$", r"忘记\1那条"),
-    ("撤", rf"^(?:撤回|撤销)(?:掉)?(?!刚|上一|最后|最新|最近|第|那|这)([^{_PUNCT}]+?)(?:的)?{_POINTER}{_ANY_PARTICLE}*$",
-     r"忘记\1那条"),
     ("那条 那个 这条 这个 那件事 这件事",
      rf"^(?!刚|上一条|第)(?:那个(?=.+?{_POINTER}))?(.+?)(?:的)?{_POINTER}[{_PUNCT}]*{_FORGET_AFTER}{_ANY_PARTICLE}*$",
      r"忘记\1那条"),  # 那个叫我队长的约定删了吧: 那个 says which, 约定 points
@@ -7993,7 +8047,10 @@ def _said_part(text):
         memory_contentless(c := _EMOJI_RE.sub("", parts[k])) or _EMPTY_CLAUSE_RE.fullmatch(c)
         or len(c) <= 24 and _request_clause(c))]
     keep = [k for k in range(0, len(parts), 2) if k not in empty]
-    said = "".join(parts[keep[0]:keep[-1] + 1]) if keep else ""
+    # 记住 我 WFH 是周一和周五: a bare 我 right before what is kept is its subject, no filler
+    first = keep[0] - 2 if keep and keep[0] >= 2 and parts[keep[0] - 2].strip() == "我" \
+        and not parts[keep[0]].startswith("我") else keep[0] if keep else 0
+    said = "".join(parts[first:keep[-1] + 1]) if keep else ""
     return _FILLERS_BEFORE_ME_RE.sub("", said), any("重要" in parts[k] for k in empty)
 
 
@@ -8127,7 +8184,9 @@ def _forget_clause(t):
 _WISH_REMARK_RE = re.compile(rf"^(?!.*(?:我|你|他|她|它|记|忘|删|叫|喊|用|说|讲|带|加|发|回|问|要|别|不要|不用|不许|以后))"
                              rf"[^{_PUNCT}]{{1,10}}$")
 #: Why the user asks a wish, said after it (我年纪大了 / 我眼神不好): about the user, but no fact asked to be kept.
-_WISH_REASON_RE = re.compile(rf"^我(?!.*(?:记|忘|删|叫|喊|你|以后|要|想|喜欢|讨厌|住|是))[^{_PUNCT}]{{1,14}}$")
+#: What it is about may come first (字太多我看不过来).
+_WISH_REASON_RE = re.compile(rf"^(?:[^{_PUNCT}我你他她它]{{1,6}}?)?我(?!.*(?:记|忘|删|叫|喊|你|以后|要|想|喜欢|讨厌|住|是))"
+                             rf"[^{_PUNCT}]{{1,14}}$")
 #: 算了 / 别这么叫了: the old call-me taken back beside a new one (…还是叫我小王吧), which replaces it anyway.
 _WISH_TAKEN_BACK_RE = re.compile(rf"^(?:算了|不对|好吧|还是算了|(?:别|不要|不用)(?:再)?(?:这么|这样|那样|那么)(?:叫|喊|称呼)(?:我)?(?:了)?)"
                                  rf"{_ANY_PARTICLE}*$")
@@ -8249,7 +8308,9 @@ def memory_normalise(text):
     if _WISH_OTHERWISE_WORD_RE.search(t):  # 往后喊我铁哥 / 以后你就管我叫老铁 / 说话莫那么啰嗦
         for pattern, repl in _WISH_SAID_OTHERWISE:
             t = pattern.sub(repl, t, count=1)
-    if paused and ("你" in t or "叫" in t or "喊" in t or "别" in t or "不要" in t):  # 你以后就叫小橘子吧 好听
+    if paused and ("你" in t or "叫" in t or "喊" in t or "别" in t or "不要" in t
+                   or t.startswith("以后") and not _LATIN_RE.search(t)):
+        # 你以后就叫小橘子吧 好听 / 以后回我简单一点，字太多我看不过来 (用 bullet point 列出来: no clauses)
         wish = _wish_clauses(t)
         if wish:
             return wish
