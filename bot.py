@@ -2758,8 +2758,20 @@ _CANTONESE_RE = re.compile("|".join(sorted(CANTONESE, key=len, reverse=True)))
 _CANTONESE_HINT_RE = re.compile("[咗而紧緊低错錯鍾钟唔食飲饮係喺冇嘅佢嗰哋嚟喇阿豆佬細细嘢同啲]")
 
 
+#: Words of Shanghai- and Hunan-accented Mandarin read as Mandarin, one character for one as CANTONESE is (莫再记到我前任 =
+#: 别再记着我前任, 侬 = 你, 好伐 = 好吗, 阿拉儿子 = 我的儿子, …伐 at the end = 吗).
+DIALECT = {"莫再记到": "别再记着", "莫记到": "别记着", "莫再记": "别再记", "莫记": "别记", "侬": "你", "好伐": "好吗",
+           "阿拉": "我的", "伐": "吗"}
+_DIALECT_RE = re.compile(r"莫再记到|莫记到|莫再记|莫记|侬|好伐|阿拉(?=儿子|女儿|老公|老婆|爸爸|妈妈|姆妈|娘|囡囡|小囡|孙子|孙女)|"
+                         r"伐(?=[\s啦呀哦呢嘛～~？?！!。.]*$)")
+#: One character of each word of DIALECT: a message without any (most) is not searched for the words.
+_DIALECT_HINT_RE = re.compile("[莫侬伐拉]")
+
+
 def memory_cantonese(text):
-    """Cantonese read as Mandarin, one character for one. Example: memory_cantonese('我搬咗去沙田') -> '我搬到了沙田'"""
+    """Cantonese (and DIALECT's words) read as Mandarin, one character for one.
+    Example: memory_cantonese('我搬咗去沙田') -> '我搬到了沙田'"""
+    text = _DIALECT_RE.sub(lambda m: DIALECT[m.group()], text) if _DIALECT_HINT_RE.search(text) else text
     return _CANTONESE_RE.sub(lambda m: CANTONESE[m.group()], text) if _CANTONESE_HINT_RE.search(text) else text
 
 
@@ -3935,6 +3947,11 @@ def _one_job(said, second):
             or first in ("工作城市", "工作单位") and second == "职业")
 
 
+#: A clause after a comma that says what someone sells or runs (我店在东风路，卖烟酒副食): a fact of its own, no detail of
+#: the one before.
+_TRADE_CLAUSE_RE = re.compile(r"^(?:卖|经营|主营|批发|代理|开)(?!心|始|玩笑|车|会|学|工|门|着|了)[\u4e00-\u9fff]{2,}")
+
+
 def memory_split(text):
     """One fact per piece: clauses without their own subject inherit it; a clause that adds only
     detail stays with its fact, as it was written.
@@ -3965,7 +3982,7 @@ def memory_split(text):
         attribute = memory_fact(candidate).attribute
         standalone = attribute or (len(clause) >= 6 and re.match(r"^(?:现在|目前|平时|每|早上|晚上|中午|"
                                                                     r"下午|周末)", clause)
-                              or re.match(r"^\d{1,2}点\S{2,}", clause)
+                              or re.match(r"^\d{1,2}点\S{2,}", clause) or _TRADE_CLAUSE_RE.match(clause)
                               or re.match(r"^[\u4e00-\u9fff]{2,6}是", clause)
                               and _DATE_IN_TEXT_RE.search(clause)
                               and _DATE_IN_TEXT_RE.search(pieces[-1]))
@@ -4095,6 +4112,11 @@ _COUNTERS = "只|条|个|辆|台|部|家|张|套|把|件"
 _SEVERAL_NAMED_RE = re.compile(rf"^(我(?:家)?)(养了|养着|养咗|有养|养|有)(?:两|三|四|几|2|3|4)({_COUNTERS})(\S{{1,4}}?)[{_PUNCT}\s]*"
                                rf"((?:(?:另)?一(?:{_COUNTERS})(?:叫|名叫|是)[^，,。；;一另\s]{{1,6}}[{_PUNCT}\s]*){{2,}})$")
 _SEVERAL_NAME_RE = re.compile(rf"一(?:{_COUNTERS})(?:叫|名叫|是)([^，,。；;一另\s]{{1,6}})")
+#: So many things, then their names, as many as said (我养了三只猫 大橘 二黑 和三花): one memory a name; the count is no
+#: fact of its own (it would be wrong once one is forgotten).
+_COUNT_NAMES_RE = re.compile(rf"^(我(?:家)?)(养了|养着|养|有)(两|三|四|2|3|4)({_COUNTERS})([\u4e00-\u9fff]{{1,3}}?)"
+                             rf"[{_PUNCT}\s]+((?:[\u4e00-\u9fff]{{1,4}}(?:\s*[、，,和跟]\s*|\s+))+(?:和|跟|还有)?[\u4e00-\u9fff]{{1,4}})$")
+_COUNT_OF = {"两": 2, "三": 3, "四": 4, "2": 2, "3": 3, "4": 4}
 _KIDS_LEAD_RE = re.compile(rf"^我(?:家)?(?:有?(?:(?:两|三|2|3)个|俩|仨)(?:娃|孩子|小孩|宝宝|儿子|女儿)(?:子)?[{_PUNCT}\s]*"
                            rf"(?:我家)?)?老[大二三]")
 _TWO_RELATIVES_RE = re.compile(rf"^(我(?:的|家的?)?)({_REL_RE})(?:我的?)?({_REL_RE})(?:都|也都|俩都|两个都|俩)(.+)$")
@@ -4116,6 +4138,10 @@ def memory_unlist(text):
         # 我有两个号 一个叫星落 一个叫月见 (things: one memory each, so one can be forgotten)
         names = _SEVERAL_NAME_RE.findall(m.group(5))
         return [f"{m.group(1)}{m.group(2)}一{m.group(3)}{m.group(4)}叫{n.strip()}".translate(back) for n in names]
+    m = _COUNT_NAMES_RE.match(simple)
+    names = [n for n in re.split(r"\s*[、，,]\s*|\s+|和|跟|还有", m.group(6)) if n] if m else []
+    if m and _pet_of(m.group(5)) and len(names) == _COUNT_OF[m.group(3)]:
+        return [f"{m.group(1)}{m.group(2)}一{m.group(4)}{m.group(5)}叫{n}".translate(back) for n in names]
     m = _BIG_SMALL_RE.match(t)
     if m and (_pet_of(m.group(2)) or RELATION_ALIASES.get(m.group(2), m.group(2)) in _SEVERAL | {"娃"}):
         # 我俩娃 大的叫乐乐 小的叫安安 / 我家俩猫 大的叫咪咪 小的叫球球: 我大娃叫乐乐, 我小娃叫安安
@@ -7211,6 +7237,8 @@ def _read_forget(m):
         return "forget", {"what": what if what.startswith(("所有", "全部")) else re.sub(r"^(?:关于|有关)", "", what)}
     question = re.search(r"怎么|如何|吗|什么|为什么|咋|[?？]", what)
     maybe = len(what) <= 8 and not _CHAT_FORGET_RE.match(what) and not question
+    if not maybe and not question and 2 <= len(what) <= 4 and _CHAT_FORGET_RE.match(what):
+        return "forget_value", {"what": what}  # 忘记来福: a name that starts like 忘记来… chat, when a memory holds it
     return ("forget_maybe", {"what": what}) if maybe else None
 
 
@@ -7448,6 +7476,7 @@ def memory_parse(text, names=()):
     t = _INTERJECTION_LEAD_RE.sub("", t) if t[:1] in "哎唉啊呀诶欸嗯呃哦噢不抱sS" else t  # 哎呀，更正一下，…
     # 哈喽 记住… / 家人们谁懂啊 记住… / I changed jobs, remember…: a short lead-in before a strong keyword
     lead = _LEAD_IN_RE.match(t)
+    lead = None if lead and "记" in t and _TOLD_OTHER_RE.search(lead.group()) else lead  # 我跟他说了 记住…: quoted
     if lead:
         t = t[lead.end():]
         who = re.search(f"(?:我的?)?({_REL_RE})", lead.group(1) or "")
@@ -7520,6 +7549,12 @@ def _settle_update_fit(conn, ctx, value, strong=False):
     the value (then the bot asks which one when it can't tell)."""
     kinds = _value_kinds(value) - {"thing"}
     rows = [r for r in memory_list(conn, ctx) if r["type"] != "group_fact"]
+    # 不是啦 是王小贝 with 我儿子叫王小宝: a full name, the surname and length of exactly one stored name, is that name
+    named = [r for r in rows if r["attribute"] == "名字" and len(r["value"] or "") == len(value) == 3
+             and r["value"][0] == value[0] and r["value"] != value and r["text"].count(r["value"]) == 1] \
+        if not kinds and re.fullmatch(r"[\u4e00-\u9fff]{3}", value) else []
+    if len(named) == 1:
+        return "replace_value", {"old": named[0]["value"], "new": value}
     # 其实是4号线 / 是初三; a place said inside a memory's words (不是啦 是深圳 for 我下个月去广州看漫展) only right after a
     # command: after chat, 不是啦 是深圳 may correct what the bot said
     spots = kinds & ({"line", "grade", "place"} if _after_command(conn, ctx) else {"line", "grade"})
@@ -7596,6 +7631,14 @@ def _settle_forget_maybe(conn, ctx, what):
     return ("forget", {"what": what}) if memory_mentions(conn, ctx, what) else (None, {})
 
 
+def _settle_forget_value(conn, ctx, what):
+    """忘记来福: a forget when a memory's value is exactly 来福 (我养了一只狗叫来福); else chat (忘记带伞, 忘记吃药)."""
+    said = text_simplified(what)
+    return ("forget", {"what": what}) if any(
+        text_simplified(r["value"] or "") == said or text_simplified(r["text"]).endswith(("叫" + said, "名叫" + said))
+        for r in memory_list(conn, ctx)) else (None, {})
+
+
 #: Kinds the words alone don't settle: the speaker's memories do. kind -> settle(conn, ctx, **arguments),
 #: which gives the (kind, {arguments}) to act on, or (None, {}) for chat.
 MEMORY_SETTLE = {"ask": _settle_ask, "update_named": _settle_update_named, "update_mine": _settle_update_mine,
@@ -7603,7 +7646,7 @@ MEMORY_SETTLE = {"ask": _settle_ask, "update_named": _settle_update_named, "upda
                  "replace_maybe": _settle_replace_maybe, "correct_last": _settle_correct_last,
                  "undo_delete": _settle_undo_delete, "update_actually": _settle_update_actually,
                  "unsay": _settle_unsay, "replace_said": _settle_replace_said,
-                 "forget_last_maybe": _settle_forget_last_maybe}
+                 "forget_last_maybe": _settle_forget_last_maybe, "forget_value": _settle_forget_value}
 
 
 # What the table above can't read. memory_normalise brings the common other ways of saying a command
@@ -7971,6 +8014,12 @@ def _said_part(text):
     return _FILLERS_BEFORE_ME_RE.sub("", said), any("重要" in parts[k] for k in empty)
 
 
+#: Words before a request that tell of saying it to someone else (我跟那个送货的说了多少遍了 记住 下次别迟到 / 我告诉我儿子
+#: 记住 过马路要看车): the 记住 is what was said to them, quoted; nothing is asked of the bot.
+_TOLD_OTHER_RE = re.compile(r"(?:跟|和|对|给|同)(?!你|您)[^，,。！!？?\s]{1,8}?(?:说|讲|交代|强调)|"
+                            r"(?:告诉|叮嘱|嘱咐|提醒|教育)(?!你|您|我)[^，,。！!？?\s]{1,8}")
+
+
 def _remember_around(t):
     """A message one of whose clauses is a remember request, in the canonical wording: the fact after the request
     (a lead-in before it dropped), else the fact before it (a remark after it dropped: 心里好难受 is no fact); 记一下
@@ -7992,6 +8041,8 @@ def _remember_around(t):
             return told if told and memory_has_subject(told[3:]) else None
         return None
     (before, marked), (after, marked_after) = _said_part("".join(parts[:at])), _said_part("".join(parts[at + 1:]))
+    if before and _TOLD_OTHER_RE.search(before):
+        return None  # 我跟那个送货的说了多少遍了 记住 下次别迟到: told to someone else, quoted
     if before and _FORGET_VERB_RE.search(before) and memory_shaped_words(before, weak=True):
         return None  # 日语那个别记了 … 再帮我记一下 我报了个街舞班: a forget too, not this request's to drop
     mark = "这个很重要：" if marked or marked_after else ""  # 记牢 很重要的 我有哮喘: kept as memory_options reads it
