@@ -7237,7 +7237,7 @@ def _read_forget(m):
         return "forget", {"what": what if what.startswith(("所有", "全部")) else re.sub(r"^(?:关于|有关)", "", what)}
     question = re.search(r"怎么|如何|吗|什么|为什么|咋|[?？]", what)
     maybe = len(what) <= 8 and not _CHAT_FORGET_RE.match(what) and not question
-    if not maybe and not question and 2 <= len(what) <= 4 and _CHAT_FORGET_RE.match(what):
+    if not maybe and not question and 2 <= len(what) <= 3 and what[0] in "带拿关交吃喝买说做写打锁给回发看问去来充存签还":
         return "forget_value", {"what": what}  # 忘记来福: a name that starts like 忘记来… chat, when a memory holds it
     return ("forget_maybe", {"what": what}) if maybe else None
 
@@ -8385,6 +8385,29 @@ _ABILITY_ASKED_RE = re.compile(rf"(?:(?:是不是|真的|到底)[^{_PUNCT}]{{0,6
                                rf"(?:能|会|可以)(?:记住|记得住)(?:吗|么|嘛))[{PARTICLES}{_PUNCT}{_EMOJI}?？]*$")
 
 
+#: Words that tell a change of what someone does or where (辞职 / 不干了 / 冇在外贸公司做了 / 去了一间物流公司): said of
+#: something a memory names, the message is about that memory (_news_points).
+_NEWS_CHANGE_RE = re.compile(r"辞职|离职|辞工|不干了|不做了|(?:没|冇|不)在[^，,。！!\s]{1,10}(?:做|干|上班|工作|读|上学|住)了|"
+                             r"(?:去|换|跳槽到?|转)了?一?[间家个所](?=[\u4e00-\u9fff]{2})")
+#: What a memory says is not done yet (我家狗大黄还没绝育): the word after it, done now (绝育了) in a message, changes it.
+_NOT_YET_RE = re.compile(r"(?:还没有?|还未|尚未)([\u4e00-\u9fff]{2,6}?)[呢哦啊呀嘛]*(?![\u4e00-\u9fff])")
+
+
+def _news_points(conn, ctx, t):
+    """Whether a message the rules did not read tells a change of what one memory says: a change word (辞职, 没在…做了)
+    and a word of one of the speaker's memories (夜班 of 我在京东仓库上夜班), or X了 / 已经X where a memory says 还没X.
+    Then it is not for chat: the plan reads it, or the user is asked. Example: 大黄上周绝育了 with 我家狗大黄还没绝育 -> True"""
+    if _NEWS_CHANGE_RE.search(t) and _shaped_points(conn, ctx, t):
+        return True
+    if "了" not in t and "已经" not in t and "完" not in t:
+        return False
+    where, args = _visible_sql(ctx)
+    rows = conn.execute(f"SELECT text FROM memories WHERE {where} AND type = 'user_fact' AND "
+                        f"(instr(text, '还没') OR instr(text, '还未') OR instr(text, '尚未'))", args).fetchall()
+    done = {w[-2:] for r in rows for m in _NOT_YET_RE.finditer(text_simplified(r["text"])) for w in m.groups() if w}
+    return any(re.search(rf"{w}(?:了|完|过了)|(?:已经|打完|做完)[^，,。\s]{{0,2}}{w}", t) for w in done)
+
+
 def memory_shaped(conn, ctx, text):
     """Whether a message the rules did not read is still about memory: a memory verb at the start or
     end of one of its clauses (after a lead-in like 不好意思 / 刚才), a memory phrase anywhere, an English
@@ -8428,7 +8451,7 @@ def memory_shaped(conn, ctx, text):
     anywhere = _SHAPED_ANY_RE.search(t)
     end = _SHAPED_END_RE.search(t)
     if not (start or anywhere or end):
-        return False
+        return _news_points(conn, ctx, t)  # 老子不干了 今天辞职了 with 我在京东仓库上夜班: asked or planned, never chat
     if start and not _WEAK_VERB_RE.match(t) or anywhere and not anywhere.group(1) or end and not end.group(1):
         return True
     # 那个游戏删了吧 / 删 微信了: what goes is named, so it is about memory only where a memory names it; not 我媳妇那条
@@ -8847,6 +8870,10 @@ def memory_pointed_left(conn, ctx, text, embed):
 _ASK_REMEMBER = "要我记住『{0}』吗？要的话回复“要”；不是的话说“算了”。"
 
 
+#: How some say 我 (老子不干了): the user, when a fact is offered back in the user's words.
+_SELF_SLANG_RE = re.compile(r"^(?:老子|本人|俺|咱)(?!们)")
+
+
 def memory_fallback(conn, ctx, text, hint=""):
     """The user third: a question with numbered choices about a memory message nobody could settle,
     and what to do with the answer (asked, for memory_answer); nothing is changed. Returns (reply, asked)."""
@@ -8893,6 +8920,17 @@ def memory_fallback(conn, ctx, text, hint=""):
         return head + "要更正哪一条、改成什么呢？说完整一点吧，比如“更正一下，我住在上海”；说“你记得我什么”可以看编号。", None
     if re.fullmatch(rf"(?:{_REMEMBER_LEADS}|记)[{PARTICLES}]*", fact):  # 记一下 alone: its 记 is no fact to offer
         return head + "要我记住什么呢？比如：记住，我住在北京", None
+    if named and len(named) <= 3 and fact and len(fact) <= 200 and _news_points(conn, ctx, t):
+        # 老子不干了 今天辞职了 with 我在京东仓库上夜班: whether the change replaces what it names, as a life change asks
+        fact = _SELF_SLANG_RE.sub("我", re.sub(r"^(?:其实|后来|话说|对了)+", "", _written(fact, read, said)))
+        named_first = any(fact[:2] in r["text"] for r in named)  # 大黄上周绝育了: of 大黄, not of 我大黄
+        fact = fact if memory_has_subject(fact) or named_first else "我" + fact
+        listing = "\n".join(f"{n}. 替换『{r['text']}』" for n, r in enumerate(named, 1))
+        keep = "原来的都留着" if len(named) > 1 else "原来那条也留着"
+        prompt = (f"『{fact}』是说我记着的{'这几条' if len(named) > 1 else '这条'}变了吗？要怎么记？\n{listing}\n"
+                  f"{len(named) + 1}. 另记一条，{keep}\n回复序号就行，说“算了”就不记。")
+        return head + prompt, _choices({"action": "area", "ids": [r["id"] for r in named], "text": fact,
+                                        "importance": 1, "scope": None, "prompt": prompt}, named)
     if fact and len(fact) <= 200 and not memory_contentless(fact):
         fact = _written(fact, read, said)
         return head + _ASK_REMEMBER.format(fact), {"action": "store", "text": fact, "importance": 1, "ids": []}
