@@ -3952,11 +3952,21 @@ def _one_job(said, second):
 _TRADE_CLAUSE_RE = re.compile(r"^(?:卖|经营|主营|批发|代理|开)(?!心|始|玩笑|车|会|学|工|门|着|了)[\u4e00-\u9fff]{2,}")
 
 
+#: A clause after a comma that says where one works and as what (32岁，在东莞电子厂做线长): a fact of its own.
+_JOB_CLAUSE_RE = re.compile(r"^在[\u4e00-\u9fff]{2,12}?(?:做|当|干)[\u4e00-\u9fff]{1,6}$")
+#: Clauses of one shape about different things (我胃不好 颈椎也不好 腰也不行): each a fact of its own.
+_PARALLEL_END_RE = re.compile(r"^[\u4e00-\u9fff]{1,4}?也?(不好|不行|不舒服|有毛病|有问题)$")
+#: Where memory_split cuts: punctuation, 、 before a new fact, a space after a word or after a number said after a word
+#: (我叫林小雨 今年15 在读初三) and before a word.
+_SPLIT_RE = re.compile(r"([，,；;。\n～~]+|、(?=[我对生住在是有喜讨养])|(?:(?<=[\u4e00-\u9fff])|(?<=[\u4e00-\u9fff]\d)|"
+                       r"(?<=[\u4e00-\u9fff]\d\d))\s+(?=[\u4e00-\u9fff]{2}))")
+
+
 def memory_split(text):
     """One fact per piece: clauses without their own subject inherit it; a clause that adds only
     detail stays with its fact, as it was written.
     Example: memory_split('我住在成都，对花生过敏') -> ['我住在成都', '我对花生过敏']"""
-    parts = re.split(r"([，,；;。\n～~]+|、(?=[我对生住在是有喜讨养])|(?<=[\u4e00-\u9fff])\s+(?=[\u4e00-\u9fff]{2}))", text.strip())
+    parts = _SPLIT_RE.split(text.strip())
     clauses = [(parts[i], parts[i - 1] if i else "") for i in range(0, len(parts), 2)]
     clauses = [(c.strip(), sep + c[:len(c) - len(c.lstrip())]) for c, sep in clauses if c.strip()]
     if len(clauses) < 2:
@@ -3983,6 +3993,8 @@ def memory_split(text):
         standalone = attribute or (len(clause) >= 6 and re.match(r"^(?:现在|目前|平时|每|早上|晚上|中午|"
                                                                     r"下午|周末)", clause)
                               or re.match(r"^\d{1,2}点\S{2,}", clause) or _TRADE_CLAUSE_RE.match(clause)
+                              or _JOB_CLAUSE_RE.match(clause)
+                              or _PARALLEL_END_RE.match(clause) and _PARALLEL_END_RE.match(_subject_of(pieces[-1])[1])
                               or re.match(r"^[\u4e00-\u9fff]{2,6}是", clause)
                               and _DATE_IN_TEXT_RE.search(clause)
                               and _DATE_IN_TEXT_RE.search(pieces[-1]))
