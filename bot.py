@@ -8256,6 +8256,12 @@ _THANKS_EN_RE = re.compile(rf"[\s{_PUNCT}]+(?i:thx|thanks|thank you|thank u|tks|
 _IT_OBJECT_RE = re.compile(rf"((?:那条|这条|那个|这个)[^{_PUNCT}]{{0,2}}?(?:删|忘)(?:了|掉))(?:它|他)(?=[{PARTICLES}]*$)")
 
 
+#: A Latin letter: a wish said with English words (用 bullet point 列出来) is not cut at its spaces.
+_LATIN_LETTER_RE = re.compile(r"[A-Za-z]")
+#: Exclamation marks at a message's end (以后叫我大美女！！！): no part of a wish.
+_EXCLAIM_TAIL_RE = re.compile(r"[！!]+$")
+
+
 def memory_normalise(text):
     """A memory message in the canonical wording the command table reads (chat is left alone).
     Example: memory_normalise('记住咯，我喜欢吃辣') -> '记住，我喜欢吃辣'
@@ -8286,7 +8292,7 @@ def memory_normalise(text):
     if _WISH_OTHERWISE_WORD_RE.search(t):  # 往后喊我铁哥 / 以后你就管我叫老铁 / 说话莫那么啰嗦
         for pattern, repl in _WISH_SAID_OTHERWISE:
             t = pattern.sub(repl, t, count=1)
-    if paused and ("你" in t or "叫" in t or "喊" in t or "别" in t or "不要" in t):  # 你以后就叫小橘子吧 好听
+    if paused and ("你" in t or "叫" in t or "喊" in t or "别" in t or "不要" in t or t.startswith(("以后", "今后")) and not _LATIN_LETTER_RE.search(t)):  # 你以后就叫小橘子吧 好听
         wish = _wish_clauses(t)
         if wish:
             return wish
@@ -8316,7 +8322,7 @@ def memory_normalise(text):
         t = _THANKS_TAIL_RE.sub("", _WISH_POLITE_RE.sub("", t)) or t
     for pattern, form in _WISH_RES if "叫" in t or t.startswith(("你", "以后", "今后", "从", "回", "说话", "讲话", "每次")) \
             else ():
-        m = pattern.match(t)
+        m = pattern.match(t) or pattern.match(_EXCLAIM_TAIL_RE.sub("", t))  # 以后叫我宇宙无敌美少女！！！
         if m:
             return form.format(*(g for g in m.groups() if g is not None), t=t)
     m = _STYLE_WISH_RE.match(t)  # (anchored, it fails at once where a search for _REPLY_STYLE took 1 µs)
@@ -8344,7 +8350,7 @@ _WEAK_VERB_RE = re.compile(r"^(?:请|麻烦|帮我|给我|你|把|就|那)*(?:�
 _SHAPED_VERBS = "(?:删|忘|改|不对|错|别记|不用记|不要|留着|更正|撤)"
 #: Memory phrases anywhere in a message (重新记, 帮我记, 那条…删了, 第3条改成…); the group is a weak
 #: one that needs a memory it points at (那个…改一下 may be about anything).
-_SHAPED_ANY_RE = re.compile(rf"重新记|记错了?|帮我记|给我记|别记着?|不用记|不要记|(?<![帮给替][他她])记一下|记下来|(?<![^帮给替]我)(?<!^我)(?:记到起|记倒起)|"
+_SHAPED_ANY_RE = re.compile(rf"重新记|(?<!老是)(?<!总是)(?<!经常)(?<!老)(?<!总)记错了?|帮我记|给我记|别记着?|不用记|不要记|(?<![帮给替][他她])记一下|记下来|(?<![^帮给替]我)(?<!^我)(?:记到起|记倒起)|"
                             rf"(?:那条|这条|这几条|那几条|那两条|那两个|这两个|那几个)(?:记忆)?[^，,。！!？?]{{0,1}}{_SHAPED_VERBS}|"
                             rf"第\s*{_NUM}\s*[条个](?!朋友圈|消息|微博|评论|视频)[^，,。！!？?]{{0,4}}"
                             rf"(?:{_SHAPED_VERBS}|过时|过期|没用|作废|有问题)|"
