@@ -7483,6 +7483,8 @@ def memory_parse(text, names=()):
     part = _PART_FIX_RE.match(t)  # read before 记错了 is cut off below
     t = _UNDO_TAIL_RE.sub(r"\1", _MISTAKE_LEAD_RE.sub("", t)) if "错了" in t[:12] or "撤" in t[:6] else t
     t = _DOUBLED_RE.sub(r"\1", t) if t[:2] in t[2:14] else t  # cheap tests first: most messages have neither
+    if t.startswith(("那个啥", "那啥")):  # 那个啥 我在你这存了些啥 给我列一下: a filler before what is asked
+        t = _FILLERS_BEFORE_ME_RE.sub("", t) or t
     t = memory_normalise(t)
     t = _FILLER_RE.sub("", t)
     t = _INTERJECTION_LEAD_RE.sub("", t) if t[:1] in "哎唉啊呀诶欸嗯呃哦噢不抱sS" else t  # 哎呀，更正一下，…
@@ -7718,7 +7720,7 @@ _LIST_WORDS = ("你 我 的 关于 有关 都 还 现在 目前 到底 一共 �
                "记到 记倒 啥子 唠唠 唠 瞅瞅 瞅").split()  # 啲咩: Cantonese 些什么; 记到 啥子: Sichuan; 唠唠: Northeastern 说说
 #: Words said while thinking, before or around a request (嗯那个 你帮我记一下哈 就是我…): never part of the fact. One
 #: word each, none a particle: repeated by the rules that use them (嗯+ inside a repeat backtracks exponentially).
-_FILLER_WORDS = r"(?:嗯|呃|额|诶|欸|哎|咦|那个|这个|就是说|就是|然后|对了|话说|那啥|(?i:em)m*)"
+_FILLER_WORDS = r"(?:嗯|呃|额|诶|欸|哎|咦|那个啥|那个|这个|就是说|就是|然后|对了|话说|那啥|(?i:em)m*)"
 #: Rewrites to the canonical wordings memory_parse reads: (pattern, replacement), tried in order.
 MEMORY_REWRITES = [
     ("上一条 上条", rf"^(?:{_INTERJECTION}[{_PUNCT}\s]*)+(?=上一?条)", ""),  # 欸上一条不用记了捏: no part of the pointer
