@@ -2774,8 +2774,20 @@ _CANTONESE_RE = re.compile("|".join(sorted(CANTONESE, key=len, reverse=True)))
 _CANTONESE_HINT_RE = re.compile("[咗而紧緊低错錯鍾钟唔食飲饮係喺冇嘅佢嗰哋嚟喇阿豆佬細细嘢同啲]")
 
 
+#: Words of Shanghai- and Hunan-accented Mandarin read as Mandarin, one character for one as CANTONESE is (莫再记到我前任 =
+#: 别再记着我前任, 侬 = 你, 好伐 = 好吗, 阿拉儿子 = 我的儿子, …伐 at the end = 吗).
+DIALECT = {"莫再记到": "别再记着", "莫记到": "别记着", "莫再记": "别再记", "莫记": "别记", "侬": "你", "好伐": "好吗",
+           "阿拉": "我的", "伐": "吗"}
+_DIALECT_RE = re.compile(r"莫再记到|莫记到|莫再记|莫记|侬|好伐|阿拉(?=儿子|女儿|老公|老婆|爸爸|妈妈|姆妈|娘|囡囡|小囡|孙子|孙女)|"
+                         r"伐(?=[\s啦呀哦呢嘛～~？?！!。.]*$)")
+#: One character of each word of DIALECT: a message without any (most) is not searched for the words.
+_DIALECT_HINT_RE = re.compile("[莫侬伐拉]")
+
+
 def memory_cantonese(text):
-    """Cantonese read as Mandarin, one character for one. Example: memory_cantonese('我搬咗去沙田') -> '我搬到了沙田'"""
+    """Cantonese (and DIALECT's words) read as Mandarin, one character for one.
+    Example: memory_cantonese('我搬咗去沙田') -> '我搬到了沙田'"""
+    text = _DIALECT_RE.sub(lambda m: DIALECT[m.group()], text) if _DIALECT_HINT_RE.search(text) else text
     return _CANTONESE_RE.sub(lambda m: CANTONESE[m.group()], text) if _CANTONESE_HINT_RE.search(text) else text
 
 
@@ -3959,11 +3971,26 @@ def _one_job(said, second):
             or first in ("工作城市", "工作单位") and second == "职业")
 
 
+#: A clause after a comma that says what someone sells or runs (我店在东风路，卖烟酒副食): a fact of its own, no detail of
+#: the one before.
+_TRADE_CLAUSE_RE = re.compile(r"^(?:卖|经营|主营|批发|代理|开)(?!心|始|玩笑|车|会|学|工|门|着|了)[\u4e00-\u9fff]{2,}")
+
+
+#: A clause after a comma that says where one works and as what (32岁，在东莞电子厂做线长): a fact of its own.
+_JOB_CLAUSE_RE = re.compile(r"^在[\u4e00-\u9fff]{2,12}?(?:做|当|干)[\u4e00-\u9fff]{1,6}$")
+#: Clauses of one shape about different things (我胃不好 颈椎也不好 腰也不行): each a fact of its own.
+_PARALLEL_END_RE = re.compile(r"^[\u4e00-\u9fff]{1,4}?也?(不好|不行|不舒服|有毛病|有问题)$")
+#: Where memory_split cuts: punctuation, 、 before a new fact, a space after a word or after a number said after a word
+#: (我叫林小雨 今年15 在读初三) and before a word.
+_SPLIT_RE = re.compile(r"([，,；;。\n～~]+|、(?=[我对生住在是有喜讨养])|(?:(?<=[\u4e00-\u9fff])|(?<=[\u4e00-\u9fff]\d)|"
+                       r"(?<=[\u4e00-\u9fff]\d\d))\s+(?=[\u4e00-\u9fff]{2}))")
+
+
 def memory_split(text):
     """One fact per piece: clauses without their own subject inherit it; a clause that adds only
     detail stays with its fact, as it was written.
     Example: memory_split('我住在成都，对花生过敏') -> ['我住在成都', '我对花生过敏']"""
-    parts = re.split(r"([，,；;。\n～~]+|、(?=[我对生住在是有喜讨养])|(?<=[\u4e00-\u9fff])\s+(?=[\u4e00-\u9fff]{2}))", text.strip())
+    parts = _SPLIT_RE.split(text.strip())
     clauses = [(parts[i], parts[i - 1] if i else "") for i in range(0, len(parts), 2)]
     clauses = [(c.strip(), sep + c[:len(c) - len(c.lstrip())]) for c, sep in clauses if c.strip()]
     if len(clauses) < 2:
@@ -3989,7 +4016,9 @@ def memory_split(text):
         attribute = memory_fact(candidate).attribute
         standalone = attribute or (len(clause) >= 6 and re.match(r"^(?:现在|目前|平时|每|早上|晚上|中午|"
                                                                     r"下午|周末)", clause)
-                              or re.match(r"^\d{1,2}点\S{2,}", clause)
+                              or re.match(r"^\d{1,2}点\S{2,}", clause) or _TRADE_CLAUSE_RE.match(clause)
+                              or _JOB_CLAUSE_RE.match(clause)
+                              or _PARALLEL_END_RE.match(clause) and _PARALLEL_END_RE.match(_subject_of(pieces[-1])[1])
                               or re.match(r"^[\u4e00-\u9fff]{2,6}是", clause)
                               and _DATE_IN_TEXT_RE.search(clause)
                               and _DATE_IN_TEXT_RE.search(pieces[-1]))
@@ -4141,6 +4170,12 @@ _COUNTERS = "只|条|个|辆|台|部|家|张|套|把|件"
 _SEVERAL_NAMED_RE = re.compile(rf"^(我(?:家)?)(养了|养着|养咗|有养|养|有)(?:两|三|四|几|2|3|4)({_COUNTERS})(\S{{1,4}}?)[{_PUNCT}\s]*"
                                rf"((?:(?:另)?一(?:{_COUNTERS})(?:叫|名叫|是)[^，,。；;一另\s]{{1,6}}[{_PUNCT}\s]*){{2,}})$")
 _SEVERAL_NAME_RE = re.compile(rf"一(?:{_COUNTERS})(?:叫|名叫|是)([^，,。；;一另\s]{{1,6}})")
+#: So many things, then their names, as many as said (我养了三只猫 大橘 二黑 和三花): one memory a name; the count is no
+#: fact of its own (it would be wrong once one is forgotten).
+_COUNT_NAMES_RE = re.compile(rf"^(我(?:家)?)(养了|养着|养|有)(两|三|四|2|3|4)({_COUNTERS})([\u4e00-\u9fff]{{1,3}}?)"
+                             rf"[{_PUNCT}\s]+((?:[\u4e00-\u9fff]{{1,4}}(?:\s*[、，,和跟]\s*|\s+))+"
+                             rf"(?:和|跟|还有)?[\u4e00-\u9fff]{{1,4}})$")
+_COUNT_OF = {"两": 2, "三": 3, "四": 4, "2": 2, "3": 3, "4": 4}
 _KIDS_LEAD_RE = re.compile(rf"^我(?:家)?(?:有?(?:(?:两|三|2|3)个|俩|仨)(?:娃|孩子|小孩|宝宝|儿子|女儿)(?:子)?[{_PUNCT}\s]*"
                            rf"(?:我家)?)?老[大二三]")
 _TWO_RELATIVES_RE = re.compile(rf"^(我(?:的|家的?)?)({_REL_RE})(?:我的?)?({_REL_RE})(?:都|也都|俩都|两个都|俩)(.+)$")
@@ -4163,6 +4198,10 @@ def memory_unlist(text):
         # 我有两个号 一个叫星落 一个叫月见 (things: one memory each, so one can be forgotten)
         names = _SEVERAL_NAME_RE.findall(m.group(5))
         return [f"{m.group(1)}{m.group(2)}一{m.group(3)}{m.group(4)}叫{n.strip()}".translate(back) for n in names]
+    m = _COUNT_NAMES_RE.match(simple)
+    names = [n for n in re.split(r"\s*[、，,]\s*|\s+|和|跟|还有", m.group(6)) if n] if m else []
+    if m and _pet_of(m.group(5)) and len(names) == _COUNT_OF[m.group(3)]:
+        return [f"{m.group(1)}{m.group(2)}一{m.group(4)}{m.group(5)}叫{n}".translate(back) for n in names]
     m = _BIG_SMALL_RE.match(t)
     if m and (_pet_of(m.group(2)) or RELATION_ALIASES.get(m.group(2), m.group(2)) in _SEVERAL | {"娃"}):
         # 我俩娃 大的叫乐乐 小的叫安安 / 我家俩猫 大的叫咪咪 小的叫球球: 我大娃叫乐乐, 我小娃叫安安
@@ -7267,6 +7306,8 @@ def _read_forget(m):
         return "forget", {"what": what if what.startswith(("所有", "全部")) else re.sub(r"^(?:关于|有关)", "", what)}
     question = re.search(r"怎么|如何|吗|什么|为什么|咋|[?？]", what)
     maybe = len(what) <= 8 and not _CHAT_FORGET_RE.match(what) and not question
+    if not maybe and not question and 2 <= len(what) <= 3 and what[0] in "带拿关交吃喝买说做写打锁给回发看问去来充存签还":
+        return "forget_value", {"what": what}  # 忘记来福: a name that starts like 忘记来… chat, when a memory holds it
     return ("forget_maybe", {"what": what}) if maybe else None
 
 
@@ -7515,11 +7556,14 @@ def memory_parse(text, names=()):
     part = _PART_FIX_RE.match(t)  # read before 记错了 is cut off below
     t = _UNDO_TAIL_RE.sub(r"\1", _MISTAKE_LEAD_RE.sub("", t)) if "错了" in t[:12] or "撤" in t[:6] else t
     t = _DOUBLED_RE.sub(r"\1", t) if t[:2] in t[2:14] else t  # cheap tests first: most messages have neither
+    if t.startswith(("那个啥", "那啥")):  # 那个啥 我在你这存了些啥 给我列一下: a filler before what is asked
+        t = _FILLERS_BEFORE_ME_RE.sub("", t) or t
     t = memory_normalise(t)
     t = _FILLER_RE.sub("", t)
     t = _INTERJECTION_LEAD_RE.sub("", t) if t[:1] in "哎唉啊呀诶欸嗯呃哦噢不抱sS" else t  # 哎呀，更正一下，…
     # 哈喽 记住… / 家人们谁懂啊 记住… / I changed jobs, remember…: a short lead-in before a strong keyword
     lead = _LEAD_IN_RE.match(t)
+    lead = None if lead and "记" in t and _TOLD_OTHER_RE.search(lead.group()) else lead  # 我跟他说了 记住…: quoted
     if lead:
         t = t[lead.end():]
         who = re.search(f"(?:我的?)?({_REL_RE})", lead.group(1) or "")
@@ -7596,6 +7640,12 @@ def _settle_update_fit(conn, ctx, value, strong=False):
     the value (then the bot asks which one when it can't tell)."""
     kinds = _value_kinds(value) - {"thing"}
     rows = [r for r in memory_list(conn, ctx) if r["type"] != "group_fact"]
+    # 不是啦 是王小贝 with 我儿子叫王小宝: a full name, the surname and length of exactly one stored name, is that name
+    named = [r for r in rows if r["attribute"] == "名字" and len(r["value"] or "") == len(value) == 3
+             and r["value"][0] == value[0] and r["value"] != value and r["text"].count(r["value"]) == 1] \
+        if not kinds and re.fullmatch(r"[\u4e00-\u9fff]{3}", value) else []
+    if len(named) == 1:
+        return "replace_value", {"old": named[0]["value"], "new": value}
     # 其实是4号线 / 是初三; a place said inside a memory's words (不是啦 是深圳 for 我下个月去广州看漫展) only right after a
     # command: after chat, 不是啦 是深圳 may correct what the bot said
     spots = kinds & ({"line", "grade", "place"} if _after_command(conn, ctx) else {"line", "grade"})
@@ -7672,6 +7722,14 @@ def _settle_forget_maybe(conn, ctx, what):
     return ("forget", {"what": what}) if memory_mentions(conn, ctx, what) else (None, {})
 
 
+def _settle_forget_value(conn, ctx, what):
+    """忘记来福: a forget when a memory's value is exactly 来福 (我养了一只狗叫来福); else chat (忘记带伞, 忘记吃药)."""
+    said = text_simplified(what)
+    return ("forget", {"what": what}) if any(
+        text_simplified(r["value"] or "") == said or text_simplified(r["text"]).endswith(("叫" + said, "名叫" + said))
+        for r in memory_list(conn, ctx)) else (None, {})
+
+
 #: Kinds the words alone don't settle: the speaker's memories do. kind -> settle(conn, ctx, **arguments),
 #: which gives the (kind, {arguments}) to act on, or (None, {}) for chat.
 MEMORY_SETTLE = {"ask": _settle_ask, "update_named": _settle_update_named, "update_mine": _settle_update_mine,
@@ -7679,7 +7737,7 @@ MEMORY_SETTLE = {"ask": _settle_ask, "update_named": _settle_update_named, "upda
                  "replace_maybe": _settle_replace_maybe, "correct_last": _settle_correct_last,
                  "undo_delete": _settle_undo_delete, "update_actually": _settle_update_actually,
                  "unsay": _settle_unsay, "replace_said": _settle_replace_said,
-                 "forget_last_maybe": _settle_forget_last_maybe}
+                 "forget_last_maybe": _settle_forget_last_maybe, "forget_value": _settle_forget_value}
 
 
 # What the table above can't read. memory_normalise brings the common other ways of saying a command
@@ -7741,7 +7799,7 @@ _LIST_WORDS = ("你 我 的 关于 有关 都 还 现在 目前 到底 一共 �
                "记到 记倒 啥子 唠唠 唠 瞅瞅 瞅").split()  # 啲咩: Cantonese 些什么; 记到 啥子: Sichuan; 唠唠: Northeastern 说说
 #: Words said while thinking, before or around a request (嗯那个 你帮我记一下哈 就是我…): never part of the fact. One
 #: word each, none a particle: repeated by the rules that use them (嗯+ inside a repeat backtracks exponentially).
-_FILLER_WORDS = r"(?:嗯|呃|额|诶|欸|哎|咦|那个|这个|就是说|就是|然后|对了|话说|那啥|(?i:em)m*)"
+_FILLER_WORDS = r"(?:嗯|呃|额|诶|欸|哎|咦|那个啥|那个|这个|就是说|就是|然后|对了|话说|那啥|(?i:em)m*)"
 #: Rewrites to the canonical wordings memory_parse reads: (pattern, replacement), tried in order.
 MEMORY_REWRITES = [
     ("上一条 上条", rf"^(?:{_INTERJECTION}[{_PUNCT}\s]*)+(?=上一?条)", ""),  # 欸上一条不用记了捏: no part of the pointer
@@ -8054,6 +8112,12 @@ def _said_part(text):
     return _FILLERS_BEFORE_ME_RE.sub("", said), any("重要" in parts[k] for k in empty)
 
 
+#: Words before a request that tell of saying it to someone else (我跟那个送货的说了多少遍了 记住 下次别迟到 / 我告诉我儿子
+#: 记住 过马路要看车): the 记住 is what was said to them, quoted; nothing is asked of the bot.
+_TOLD_OTHER_RE = re.compile(r"(?:跟|和|对|给|同)(?!你|您)[^，,。！!？?\s]{1,8}?(?:说|讲|交代|强调)|"
+                            r"(?:告诉|叮嘱|嘱咐|提醒|教育)(?!你|您|我)[^，,。！!？?\s]{1,8}")
+
+
 def _remember_around(t):
     """A message one of whose clauses is a remember request, in the canonical wording: the fact after the request
     (a lead-in before it dropped), else the fact before it (a remark after it dropped: 心里好难受 is no fact); 记一下
@@ -8075,6 +8139,8 @@ def _remember_around(t):
             return told if told and memory_has_subject(told[3:]) else None
         return None
     (before, marked), (after, marked_after) = _said_part("".join(parts[:at])), _said_part("".join(parts[at + 1:]))
+    if before and _TOLD_OTHER_RE.search(before):
+        return None  # 我跟那个送货的说了多少遍了 记住 下次别迟到: told to someone else, quoted
     if before and _FORGET_VERB_RE.search(before) and memory_shaped_words(before, weak=True):
         return None  # 日语那个别记了 … 再帮我记一下 我报了个街舞班: a forget too, not this request's to drop
     mark = "这个很重要：" if marked or marked_after else ""  # 记牢 很重要的 我有哮喘: kept as memory_options reads it
@@ -8278,6 +8344,10 @@ _THANKS_EN_RE = re.compile(rf"[\s{_PUNCT}]+(?i:thx|thanks|thank you|thank u|tks|
 _IT_OBJECT_RE = re.compile(rf"((?:那条|这条|那个|这个)[^{_PUNCT}]{{0,2}}?(?:删|忘)(?:了|掉))(?:它|他)(?=[{PARTICLES}]*$)")
 
 
+#: Exclamation marks at a message's end (以后叫我大美女！！！): no part of a wish.
+_EXCLAIM_TAIL_RE = re.compile(r"[！!]+$")
+
+
 def memory_normalise(text):
     """A memory message in the canonical wording the command table reads (chat is left alone).
     Example: memory_normalise('记住咯，我喜欢吃辣') -> '记住，我喜欢吃辣'
@@ -8309,7 +8379,7 @@ def memory_normalise(text):
         for pattern, repl in _WISH_SAID_OTHERWISE:
             t = pattern.sub(repl, t, count=1)
     if paused and ("你" in t or "叫" in t or "喊" in t or "别" in t or "不要" in t
-                   or t.startswith("以后") and not _LATIN_RE.search(t)):
+                   or t.startswith(("以后", "今后")) and not _LATIN_RE.search(t)):
         # 你以后就叫小橘子吧 好听 / 以后回我简单一点，字太多我看不过来 (用 bullet point 列出来: no clauses)
         wish = _wish_clauses(t)
         if wish:
@@ -8340,7 +8410,7 @@ def memory_normalise(text):
         t = _THANKS_TAIL_RE.sub("", _WISH_POLITE_RE.sub("", t)) or t
     for pattern, form in _WISH_RES if "叫" in t or t.startswith(("你", "以后", "今后", "从", "回", "说话", "讲话", "每次")) \
             else ():
-        m = pattern.match(t)
+        m = pattern.match(t) or pattern.match(_EXCLAIM_TAIL_RE.sub("", t))  # 以后叫我宇宙无敌美少女！！！
         if m:
             return form.format(*(g for g in m.groups() if g is not None), t=t)
     m = _STYLE_WISH_RE.match(t)  # (anchored, it fails at once where a search for _REPLY_STYLE took 1 µs)
@@ -8368,7 +8438,8 @@ _WEAK_VERB_RE = re.compile(r"^(?:请|麻烦|帮我|给我|你|把|就|那)*(?:�
 _SHAPED_VERBS = "(?:删|忘|改|不对|错|别记|不用记|不要|留着|更正|撤)"
 #: Memory phrases anywhere in a message (重新记, 帮我记, 那条…删了, 第3条改成…); the group is a weak
 #: one that needs a memory it points at (那个…改一下 may be about anything).
-_SHAPED_ANY_RE = re.compile(rf"重新记|记错了?|帮我记|给我记|别记着?|不用记|不要记|(?<![帮给替][他她])记一下|记下来|(?<![^帮给替]我)(?<!^我)(?:记到起|记倒起)|"
+_SHAPED_ANY_RE = re.compile(rf"重新记|(?<!老是)(?<!总是)(?<!经常)(?<!老)(?<!总)记错了?|帮我记|给我记|别记着?|不用记|不要记|"
+                            rf"(?<![帮给替][他她])记一下|记下来|(?<![^帮给替]我)(?<!^我)(?:记到起|记倒起)|"
                             rf"(?:那条|这条|这几条|那几条|那两条|那两个|这两个|那几个)(?:记忆)?[^，,。！!？?]{{0,1}}{_SHAPED_VERBS}|"
                             rf"第\s*{_NUM}\s*[条个](?!朋友圈|消息|微博|评论|视频)[^，,。！!？?]{{0,4}}"
                             rf"(?:{_SHAPED_VERBS}|过时|过期|没用|作废|有问题)|"
@@ -8421,6 +8492,29 @@ _ABILITY_ASKED_RE = re.compile(rf"(?:(?:是不是|真的|到底)[^{_PUNCT}]{{0,6
                                rf"(?:能|会|可以)(?:记住|记得住)(?:吗|么|嘛))[{PARTICLES}{_PUNCT}{_EMOJI}?？]*$")
 
 
+#: Words that tell a change of what someone does or where (辞职 / 不干了 / 冇在外贸公司做了 / 去了一间物流公司): said of
+#: something a memory names, the message is about that memory (_news_points).
+_NEWS_CHANGE_RE = re.compile(r"辞职|离职|辞工|不干了|不做了|(?:没|冇|不)在[^，,。！!\s]{1,10}(?:做|干|上班|工作|读|上学|住)了|"
+                             r"(?:去|换|跳槽到?|转)了?一?[间家个所](?=[\u4e00-\u9fff]{2})")
+#: What a memory says is not done yet (我家狗大黄还没绝育): the word after it, done now (绝育了) in a message, changes it.
+_NOT_YET_RE = re.compile(r"(?:还没有?|还未|尚未)([\u4e00-\u9fff]{2,6}?)[呢哦啊呀嘛]*(?![\u4e00-\u9fff])")
+
+
+def _news_points(conn, ctx, t):
+    """Whether a message the rules did not read tells a change of what one memory says: a change word (辞职, 没在…做了)
+    and a word of one of the speaker's memories (夜班 of 我在京东仓库上夜班), or X了 / 已经X where a memory says 还没X.
+    Then it is not for chat: the plan reads it, or the user is asked. Example: 大黄上周绝育了 with 我家狗大黄还没绝育 -> True"""
+    if _NEWS_CHANGE_RE.search(t) and _shaped_points(conn, ctx, t):
+        return True
+    if "了" not in t and "已经" not in t and "完" not in t:
+        return False
+    where, args = _visible_sql(ctx)
+    rows = conn.execute(f"SELECT text FROM memories WHERE {where} AND type = 'user_fact' AND "
+                        f"(instr(text, '还没') OR instr(text, '还未') OR instr(text, '尚未'))", args).fetchall()
+    done = {w[-2:] for r in rows for m in _NOT_YET_RE.finditer(text_simplified(r["text"])) for w in m.groups() if w}
+    return any(re.search(rf"{w}(?:了|完|过了)|(?:已经|打完|做完)[^，,。\s]{{0,2}}{w}", t) for w in done)
+
+
 def memory_shaped(conn, ctx, text):
     """Whether a message the rules did not read is still about memory: a memory verb at the start or
     end of one of its clauses (after a lead-in like 不好意思 / 刚才), a memory phrase anywhere, an English
@@ -8464,7 +8558,7 @@ def memory_shaped(conn, ctx, text):
     anywhere = _SHAPED_ANY_RE.search(t)
     end = _SHAPED_END_RE.search(t)
     if not (start or anywhere or end):
-        return False
+        return _news_points(conn, ctx, t)  # 老子不干了 今天辞职了 with 我在京东仓库上夜班: asked or planned, never chat
     if start and not _WEAK_VERB_RE.match(t) or anywhere and not anywhere.group(1) or end and not end.group(1):
         return True
     # 那个游戏删了吧 / 删 微信了: what goes is named, so it is about memory only where a memory names it; not 我媳妇那条
@@ -8883,6 +8977,10 @@ def memory_pointed_left(conn, ctx, text, embed):
 _ASK_REMEMBER = "要我记住『{0}』吗？要的话回复“要”；不是的话说“算了”。"
 
 
+#: How some say 我 (老子不干了): the user, when a fact is offered back in the user's words.
+_SELF_SLANG_RE = re.compile(r"^(?:老子|本人|俺|咱)(?!们)")
+
+
 def memory_fallback(conn, ctx, text, hint=""):
     """The user third: a question with numbered choices about a memory message nobody could settle,
     and what to do with the answer (asked, for memory_answer); nothing is changed. Returns (reply, asked)."""
@@ -8929,6 +9027,17 @@ def memory_fallback(conn, ctx, text, hint=""):
         return head + "要更正哪一条、改成什么呢？说完整一点吧，比如“更正一下，我住在上海”；说“你记得我什么”可以看编号。", None
     if re.fullmatch(rf"(?:{_REMEMBER_LEADS}|记)[{PARTICLES}]*", fact):  # 记一下 alone: its 记 is no fact to offer
         return head + "要我记住什么呢？比如：记住，我住在北京", None
+    if named and len(named) <= 3 and fact and len(fact) <= 200 and _news_points(conn, ctx, t):
+        # 老子不干了 今天辞职了 with 我在京东仓库上夜班: whether the change replaces what it names, as a life change asks
+        fact = _SELF_SLANG_RE.sub("我", re.sub(r"^(?:其实|后来|话说|对了)+", "", _written(fact, read, said)))
+        named_first = any(fact[:2] in r["text"] for r in named)  # 大黄上周绝育了: of 大黄, not of 我大黄
+        fact = fact if memory_has_subject(fact) or named_first else "我" + fact
+        listing = "\n".join(f"{n}. 替换『{r['text']}』" for n, r in enumerate(named, 1))
+        keep = "原来的都留着" if len(named) > 1 else "原来那条也留着"
+        prompt = (f"『{fact}』是说我记着的{'这几条' if len(named) > 1 else '这条'}变了吗？要怎么记？\n{listing}\n"
+                  f"{len(named) + 1}. 另记一条，{keep}\n回复序号就行，说“算了”就不记。")
+        return head + prompt, _choices({"action": "area", "ids": [r["id"] for r in named], "text": fact,
+                                        "importance": 1, "scope": None, "prompt": prompt}, named)
     if fact and len(fact) <= 200 and not memory_contentless(fact):
         fact = _written(fact, read, said)
         return head + _ASK_REMEMBER.format(fact), {"action": "store", "text": fact, "importance": 1, "ids": []}
