@@ -3638,7 +3638,7 @@ _LIFE_MORE_RE = re.compile(r"^(?:还|也|另外|同时)")
 #: of that one's, or its area by its own words), the rules replace that memory instead of asking.
 _LIFE_CHANGE_RE = re.compile(r"不再|不(?!想|太想|愿|打算|舍得)\S{1,6}?了|戒|没了|放弃|改了|换了|改名|好了|治好|痊愈|康复|拿到|考到|考过|考上|上岸|出生|"
                              r"正常了|退役|摘了|摘掉|滴酒不沾了|下来了|工作找到|找到(?:了)?工作|"
-                             r"生了|去世|走了|死了|不在了|分手|分了|离婚|毕业|辞职|离职|被裁|裸辞|跳槽|退休|搬|开荤|复吸")
+                             r"生了|去世|走了|死了|不在了|分手|分了|离婚|毕业|辞职|离职|被裁|裸辞|跳槽|退休|搬|开荤|复吸|有(?:女|男)朋友了|有对象了|脱单")
 #: Life states said as one of a pair of opposites: (the new state's words, the words of the state it ends, whether
 #: the two must also name the same thing). A new fact saying the first ends the one memory of the same person that
 #: says the second (and, where they must, shares a word with it: 蛋仔退坑了 ends 我天天玩蛋仔, not 我喜欢玩滑板);
@@ -3949,7 +3949,7 @@ def _one_job(said, second):
 
 #: A clause after a comma that says what someone sells or runs (我店在东风路，卖烟酒副食): a fact of its own, no detail of
 #: the one before.
-_TRADE_CLAUSE_RE = re.compile(r"^(?:卖|经营|主营|批发|代理|开)(?!心|始|玩笑|车|会|学|工|门|着|了)[\u4e00-\u9fff]{2,}")
+_TRADE_CLAUSE_RE = re.compile(r"^(?:卖|经营|主营|批发|代理|开)(?!心|始|玩笑|车|会|学|工|门|着|了)(?!.*的$)[\u4e00-\u9fff]{2,}")
 
 
 #: A clause after a comma that says where one works and as what (32岁，在东莞电子厂做线长): a fact of its own.
