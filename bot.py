@@ -4127,7 +4127,8 @@ _SEVERAL_NAME_RE = re.compile(rf"一(?:{_COUNTERS})(?:叫|名叫|是)([^，,。�
 #: So many things, then their names, as many as said (我养了三只猫 大橘 二黑 和三花): one memory a name; the count is no
 #: fact of its own (it would be wrong once one is forgotten).
 _COUNT_NAMES_RE = re.compile(rf"^(我(?:家)?)(养了|养着|养|有)(两|三|四|2|3|4)({_COUNTERS})([\u4e00-\u9fff]{{1,3}}?)"
-                             rf"[{_PUNCT}\s]+((?:[\u4e00-\u9fff]{{1,4}}(?:\s*[、，,和跟]\s*|\s+))+(?:和|跟|还有)?[\u4e00-\u9fff]{{1,4}})$")
+                             rf"[{_PUNCT}\s]+((?:[\u4e00-\u9fff]{{1,4}}(?:\s*[、，,和跟]\s*|\s+))+"
+                             rf"(?:和|跟|还有)?[\u4e00-\u9fff]{{1,4}})$")
 _COUNT_OF = {"两": 2, "三": 3, "四": 4, "2": 2, "3": 3, "4": 4}
 _KIDS_LEAD_RE = re.compile(rf"^我(?:家)?(?:有?(?:(?:两|三|2|3)个|俩|仨)(?:娃|孩子|小孩|宝宝|儿子|女儿)(?:子)?[{_PUNCT}\s]*"
                            rf"(?:我家)?)?老[大二三]")
@@ -8294,7 +8295,8 @@ def memory_normalise(text):
     if _WISH_OTHERWISE_WORD_RE.search(t):  # 往后喊我铁哥 / 以后你就管我叫老铁 / 说话莫那么啰嗦
         for pattern, repl in _WISH_SAID_OTHERWISE:
             t = pattern.sub(repl, t, count=1)
-    if paused and ("你" in t or "叫" in t or "喊" in t or "别" in t or "不要" in t or t.startswith(("以后", "今后")) and not _LATIN_LETTER_RE.search(t)):  # 你以后就叫小橘子吧 好听
+    if paused and ("你" in t or "叫" in t or "喊" in t or "别" in t or "不要" in t
+                   or t.startswith(("以后", "今后")) and not _LATIN_LETTER_RE.search(t)):  # 你以后就叫小橘子吧 好听
         wish = _wish_clauses(t)
         if wish:
             return wish
@@ -8350,9 +8352,12 @@ _SHAPED_START_RE = re.compile(r"^(?:请|麻烦|帮我|给我|你|把|就|那)*(?
 _WEAK_VERB_RE = re.compile(r"^(?:请|麻烦|帮我|给我|你|把|就|那)*(?:纠正|修改|改成|改一下|删掉|删除|删了|删|不对|错了|说错(?!话)|搞错|弄错|更新)")
 #: What is done to a memory a pointer (那条, 第2条) points at.
 _SHAPED_VERBS = "(?:删|忘|改|不对|错|别记|不用记|不要|留着|更正|撤)"
+#: Not after 老是 / 总是 (我老是记错哪天夜班: the user's own memory, no memory of the bot's).
+_NOT_HABIT = r"(?<!老是)(?<!总是)(?<!经常)(?<!老)(?<!总)"
 #: Memory phrases anywhere in a message (重新记, 帮我记, 那条…删了, 第3条改成…); the group is a weak
 #: one that needs a memory it points at (那个…改一下 may be about anything).
-_SHAPED_ANY_RE = re.compile(rf"重新记|(?<!老是)(?<!总是)(?<!经常)(?<!老)(?<!总)记错了?|帮我记|给我记|别记着?|不用记|不要记|(?<![帮给替][他她])记一下|记下来|(?<![^帮给替]我)(?<!^我)(?:记到起|记倒起)|"
+_SHAPED_ANY_RE = re.compile(rf"重新记|{_NOT_HABIT}记错了?|帮我记|给我记|别记着?|不用记|不要记|"
+                            rf"(?<![帮给替][他她])记一下|记下来|(?<![^帮给替]我)(?<!^我)(?:记到起|记倒起)|"
                             rf"(?:那条|这条|这几条|那几条|那两条|那两个|这两个|那几个)(?:记忆)?[^，,。！!？?]{{0,1}}{_SHAPED_VERBS}|"
                             rf"第\s*{_NUM}\s*[条个](?!朋友圈|消息|微博|评论|视频)[^，,。！!？?]{{0,4}}"
                             rf"(?:{_SHAPED_VERBS}|过时|过期|没用|作废|有问题)|"
