@@ -3657,7 +3657,7 @@ _LIFE_MORE_RE = re.compile(r"^(?:还|也|另外|同时)")
 #: of that one's, or its area by its own words), the rules replace that memory instead of asking.
 _LIFE_CHANGE_RE = re.compile(r"不再|不(?!想|太想|愿|打算|舍得)\S{1,6}?了|戒|没了|放弃|改了|换了|改名|好了|治好|痊愈|康复|拿到|考到|考过|考上|上岸|出生|"
                              r"正常了|退役|摘了|摘掉|滴酒不沾了|下来了|工作找到|找到(?:了)?工作|"
-                             r"生了|去世|走了|死了|不在了|分手|分了|离婚|毕业|辞职|离职|被裁|裸辞|跳槽|退休|搬|开荤|复吸")
+                             r"生了|去世|走了|死了|不在了|分手|分了|离婚|毕业|辞职|离职|被裁|裸辞|跳槽|退休|搬|开荤|复吸|有(?:女|男)朋友了|有对象了|脱单")
 #: Life states said as one of a pair of opposites: (the new state's words, the words of the state it ends, whether
 #: the two must also name the same thing). A new fact saying the first ends the one memory of the same person that
 #: says the second (and, where they must, shares a word with it: 蛋仔退坑了 ends 我天天玩蛋仔, not 我喜欢玩滑板);
@@ -3973,7 +3973,7 @@ def _one_job(said, second):
 
 #: A clause after a comma that says what someone sells or runs (我店在东风路，卖烟酒副食): a fact of its own, no detail of
 #: the one before.
-_TRADE_CLAUSE_RE = re.compile(r"^(?:卖|经营|主营|批发|代理|开)(?!心|始|玩笑|车|会|学|工|门|着|了)[\u4e00-\u9fff]{2,}")
+_TRADE_CLAUSE_RE = re.compile(r"^(?:卖|经营|主营|批发|代理|开)(?!心|始|玩笑|车|会|学|工|门|着|了)(?!.*的$)[\u4e00-\u9fff]{2,}")
 
 
 #: A clause after a comma that says where one works and as what (32岁，在东莞电子厂做线长): a fact of its own.
@@ -8436,9 +8436,11 @@ _SHAPED_START_RE = re.compile(r"^(?:请|麻烦|帮我|给我|你|把|就|那)*(?
 _WEAK_VERB_RE = re.compile(r"^(?:请|麻烦|帮我|给我|你|把|就|那)*(?:纠正|修改|改成|改一下|删掉|删除|删了|删|不对|错了|说错(?!话)|搞错|弄错|更新)")
 #: What is done to a memory a pointer (那条, 第2条) points at.
 _SHAPED_VERBS = "(?:删|忘|改|不对|错|别记|不用记|不要|留着|更正|撤)"
+#: Not after 老是 / 总是 (我老是记错哪天夜班: the user's own memory, no memory of the bot's).
+_NOT_HABIT = r"(?<!老是)(?<!总是)(?<!经常)(?<!老)(?<!总)"
 #: Memory phrases anywhere in a message (重新记, 帮我记, 那条…删了, 第3条改成…); the group is a weak
 #: one that needs a memory it points at (那个…改一下 may be about anything).
-_SHAPED_ANY_RE = re.compile(rf"重新记|(?<!老是)(?<!总是)(?<!经常)(?<!老)(?<!总)记错了?|帮我记|给我记|别记着?|不用记|不要记|"
+_SHAPED_ANY_RE = re.compile(rf"重新记|{_NOT_HABIT}记错了?|帮我记|给我记|别记着?|不用记|不要记|"
                             rf"(?<![帮给替][他她])记一下|记下来|(?<![^帮给替]我)(?<!^我)(?:记到起|记倒起)|"
                             rf"(?:那条|这条|这几条|那几条|那两条|那两个|这两个|那几个)(?:记忆)?[^，,。！!？?]{{0,1}}{_SHAPED_VERBS}|"
                             rf"第\s*{_NUM}\s*[条个](?!朋友圈|消息|微博|评论|视频)[^，,。！!？?]{{0,4}}"
