@@ -267,9 +267,10 @@ def test_a_bad_host_is_one_error_naming_the_fix(cli_env, host, expect, fix):
 
 
 def test_a_port_in_use_names_the_port(cli_env):
+    """`python bot.py` as typed (not the tests' cached launch, fakes.bot_command): the commonest first-start error."""
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen(1)
         port = taken.getsockname()[1]
-        line = assert_one_error_line(run_bot(env=dict(cli_env, ONEBOT_PORT=port), timeout=60))
+        line = assert_one_error_line(run_bot(env=dict(cli_env, ONEBOT_PORT=port), timeout=60, real=True))
     assert f"127.0.0.1:{port}" in line and "is in use" in line and "ONEBOT_PORT" in line

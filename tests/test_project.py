@@ -72,14 +72,16 @@ def test_readme_commands_work_on_debian_and_pi_os():
 
 def test_readme_ready_line_is_the_one_the_bot_prints(env, procs):
     """The README shows what a default start prints; the test starts the real bot (keyword-only, its own port)
-    and compares: the same words, schema version and characters count."""
+    and compares: the same words, schema version and characters count. It is `python bot.py` as typed (not the
+    tests' cached launch, fakes.bot_command), and Ctrl-C stops it cleanly."""
     shown = [line for line in README.splitlines() if line.startswith("Mnemo ready: ")]
     assert len(shown) == 1, shown
-    p = BotProcess(env)
+    p = BotProcess(env, real=True)
     procs.append(p)
     p.wait_ready()
     printed = next(line.strip() for line in p.out if line.startswith("Mnemo ready: "))
-    p.finish(signal.SIGTERM)
+    assert p.finish(signal.SIGINT) == 0 and "Traceback" not in p.stderr, p.stderr  # Ctrl-C in the terminal
+    assert "INFO mnemo: stopped" in p.stdout, p.stdout[-300:]
     # the README's start is the default one: port 8080 and the model loaded
     default = printed.replace(f":{env['ONEBOT_PORT']}/", ":8080/").replace("vector search off", "vector search on")
     assert shown[0] == default
