@@ -7549,7 +7549,8 @@ def memory_parse(text, names=()):
     said = memory_pinyin(t.replace("（", "(").replace("）", ")"))  # 吉他那条shan le: 删了
     t = read = text_simplified(said)
     # 係 before it is simplified to 系 (講錯咗 係29歲: 是29岁); most messages have no Cantonese word: t as it is
-    yue = text_simplified(memory_cantonese(said)) if _CANTONESE_HINT_RE.search(said) else t
+    reread = _CANTONESE_HINT_RE.search(said) or _DIALECT_HINT_RE.search(said)  # (侬 / 莫记到: DIALECT's words too)
+    yue = text_simplified(memory_cantonese(said)) if reread else t
     if yue != t:  # 記住我住喺旺角: read as Mandarin, what is stored said as the user said it (what a forget points
         kind, args = memory_parse(yue)  # at is only read: 刪咗我鍾意食榴槤嗰條 looks for 我喜欢吃榴槤那条)
         return kind, {k: _written(v, yue, said) if k != "what" and isinstance(v, str) else v for k, v in args.items()}
