@@ -4037,8 +4037,8 @@ _LIST_SEP_RE = re.compile(r"、|和|跟|以及|还有|或者")
 #: Attributes whose values a list may name one by one.
 _LISTED_ATTRIBUTES = ("喜欢", "讨厌", "过敏", "害怕", "忌口", "不再过敏", "在学", "会说", "健康")
 #: Internet exclamations after a list or a fact (…还有柯基 awsl / 饺子 yyds): a comment, as an emoji after it is.
-_SLANG_TAIL_RE = re.compile(r"(?<=[^A-Za-z0-9\s])\s*(?i:awsl|yyds|xswl|tql|nbcs|zqsg|hh+|2333*|lol|omg|orz|qwq|qaq)"
-                            r"[!！~～.。]*$")
+_SLANG_TAIL_RE = re.compile(r"(?<=[^A-Za-z0-9\s])(?<![玩打看追听叫是用])\s*"  # 我在玩LOL: what is played, no laugh
+                            r"(?i:awsl|yyds|xswl|tql|nbcs|zqsg|hh+|2333*|lol|omg|orz|qwq|qaq)[!！~～.。]*$")
 #: Two of one kind told apart by size (我俩娃 大的叫乐乐 小的叫安安 / 我家俩猫 大的叫咪咪 小的叫球球): the owner, the
 #: noun and the names.
 _BIG_SMALL_RE = re.compile(r"^(我(?:家)?)(?:有|养了|养着|养)?(?:俩|两(?:个|只|条)|2(?:个|只|条))([\u4e00-\u9fff]{1,3}?)[，,：:\s]*"
