@@ -6379,6 +6379,12 @@ def _fits(row, kinds):
     return bool(row["value"] and takes and takes & kinds)
 
 
+def _other_script(old, value):
+    """Whether one of two words is in Latin letters and the other not: a value of no known kind fits no word written
+    otherwise (更正：是York is no allergy to 坚果). Example: _other_script('坚果', 'York') -> True"""
+    return bool(_LATIN_RE.search(old or "")) != bool(_LATIN_RE.search(value))
+
+
 def _set_value(conn, ctx, old, value, embed):
     """old with value in the place of its value, as one undoable change; a reply (or a question back
     when the words don't allow it)."""
@@ -6471,7 +6477,7 @@ def memory_correct_value(conn, ctx, said, embed):
         fits = [r for r in rows if r["attribute"] == whole.attribute and r["subject"] == "我"]
     else:
         kinds = _value_kinds(value)  # the one just changed is no surer than another that fits too (老家 and 现居地)
-        fits = [r for r in rows if _fits(r, kinds)]
+        fits = [r for r in rows if _fits(r, kinds) and not (kinds == {"thing"} and _other_script(r["value"], value))]
         spot_re = _DATE_IN_TEXT_RE if "date" in kinds else next((_SPOT_RES[k] for k in _SPOT_RES if k in kinds), None)
         spots = [(r, d) for r in rows for d in spot_re.findall(r["text"]) if d != value] if spot_re else []
         if "measure" in kinds:  # 是160g: an amount in grams, never the 3L of water
@@ -6496,6 +6502,8 @@ def memory_correct_value(conn, ctx, said, embed):
     spot = _last_spot(last, value) if last and _after_command(conn, ctx) else None
     if spot and not plain and not (_value_kinds(spot) & _value_kinds(value)) - {"thing"}:
         spot = None  # 是8点 after 我每天7点起床: a word of the same kind (a time), never a time into a name
+    if spot and plain and _other_script(spot, value):
+        spot = None  # 是York after 我对坚果过敏: a word of no known kind in Latin letters is no word in characters
     if spot:  # 不对 是八中 right after 我在七中读高一: the word of the same shape in what was just said
         return _set_spot(conn, ctx, last, spot, value, embed), None
     # 是腊月二十八 for 腊月十八: the one value said the same way (a shared head or tail of two characters)
