@@ -19,9 +19,9 @@ A line of FILE.jsonl:
                     last turn changed no memory)}
 
 What the last reply is: done = the user's memories (or their history: a confirmed no-op, an undo)
-changed during the turn; chat = the chat LLM was asked for it and nothing changed; lists = a numbered
-list with no question mark (or the empty list); asks = a question back (？ / 吗 / 回复…); other = anything
-else (e.g. 没有第9条: a clear answer that changed nothing).
+changed during the turn (a confirmed no-op, 已经记着了, also passes as other); chat = the chat LLM was asked for it
+and nothing changed; lists = a numbered list with no question mark (or the empty list); asks = a question back
+(？ / 吗 / 回复…); other = anything else (e.g. 没有第9条: a clear answer that changed nothing).
 A wrong change: a not_has substring in a memory after the conversation, or more memories than count
 (an invented or kept-by-mistake fact): the figure that must stay 0. Not counted as one (only as a failure):
 the last turn asked a question and changed nothing, so what is still there is as the user left it.
@@ -197,7 +197,10 @@ class Trial:
             problems.append(f"{len(memories)} memories, wanted {ex['count']}")
             if len(memories) > ex["count"] and not held:
                 wrong.append(f"count {len(memories)} > {ex['count']}")
-        if ex.get("last") and last != ex["last"]:
+        # A confirmed no-op (已经记着了: only the history changed) is done by the definition above, and also what a
+        # writer means by other (a clear answer that changed no memory): three blind writers of three sets said other.
+        noop = last == "done" and before[0] == after[0]
+        if ex.get("last") and last != ex["last"] and not (noop and ex["last"] == "other"):
             problems.append(f"last reply was {last}, wanted {ex['last']}")
         for s in ex.get("reply_has", []):
             if s not in replies[-1]:
