@@ -2778,16 +2778,57 @@ _CANTONESE_HINT_RE = re.compile("[咗而紧緊低错錯鍾钟唔食飲饮係喺�
 #: 别再记着我前任, 侬 = 你, 好伐 = 好吗, 阿拉儿子 = 我的儿子, …伐 at the end = 吗).
 DIALECT = {"莫再记到": "别再记着", "莫记到": "别记着", "莫再记": "别再记", "莫记": "别记", "侬": "你", "好伐": "好吗",
            "阿拉": "我的", "伐": "吗"}
+#: The words other than 我 a user says of themself, read as 我: 俺 (俺家 / 俺们 = 我们), 偶 (net slang), 咱 (咱家; 咱们 /
+#: 咱俩 stay we), 本人, 人家 (said of oneself), 老子, 本宝宝. The last four are longer than 我: a place in the reading is
+#: found again in the user's words by _said_span.
+SELF_WORDS = {"俺": "我", "偶": "我", "咱": "我", "本人": "我", "人家": "我", "老子": "我", "本宝宝": "我"}
+#: Where a clause starts (人家 / 老子 are the user only there): the message's start, a mark or space, a remember verb.
+_CLAUSE_START = r"(?:^|(?<=[\s，,。！!？?：:~～…])|(?<=记住)|(?<=记得)|(?<=记下)|(?<=记着)|(?<=记一下))"
+_SELF_WORDS = (r"俺|(?<![配木玩佳对无人布])偶(?![尔然像遇数发合极联函得])|咱(?![们俩仨])|本宝宝|(?<![我俺咱他她你您其])本人|"
+               # 人家不理我 / 人家说… / 别人家 / 老人家: someone else; 老子说 / 老子的道德经: the sage
+               rf"{_CLAUSE_START}人家(?![^，,。！!？?\n]*[我他她])(?!说|都)|"
+               rf"{_CLAUSE_START}老子(?![^，,。！!？?\n]*我)(?!说|曰|的|道)")
+_SELF_WORDS_RE = re.compile(_SELF_WORDS)
 _DIALECT_RE = re.compile(r"莫再记到|莫记到|莫再记|莫记|侬|好伐|阿拉(?=儿子|女儿|老公|老婆|爸爸|妈妈|姆妈|娘|囡囡|小囡|孙子|孙女)|"
-                         r"伐(?=[\s啦呀哦呢嘛～~？?！!。.]*$)")
-#: One character of each word of DIALECT: a message without any (most) is not searched for the words.
-_DIALECT_HINT_RE = re.compile("[莫侬伐拉]")
+                         r"伐(?=[\s啦呀哦呢嘛～~？?！!。.]*$)|" + _SELF_WORDS)
+#: Characters of DIALECT's and SELF_WORDS' words: a message without any (most) is not searched for the words (本 / 老 /
+#: 人 only before 人 / 宝 / 子 / 家; one character class first, which the regex engine scans for fast).
+_SELF_HINT_RE = re.compile("[俺偶咱本老人](?:(?<=[本老人])(?=[人宝子家])|(?<![本老人]))")
+_DIALECT_HINT_RE = re.compile("[莫侬伐拉俺偶咱本老人](?:(?<=[本老人])(?=[人宝子家])|(?<![本老人]))")
+
+
+def memory_self_words(text):
+    """A message with SELF_WORDS read as 我 (nothing else). Example: memory_self_words('俺家种了玉米') -> '我家种了玉米'"""
+    return _SELF_WORDS_RE.sub(lambda m: SELF_WORDS[m.group()], text) if _SELF_HINT_RE.search(text) else text
+
+
+def _said_span(read, said, start, end):
+    """The user's words for read[start:end], read being said with the words of DIALECT, SELF_WORDS and CANTONESE read
+    as Mandarin (one place for one, but 本人 / 人家 are read as the one 我). Example: _said_span('我对花生过敏', '本人对花生过敏', 0, 6)
+    -> (0, 7)"""
+    if len(read) == len(said):
+        return start, end
+    ops = difflib.SequenceMatcher(None, read, said, autojunk=False).get_opcodes()
+    first = next((j1 + (start - i1 if tag == "equal" else 0) for tag, i1, i2, j1, _ in ops if i1 <= start < i2),
+                 len(said))
+    last = next((j1 + end - i1 if tag == "equal" else j2 for tag, i1, i2, j1, j2 in ops if i1 < end <= i2), first)
+    return first, last
+
+
+def _said_table(read, said):
+    """Each character the reading changed, to the user's words for it (a translate table).
+    Example: _said_table('我不吃辣', '本宝宝不吃辣') -> {ord('我'): '本宝宝'}"""
+    if len(read) == len(said):
+        return {ord(r): w for r, w in zip(read, said) if r != w}
+    ops = difflib.SequenceMatcher(None, read, said, autojunk=False).get_opcodes()
+    return {ord(read[i1]): said[j1:j2] for tag, i1, i2, j1, j2 in ops if tag == "replace" and i2 - i1 == 1}
 
 
 def memory_cantonese(text):
-    """Cantonese (and DIALECT's words) read as Mandarin, one character for one.
+    """Cantonese (and DIALECT's words) read as Mandarin, one character for one but for the self-words longer than 我.
     Example: memory_cantonese('我搬咗去沙田') -> '我搬到了沙田'"""
-    text = _DIALECT_RE.sub(lambda m: DIALECT[m.group()], text) if _DIALECT_HINT_RE.search(text) else text
+    text = _DIALECT_RE.sub(lambda m: DIALECT.get(m.group()) or SELF_WORDS[m.group()], text) \
+        if _DIALECT_HINT_RE.search(text) else text
     return _CANTONESE_RE.sub(lambda m: CANTONESE[m.group()], text) if _CANTONESE_HINT_RE.search(text) else text
 
 
@@ -2795,7 +2836,10 @@ def _cantonese_said(piece, read, said):
     """A piece of the Mandarin reading `read` of `said` in the words of `said` (the user's), or piece itself when the
     rules rewrote it. Example: _cantonese_said('我住在旺角', '记住我住在旺角', '记住我住喺旺角') -> '我住喺旺角'"""
     at = read.find(piece) if isinstance(piece, str) and piece else -1
-    return said[at:at + len(piece)] if at >= 0 else piece
+    if at < 0:
+        return piece
+    start, end = _said_span(read, said, at, at + len(piece))
+    return said[start:end]
 
 
 #: What follows a command word in chat rather than a command ("记住了吗", "忘了带伞"); 吧台 and 吧主 are words, not a particle.
@@ -2818,9 +2862,10 @@ RELATIONS = ("前男友 前女友 男朋友 女朋友 男友 女友 老婆 老�
              "班主任 老师 师父 猫咪 小猫 猫 狗狗 小狗 狗 兔子 仓鼠 鹦鹉 乌龟 金鱼 宠物 妈 爸 哥 姐 弟 妹 叔 婶 "
              "老大 老二 老三 大宝 二宝 三宝 老伴儿 老伴 娃 崽 "
              "公公 婆婆 岳父 岳母 丈母娘 老丈人 嫂子 姐夫 妹夫 弟媳 侄子 侄女 外甥女 外甥 舅妈 姨妈 小姨 姑父 姨父 大伯 "
-             "同桌 邻居").split()  # 老大 / 老二 / 二宝: the children by age (老大叫豆豆 二宝叫糖糖); in-laws, 同桌, 邻居
+             "同桌 邻居 爹娘 老爹 爹 娘").split()  # 老大 / 老二 / 二宝: the children by age (老大叫豆豆 二宝叫糖糖); in-laws, 同桌, 邻居
 #: Other ways to say the same relation.
-RELATION_ALIASES = {"爸妈": "父母", "老妈": "妈妈", "母亲": "妈妈", "妈": "妈妈", "老爸": "爸爸", "父亲": "爸爸", "爸": "爸爸",
+RELATION_ALIASES = {"爸妈": "父母", "爹娘": "父母", "爹": "爸爸", "老爹": "爸爸", "娘": "妈妈",
+                    "老妈": "妈妈", "母亲": "妈妈", "妈": "妈妈", "老爸": "爸爸", "父亲": "爸爸", "爸": "爸爸",
                     "男友": "男朋友", "女友": "女朋友", "媳妇": "老婆", "闺女": "女儿", "哥": "哥哥", "姐": "姐姐",
                     "弟": "弟弟", "妹": "妹妹", "叔": "叔叔", "婶": "婶婶", "舍友": "室友", "猫咪": "猫", "小猫": "猫", "狗狗": "狗", "小狗": "狗",
                     "老伴儿": "爱人", "老伴": "爱人", "娃": "孩子", "崽": "孩子"}
@@ -4189,6 +4234,10 @@ def memory_unlist(text):
     # what is said (我的签名是(｀・ω・´))
     t = _KAOMOJI_END_RE.sub("", t) or t
     t = _SLANG_TAIL_RE.sub("", t) or t  # …还有柯基🐶 awsl: an exclamation, as an emoji is
+    read = memory_self_words(t)
+    if read != t:  # 俺有俩孙子 大的叫虎子 小的叫豆豆: read with 我, each fact said back with the user's 俺
+        back = _said_table(read, t)
+        return [p.translate(back) for p in memory_unlist(read)]
     simple = text_simplified(t)  # 我有兩隻貓 一隻叫麻糬一隻叫湯圓: read as simplified, kept as written
     back = str.maketrans({b: a for a, b in zip(t, simple) if a != b})
     m = _SEVERAL_NAMED_RE.match(simple)
@@ -4273,7 +4322,7 @@ def memory_unlist(text):
             out += [_one_subject(m.group(1)) + one, _one_subject(m.group(2)) + other]
             continue
         simple = text_simplified(memory_cantonese(piece))  # 記住我會說粵語、英語 / 蛋撻同埋奶茶: read as simplified
-        back = str.maketrans({b: a for a, b in zip(piece, simple) if a != b})
+        back = _said_table(simple, piece)
         fact = memory_fact(simple)
         items = _LIST_SEP_RE.split(fact.value or "")
         spaced_items = [x for i in items for x in re.split(r"(?<=[\u4e00-\u9fff])\s+(?=[\u4e00-\u9fff])", i.strip())]
@@ -6265,7 +6314,8 @@ def memory_forget_near(conn, ctx, what):
     if not rest or not re.match(f"[{_CJK}]", rest[0]) or not what.endswith(rest):
         return None
     start = what[:len(what) - len(rest)] + rest[0]  # 我有 of 我有车; 我妈会 of 我妈会乐器
-    rows = [r for r in memory_list(conn, ctx) if r["text"].startswith(start) and r["subject"] == subject]
+    rows = [r for r in memory_list(conn, ctx)  # 俺家养了两头牛 starts as 我家养牛 does
+            if memory_self_words(r["text"]).startswith(start) and r["subject"] == subject]
     if not 0 < len(rows) <= MEMORY_NEAR_MAX:
         return None
     asked = _choices({"action": "forget", "ids": sorted(r["id"] for r in rows), "text": what},
@@ -7521,7 +7571,10 @@ def _written(value, read, said):
     if read == said or not value:
         return value
     i = read.find(value)
-    return said[i:i + len(value)] if i >= 0 else value.translate({ord(r): w for r, w in zip(read, said) if r != w})
+    if i < 0:
+        return value.translate(_said_table(read, said))
+    start, end = _said_span(read, said, i, i + len(value))
+    return said[start:end]
 
 
 def _as_written(parsed, read, said):
