@@ -4084,6 +4084,10 @@ _LISTED_ATTRIBUTES = ("喜欢", "讨厌", "过敏", "害怕", "忌口", "不再�
 #: Internet exclamations after a list or a fact (…还有柯基 awsl / 饺子 yyds): a comment, as an emoji after it is.
 _SLANG_TAIL_RE = re.compile(r"(?<=[^A-Za-z0-9\s])(?<![玩打看追听叫是用])\s*"  # 我在玩LOL: what is played, no laugh
                             r"(?i:awsl|yyds|xswl|tql|nbcs|zqsg|hh+|2333*|lol|omg|orz|qwq|qaq)[!！~～.。]*$")
+#: Why, after a list (…西柚 香蕉 和菠菜 跟药冲突 / …海鲜和羊肉，会痛风 / …因为会过敏): said with each item, never one.
+_REASON_TAIL_RE = re.compile(r"([\s，,]+)((?:跟|和|与)[^\s，,]{1,8}(?:冲突|相克|犯冲|反应)|(?:因为|由于|不然|否则|吃了|喝了|一吃|"
+                             r"一喝|(?:医生|大夫)说).{1,16}|会(?:过敏|痛风|胖|长胖|拉肚子|肚子疼|胃疼|头疼|长痘|上火|"
+                             r"犯病|发作|加重|难受|不舒服|失眠|吐|起疹子|喘).{0,8})[。！!~～]*$")
 #: Two of one kind told apart by size (我俩娃 大的叫乐乐 小的叫安安 / 我家俩猫 大的叫咪咪 小的叫球球): the owner, the
 #: noun and the names.
 _BIG_SMALL_RE = re.compile(r"^(我(?:家)?)(?:有|养了|养着|养)?(?:俩|两(?:个|只|条)|2(?:个|只|条))([\u4e00-\u9fff]{1,3}?)[，,：:\s]*"
@@ -4234,6 +4238,10 @@ def memory_unlist(text):
     # what is said (我的签名是(｀・ω・´))
     t = _KAOMOJI_END_RE.sub("", t) or t
     t = _SLANG_TAIL_RE.sub("", t) or t  # …还有柯基🐶 awsl: an exclamation, as an emoji is
+    m = _REASON_TAIL_RE.search(t)
+    if m and m.start() > 0:  # 我妈不能吃西柚 香蕉 和菠菜 跟药冲突: the why said with each thing, as after a comma
+        items = memory_unlist(t[:m.start()])  # (我不能吃海鲜 会过敏: one thing and its why, one memory)
+        return [i + m.group(1) + m.group(2) for i in items] if len(items) > 1 else [t]
     read = memory_self_words(t)
     if read != t:  # 俺有俩孙子 大的叫虎子 小的叫豆豆: read with 我, each fact said back with the user's 俺
         back = _said_table(read, t)
@@ -6602,6 +6610,10 @@ def _last_spot(last, value):
     return None
 
 
+#: A memory of the user's that names something of theirs (我大号叫孤城 / 我游戏ID叫夜刃 / 我的网名是…): the name.
+_NAMED_AS_RE = re.compile(r"^我的?[^\s，,。叫是]{1,6}(?:叫|(?<=[名号称dD])是)([^\s，,。]{1,12})$")
+
+
 def memory_update_attribute(conn, ctx, said, embed):
     """更正：名字是小明 (whose, not said): the user's own when they have it or nobody else does;
     otherwise which one is asked. Returns (reply, question)."""
@@ -6612,6 +6624,10 @@ def memory_update_attribute(conn, ctx, said, embed):
     if not fact.attribute and len(own) == 1 and value.strip():  # 那个住址改成上海: the address, whatever its words
         return _set_value(conn, ctx, own[0], value.strip(), embed), None
     rows = [r for r in memory_list(conn, ctx) if r["attribute"] == fact.attribute and fact.attribute]
+    shaped = [(r, m.group(1)) for r in memory_list(conn, ctx) if not rows and fact.attribute == "名字" and fact.value
+              and r["subject"] == "我" and not r["attribute"] and (m := _NAMED_AS_RE.match(r["text"]))]
+    if shaped:  # 更正：名字是孤星 with 我大号叫孤城 and 我小号叫白夜: which name, never a new memory
+        return _ask_which_spot(conn, shaped, fact.value, "名字")
     if not rows or any(r["subject"] == "我" for r in rows) or not fact.value:
         return memory_remember(conn, ctx, "我的" + said, embed, update=True)
     return _ask_which_value(conn, rows, fact.value, f"你说的是谁的{said.split('是')[0]}？要把哪一条改成“{fact.value}”？")
