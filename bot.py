@@ -4069,7 +4069,8 @@ def memory_split(text):
                               and _DATE_IN_TEXT_RE.search(pieces[-1]))
         # 我生日是3月8号 结婚纪念日是10月1号: a second date of its own
         glued = (re.match(r"^(?:叫|因为|所以|但|但是|不过|而且|然后|而|不是|是因为|虽然|就|也就|特别|尤其|之前|以前)", clause)
-                 or not standalone or candidate != clause and _one_job(pieces[-1], attribute))
+                 or not standalone and not ("\n" in sep and memory_has_subject(clause))  # a line of its own (a list)
+                 or candidate != clause and _one_job(pieces[-1], attribute))
         if glued:
             pieces[-1] += sep + clause
         else:
@@ -4113,7 +4114,7 @@ _DETAIL_RE = re.compile(r"^(?:特别|尤其|比如|例如|就是|但|不过|因�
 #: Where a list of values said after a verb starts (同时在学日语、韩语 / 周末一般打羽毛球、游泳或者爬山 / 会弹吉他 钢琴): the
 #: words before the first value end with one of these.
 _LIST_HEAD_RE = re.compile(r"同时在学|在学|学|会说|会讲|说|讲|会弹|会|弹|喜欢吃|喜欢喝|喜欢|爱吃|爱喝|爱|讨厌|不吃|不喝|吃|喝|"
-                           r"是|一般|平时|经常|常常|打|玩|看|听|养了|养着|养|常用|在用|用")
+                           r"是|一般|平时|经常|常常|打|玩|看|听|养了|养着|养|种了|种着|常用|在用|用")
 #: How an item that is an activity of its own starts (游泳, 爬山 after 打羽毛球): a one-character verb before the first
 #: item then belongs to that item, not to all of them.
 _ACTIVITY_STARTS = "游爬跑骑滑跳钓徒登健散逛唱画写做打弹玩踢跳追"
