@@ -5195,10 +5195,31 @@ def memory_group_list(conn, ctx):
         "\n（记下它的人、群主、管理员可以说“忘记本群第N条”）"
 
 
-def memory_show_work(conn, ctx, ids):
-    """The memories that went into the last reply's prompt, numbered as 你记得我什么 numbers them."""
-    numbers = {r["id"]: n for n, r in enumerate(memory_list(conn, ctx), 1)}
+#: What a show-the-work question names (你咋知道我怕蛇 / 你怎么晓得我在杭州上班的): the words after 知道.
+_SHOW_WORK_NAMED_RE = re.compile(r"(?:知道|晓得|记得|说的)(?:我的?|我家)([^，,。!！?？]{1,20}?)的?$")
+
+
+def _memories_saying(rows, said):
+    """The memories that say what a question names (怕蛇 for 我怕蛇 / 俺怕蛇), by its words or failing that by two
+    characters of them in a row. Example: 杭州上班 -> [我在杭州上班]"""
+    core = text_simplified(said).strip()
+    read = [(r, memory_self_words(text_simplified(r["text"]))) for r in rows]
+    whole = [r for r, t in read if core in t]
+    words = text_content_words(core)
+    return whole or [r for r, t in read if words and words & text_content_words(t)]
+
+
+def memory_show_work(conn, ctx, ids, text=""):
+    """The memories that went into the last reply's prompt, numbered as 你记得我什么 numbers them; when none did
+    and the question names what it asks about (你咋知道我怕蛇, right after 记住我怕蛇), the memories that say it."""
+    rows = memory_list(conn, ctx)
+    numbers = {r["id"]: n for n, r in enumerate(rows, 1)}
     used = [(numbers[i], r) for i in ids for r in _rows(conn, [i]) if i in numbers]
+    named = _SHOW_WORK_NAMED_RE.search(memory_self_words(_strip_tail(text.translate(_SIMPLIFIED)))) if text else None
+    saying = _memories_saying(rows, named.group(1)) if named and not used else []
+    if saying:
+        return "你让我记住过这些：\n" + "\n".join(f"{numbers[r['id']]}. {r['text']}" for r in saying) + \
+            "\n（不对的话可以说“更正一下，……”，不想让我记着就说“忘记第N条”）"
     if not used:
         return "我刚才那句话没有用到你的任何记忆。说“你记得我什么”可以看看我记得哪些。"
     return "我刚才用到了你的这些记忆：\n" + "\n".join(f"{n}. {r['text']}" for n, r in used) + \
@@ -9152,14 +9173,15 @@ _SHOW_WORK_RE = re.compile(r"^(?:刚才|刚刚)?你(?:刚才|刚刚)?(?:是)?(?:
                            r"^你(?:这么|那么)说是因为(?:我的?)?(?:哪条|哪些|什么)(?:记忆)?|"
                            r"^(?:你(?:是)?)?(?:从)?哪(?:儿|里)?(?:来|弄来|搞来|知道)的(?:我的)?(?:信息|资料|记忆)|"
                            r"^(?:我的)?(?:信息|资料|记忆)你(?:是)?从哪(?:儿|里)?(?:来|弄来|搞来|知道)的|"
-                           r"^(?:为什么|为啥|怎么)你(?:会)?(?:知道|晓得)(?:我|我的|我家)[^，,。!！?？]{0,20}|"
+                           r"^(?:为什么|为啥|怎么|凭什么|凭啥)你(?:会)?(?:知道|晓得)(?:我|我的|我家)[^，,。!！?？]{0,20}|"
                            r"^(?:你)?(?:刚才|刚刚|上一句|这句|刚|上一条回复|上一句话|刚才那句话|刚才的回复)?(?:回我的时候|回答的时候|回复的时候|回我时|说的时候)?(?:是)?"
                            r"(?:用了|用到了?|参考了|根据|依据|调用了)(?:我的?|关于我的?)?(?:哪些|什么|啥|哪几条|哪条)(?:关于我的?)?"
                            r"(?:记忆|信息|资料|东西|内容)?(?:(?:这么|这样|那样)?(?:说|回答|回)的?)?|"
                            r"^(?:怎么|咋)(?:会)?(?:知道|晓得)(?:我|我的|我家)[^，,。!！?？]{1,20}|"
                            r"^谁(?:跟|和|给|告诉)(?:你)?(?:说|讲)?(?:的)?(?:我|我的|我家)[^，,。!！?？]{1,20}|"
                            r"^你(?:是)?听谁说的(?:我|我的|我家)?[^，,。!！?？]{0,20}|"
-                           r"^你(?:是)?(?:怎么|咋|从哪|从哪里|从哪儿|哪来|为什么|为啥|凭什么)(?:会)?(?:知道|晓得|记得)(?:的|这个|这些|这件事|"
+                           r"^你(?:是)?(?:怎么|咋|从哪|从哪里|从哪儿|哪来|为什么|为啥|凭什么|凭啥)(?:会)?(?:知道|晓得|记得)"
+                           r"(?:的|这个|这些|这件事|"
                            rf"(?:我|我的|我家|我们家|他|她)[^，,。!！?？]{{0,20}}|(?:{_REL_RE})[^，,。!！?？]{{1,20}}的)?")  # 他 / 她:
 #: someone the memories name; a relation's …的: what it knows of them (你咋知道二宝对牛奶过敏的, not 这么多冷知识的)
 #: The clauses of a show-the-work question (你怎么知道我怕水的？根据哪条说的🤔: asked twice, one question).
@@ -9169,7 +9191,7 @@ _SHOW_WORK_CLAUSES_RE = re.compile(rf"[{_PUNCT}?？{_EMOJI}]+")
 def _show_work_asked(text):
     """Whether a message asks which memories the last reply used, in one clause or several that each ask it.
     Example: _show_work_asked('你怎么知道我怕水的？根据哪条说的🤔') -> True"""
-    shown = _strip_tail(text.translate(_SIMPLIFIED).replace("您", "你"))  # 请问您是根据哪条记忆这样说的
+    shown = memory_self_words(_strip_tail(text.translate(_SIMPLIFIED).replace("您", "你")))  # 请问您是根据哪条… / 俺
     if _SHOW_WORK_RE.fullmatch(_SHOW_WORK_LEAD_RE.sub("", shown)):  # 你怎么知道的
         return True
     first = _SHOW_WORK_CLAUSES_RE.split(shown, 1)
@@ -11517,7 +11539,7 @@ async def reply_memory(app, ctx, text, card):
         await _mark_command(app, ctx)
         limited = _memory_read_limited(app, ctx)
         return limited if limited is not None else await app.db.run(memory_show_work, ctx,
-                                                                    app.memory_used.get(key, []))
+                                                                    app.memory_used.get(key, []), text)
     kind, args = memory_parse(text, names)
     if kind is not None and _memory_too_long(text, args):  # before any search: a long one is no cheaper to refuse later
         await _mark_command(app, ctx)
