@@ -2904,7 +2904,7 @@ ENGLISH_RELATIONS = {"mom": "妈妈", "mum": "妈妈", "mother": "妈妈", "dad"
 #: by its value (过敏 花生 and 过敏 芒果 are two memories).
 ATTRIBUTE_RULES = [
     ("现居地", r"(?:们?(?:一家(?:人|子|[两三四五六七八几]口人?)?|全家人?|家(?:里|人)?)|们)?(?:都|也|一起)?"  # 我们一家搬到…: the user's home
-             r"(?:现在|目前|已经|刚)?(?:住在|住|(?:们)?家住|(?:们)?家在|们住在|定居在?|搬到了?|搬去了?|搬来了?|搬回了?|"
+             r"(?:现在|目前|已经|刚)?(?:(?:的)?(?:家庭)?(?:住址|地址)(?:是|在)|住在|住|(?:们)?家住|(?:们)?家在|们住在|定居在?|搬到了?|搬去了?|搬来了?|搬回了?|"
              r"搬家到了?)(?!在?(?:院|宿|校|过|了|得|的|[\d一二三四五六七八九十几]+[楼层]))"
              r"([^，,]{1,20})|(?:现在|目前|已经)?在([^，,]{1,20}?)(?:住|居住|定居)(?:着)?", True),
     ("老家", r"(?:的)?(?:老家|家乡|籍贯)(?:是|在)?([^，,]{1,20})|是([^，,]{1,6}?)人", True),
@@ -6646,6 +6646,9 @@ def memory_update_attribute(conn, ctx, said, embed):
     if not fact.attribute and len(own) == 1 and value.strip():  # 那个住址改成上海: the address, whatever its words
         return _set_value(conn, ctx, own[0], value.strip(), embed), None
     rows = [r for r in memory_list(conn, ctx) if r["attribute"] == fact.attribute and fact.attribute]
+    if named and named == fact.attribute and not own and len(rows) == 1 and fact.value:
+        # 那个住址改成锦江花园 and the one address kept is 我爸住在东湖小区: that one (two others': which is asked)
+        return _set_value(conn, ctx, rows[0], fact.value, embed), None
     shaped = [(r, m.group(1)) for r in memory_list(conn, ctx) if not rows and fact.attribute == "名字" and fact.value
               and r["subject"] == "我" and not r["attribute"] and (m := _NAMED_AS_RE.match(r["text"]))]
     if shaped:  # 更正：名字是孤星 with 我大号叫孤城 and 我小号叫白夜: which name, never a new memory
@@ -8780,6 +8783,12 @@ _TEMPORARY_STOP_RE = re.compile(r"(?:今天|今晚|今儿|这会儿?|暂时|这�
                                 r"[^，,。!！]{0,8}?不[^，,。!！]{1,6}?了")
 
 
+#: A job of one's own told beside another (我周末在私立诊所兼职 多挣点): a new one or the old one's end, unclear; with a
+#: job kept, the plan reads it (or the user is asked), as README's 我周末在奶茶店兼职.
+_SIDE_JOB_RE = re.compile(r"^我?(?:现在|最近|周末|晚上|平时|下班后?|每周[一二三四五六日天末]?)*(?:还)?(?:在|去)"
+                          r"[^，,。！!？?\s]{2,12}(?:兼职|打零工|打工|做兼职)")
+
+
 def memory_pointed_words(text):
     """Whether a message the rules read as chat may say that something one memory holds changed or was wrong: a change
     of state (戒了, 不…了, 毕业, 拿到, 退役 …) or 不是X 是Y. The cheap test every chat message takes; only then are the
@@ -8787,7 +8796,7 @@ def memory_pointed_words(text):
     t = _pointed_rewrite(_life_read(text))  # 我除咗牙套喇: Cantonese read as Mandarin, as the life rules read it
     return bool(_POINTED_FIX_RE.search(t) or _LIFE_CHANGE_RE.search(t)
                 or _LIFE_TURN_HINT_RE.search(t) and _LIFE_TURN_NEW_RE.search(t)
-                or _RETIRED_WORDS_RE.search(t) and _RETIRED_RE.match(t) or _SWITCH_RE.match(t))
+                or _RETIRED_WORDS_RE.search(t) and _RETIRED_RE.match(t) or _SWITCH_RE.match(t) or _SIDE_JOB_RE.match(t))
 
 
 def memory_pointed(conn, ctx, text):
@@ -8838,7 +8847,7 @@ def memory_pointed(conn, ctx, text):
         return "switch_ask", {"value": t[switch.start(1):switch.end(1)], "said": t}
     if _TEMPORARY_STOP_RE.search(t.translate(_SIMPLIFIED)):
         return None, {}  # 原神今天不玩了 好累: for today, no change of what 我天天玩原神 says
-    if _LIFE_CHANGE_RE.search(_life_read(t)) or _LIFE_TURN_NEW_RE.search(_life_read(t)):
+    if _LIFE_CHANGE_RE.search(_life_read(t)) or _LIFE_TURN_NEW_RE.search(_life_read(t)) or _SIDE_JOB_RE.match(t):
         told = _POINTED_TELL_RE.match(t.translate(_SIMPLIFIED))
         said = t[told.end():] if told and told.end() < len(t) else t  # 跟你說 我碩士畢業了啦: what is told
         if _single_points(conn, ctx, said) or _life_may_clash(conn, ctx, said) \
