@@ -6151,6 +6151,10 @@ def _whole_word_rows(rows, word):
             or r["attribute"] == "宠物" and (_pet_of(r["value"] or "") or ("",))[0] == word]
 
 
+#: A child or grandchild told apart by age (我小儿子 / 大闺女 / 二孙子): the memory that says it is theirs.
+_ELDER_YOUNGER_RE = re.compile(r"(?:我的?|我家)?((?:大|小|二|三|老)(?:儿子|女儿|闺女|孙子|孙女|外孙|外孙女))(?:的事|的)?")
+
+
 def memory_forget(conn, ctx, what, embed, one=False):
     """Deletes what the user pointed at (an attribute, a fact, someone; one: a single memory of them, or
     ask which); returns (reply, question)."""
@@ -6174,6 +6178,10 @@ def memory_forget(conn, ctx, what, embed, one=False):
         asked = _which_question(conn, {"action": "forget", "ids": [r["id"] for r in rows if what.strip() in r["text"]],
                                        "text": what})
         return asked["prompt"], asked
+    elder = _ELDER_YOUNGER_RE.fullmatch(memory_self_words(what))
+    said = [r for r in rows if elder and elder.group(1) in memory_self_words(r["text"])]
+    if len(said) == 1:  # 删掉关于我小儿子的 with 我小儿子叫铁蛋 and 我大儿子叫石头: that one, by its words
+        return _forget_rows(conn, ctx, said), None
     bare_subject, bare_rest = _subject_of(what, known)
     m = re.match(r"^(?:所有|全部|一切)(?:关于|有关)?(.+?)的?(?:记忆|事情|事|东西)?$", what) or (
         re.match(r"^((?:我的?|我家)?\S{1,10})$", what) if bare_rest.strip("的") == "" and bare_subject not in ("我", "你")
