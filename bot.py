@@ -6343,6 +6343,18 @@ def _forget_targets(conn, ctx, rows, what, embed):
     return close if len(close) > 1 else [pool[hits[0][0]]]
 
 
+def memory_forget_in_order(conn, ctx, what):
+    """A forget whose words name no memory as written but are all said, in order, in exactly one of the speaker's
+    memories (我家养牛那条 for 俺家养了两头牛): that one is forgotten; the reply, or None.
+    Example: 我家养牛 with 我家养了两头牛 and 我血压高 kept -> 已忘记：“我家养了两头牛”"""
+    said = re.sub(r"(?:那条|这条|那个|这个|的事)$", "", memory_self_words(what)).strip()
+    if not 3 <= len(said) <= 12 or not re.fullmatch(f"[{_CJK}]+", said):
+        return None
+    in_order = re.compile(".*?".join(map(re.escape, said)))
+    rows = [r for r in memory_list(conn, ctx) if in_order.search(memory_self_words(text_simplified(r["text"])))]
+    return _forget_rows(conn, ctx, rows) if len(rows) == 1 else None
+
+
 def memory_forget_near(conn, ctx, what):
     """A forget whose words name no memory: the speaker's memories that start with the same subject and verb, asked
     about by number (never deleted unasked); None when none or too many are near.
@@ -11377,6 +11389,9 @@ async def _memory_forget(app, ctx, what):
     (忘了我有车这事吧, and the memory says 特斯拉) the LLM may see which one is meant; else the rules' answer stands."""
     reply, question = await app.db.run(lambda c: memory_forget_each(c, ctx, what, app.vec), write=True)
     if question is None and (reply or "").startswith(_NOT_FOUND):  # 忘了我有车这事 (我有辆特斯拉): the LLM may see it
+        done = await app.db.run(memory_forget_in_order, ctx, what, write=True)  # 我家养牛那条: 我家养了两头牛
+        if done:
+            return done
         near = await app.db.run(memory_forget_near, ctx, what)  # else the user is asked about 我有…, never told 没找到
         return await reply_memory_plan(app, ctx, what, near or (reply, None))
     _remember_question(app, (ctx.user_id, ctx.session), question)
