@@ -2803,9 +2803,9 @@ def memory_self_words(text):
 
 
 def _said_span(read, said, start, end):
-    """The user's words for read[start:end], read being said with the words of DIALECT, SELF_WORDS and CANTONESE read
-    as Mandarin (one place for one, but 本人 / 人家 are read as the one 我). Example: _said_span('我对花生过敏', '本人对花生过敏', 0, 6)
-    -> (0, 7)"""
+    """Where read[start:end] is in the user's words, read being said with the words of DIALECT, SELF_WORDS and
+    CANTONESE read as Mandarin (one place for one, but 本人 / 人家 are read as one 我).
+    Example: _said_span('我对花生过敏', '本人对花生过敏', 0, 6) -> (0, 7)"""
     if len(read) == len(said):
         return start, end
     ops = difflib.SequenceMatcher(None, read, said, autojunk=False).get_opcodes()
