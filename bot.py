@@ -2778,16 +2778,57 @@ _CANTONESE_HINT_RE = re.compile("[咗而紧緊低错錯鍾钟唔食飲饮係喺�
 #: 别再记着我前任, 侬 = 你, 好伐 = 好吗, 阿拉儿子 = 我的儿子, …伐 at the end = 吗).
 DIALECT = {"莫再记到": "别再记着", "莫记到": "别记着", "莫再记": "别再记", "莫记": "别记", "侬": "你", "好伐": "好吗",
            "阿拉": "我的", "伐": "吗"}
+#: The words other than 我 a user says of themself, read as 我: 俺 (俺家 / 俺们 = 我们), 偶 (net slang), 咱 (咱家; 咱们 /
+#: 咱俩 stay we), 本人, 人家 (said of oneself), 老子, 本宝宝. The last four are longer than 我: a place in the reading is
+#: found again in the user's words by _said_span.
+SELF_WORDS = {"俺": "我", "偶": "我", "咱": "我", "本人": "我", "人家": "我", "老子": "我", "本宝宝": "我"}
+#: Where a clause starts (人家 / 老子 are the user only there): the message's start, a mark or space, a remember verb.
+_CLAUSE_START = r"(?:^|(?<=[\s，,。！!？?：:~～…])|(?<=记住)|(?<=记得)|(?<=记下)|(?<=记着)|(?<=记一下))"
+_SELF_WORDS = (r"俺|(?<![配木玩佳对无人布])偶(?![尔然像遇数发合极联函得])|咱(?![们俩仨])|本宝宝|(?<![我俺咱他她你您其])本人|"
+               # 人家不理我 / 人家说… / 别人家 / 老人家: someone else; 老子说 / 老子的道德经: the sage
+               rf"{_CLAUSE_START}人家(?![^，,。！!？?\n]*[我他她])(?!说|都)|"
+               rf"{_CLAUSE_START}老子(?![^，,。！!？?\n]*我)(?!说|曰|的|道)")
+_SELF_WORDS_RE = re.compile(_SELF_WORDS)
 _DIALECT_RE = re.compile(r"莫再记到|莫记到|莫再记|莫记|侬|好伐|阿拉(?=儿子|女儿|老公|老婆|爸爸|妈妈|姆妈|娘|囡囡|小囡|孙子|孙女)|"
-                         r"伐(?=[\s啦呀哦呢嘛～~？?！!。.]*$)")
-#: One character of each word of DIALECT: a message without any (most) is not searched for the words.
-_DIALECT_HINT_RE = re.compile("[莫侬伐拉]")
+                         r"伐(?=[\s啦呀哦呢嘛～~？?！!。.]*$)|" + _SELF_WORDS)
+#: Characters of DIALECT's and SELF_WORDS' words: a message without any (most) is not searched for the words (本 / 老 /
+#: 人 only before 人 / 宝 / 子 / 家; one character class first, which the regex engine scans for fast).
+_SELF_HINT_RE = re.compile("[俺偶咱本老人](?:(?<=[本老人])(?=[人宝子家])|(?<![本老人]))")
+_DIALECT_HINT_RE = re.compile("[莫侬伐拉俺偶咱本老人](?:(?<=[本老人])(?=[人宝子家])|(?<![本老人]))")
+
+
+def memory_self_words(text):
+    """A message with SELF_WORDS read as 我 (nothing else). Example: memory_self_words('俺家种了玉米') -> '我家种了玉米'"""
+    return _SELF_WORDS_RE.sub(lambda m: SELF_WORDS[m.group()], text) if _SELF_HINT_RE.search(text) else text
+
+
+def _said_span(read, said, start, end):
+    """Where read[start:end] is in the user's words, read being said with the words of DIALECT, SELF_WORDS and
+    CANTONESE read as Mandarin (one place for one, but 本人 / 人家 are read as one 我).
+    Example: _said_span('我对花生过敏', '本人对花生过敏', 0, 6) -> (0, 7)"""
+    if len(read) == len(said):
+        return start, end
+    ops = difflib.SequenceMatcher(None, read, said, autojunk=False).get_opcodes()
+    first = next((j1 + (start - i1 if tag == "equal" else 0) for tag, i1, i2, j1, _ in ops if i1 <= start < i2),
+                 len(said))
+    last = next((j1 + end - i1 if tag == "equal" else j2 for tag, i1, i2, j1, j2 in ops if i1 < end <= i2), first)
+    return first, last
+
+
+def _said_table(read, said):
+    """Each character the reading changed, to the user's words for it (a translate table).
+    Example: _said_table('我不吃辣', '本宝宝不吃辣') -> {ord('我'): '本宝宝'}"""
+    if len(read) == len(said):
+        return {ord(r): w for r, w in zip(read, said) if r != w}
+    ops = difflib.SequenceMatcher(None, read, said, autojunk=False).get_opcodes()
+    return {ord(read[i1]): said[j1:j2] for tag, i1, i2, j1, j2 in ops if tag == "replace" and i2 - i1 == 1}
 
 
 def memory_cantonese(text):
-    """Cantonese (and DIALECT's words) read as Mandarin, one character for one.
+    """Cantonese (and DIALECT's words) read as Mandarin, one character for one but for the self-words longer than 我.
     Example: memory_cantonese('我搬咗去沙田') -> '我搬到了沙田'"""
-    text = _DIALECT_RE.sub(lambda m: DIALECT[m.group()], text) if _DIALECT_HINT_RE.search(text) else text
+    text = _DIALECT_RE.sub(lambda m: DIALECT.get(m.group()) or SELF_WORDS[m.group()], text) \
+        if _DIALECT_HINT_RE.search(text) else text
     return _CANTONESE_RE.sub(lambda m: CANTONESE[m.group()], text) if _CANTONESE_HINT_RE.search(text) else text
 
 
@@ -2795,7 +2836,10 @@ def _cantonese_said(piece, read, said):
     """A piece of the Mandarin reading `read` of `said` in the words of `said` (the user's), or piece itself when the
     rules rewrote it. Example: _cantonese_said('我住在旺角', '记住我住在旺角', '记住我住喺旺角') -> '我住喺旺角'"""
     at = read.find(piece) if isinstance(piece, str) and piece else -1
-    return said[at:at + len(piece)] if at >= 0 else piece
+    if at < 0:
+        return piece
+    start, end = _said_span(read, said, at, at + len(piece))
+    return said[start:end]
 
 
 #: What follows a command word in chat rather than a command ("记住了吗", "忘了带伞"); 吧台 and 吧主 are words, not a particle.
@@ -2818,9 +2862,10 @@ RELATIONS = ("前男友 前女友 男朋友 女朋友 男友 女友 老婆 老�
              "班主任 老师 师父 猫咪 小猫 猫 狗狗 小狗 狗 兔子 仓鼠 鹦鹉 乌龟 金鱼 宠物 妈 爸 哥 姐 弟 妹 叔 婶 "
              "老大 老二 老三 大宝 二宝 三宝 老伴儿 老伴 娃 崽 "
              "公公 婆婆 岳父 岳母 丈母娘 老丈人 嫂子 姐夫 妹夫 弟媳 侄子 侄女 外甥女 外甥 舅妈 姨妈 小姨 姑父 姨父 大伯 "
-             "同桌 邻居").split()  # 老大 / 老二 / 二宝: the children by age (老大叫豆豆 二宝叫糖糖); in-laws, 同桌, 邻居
+             "同桌 邻居 爹娘 老爹 爹 娘").split()  # 老大 / 老二 / 二宝: the children by age (老大叫豆豆 二宝叫糖糖); in-laws, 同桌, 邻居
 #: Other ways to say the same relation.
-RELATION_ALIASES = {"爸妈": "父母", "老妈": "妈妈", "母亲": "妈妈", "妈": "妈妈", "老爸": "爸爸", "父亲": "爸爸", "爸": "爸爸",
+RELATION_ALIASES = {"爸妈": "父母", "爹娘": "父母", "爹": "爸爸", "老爹": "爸爸", "娘": "妈妈",
+                    "老妈": "妈妈", "母亲": "妈妈", "妈": "妈妈", "老爸": "爸爸", "父亲": "爸爸", "爸": "爸爸",
                     "男友": "男朋友", "女友": "女朋友", "媳妇": "老婆", "闺女": "女儿", "哥": "哥哥", "姐": "姐姐",
                     "弟": "弟弟", "妹": "妹妹", "叔": "叔叔", "婶": "婶婶", "舍友": "室友", "猫咪": "猫", "小猫": "猫", "狗狗": "狗", "小狗": "狗",
                     "老伴儿": "爱人", "老伴": "爱人", "娃": "孩子", "崽": "孩子"}
@@ -2859,7 +2904,7 @@ ENGLISH_RELATIONS = {"mom": "妈妈", "mum": "妈妈", "mother": "妈妈", "dad"
 #: by its value (过敏 花生 and 过敏 芒果 are two memories).
 ATTRIBUTE_RULES = [
     ("现居地", r"(?:们?(?:一家(?:人|子|[两三四五六七八几]口人?)?|全家人?|家(?:里|人)?)|们)?(?:都|也|一起)?"  # 我们一家搬到…: the user's home
-             r"(?:现在|目前|已经|刚)?(?:住在|住|(?:们)?家住|(?:们)?家在|们住在|定居在?|搬到了?|搬去了?|搬来了?|搬回了?|"
+             r"(?:现在|目前|已经|刚)?(?:(?:的)?(?:家庭)?(?:住址|地址)(?:是|在)|住在|住|(?:们)?家住|(?:们)?家在|们住在|定居在?|搬到了?|搬去了?|搬来了?|搬回了?|"
              r"搬家到了?)(?!在?(?:院|宿|校|过|了|得|的|[\d一二三四五六七八九十几]+[楼层]))"
              r"([^，,]{1,20})|(?:现在|目前|已经)?在([^，,]{1,20}?)(?:住|居住|定居)(?:着)?", True),
     ("老家", r"(?:的)?(?:老家|家乡|籍贯)(?:是|在)?([^，,]{1,20})|是([^，,]{1,6}?)人", True),
@@ -4024,7 +4069,8 @@ def memory_split(text):
                               and _DATE_IN_TEXT_RE.search(pieces[-1]))
         # 我生日是3月8号 结婚纪念日是10月1号: a second date of its own
         glued = (re.match(r"^(?:叫|因为|所以|但|但是|不过|而且|然后|而|不是|是因为|虽然|就|也就|特别|尤其|之前|以前)", clause)
-                 or not standalone or candidate != clause and _one_job(pieces[-1], attribute))
+                 or not standalone and not ("\n" in sep and memory_has_subject(clause))  # a line of its own (a list)
+                 or candidate != clause and _one_job(pieces[-1], attribute))
         if glued:
             pieces[-1] += sep + clause
         else:
@@ -4039,6 +4085,10 @@ _LISTED_ATTRIBUTES = ("喜欢", "讨厌", "过敏", "害怕", "忌口", "不再�
 #: Internet exclamations after a list or a fact (…还有柯基 awsl / 饺子 yyds): a comment, as an emoji after it is.
 _SLANG_TAIL_RE = re.compile(r"(?<=[^A-Za-z0-9\s])(?<![玩打看追听叫是用])\s*"  # 我在玩LOL: what is played, no laugh
                             r"(?i:awsl|yyds|xswl|tql|nbcs|zqsg|hh+|2333*|lol|omg|orz|qwq|qaq)[!！~～.。]*$")
+#: Why, after a list (…西柚 香蕉 和菠菜 跟药冲突 / …海鲜和羊肉，会痛风 / …因为会过敏): said with each item, never one.
+_REASON_TAIL_RE = re.compile(r"([\s，,]+)((?:跟|和|与)[^\s，,]{1,8}(?:冲突|相克|犯冲|反应)|(?:因为|由于|不然|否则|吃了|喝了|一吃|"
+                             r"一喝|(?:医生|大夫)说).{1,16}|会(?:过敏|痛风|胖|长胖|拉肚子|肚子疼|胃疼|头疼|长痘|上火|"
+                             r"犯病|发作|加重|难受|不舒服|失眠|吐|起疹子|喘).{0,8})[。！!~～]*$")
 #: Two of one kind told apart by size (我俩娃 大的叫乐乐 小的叫安安 / 我家俩猫 大的叫咪咪 小的叫球球): the owner, the
 #: noun and the names.
 _BIG_SMALL_RE = re.compile(r"^(我(?:家)?)(?:有|养了|养着|养)?(?:俩|两(?:个|只|条)|2(?:个|只|条))([\u4e00-\u9fff]{1,3}?)[，,：:\s]*"
@@ -4064,7 +4114,7 @@ _DETAIL_RE = re.compile(r"^(?:特别|尤其|比如|例如|就是|但|不过|因�
 #: Where a list of values said after a verb starts (同时在学日语、韩语 / 周末一般打羽毛球、游泳或者爬山 / 会弹吉他 钢琴): the
 #: words before the first value end with one of these.
 _LIST_HEAD_RE = re.compile(r"同时在学|在学|学|会说|会讲|说|讲|会弹|会|弹|喜欢吃|喜欢喝|喜欢|爱吃|爱喝|爱|讨厌|不吃|不喝|吃|喝|"
-                           r"是|一般|平时|经常|常常|打|玩|看|听|养了|养着|养|常用|在用|用")
+                           r"是|一般|平时|经常|常常|打|玩|看|听|养了|养着|养|种了|种着|常用|在用|用")
 #: How an item that is an activity of its own starts (游泳, 爬山 after 打羽毛球): a one-character verb before the first
 #: item then belongs to that item, not to all of them.
 _ACTIVITY_STARTS = "游爬跑骑滑跳钓徒登健散逛唱画写做打弹玩踢跳追"
@@ -4189,6 +4239,14 @@ def memory_unlist(text):
     # what is said (我的签名是(｀・ω・´))
     t = _KAOMOJI_END_RE.sub("", t) or t
     t = _SLANG_TAIL_RE.sub("", t) or t  # …还有柯基🐶 awsl: an exclamation, as an emoji is
+    m = _REASON_TAIL_RE.search(t)
+    if m and m.start() > 0:  # 我妈不能吃西柚 香蕉 和菠菜 跟药冲突: the why said with each thing, as after a comma
+        items = memory_unlist(t[:m.start()])  # (我不能吃海鲜 会过敏: one thing and its why, one memory)
+        return [i + m.group(1) + m.group(2) for i in items] if len(items) > 1 else [t]
+    read = memory_self_words(t)
+    if read != t:  # 俺有俩孙子 大的叫虎子 小的叫豆豆: read with 我, each fact said back with the user's 俺
+        back = _said_table(read, t)
+        return [p.translate(back) for p in memory_unlist(read)]
     simple = text_simplified(t)  # 我有兩隻貓 一隻叫麻糬一隻叫湯圓: read as simplified, kept as written
     back = str.maketrans({b: a for a, b in zip(t, simple) if a != b})
     m = _SEVERAL_NAMED_RE.match(simple)
@@ -4273,7 +4331,7 @@ def memory_unlist(text):
             out += [_one_subject(m.group(1)) + one, _one_subject(m.group(2)) + other]
             continue
         simple = text_simplified(memory_cantonese(piece))  # 記住我會說粵語、英語 / 蛋撻同埋奶茶: read as simplified
-        back = str.maketrans({b: a for a, b in zip(piece, simple) if a != b})
+        back = _said_table(simple, piece)
         fact = memory_fact(simple)
         items = _LIST_SEP_RE.split(fact.value or "")
         spaced_items = [x for i in items for x in re.split(r"(?<=[\u4e00-\u9fff])\s+(?=[\u4e00-\u9fff])", i.strip())]
@@ -5137,10 +5195,31 @@ def memory_group_list(conn, ctx):
         "\n（记下它的人、群主、管理员可以说“忘记本群第N条”）"
 
 
-def memory_show_work(conn, ctx, ids):
-    """The memories that went into the last reply's prompt, numbered as 你记得我什么 numbers them."""
-    numbers = {r["id"]: n for n, r in enumerate(memory_list(conn, ctx), 1)}
+#: What a show-the-work question names (你咋知道我怕蛇 / 你怎么晓得我在杭州上班的): the words after 知道.
+_SHOW_WORK_NAMED_RE = re.compile(r"(?:知道|晓得|记得|说的)(?:我的?|我家)([^，,。!！?？]{1,20}?)的?$")
+
+
+def _memories_saying(rows, said):
+    """The memories that say what a question names (怕蛇 for 我怕蛇 / 俺怕蛇), by its words or failing that by two
+    characters of them in a row. Example: 杭州上班 -> [我在杭州上班]"""
+    core = text_simplified(said).strip()
+    read = [(r, memory_self_words(text_simplified(r["text"]))) for r in rows]
+    whole = [r for r, t in read if core in t]
+    words = text_content_words(core)
+    return whole or [r for r, t in read if words and words & text_content_words(t)]
+
+
+def memory_show_work(conn, ctx, ids, text=""):
+    """The memories that went into the last reply's prompt, numbered as 你记得我什么 numbers them; when none did
+    and the question names what it asks about (你咋知道我怕蛇, right after 记住我怕蛇), the memories that say it."""
+    rows = memory_list(conn, ctx)
+    numbers = {r["id"]: n for n, r in enumerate(rows, 1)}
     used = [(numbers[i], r) for i in ids for r in _rows(conn, [i]) if i in numbers]
+    named = _SHOW_WORK_NAMED_RE.search(memory_self_words(_strip_tail(text.translate(_SIMPLIFIED)))) if text else None
+    saying = _memories_saying(rows, named.group(1)) if named and not used else []
+    if saying:
+        return "你让我记住过这些：\n" + "\n".join(f"{numbers[r['id']]}. {r['text']}" for r in saying) + \
+            "\n（不对的话可以说“更正一下，……”，不想让我记着就说“忘记第N条”）"
     if not used:
         return "我刚才那句话没有用到你的任何记忆。说“你记得我什么”可以看看我记得哪些。"
     return "我刚才用到了你的这些记忆：\n" + "\n".join(f"{n}. {r['text']}" for n, r in used) + \
@@ -6072,6 +6151,10 @@ def _whole_word_rows(rows, word):
             or r["attribute"] == "宠物" and (_pet_of(r["value"] or "") or ("",))[0] == word]
 
 
+#: A child or grandchild told apart by age (我小儿子 / 大闺女 / 二孙子): the memory that says it is theirs.
+_ELDER_YOUNGER_RE = re.compile(r"(?:我的?|我家)?((?:大|小|二|三|老)(?:儿子|女儿|闺女|孙子|孙女|外孙|外孙女))(?:的事|的)?")
+
+
 def memory_forget(conn, ctx, what, embed, one=False):
     """Deletes what the user pointed at (an attribute, a fact, someone; one: a single memory of them, or
     ask which); returns (reply, question)."""
@@ -6095,6 +6178,10 @@ def memory_forget(conn, ctx, what, embed, one=False):
         asked = _which_question(conn, {"action": "forget", "ids": [r["id"] for r in rows if what.strip() in r["text"]],
                                        "text": what})
         return asked["prompt"], asked
+    elder = _ELDER_YOUNGER_RE.fullmatch(memory_self_words(what))
+    said = [r for r in rows if elder and elder.group(1) in memory_self_words(r["text"])]
+    if len(said) == 1:  # 删掉关于我小儿子的 with 我小儿子叫铁蛋 and 我大儿子叫石头: that one, by its words
+        return _forget_rows(conn, ctx, said), None
     bare_subject, bare_rest = _subject_of(what, known)
     m = re.match(r"^(?:所有|全部|一切)(?:关于|有关)?(.+?)的?(?:记忆|事情|事|东西)?$", what) or (
         re.match(r"^((?:我的?|我家)?\S{1,10})$", what) if bare_rest.strip("的") == "" and bare_subject not in ("我", "你")
@@ -6256,6 +6343,18 @@ def _forget_targets(conn, ctx, rows, what, embed):
     return close if len(close) > 1 else [pool[hits[0][0]]]
 
 
+def memory_forget_in_order(conn, ctx, what):
+    """A forget whose words name no memory as written but are all said, in order, in exactly one of the speaker's
+    memories (我家养牛那条 for 俺家养了两头牛): that one is forgotten; the reply, or None.
+    Example: 我家养牛 with 我家养了两头牛 and 我血压高 kept -> 已忘记：“我家养了两头牛”"""
+    said = re.sub(r"(?:那条|这条|那个|这个|的事)$", "", memory_self_words(what)).strip()
+    if not 3 <= len(said) <= 12 or not re.fullmatch(f"[{_CJK}]+", said):
+        return None
+    in_order = re.compile(".*?".join(map(re.escape, said)))
+    rows = [r for r in memory_list(conn, ctx) if in_order.search(memory_self_words(text_simplified(r["text"])))]
+    return _forget_rows(conn, ctx, rows) if len(rows) == 1 else None
+
+
 def memory_forget_near(conn, ctx, what):
     """A forget whose words name no memory: the speaker's memories that start with the same subject and verb, asked
     about by number (never deleted unasked); None when none or too many are near.
@@ -6265,7 +6364,8 @@ def memory_forget_near(conn, ctx, what):
     if not rest or not re.match(f"[{_CJK}]", rest[0]) or not what.endswith(rest):
         return None
     start = what[:len(what) - len(rest)] + rest[0]  # 我有 of 我有车; 我妈会 of 我妈会乐器
-    rows = [r for r in memory_list(conn, ctx) if r["text"].startswith(start) and r["subject"] == subject]
+    rows = [r for r in memory_list(conn, ctx)  # 俺家养了两头牛 starts as 我家养牛 does
+            if memory_self_words(r["text"]).startswith(start) and r["subject"] == subject]
     if not 0 < len(rows) <= MEMORY_NEAR_MAX:
         return None
     asked = _choices({"action": "forget", "ids": sorted(r["id"] for r in rows), "text": what},
@@ -6552,6 +6652,10 @@ def _last_spot(last, value):
     return None
 
 
+#: A memory of the user's that names something of theirs (我大号叫孤城 / 我游戏ID叫夜刃 / 我的网名是…): the name.
+_NAMED_AS_RE = re.compile(r"^我的?[^\s，,。叫是]{1,6}(?:叫|(?<=[名号称dD])是)([^\s，,。]{1,12})$")
+
+
 def memory_update_attribute(conn, ctx, said, embed):
     """更正：名字是小明 (whose, not said): the user's own when they have it or nobody else does;
     otherwise which one is asked. Returns (reply, question)."""
@@ -6562,6 +6666,13 @@ def memory_update_attribute(conn, ctx, said, embed):
     if not fact.attribute and len(own) == 1 and value.strip():  # 那个住址改成上海: the address, whatever its words
         return _set_value(conn, ctx, own[0], value.strip(), embed), None
     rows = [r for r in memory_list(conn, ctx) if r["attribute"] == fact.attribute and fact.attribute]
+    if named and named == fact.attribute and not own and len(rows) == 1 and fact.value:
+        # 那个住址改成锦江花园 and the one address kept is 我爸住在东湖小区: that one (two others': which is asked)
+        return _set_value(conn, ctx, rows[0], fact.value, embed), None
+    shaped = [(r, m.group(1)) for r in memory_list(conn, ctx) if not rows and fact.attribute == "名字" and fact.value
+              and r["subject"] == "我" and not r["attribute"] and (m := _NAMED_AS_RE.match(r["text"]))]
+    if shaped:  # 更正：名字是孤星 with 我大号叫孤城 and 我小号叫白夜: which name, never a new memory
+        return _ask_which_spot(conn, shaped, fact.value, "名字")
     if not rows or any(r["subject"] == "我" for r in rows) or not fact.value:
         return memory_remember(conn, ctx, "我的" + said, embed, update=True)
     return _ask_which_value(conn, rows, fact.value, f"你说的是谁的{said.split('是')[0]}？要把哪一条改成“{fact.value}”？")
@@ -7521,7 +7632,10 @@ def _written(value, read, said):
     if read == said or not value:
         return value
     i = read.find(value)
-    return said[i:i + len(value)] if i >= 0 else value.translate({ord(r): w for r, w in zip(read, said) if r != w})
+    if i < 0:
+        return value.translate(_said_table(read, said))
+    start, end = _said_span(read, said, i, i + len(value))
+    return said[start:end]
 
 
 def _as_written(parsed, read, said):
@@ -8689,6 +8803,12 @@ _TEMPORARY_STOP_RE = re.compile(r"(?:今天|今晚|今儿|这会儿?|暂时|这�
                                 r"[^，,。!！]{0,8}?不[^，,。!！]{1,6}?了")
 
 
+#: A job of one's own told beside another (我周末在私立诊所兼职 多挣点): a new one or the old one's end, unclear; with a
+#: job kept, the plan reads it (or the user is asked), as README's 我周末在奶茶店兼职.
+_SIDE_JOB_RE = re.compile(r"^我?(?:现在|最近|周末|晚上|平时|下班后?|每周[一二三四五六日天末]?)*(?:还)?(?:在|去)"
+                          r"[^，,。！!？?\s]{2,12}(?:兼职|打零工|打工|做兼职)")
+
+
 def memory_pointed_words(text):
     """Whether a message the rules read as chat may say that something one memory holds changed or was wrong: a change
     of state (戒了, 不…了, 毕业, 拿到, 退役 …) or 不是X 是Y. The cheap test every chat message takes; only then are the
@@ -8696,7 +8816,7 @@ def memory_pointed_words(text):
     t = _pointed_rewrite(_life_read(text))  # 我除咗牙套喇: Cantonese read as Mandarin, as the life rules read it
     return bool(_POINTED_FIX_RE.search(t) or _LIFE_CHANGE_RE.search(t)
                 or _LIFE_TURN_HINT_RE.search(t) and _LIFE_TURN_NEW_RE.search(t)
-                or _RETIRED_WORDS_RE.search(t) and _RETIRED_RE.match(t) or _SWITCH_RE.match(t))
+                or _RETIRED_WORDS_RE.search(t) and _RETIRED_RE.match(t) or _SWITCH_RE.match(t) or _SIDE_JOB_RE.match(t))
 
 
 def memory_pointed(conn, ctx, text):
@@ -8747,7 +8867,7 @@ def memory_pointed(conn, ctx, text):
         return "switch_ask", {"value": t[switch.start(1):switch.end(1)], "said": t}
     if _TEMPORARY_STOP_RE.search(t.translate(_SIMPLIFIED)):
         return None, {}  # 原神今天不玩了 好累: for today, no change of what 我天天玩原神 says
-    if _LIFE_CHANGE_RE.search(_life_read(t)) or _LIFE_TURN_NEW_RE.search(_life_read(t)):
+    if _LIFE_CHANGE_RE.search(_life_read(t)) or _LIFE_TURN_NEW_RE.search(_life_read(t)) or _SIDE_JOB_RE.match(t):
         told = _POINTED_TELL_RE.match(t.translate(_SIMPLIFIED))
         said = t[told.end():] if told and told.end() < len(t) else t  # 跟你說 我碩士畢業了啦: what is told
         if _single_points(conn, ctx, said) or _life_may_clash(conn, ctx, said) \
@@ -9082,14 +9202,15 @@ _SHOW_WORK_RE = re.compile(r"^(?:刚才|刚刚)?你(?:刚才|刚刚)?(?:是)?(?:
                            r"^你(?:这么|那么)说是因为(?:我的?)?(?:哪条|哪些|什么)(?:记忆)?|"
                            r"^(?:你(?:是)?)?(?:从)?哪(?:儿|里)?(?:来|弄来|搞来|知道)的(?:我的)?(?:信息|资料|记忆)|"
                            r"^(?:我的)?(?:信息|资料|记忆)你(?:是)?从哪(?:儿|里)?(?:来|弄来|搞来|知道)的|"
-                           r"^(?:为什么|为啥|怎么)你(?:会)?(?:知道|晓得)(?:我|我的|我家)[^，,。!！?？]{0,20}|"
+                           r"^(?:为什么|为啥|怎么|凭什么|凭啥)你(?:会)?(?:知道|晓得)(?:我|我的|我家)[^，,。!！?？]{0,20}|"
                            r"^(?:你)?(?:刚才|刚刚|上一句|这句|刚|上一条回复|上一句话|刚才那句话|刚才的回复)?(?:回我的时候|回答的时候|回复的时候|回我时|说的时候)?(?:是)?"
                            r"(?:用了|用到了?|参考了|根据|依据|调用了)(?:我的?|关于我的?)?(?:哪些|什么|啥|哪几条|哪条)(?:关于我的?)?"
                            r"(?:记忆|信息|资料|东西|内容)?(?:(?:这么|这样|那样)?(?:说|回答|回)的?)?|"
                            r"^(?:怎么|咋)(?:会)?(?:知道|晓得)(?:我|我的|我家)[^，,。!！?？]{1,20}|"
                            r"^谁(?:跟|和|给|告诉)(?:你)?(?:说|讲)?(?:的)?(?:我|我的|我家)[^，,。!！?？]{1,20}|"
                            r"^你(?:是)?听谁说的(?:我|我的|我家)?[^，,。!！?？]{0,20}|"
-                           r"^你(?:是)?(?:怎么|咋|从哪|从哪里|从哪儿|哪来|为什么|为啥|凭什么)(?:会)?(?:知道|晓得|记得)(?:的|这个|这些|这件事|"
+                           r"^你(?:是)?(?:怎么|咋|从哪|从哪里|从哪儿|哪来|为什么|为啥|凭什么|凭啥)(?:会)?(?:知道|晓得|记得)"
+                           r"(?:的|这个|这些|这件事|"
                            rf"(?:我|我的|我家|我们家|他|她)[^，,。!！?？]{{0,20}}|(?:{_REL_RE})[^，,。!！?？]{{1,20}}的)?")  # 他 / 她:
 #: someone the memories name; a relation's …的: what it knows of them (你咋知道二宝对牛奶过敏的, not 这么多冷知识的)
 #: The clauses of a show-the-work question (你怎么知道我怕水的？根据哪条说的🤔: asked twice, one question).
@@ -9099,7 +9220,7 @@ _SHOW_WORK_CLAUSES_RE = re.compile(rf"[{_PUNCT}?？{_EMOJI}]+")
 def _show_work_asked(text):
     """Whether a message asks which memories the last reply used, in one clause or several that each ask it.
     Example: _show_work_asked('你怎么知道我怕水的？根据哪条说的🤔') -> True"""
-    shown = _strip_tail(text.translate(_SIMPLIFIED).replace("您", "你"))  # 请问您是根据哪条记忆这样说的
+    shown = memory_self_words(_strip_tail(text.translate(_SIMPLIFIED).replace("您", "你")))  # 请问您是根据哪条… / 俺
     if _SHOW_WORK_RE.fullmatch(_SHOW_WORK_LEAD_RE.sub("", shown)):  # 你怎么知道的
         return True
     first = _SHOW_WORK_CLAUSES_RE.split(shown, 1)
@@ -11268,6 +11389,9 @@ async def _memory_forget(app, ctx, what):
     (忘了我有车这事吧, and the memory says 特斯拉) the LLM may see which one is meant; else the rules' answer stands."""
     reply, question = await app.db.run(lambda c: memory_forget_each(c, ctx, what, app.vec), write=True)
     if question is None and (reply or "").startswith(_NOT_FOUND):  # 忘了我有车这事 (我有辆特斯拉): the LLM may see it
+        done = await app.db.run(memory_forget_in_order, ctx, what, write=True)  # 我家养牛那条: 我家养了两头牛
+        if done:
+            return done
         near = await app.db.run(memory_forget_near, ctx, what)  # else the user is asked about 我有…, never told 没找到
         return await reply_memory_plan(app, ctx, what, near or (reply, None))
     _remember_question(app, (ctx.user_id, ctx.session), question)
@@ -11447,7 +11571,7 @@ async def reply_memory(app, ctx, text, card):
         await _mark_command(app, ctx)
         limited = _memory_read_limited(app, ctx)
         return limited if limited is not None else await app.db.run(memory_show_work, ctx,
-                                                                    app.memory_used.get(key, []))
+                                                                    app.memory_used.get(key, []), text)
     kind, args = memory_parse(text, names)
     if kind is not None and _memory_too_long(text, args):  # before any search: a long one is no cheaper to refuse later
         await _mark_command(app, ctx)
