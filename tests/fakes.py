@@ -42,8 +42,57 @@ def bytecode_cache(source):
                               invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH)
 
 
+#: bot.py's regexes as this Python's re compiler made them at the import below, for `bot_command`'s processes:
+#: {(pattern, flags): _sre.compile's arguments, the code as bytes}, beside the .pyc (regex_recorder, _LAUNCH).
+REGEX_CACHE = Path(importlib.util.cache_from_source(str(ROOT / "bot.py"))).with_suffix(".regex")
+
+
+@contextlib.contextmanager
+def regex_recorder(into):
+    """While open, every pattern the re module compiles is also put in into, as the arguments its compiler gave
+    _sre.compile, the code list as bytes; only those that rebuild an equal pattern (same flags, code and text).
+    Example: with regex_recorder(d): re.compile("a+") -> d[("a+", 0)][:2] == ("a+", 32)."""
+    import _sre
+    import array
+    import re
+    compiler, last = re._compiler, []
+
+    class Recording:
+        def __getattr__(self, name):
+            return getattr(_sre, name)
+
+        def compile(self, *args):
+            last.append(args)
+            return _sre.compile(*args)
+
+    def compile(p, flags=0):
+        last.clear()
+        pattern = original(p, flags)
+        if isinstance(p, (str, bytes)) and len(last) == 1 and not flags & re.DEBUG:
+            a = last[0]
+            kept = (a[0], int(a[1]), array.array("I", a[2]).tobytes(), int(a[3]), dict(a[4]), tuple(a[5]))
+            if _sre.compile(kept[0], kept[1], array.array("I", kept[2]).tolist(), *kept[3:]) == pattern:
+                into[p, int(flags)] = kept
+        return pattern
+
+    original = compiler.compile
+    if _sre.CODESIZE == array.array("I").itemsize:
+        compiler.compile, compiler._sre = compile, Recording()
+    try:
+        yield into
+    finally:
+        compiler.compile, compiler._sre = original, _sre
+
+
 bytecode_cache(ROOT / "bot.py")
-import bot  # noqa: E402
+with regex_recorder({}) as _regexes:
+    import bot  # noqa: E402
+if _regexes:  # (empty if bot was imported before this module)
+    import _sre
+    import marshal
+    _part = REGEX_CACHE.with_suffix(f".{os.getpid()}")
+    _part.write_bytes(marshal.dumps((sys.version, _sre.MAGIC, _regexes)))
+    os.replace(_part, REGEX_CACHE)
 
 
 def model_folder():
@@ -602,8 +651,21 @@ def _cwd(env, script):
 #: __file__ ROOT/bot.py, sys.argv[1:] the args, its folder first on sys.path, so the same .env / characters.json /
 #: bot.db defaults, the same `sys.exit(main())`, exit code, output and signal handling), but from the .pyc
 #: bytecode_cache keeps (PYTHONDONTWRITEBYTECODE=1 here, and a script run by name never uses a .pyc). What is left
-#: of a start is bot.py's imports and its module-level regexes (~0.65 s CPU of the ~1 s a `python bot.py` took).
-_LAUNCH = ("import runpy, sys; sys.path[0] = {root!r}; sys.dont_write_bytecode = False; "
+#: bot.py's module-level regexes are not compiled again either: the re module's compiler takes a pattern's code from
+#: REGEX_CACHE (what it made of the same text at this run's `import bot`, checked equal there) and compiles the rest
+#: (~0.5 s CPU a start, 450 patterns). What is left of a start is bot.py's imports (~0.45 s CPU).
+_LAUNCH = ("import runpy, sys; sys.path[0] = {root!r}; sys.dont_write_bytecode = False\n"
+           "import _sre, array, marshal, re\n"
+           "try:\n"
+           "    version, magic, regexes = marshal.loads(open({regexes!r}, 'rb').read())\n"
+           "except (OSError, ValueError, EOFError, TypeError):\n"
+           "    version = magic = regexes = None\n"
+           "if version == sys.version and magic == _sre.MAGIC:\n"
+           "    def compile(p, flags=0, original=re._compiler.compile):\n"
+           "        a = regexes.pop((p, flags), None) if isinstance(p, (str, bytes)) else None\n"
+           "        return original(p, flags) if a is None else _sre.compile(\n"
+           "            a[0], a[1], array.array('I', a[2]).tolist(), *a[3:])\n"
+           "    re._compiler.compile = compile\n"
            "runpy.run_module('bot', run_name='__main__', alter_sys=True)")
 
 
@@ -613,7 +675,7 @@ def bot_command(args, script=None, real=False):
     an `Error: ... Fix: ...` line, Ctrl-C) and of a .env beside a copy; every other test takes _LAUNCH."""
     if real or script:
         return [sys.executable, str(script or ROOT / "bot.py"), *map(str, args)]
-    return [sys.executable, "-c", _LAUNCH.format(root=str(ROOT)), *map(str, args)]
+    return [sys.executable, "-c", _LAUNCH.format(root=str(ROOT), regexes=str(REGEX_CACHE)), *map(str, args)]
 
 
 def run_bot(*args, env, stdin=None, timeout=60, script=None, real=False):
