@@ -759,6 +759,8 @@ while True:
         conn = children.pop(pid)
         conn.sendall(struct.pack("i", os.waitstatus_to_exitcode(status)))
         conn.close()
+os.unlink(path)
+os.rmdir(os.path.dirname(path))
 """
 #: What a forked child differs from a real start in, so a start whose environment changes one is not forked: the
 #: settings Python reads as it starts (a child has the zygote's), and the hash seed (one a test run, not one a start).
