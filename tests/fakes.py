@@ -1,6 +1,7 @@
 """What stands around the bot in the tests and in tests/bench.py: an OpenAI-compatible LLM server
 on 127.0.0.1, a WebSocket client playing NapCat, and `python bot.py` run as a user runs it (from cached
-bytecode, the same main() and exit; a few tests run the script itself: bot_command says which and why).
+bytecode and regexes, in a process forked from a Python that has imported its packages, the same main() and exit;
+a few tests run the script itself: bot_command says which and why).
 All real: real HTTP, a real WebSocket, a real process; nothing here reaches into bot.py's insides."""
 
 import contextlib
@@ -653,10 +654,10 @@ def _cwd(env, script):
 #: `python bot.py ARGS` less the compiling: bot.py is run as `python -m bot` runs it (runpy: __name__ "__main__",
 #: __file__ ROOT/bot.py, sys.argv[1:] the args, its folder first on sys.path, so the same .env / characters.json /
 #: bot.db defaults, the same `sys.exit(main())`, exit code, output and signal handling), but from the .pyc
-#: bytecode_cache keeps (PYTHONDONTWRITEBYTECODE=1 here, and a script run by name never uses a .pyc). What is left
-#: bot.py's module-level regexes are not compiled again either: the re module's compiler takes a pattern's code from
-#: REGEX_CACHE (what it made of the same text at this run's `import bot`, checked equal there) and compiles the rest
-#: (~0.5 s CPU a start, 450 patterns). What is left of a start is bot.py's imports (~0.45 s CPU).
+#: bytecode_cache keeps (PYTHONDONTWRITEBYTECODE=1 here, and a script run by name never uses a .pyc). Nor are
+#: bot.py's module-level regexes compiled again: the re module's compiler takes a pattern's code from REGEX_CACHE
+#: (what it made of the same text at this run's `import bot`, checked equal there) and compiles the rest (~0.5 s CPU
+#: a start, 450 patterns). What is left of a start is bot.py's imports (~0.45 s CPU), which the zygote below saves.
 _LAUNCH = ("import runpy, sys; sys.path[0] = {root!r}; sys.dont_write_bytecode = False\n"
            "import _sre, array, marshal, re\n"
            "try:\n"
