@@ -1,14 +1,18 @@
 """What stands around the bot in the tests and in tests/bench.py: an OpenAI-compatible LLM server
 on 127.0.0.1, a WebSocket client playing NapCat, and `python bot.py` run as a user runs it (from cached
-bytecode, the same main() and exit; a few tests run the script itself: bot_command says which and why).
+bytecode and regexes, in a process forked from a Python that has imported its packages, the same main() and exit;
+a few tests run the script itself: bot_command says which and why).
 All real: real HTTP, a real WebSocket, a real process; nothing here reaches into bot.py's insides."""
 
 import contextlib
 import importlib.util
+import io
 import itertools
 import json
 import os
 import queue
+import select
+import signal
 import socket
 import struct
 import subprocess
@@ -42,8 +46,57 @@ def bytecode_cache(source):
                               invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH)
 
 
+#: bot.py's regexes as this Python's re compiler made them at the import below, for `bot_command`'s processes:
+#: {(pattern, flags): _sre.compile's arguments, the code as bytes}, beside the .pyc (regex_recorder, _LAUNCH).
+REGEX_CACHE = Path(importlib.util.cache_from_source(str(ROOT / "bot.py"))).with_suffix(".regex")
+
+
+@contextlib.contextmanager
+def regex_recorder(into):
+    """While open, every pattern the re module compiles is also put in into, as the arguments its compiler gave
+    _sre.compile, the code list as bytes; only those that rebuild an equal pattern (same flags, code and text).
+    Example: with regex_recorder(d): re.compile("a+") -> d[("a+", 0)][:2] == ("a+", 32)."""
+    import _sre
+    import array
+    import re
+    compiler, last = re._compiler, []
+
+    class Recording:
+        def __getattr__(self, name):
+            return getattr(_sre, name)
+
+        def compile(self, *args):
+            last.append(args)
+            return _sre.compile(*args)
+
+    def compile(p, flags=0):
+        last.clear()
+        pattern = original(p, flags)
+        if isinstance(p, (str, bytes)) and len(last) == 1 and not flags & re.DEBUG:
+            a = last[0]
+            kept = (a[0], int(a[1]), array.array("I", a[2]).tobytes(), int(a[3]), dict(a[4]), tuple(a[5]))
+            if _sre.compile(kept[0], kept[1], array.array("I", kept[2]).tolist(), *kept[3:]) == pattern:
+                into[p, int(flags)] = kept
+        return pattern
+
+    original = compiler.compile
+    if _sre.CODESIZE == array.array("I").itemsize:
+        compiler.compile, compiler._sre = compile, Recording()
+    try:
+        yield into
+    finally:
+        compiler.compile, compiler._sre = original, _sre
+
+
 bytecode_cache(ROOT / "bot.py")
-import bot  # noqa: E402
+with regex_recorder({}) as _regexes:
+    import bot  # noqa: E402
+if _regexes:  # (empty if bot was imported before this module)
+    import _sre
+    import marshal
+    _part = REGEX_CACHE.with_suffix(f".{os.getpid()}")
+    _part.write_bytes(marshal.dumps((sys.version, _sre.MAGIC, _regexes)))
+    os.replace(_part, REGEX_CACHE)
 
 
 def model_folder():
@@ -601,9 +654,22 @@ def _cwd(env, script):
 #: `python bot.py ARGS` less the compiling: bot.py is run as `python -m bot` runs it (runpy: __name__ "__main__",
 #: __file__ ROOT/bot.py, sys.argv[1:] the args, its folder first on sys.path, so the same .env / characters.json /
 #: bot.db defaults, the same `sys.exit(main())`, exit code, output and signal handling), but from the .pyc
-#: bytecode_cache keeps (PYTHONDONTWRITEBYTECODE=1 here, and a script run by name never uses a .pyc). What is left
-#: of a start is bot.py's imports and its module-level regexes (~0.65 s CPU of the ~1 s a `python bot.py` took).
-_LAUNCH = ("import runpy, sys; sys.path[0] = {root!r}; sys.dont_write_bytecode = False; "
+#: bytecode_cache keeps (PYTHONDONTWRITEBYTECODE=1 here, and a script run by name never uses a .pyc). Nor are
+#: bot.py's module-level regexes compiled again: the re module's compiler takes a pattern's code from REGEX_CACHE
+#: (what it made of the same text at this run's `import bot`, checked equal there) and compiles the rest (~0.5 s CPU
+#: a start, 450 patterns). What is left of a start is bot.py's imports (~0.45 s CPU), which the zygote below saves.
+_LAUNCH = ("import runpy, sys; sys.path[0] = {root!r}; sys.dont_write_bytecode = False\n"
+           "import _sre, array, marshal, re\n"
+           "try:\n"
+           "    version, magic, regexes = marshal.loads(open({regexes!r}, 'rb').read())\n"
+           "except (OSError, ValueError, EOFError, TypeError):\n"
+           "    version = magic = regexes = None\n"
+           "if version == sys.version and magic == _sre.MAGIC:\n"
+           "    def compile(p, flags=0, original=re._compiler.compile):\n"
+           "        a = regexes.pop((p, flags), None) if isinstance(p, (str, bytes)) else None\n"
+           "        return original(p, flags) if a is None else _sre.compile(\n"
+           "            a[0], a[1], array.array('I', a[2]).tolist(), *a[3:])\n"
+           "    re._compiler.compile = compile\n"
            "runpy.run_module('bot', run_name='__main__', alter_sys=True)")
 
 
@@ -613,14 +679,209 @@ def bot_command(args, script=None, real=False):
     an `Error: ... Fix: ...` line, Ctrl-C) and of a .env beside a copy; every other test takes _LAUNCH."""
     if real or script:
         return [sys.executable, str(script or ROOT / "bot.py"), *map(str, args)]
-    return [sys.executable, "-c", _LAUNCH.format(root=str(ROOT)), *map(str, args)]
+    return [sys.executable, "-c", _LAUNCH.format(root=str(ROOT), regexes=str(REGEX_CACHE)), *map(str, args)]
+
+
+# A start without the imports: bot_command's processes forked from a zygote ########
+
+#: The zygote: a Python that has imported the packages bot.py imports (not bot.py itself), run once a test run with
+#: the environment every bot_command process starts from (_process_env({})); for each start it forks a child that
+#: takes the start's stdin / stdout / stderr (passed over a Unix socket), cwd, environment and arguments, then runs
+#: _LAUNCH and exits as `python -c` exits. Its own stdin is the test run's pipe: at EOF it ends.
+_ZYGOTE_CODE = r"""
+import atexit, json, os, random, select, signal, socket, struct, sys, threading, traceback
+import argparse, asyncio, logging, sqlite3, ssl, httpx, numpy, aiocqhttp, hypercorn.asyncio, quart
+try:
+    import sqlean, sqlite_vec
+except ImportError:
+    pass
+path = sys.argv[1]
+listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+listener.bind(path)
+listener.listen(64)
+children = {}
+
+def child(req, fds, own):
+    for conn in (listener, own, *children.values()):
+        conn.close()
+    for n, fd in enumerate(fds):
+        os.dup2(fd, n)
+        os.close(fd)
+    os.chdir(req["cwd"])
+    os.environ.clear()
+    os.environ.update(req["env"])
+    random.seed()
+    sys.argv = ["-c", *req["args"]]
+    try:
+        exec(compile(req["code"], "<string>", "exec"), {"__name__": "__main__", "__builtins__": __builtins__})
+        code = 0
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else 0 if e.code is None else print(e.code, file=sys.stderr) or 1
+    except KeyboardInterrupt:
+        traceback.print_exc()
+        code = -signal.SIGINT
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    threading._shutdown()
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            code = code or 120
+    if code == -signal.SIGINT:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+    os._exit(code & 0xFF)
+
+print("ready", flush=True)
+while True:
+    ready = select.select([listener, sys.stdin], [], [], 0.02)[0]
+    if sys.stdin in ready and not os.read(0, 1):
+        break
+    if listener in ready:
+        conn = listener.accept()[0]
+        data, fds = socket.recv_fds(conn, 1 << 16, 3)[:2]
+        size = struct.unpack("I", data[:4])[0]
+        while len(data) < size + 4:
+            data += conn.recv(1 << 16)
+        pid = os.fork()
+        if pid == 0:
+            child(json.loads(data[4:]), fds, conn)
+        for fd in fds:
+            os.close(fd)
+        conn.sendall(struct.pack("i", pid))
+        children[pid] = conn
+    while children:
+        pid, status = os.waitpid(-1, os.WNOHANG)
+        if not pid:
+            break
+        conn = children.pop(pid)
+        conn.sendall(struct.pack("i", os.waitstatus_to_exitcode(status)))
+        conn.close()
+os.unlink(path)
+os.rmdir(os.path.dirname(path))
+"""
+#: What a forked child differs from a real start in, so a start whose environment changes one is not forked: the
+#: settings Python reads as it starts (a child has the zygote's), and the hash seed (one a test run, not one a start).
+_STARTUP_VARS = ("PYTHON", "LANG", "LC_")
+_zygote_lock = threading.Lock()
+_zygote = []  # [(Popen, socket path)], or [None] when it could not start
+
+
+def _zygote_path():
+    """The zygote's socket, started on first use; None if it could not start (then starts are plain processes)."""
+    with _zygote_lock:
+        if not _zygote:
+            import tempfile
+            path = Path(tempfile.mkdtemp(prefix="mnemo-zygote-")) / "sock"
+            proc = subprocess.Popen([sys.executable, "-c", _ZYGOTE_CODE, str(path)], env=_process_env({}), cwd=ROOT,
+                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+            ok = proc.stdout.readline() == b"ready\n"
+            _zygote.append((proc, str(path)) if ok else None)
+        return _zygote[0][1] if _zygote[0] else None
+
+
+def _inherited_stdin():
+    """A copy of this process's stdin, which a subprocess started without one inherits (/dev/null if closed)."""
+    try:
+        return os.dup(0)
+    except OSError:
+        return os.open(os.devnull, os.O_RDONLY)
+
+
+class Forked:
+    """A bot_command process the zygote forked, looked after as subprocess.Popen looks after its own: pid, poll,
+    wait, send_signal, kill, returncode (-N when signal N ended it), stdout / stderr (binary pipes)."""
+
+    def __init__(self, args, env, cwd, path, stdin=None):
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        in_fd = stdin if stdin is not None else _inherited_stdin()
+        self.args, self.returncode = args, None
+        self.conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            self.conn.connect(path)
+            msg = json.dumps({"args": args, "env": env, "cwd": str(cwd), "code": _LAUNCH.format(
+                root=str(ROOT), regexes=str(REGEX_CACHE))}).encode()
+            socket.send_fds(self.conn, [struct.pack("I", len(msg)) + msg], [in_fd, out_w, err_w])
+            self.pid = struct.unpack("i", self._recv(4))[0]
+        finally:
+            for fd in (in_fd, out_w, err_w):
+                os.close(fd)
+        self.stdout, self.stderr = open(out_r, "rb"), open(err_r, "rb")
+
+    def _recv(self, n):
+        data = b""
+        while len(data) < n:
+            more = self.conn.recv(n - len(data))
+            if not more:
+                raise RuntimeError("the zygote ended")
+            data += more
+        return data
+
+    def poll(self):
+        if self.returncode is None and select.select([self.conn], [], [], 0)[0]:
+            self.wait()
+        return self.returncode
+
+    def wait(self, timeout=None):
+        if self.returncode is None:
+            if not select.select([self.conn], [], [], timeout)[0]:
+                raise subprocess.TimeoutExpired(self.args, timeout)
+            self.returncode = struct.unpack("i", self._recv(4))[0]
+            self.conn.close()
+        return self.returncode
+
+    def send_signal(self, sig):
+        if self.poll() is None:
+            os.kill(self.pid, sig)
+
+    def kill(self):
+        self.send_signal(signal.SIGKILL)
+
+
+def _forkable(env, script, real):
+    """Whether a start may be forked from the zygote (see _STARTUP_VARS); the zygote's socket if so."""
+    if real or script:
+        return None
+    base = _process_env({})
+    if any(k.startswith(_STARTUP_VARS) and base.get(k) != v for k, v in env.items()):
+        return None
+    return _zygote_path()
 
 
 def run_bot(*args, env, stdin=None, timeout=60, script=None, real=False):
     """Runs `python bot.py ARGS` to the end (see bot_command); returns the CompletedProcess (stdout and stderr as
     text). script: another copy of bot.py (one with a .env beside it)."""
-    return subprocess.run(bot_command(args, script, real), env=_process_env(env), cwd=_cwd(env, script), input=stdin,
-                          capture_output=True, text=True, encoding="utf-8", timeout=timeout)
+    full = _process_env(env)
+    path = _forkable(full, script, real)
+    if path is None:
+        return subprocess.run(bot_command(args, script, real), env=full, cwd=_cwd(env, script), input=stdin,
+                              capture_output=True, text=True, encoding="utf-8", timeout=timeout)
+    in_r, in_w = os.pipe() if stdin is not None else (None, None)
+    proc = Forked(list(map(str, args)), full, _cwd(env, script), path, stdin=in_r)
+    texts = {}
+
+    def read(name, stream):  # text=True: utf-8, universal newlines
+        with io.TextIOWrapper(stream, encoding="utf-8") as f:
+            texts[name] = f.read()
+    readers = [threading.Thread(target=read, args=a, daemon=True) for a in (("out", proc.stdout), ("err", proc.stderr))]
+    for t in readers:
+        t.start()
+    if in_w is not None:
+        with open(in_w, "w", encoding="utf-8") as f, contextlib.suppress(BrokenPipeError):
+            f.write(stdin)
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        raise
+    for t in readers:
+        t.join(30)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, texts.get("out", ""), texts.get("err", ""))
 
 
 class BotProcess:
@@ -628,8 +889,10 @@ class BotProcess:
 
     def __init__(self, env, *args, real=False):
         self.port = int(env.get("ONEBOT_PORT", 8080))
-        self.proc = subprocess.Popen(bot_command(args, real=real), env=_process_env(env), cwd=_cwd(env, None),
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        full = _process_env(env)
+        path = _forkable(full, None, real)
+        self.proc = Forked(list(map(str, args)), full, _cwd(env, None), path) if path else subprocess.Popen(
+            bot_command(args, real=real), env=full, cwd=_cwd(env, None), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         self.out, self.err = [], []
         self.threads = [threading.Thread(target=self._read, args=(s, b), daemon=True)
                         for s, b in ((self.proc.stdout, self.out), (self.proc.stderr, self.err))]

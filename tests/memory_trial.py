@@ -239,12 +239,19 @@ def main(argv=None):
     ap.add_argument("--verbose", action="store_true", help="every failing conversation, turn by turn")
     ap.add_argument("--json", help="write each row's result to this file")
     ap.add_argument("--dump-plans", help="write every plan request's messages to this JSONL file ({id, messages})")
+    ap.add_argument("--ids", help="only rows whose id is a line of this file")
+    ap.add_argument("--raw", help="write {results: each row's whole result, its requests too; requests: every request "
+                                  "the LLM got} to this JSON file (tests/test_memory_understanding.py runs a half so)")
     args = ap.parse_args(argv)
     rows = load_rows(args.file)
     if args.split:
         rows = [r for r in rows if r.get("split", "dev") == args.split]
     if args.only:
         rows = [r for r in rows if args.only in r["id"]]
+    if args.ids:
+        wanted = set(Path(args.ids).read_text(encoding="utf-8").split())
+        rows = [r for r in rows if r["id"] in wanted]
+    raw = {}
     tmp = tempfile.mkdtemp(prefix="mnemo-trial-")
     trial = Trial(args.llm, tmp)
     by_kind, by_split = collections.defaultdict(lambda: [0, 0]), collections.defaultdict(lambda: [0, 0])
@@ -253,6 +260,7 @@ def main(argv=None):
     try:
         for row in rows:
             res = trial.run(row)
+            raw[row["id"]] = dict(res)
             res.pop("requests")  # every body, background ones too: too much for --json
             results[row["id"]] = res
             ok = not res["problems"]
@@ -274,6 +282,9 @@ def main(argv=None):
     finally:
         trial.close()
         shutil.rmtree(tmp, ignore_errors=True)
+    if args.raw:
+        Path(args.raw).write_text(json.dumps({"results": raw, "requests": [r["json"] for r in trial.llm.requests]},
+                                             ensure_ascii=False), encoding="utf-8")
     if args.dump_plans:
         with open(args.dump_plans, "w", encoding="utf-8") as f:
             for rid, res in results.items():

@@ -7,11 +7,14 @@ test model (tokenlearn-static-model, x86_64 only) is skipped where it is not ins
 import json
 import logging
 import random
+import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 from conftest import model_folder
+from fakes import ROOT
 
 import bot
 
@@ -243,17 +246,28 @@ def test_unwritable_cache_falls_back_to_model2vec(tmp_path, monkeypatch, caplog)
 
 # The real test model ########################################################
 
+#: bot.embed_prepare(argv[3]) into the cache folder argv[2], bot.py from the folder argv[1]; prints what it returns.
+PREPARE = ("import sys; from pathlib import Path; sys.path[0] = sys.argv[1]; import bot; "
+           "bot.EMBED_CACHE_DIR = Path(sys.argv[2]); print(bot.embed_prepare(sys.argv[3]))")
+
+
 @pytest.fixture(scope="module")
 def test_model(tmp_path_factory):
     path = model_folder()
     if path is None:
         pytest.skip("tokenlearn-static-model (x86_64 only) is not installed")
     cache = tmp_path_factory.mktemp("embed-cache")
-    mp = pytest.MonkeyPatch()
-    mp.setattr(bot, "EMBED_CACHE_DIR", cache)
-    lean = bot.LeanModel(bot.embed_prepare(path))
-    mp.undo()
-    return path, lean, reference(path), cache
+    # bot.embed_prepare in a Python of its own (the other core) while model2vec loads the reference here
+    prepare = subprocess.Popen([sys.executable, "-c", PREPARE, str(ROOT), str(cache), path],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        ref = reference(path)
+        out, err = prepare.communicate(timeout=600)
+    finally:
+        prepare.kill()
+    assert prepare.returncode == 0, err
+    assert Path(out.strip()).parent == cache
+    return path, bot.LeanModel(out.strip()), ref, cache
 
 
 @pytest.mark.parametrize("text", ["我住在北京", "我对花生过敏，记住了吗？", "生僻字𠀀𪚥𰻞也要算", "今天好开心😀👍🏽",

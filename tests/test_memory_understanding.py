@@ -7,10 +7,13 @@ LLM's memory plans, hostile ones included, the claims of a chat reply, forgettin
 
 import json
 import re
+import subprocess
+import sys
 
 import pytest
 
 import bot
+import fakes
 from fakes import ROOT, is_expansion_request, is_plan_request, wait_for
 from memory_trial import Trial, load_fixtures, load_rows
 from test_reliability import Bots
@@ -18,15 +21,43 @@ from test_reliability import Bots
 DATA = ROOT / "tests" / "data"
 
 
+#: Fewest rows split between two bots (_run): below it the second process's start costs what it saves.
+SPLIT_ROWS = 100
+
+
 def _run(tmp_path, name, mode, only=None):
     """(row, result) of each row of tests/data/<name> (of the rows whose ids are in only, when given); the bot's
-    files in tmp_path/<mode>."""
+    files in tmp_path/<mode>. Each conversation is a user of its own, so a long table's second half runs at the same
+    time in a `python tests/memory_trial.py` of its own (its own bot and fake LLM, on the other core), whose
+    requests are rendered through the chat templates with this test's."""
+    rows = [row for row in load_rows(DATA / name) if only is None or row["id"] in only]
     (tmp_path / mode).mkdir()
-    trial = Trial(mode, tmp_path / mode)
+    half, child = rows[len(rows) // 2:] if len(rows) >= SPLIT_ROWS else [], None
+    if half:
+        rows = rows[:len(rows) // 2]
+        ids, raw = tmp_path / f"{mode}-half.txt", tmp_path / f"{mode}-half.json"
+        ids.write_text("\n".join(row["id"] for row in half), encoding="utf-8")
+        child = subprocess.Popen([sys.executable, str(ROOT / "tests" / "memory_trial.py"), str(DATA / name),
+                                  "--llm", mode, "--ids", str(ids), "--raw", str(raw)],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
-        return [(row, trial.run(row)) for row in load_rows(DATA / name) if only is None or row["id"] in only]
+        trial = Trial(mode, tmp_path / mode)
+        try:
+            out = [(row, trial.run(row)) for row in rows]
+        finally:
+            trial.close()
     finally:
-        trial.close()
+        if child:
+            try:
+                err = child.communicate(timeout=600)[1]
+            finally:
+                child.kill()  # (done by then, unless this run failed)
+    if not half:
+        return out
+    assert child.returncode == 0, err
+    done = json.loads(raw.read_text(encoding="utf-8"))
+    fakes.SEEN.extend(done["requests"])
+    return out + [(row, done["results"][row["id"]]) for row in half]
 
 
 #: The table's results with the LLM down, kept for the run with the recorded answers (which needs them).
