@@ -600,11 +600,12 @@ def bench_footprint(runs=3, shape=True):
 # The bot as a process: load, soak, crashes ###################################
 
 def _start_bot(llm, tmpdir, db, model, **settings):
-    """`python bot.py` with the fake LLM; returns (process, connected NapCat) once it is ready."""
+    """`python bot.py` with the fake LLM; returns (process, connected NapCat) once it is ready. A real start, not one
+    forked from the tests' zygote: its memory and start time are what a user's `python bot.py` has."""
     env = {"LLM_BASE_URL": llm.url, "BOT_DB": str(Path(tmpdir) / db), "EMBED_MODEL": model or "off",
            "ONEBOT_PORT": free_port(), "BOT_LOG_LEVEL": "WARNING", "BOT_RATE_LIMIT": 0, "MEMORY_RATE_LIMIT": 0, "LLM_TIMEOUT": 20,
            "BOT_CHARACTERS": ROOT / "characters.json", **settings}
-    proc = BotProcess(env).wait_ready()
+    proc = BotProcess(env, real=True).wait_ready()
     return proc, NapCat(proc.port)
 
 
