@@ -2810,10 +2810,16 @@ def memory_cantonese(text):
 
 
 def _cantonese_said(piece, read, said):
-    """A piece of the Mandarin reading `read` of `said` in the words of `said` (the user's), or piece itself when the
-    rules rewrote it. Example: _cantonese_said('我住在旺角', '记住我住在旺角', '记住我住喺旺角') -> '我住喺旺角'"""
-    at = read.find(piece) if isinstance(piece, str) and piece else -1
-    return said[at:at + len(piece)] if at >= 0 else piece
+    """A piece of the Mandarin reading `read` of `said` in the words of `said` (the user's); when the rules rewrote its
+    head (佢 -> 我男朋友), the longest tail of it the reading has, in the user's words, after the rewritten head.
+    Example: _cantonese_said('我住在旺角', '记住我住在旺角', '记住我住喺旺角') -> '我住喺旺角'"""
+    if not isinstance(piece, str) or not piece:
+        return piece
+    for k in range(max(1, len(piece) - 1)):  # a tail of two characters or more, or the whole of a one-character piece
+        at = read.find(piece[k:])
+        if at >= 0:
+            return piece[:k] + said[at:at + len(piece) - k]
+    return piece
 
 
 #: What follows a command word in chat rather than a command ("记住了吗", "忘了带伞"); 吧台 and 吧主 are words, not a particle.
@@ -3895,8 +3901,8 @@ _ONLY_THEN_RE = re.compile(rf"^((?:我的?|我家)?(?:{_REL_RE})?)才(?=是|叫|
 
 def memory_fact(text, last_subject=None, known=()):
     """Takes one fact apart. Example: memory_fact('我现在住在上海了').attribute -> '现居地'"""
-    read = memory_cantonese(text)
-    if read != text:  # 我住喺旺角 is taken apart as 我住在旺角, its words kept
+    read = text_simplified(memory_cantonese(text))
+    if read != text:  # 我住喺旺角 is taken apart as 我住在旺角, 我現在在新竹上班 as 我现在在新竹上班: the user's words kept
         fact = memory_fact(read, last_subject, known)
         said = lambda piece: _cantonese_said(piece, read, text)  # noqa: E731
         return dataclasses.replace(fact, text=said(fact.text), value=said(fact.value), replaces=said(fact.replaces))
@@ -3921,9 +3927,10 @@ def memory_fact(text, last_subject=None, known=()):
         text = who + ("的" if text[m.end():].startswith(("生日", "名字")) else "") + text[m.end():]
     first = re.split(r"[，,；;](?!叫)", text)[0]
     m = _HAS_ONE_NAMED_RE.match(first)
-    if m:  # 我有个朋友叫阿杰: someone the user can name later; a second friend named is another one (朋友阿强)
-        who = RELATION_ALIASES.get(m.group(1), m.group(1))
-        return Fact(text, who + m.group(2) if who in _SEVERAL else who, "名字", m.group(2), True, replaces)
+    if m:  # 我有个朋友叫阿杰: someone the user can name later; a second friend named is another one (朋友阿强), and a
+        who = RELATION_ALIASES.get(m.group(1), m.group(1))  # second 我有一只猫叫布丁 another cat, no rename
+        return Fact(text, who + m.group(2) if who in _SEVERAL else who, "名字", m.group(2), who not in _ANIMALS,
+                    replaces)
     subject, rest = _subject_of(text, known)
     lead = _CHANGE_LEAD_RE.match(rest)
     if lead and rest[lead.end():]:  # 我名字改了 叫张北辰: the new name; 我网名换了 叫…: the new nickname
@@ -6224,9 +6231,10 @@ def _forget_targets(conn, ctx, rows, what, embed):
     if m and last and _pronoun_fits(m.group(1), last):  # 忘记他对猫过敏, after 我男朋友…
         what = _mine(last) + what[1:]
     known = _known_subjects(conn, ctx)
-    subject, rest = _subject_of(what, known)
+    simple = text_simplified(what)  # 忘記我的貓: whose, as the rules' words say it
+    subject, rest = _subject_of(simple, known)
     rest = re.sub(r"^的", "", rest)
-    named = memory_has_subject(what) or subject != "我"  # "在上海工作的那条": anyone's
+    named = memory_has_subject(simple) or subject != "我"  # "在上海工作的那条": anyone's
     mine = [r for r in rows if _same_subject(r["subject"], subject)
             or r["subject"].startswith(subject) and subject != "我"
             or subject in _ANIMALS and r["attribute"] == "宠物" and (_pet_of(r["value"]) or ("",))[0] == subject] \
@@ -6253,18 +6261,25 @@ def _forget_targets(conn, ctx, rows, what, embed):
     fact = memory_fact(what, _last_subject(conn, ctx), known=known)
     if fact.attribute and fact.value is None:  # 不要记我住哪了
         return [r for r in mine if r["attribute"] == fact.attribute] or f"我没有记着{_who(subject)}的这件事，什么也没删。"
+    pool = None
     if fact.attribute:
         hits = [r for r in mine
                 if _same_key(r, dataclasses.replace(fact, subject=r["subject"] if not named else fact.subject))]
         if fact.single:
-            exact = [r for r in hits if text_normalise(r["value"] or "") == text_normalise(fact.value)]
+            said = text_simplified(text_normalise(fact.value))  # 抽菸 names 我會抽菸 (会抽烟): a part of the value
+            exact = [r for r in hits if (stored := text_simplified(text_normalise(r["value"] or ""))) == said
+                     or len(said) >= 2 and said in stored]
             if hits and not exact:
                 return f"我记着的是“{hits[0]['text']}”，不是“{what}”，所以没有删。要删它的话说“忘记{_mine(subject)}的" \
                        f"{next((w for w, a in _ATTRIBUTE_BY_WORD.items() if a == fact.attribute), fact.attribute)}”。"
             hits = exact
         verbatim = [r for r in mine if len(what) >= 3 and what in r["text"]]  # 叫我队长的约定: 你以后叫我队长
-        return hits or verbatim or f"{_NOT_FOUND}{what[:30]}”这条记忆，什么也没删。说“你记得我什么”可以看看我记得哪些。"
-    pool = {r["id"]: r for r in mine} or {r["id"]: r for r in rows}
+        if hits or verbatim:
+            return hits or verbatim
+        pool = {r["id"]: r for r in mine if r["attribute"] is None}  # 養狗那條 for 我有養狗, filed under nothing: searched
+        if not pool:
+            return f"{_NOT_FOUND}{what[:30]}”这条记忆，什么也没删。说“你记得我什么”可以看看我记得哪些。"
+    pool = pool or {r["id"]: r for r in mine} or {r["id"]: r for r in rows}
     hits = search_hybrid(conn, "memories", ctx.user_id, what, embed(what), allowed=lambda ids: set(pool) & ids,
                          min_similarity=0.8, limit=5, text_of=lambda ids: _texts(conn, ids))
     words = text_content_words(re.sub(r"^我", "", what))
@@ -6364,7 +6379,7 @@ def _unit(amount):
 
 def _value_kinds(value):
     """What kind of value a correction names. Example: _value_kinds('阿里巴巴') -> {'company'}"""
-    v, kinds = value.strip(), set()
+    v, kinds = text_simplified(value.strip()), set()  # 四年級: a grade as 四年级 is
     if v in _CITIES or v in _PROVINCES or re.search(r"(?:市|省|县|区|镇|村)$", v) and not _NOT_A_TOWN_RE.search(v):
         kinds.add("place")
     if v in _COMPANIES or re.search(r"(?:公司|集团|科技|银行|医院|工作室|厂)$", v):
@@ -6414,11 +6429,11 @@ def _other_script(old, value):
 def _set_value(conn, ctx, old, value, embed):
     """old with value in the place of its value, as one undoable change; a reply (or a question back
     when the words don't allow it)."""
-    if re.fullmatch(r"\d+岁", value) and re.fullmatch(r"\d+", old["value"] or ""):
-        value = value[:-1]  # 不对 6岁了 for 我女儿今年5岁 (stored value 5)
+    if re.fullmatch(r"\d+岁", text_simplified(value)) and re.fullmatch(r"\d+", old["value"] or ""):
+        value = value[:-1]  # 不对 6岁了 for 我女儿今年5岁 (stored value 5); 係29歲 too
     fact = memory_fact(old["text"].replace(old["value"], value, 1)) if old["value"] else None
     if fact is None or old["text"].count(old["value"]) != 1 or re.search("[，,；;]", old["text"]) \
-            or (fact.attribute, fact.value) != (old["attribute"], value):
+            or (fact.attribute, text_simplified(fact.value or "")) != (old["attribute"], text_simplified(value)):
         return f"要把“{old['text']}”改成什么呢？说完整一点吧，比如“更正一下，{_mine(old['subject'])}……”。"
     with db_tx(conn, durable=True):
         _history(conn, ctx, 0, old["id"], "update", old)
