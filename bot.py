@@ -4431,7 +4431,7 @@ def memory_areas(text, attribute=None, subject="我", message=False):
     """The topics a memory (or, message=True, a chat message) touches; a memory gets ATTRIBUTE_ONLY
     topics only from its attribute.
     Example: memory_areas('明天要下雨吗', message=True) -> {'place.residence_weather', 'fear.thunder_storm'}"""
-    low = text.lower()
+    low = text_simplified(text).lower()  # 我有一隻貓: the lexicon's words are simplified
     out = set()
     for run in _CJK_RUN_RE.findall(low):  # every CJK substring that is a word of the lexicon
         for i, c in enumerate(run):
@@ -5348,9 +5348,10 @@ def _life_stated(fact, known):
     {("X", words)} when it says in no area that something stops (我不玩原神了: 玩原神), or {("W", its words)} when
     it says in no area that something changed (我教资考过了: 教资), for a state the lexicon lacks; {("T", n, those)}
     when it says the new state of the pair LIFE_TURNS[n] (我出院了), those being what it states besides."""
-    if fact.subject == "你" or _LIFE_EX_RE.search(fact.text):
+    read = _life_read(fact.text)  # 我的貓走了: whose and what, in the words the lexicon is written in
+    if fact.subject == "你" or _LIFE_EX_RE.search(read):
         return set()
-    rest = _subject_of(fact.text, known)[1]
+    rest = _subject_of(read, known)[1]
     if _LIFE_WISH_RE.match(rest):
         return set()  # 我想再养一只布偶猫: a wish sets no state, so it contradicts none
     turn = _life_turn(rest)
