@@ -7970,7 +7970,8 @@ MEMORY_REWRITES = [
     ("删", rf"^(?:麻烦|请|帮我|你|您)*(?:删了|删掉|删除)\s*(?:那个|那条|这个|这条)\s*([^{_PUNCT}\s]{{1,12}}?)\s*的"
           rf"{_ANY_PARTICLE}*{_VERB_FIRST_REASON}$", r"忘记\1那条"),  # 删了那个 meeting 的 取消了: 那个…的 says which
     ("删", r"^删\s+([^\s，,。]{1,10})$", r"\1删掉"),  # 删 怕狗: as 怕狗删掉, a forget only where a memory says 怕狗
-    ("记", rf"^(?:别|不要|不用)再?记(?:着|住|得)(.+?)(?:了)?{_ANY_PARTICLE}*$", r"忘记\1"),  # 别再记着我前任了
+    ("记", rf"^(?:别|不要|不用)(?:再记(?:着|住|得)?|记(?:着|住|得))(?!错|混|乱|反|岔)(.+?)(?:了)?{_ANY_PARTICLE}*$", r"忘记\1"),
+    # 别再记着我前任了 / 不要再記我前男友的事了
     ("事", rf"^(?!刚才|刚刚|上一条|第|这|那|我的?事)(.{{1,10}}?)(?:的)?(?:事情|事|那些事|相关的事?)[{_PUNCT}]*{_FORGET_AFTER}{_ANY_PARTICLE}*$",
      r"忘记\1的事"),  # 狗的事忘了吧
     ("不对 错了", rf"^(?!刚才|刚刚)(.+?){_POINTER}(?:不对|错了|记错了)[{_PUNCT}]*(?=我|她|他|它)", "更正一下，"),
@@ -8636,9 +8637,10 @@ def _shaped_points(conn, ctx, t):
 
 
 #: A correction said without 更正 that names the value it takes back: 不是X 是Y / 是Y 不是X / 不叫X 叫Y, after any
-#: lead-in (整岔劈了 不是翠花 是秀芬, typo了 是A1042 不是A1024, 莫搞错了哈 是芒果过敏 不是花生).
-_POINTED_FIX_RE = re.compile(rf"(?:^|(?<=[{_PUNCT}]))不(?:是|叫)\s*([^{_PUNCT}]{{1,12}}?)[{_PUNCT}]*(?:而|其实)?"
-                             rf"(?:是|叫)\s*([^{_PUNCT}]{{1,16}})|(?:^|(?<=[{_PUNCT}]))(?:[^{_PUNCT}是叫不]{{1,6}}?)?"
+#: lead-in (整岔劈了 不是翠花 是秀芬, typo了 是A1042 不是A1024, 莫搞错了哈 是芒果过敏 不是花生); a 我 before 不是 and a
+#: particle after X are no part of X (我不是住板橋啦 是住土城).
+_POINTED_FIX_RE = re.compile(rf"(?:^|(?<=[{_PUNCT}]))我?不(?:是|叫)\s*([^{_PUNCT}]{{1,12}}?)[{PARTICLES}]*[{_PUNCT}\s]*"
+                             rf"(?:而|其实)?(?:是|叫)\s*([^{_PUNCT}]{{1,16}})|(?:^|(?<=[{_PUNCT}]))(?:[^{_PUNCT}是叫不]{{1,6}}?)?"
                              rf"(?:是|叫)\s*"
                              rf"([^{_PUNCT}]{{1,16}}?)[{_PUNCT}]+不(?:是|叫)\s*([^{_PUNCT}]{{1,12}})")
 
