@@ -8640,8 +8640,8 @@ def _shaped_points(conn, ctx, t):
 #: lead-in (整岔劈了 不是翠花 是秀芬, typo了 是A1042 不是A1024, 莫搞错了哈 是芒果过敏 不是花生); a 我 before 不是 and a
 #: particle after X are no part of X (我不是住板橋啦 是住土城).
 _POINTED_FIX_RE = re.compile(rf"(?:^|(?<=[{_PUNCT}]))我?不(?:是|叫)\s*([^{_PUNCT}]{{1,12}}?)[{PARTICLES}]*[{_PUNCT}\s]*"
-                             rf"(?:而|其实)?(?:是|叫)\s*([^{_PUNCT}]{{1,16}})|(?:^|(?<=[{_PUNCT}]))(?:[^{_PUNCT}是叫不]{{1,6}}?)?"
-                             rf"(?:是|叫)\s*"
+                             rf"(?:而|其实)?(?:是|叫)\s*([^{_PUNCT}]{{1,16}})|"
+                             rf"(?:^|(?<=[{_PUNCT}]))(?:[^{_PUNCT}是叫不]{{1,6}}?)?(?:是|叫)\s*"
                              rf"([^{_PUNCT}]{{1,16}}?)[{_PUNCT}]+不(?:是|叫)\s*([^{_PUNCT}]{{1,12}})")
 
 
