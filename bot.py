@@ -4321,15 +4321,7 @@ def memory_unlist(text):
             continue
         values = _split_values(simple)
         out += [v.translate(back) for v in values] if values else [piece]
-    return [_subject_simplified(p) for p in out]
-
-
-def _subject_simplified(piece):
-    """A fact with whom it is about in simplified characters, the words the rules know (the rest as written).
-    Example: _subject_simplified('我媽搬去高雄了') -> '我妈搬去高雄了'"""
-    simple = text_simplified(piece)
-    m = _SUBJECT_RE.match(simple) if simple != piece else None
-    return simple[:m.end()] + piece[m.end():] if m and m.group(1) else piece
+    return out  # as written (我媽搬去高雄了): memory_fact reads whom it is about in simplified itself
 
 
 #: The words a 分别 list shares, said once: before its first value (分别住在北京和上海) and after its last (分别在阿里和网易
