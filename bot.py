@@ -1440,12 +1440,12 @@ _NAME_DIGITS_RE = re.compile(rf"[(（⁽₍]\s*(?:[{_NAME_DIGIT_LIKE}\s]*[{_NAME
 NAME_VARIANT_PAIRS = """
 満满 気气 労劳 単单 桜樱 広广 沢泽 浜滨 辺边 戦战 帰归 変变 楽乐 歩步 駅驿 発发 県县 円圆 図图 団团 売卖 読读 説说 様样
 黒黑 亜亚 悪恶 圧压 仮假 価价 拡扩 覚觉 関关 歓欢 観观 拠据 挙举 経经 軽轻 継继 芸艺 験验 検检 険险 権权 顕显 厳严 済济
-斎斋 雑杂 賛赞 歯齿 児儿 実实 釈释 収收 従从 渋涩 獣兽 縦纵 粛肃 処处 焼烧 証证 奨奖 乗乘 浄净 剰剩 畳叠 嬢娘 譲让 醸酿
+斎斋 雑杂 賛赞 歯齿 児儿 実实 釈释 収收 従从 渋涩 獣兽 縦纵 粛肃 処处 焼烧 奨奖 乗乘 浄净 剰剩 畳叠 嬢娘 譲让 醸酿
 粋粹 酔醉 穂穗 髄髓 斉齐 摂摄 銭钱 繊纤 荘庄 捜搜 巣巢 騒骚 増增 蔵藏 贈赠 続续 対对 滝泷 択择 弾弹 遅迟 鋳铸 庁厅 聴听
 転转 伝传 闘斗 徳德 悩恼 脳脑 覇霸 廃废 拝拜 抜拔 払拂 仏佛 舗铺 訳译 薬药 揺摇 謡谣 頼赖 覧览 竜龙 両两 猟猎 緑绿 涙泪
-塁垒 霊灵 齢龄 剣剑 稲稻 隠隐 営营 栄荣 駆驱 恵惠 鶏鸡 渓溪 戯戏 犠牺 偽伪 郷乡 暁晓 勲勋 薫薰 掲揭 渇渴 陥陷 巻卷 禍祸
-壊坏 懐怀 穏稳 縁缘 艶艳 謁谒 囲围 壱壹 姉姊 氷冰 冨富 竪竖 羣群 彊强 峯峰 衆众 綫线 鷄鸡 朶朵 敎教 吿告 凖准 兎兔
-啓启 獃呆 㑹会 僞伪 爲为 眞真 靑青 淸清 晳皙 綉绣 螢萤 麪面 鑛矿
+塁垒 霊灵 齢龄 剣剑 稲稻 隠隐 営营 栄荣 駆驱 恵惠 鶏鸡 渓溪 戯戏 犠牺 郷乡 暁晓 勲勋 薫薰 掲揭 渇渴 陥陷 巻卷 禍祸
+壊坏 懐怀 穏稳 縁缘 艶艳 謁谒 囲围 壱壹 姉姐 氷冰 冨富 竪竖 彊强 峯峰 綫线 鷄鸡 朶朵 敎教 吿告 凖准 兎兔
+啓启 獃呆 㑹会 眞真 靑青 淸清 晳皙 綉绣 鑛矿
 """
 _NAME_VARIANTS = str.maketrans({p[0]: p[1] for p in NAME_VARIANT_PAIRS.split() if p[0] != p[1]})
 
@@ -1546,8 +1546,22 @@ TRADITIONAL_PAIRS = """
 奮奋 宮宫 徵征 憑凭 戲戏 戰战 戶户 敗败 敵敌 數数 斷断 暫暂 書书 於于 暈晕 曬晒 歎叹 嘆叹 畢毕 皺皱 碩硕 磚砖 祕秘 筍笋 肅肃 艙舱 蔔卜 誕诞 謊谎 備备 貳贰 乾干 幹干 係系 繫系 捨舍
 彙汇 匯汇 纔才 麗丽 魯鲁 鴻鸿 黴霉 齊齐 韓韩 韻韵 響响 飛飞 騙骗 驕骄 齣出 顛颠 廟庙 盜盗 甦苏 蘇苏 畝亩 晝昼
 刪删 別别 兩两 著着 業业 駕驾 閨闺 憶忆 圓圆 檔档 萬万 嬸婶 廠厂 啟启 纜缆
+訝讶 訟讼 訣诀 註注 詐诈 詠咏 詩诗 詫诧 詭诡 誡诫 誣诬 誦诵 諜谍 諧谐 諮咨 諾诺 謂谓 謗谤 謙谦 謠谣 謬谬 譴谴 譽誉 詮诠 諷讽 諸诸 謹谨 貞贞 貢贡 販贩 貪贪 貫贯 責责 貯贮 貶贬 賄贿 賈贾 賊贼 賜赐 賞赏
+賠赔 賢贤 賤贱 賦赋 賭赌 贊赞 贏赢 贖赎 鈍钝 鈔钞 鈕钮 鈣钙 銅铜 銘铭 鋁铝 鋒锋 錘锤 鏈链 鑄铸 鑑鉴 鑒鉴 鑽钻 鋸锯 鍍镀 鏟铲 鑲镶 紋纹 納纳 紐纽 紗纱 紮扎 紳绅 紹绍 絆绊 絞绞 絨绒 絲丝 綢绸 綱纲 綵彩
+綻绽 締缔 緻致 縫缝 縱纵 績绩 繪绘 繳缴 纏缠 纖纤 綿绵 繡绣 繃绷 閑闲 閘闸 閣阁 飢饥 飼饲 飾饰 饞馋 餡馅 餛馄 駐驻 駛驶 駝驼 騰腾 騷骚 鳴鸣 鴿鸽 鶴鹤 鸚鹦 鵡鹉 鮑鲍 鮮鲜 鯊鲨 鯨鲸 鰻鳗 鱈鳕 鱔鳝 鱷鳄
+鱗鳞 鮭鲑 鯽鲫 鮪鲔 鯛鲷 頂顶 頑顽 頒颁 顫颤 軸轴 輝辉 輪轮 輯辑 轎轿 轟轰 飄飘 亂乱 亞亚 佈布 侶侣 倉仓 偽伪 傘伞 傑杰 傭佣 傾倾 僅仅 僑侨 儲储 償偿 兇凶 兌兑 冊册 凍冻 凱凯 劍剑 劉刘 則则 創创 勁劲
+勸劝 啞哑 喚唤 喪丧 嗆呛 嗚呜 嘔呕 嘗尝 嘩哗 嘮唠 噁恶 噓嘘 噴喷 嚮向 嚨咙 囉啰 執执 塗涂 塵尘 墊垫 墳坟 壯壮 壺壶 夠够 夾夹 奧奥 嬌娇 嬰婴 寢寝 屜屉 屬属 峽峡 崗岗 嶺岭 嶼屿 廁厕 廈厦 廚厨 弔吊 彌弥
+徹彻 恆恒 恥耻 悅悦 悶闷 惡恶 惱恼 愜惬 慘惨 慚惭 慫怂 慾欲 憚惮 憤愤 憫悯 憲宪 懇恳 懟怼 懲惩 懼惧 掙挣 採采 揀拣 搗捣 摳抠 摺折 摻掺 撈捞 撓挠 撲扑 撻挞 擄掳 擋挡 擰拧 擱搁 擲掷 攏拢 攔拦 攤摊 攪搅
+攬揽 敘叙 斂敛 斬斩 暢畅 曉晓 曠旷 棟栋 棲栖 楓枫 榮荣 槳桨 樁桩 樸朴 檯台 檳槟 櫥橱 櫻樱 欄栏 欖榄 溝沟 滌涤 滲渗 漬渍 漸渐 漿浆 潑泼 潤润 潰溃 澀涩 澆浇 澱淀 濁浊 濫滥 濺溅 瀉泻 瀏浏 灘滩 燙烫 燴烩
+犧牺 狹狭 狽狈 猙狰 獄狱 獅狮 獵猎 瑪玛 疊叠 癟瘪 癡痴 癮瘾 癱瘫 盃杯 盞盏 盧卢 睜睁 瞞瞒 矚瞩 矯矫 礦矿 礫砾 禿秃 穎颖 穫获 窺窥 竄窜 竊窃 篩筛 簾帘 籌筹 籤签 罵骂 義义 翹翘 聳耸 脈脉 腎肾 腫肿 腸肠
+膠胶 膩腻 膿脓 臘腊 臥卧 艷艳 豔艳 華华 葷荤 蒼苍 蓮莲 蕩荡 薩萨 蘊蕴 虧亏 蝸蜗 螞蚂 螢萤 蟻蚁 蠅蝇 蠟蜡 蠶蚕 衝冲 褲裤 襲袭 趨趋 踐践 踴踊 軀躯 辮辫 違违 遜逊 遷迁 鄧邓 醃腌 釀酿 陝陕 韌韧 鬚须 丟丢
+菸烟 槤莲 瞭了 嚕噜 嬤嬷 捲卷 嚐尝 鏽锈 飆飙 嘍喽 噹当 噸吨 韆千 鞦秋 誒诶 鴕鸵 鵑鹃 緞缎 摟搂 汙污 洶汹 淒凄 淵渊 渦涡 燜焖 燻熏 牽牵 痙痉 瘍疡 瘓痪 癥症 粵粤 糞粪 內内 卻却 唸念 痠酸 涼凉 爲为 衆众
+溼湿 牀床 彆别 麪面 羣群 烏乌 尷尴 釦扣 剋克 煉炼 湊凑 萊莱 彿佛 蟎螨 濾滤 脣唇 蹟迹 糉粽 棗枣 聾聋 癬癣 蝨虱 魷鱿 蠔蚝 唄呗 喲哟 吶呐 桿杆 嗶哔 証证 昇升 剎刹 靚靓 釐厘 噠哒 渾浑 羨羡
 """
-_SIMPLIFIED = str.maketrans({p[0]: p[1] for p in TRADITIONAL_PAIRS.split()})
+#: Characters of Taiwan's own writing that are no traditional form: 妳 (you, to a woman), 姊 (姐), and 注音文, a
+#: syllable's first bopomofo letter for a particle (好吃ㄉ = 好吃的, 怕冷ㄋ = 怕冷呢). Read, never written back.
+TAIWAN_PAIRS = "妳你 姊姐 ㄉ的 ㄋ呢 ㄇ吗 ㄚ啊 ㄛ哦 ㄟ欸"
+_SIMPLIFIED = str.maketrans({p[0]: p[1] for p in (TRADITIONAL_PAIRS + TAIWAN_PAIRS).split()})
 
 
 #: A character _SIMPLIFIED changes: a text without one is left as it is (one search, not a lookup a character).
@@ -2758,26 +2772,29 @@ def memory_contentless(fact):
 
 #: Cantonese words the rules read as the Mandarin ones they know, each as a word of the same length, so a place in
 #: the reading is the same place in the user's words, which are what is stored (我住喺旺角 is read 我住在旺角).
-#: Words before the characters they contain (除咗 is 摘了, not 除了; 關係 stays a 关系).
+#: Words before the characters they contain (除咗 is 摘了, not 除了; 關係 stays a 关系). 甚麼 is how Hong Kong and Taiwan
+#: write 什么 (你記得我甚麼), Cantonese or not.
 CANTONESE = {"除咗": "摘了", "咗去": "到了", "而家": "现在", "戴緊": "戴着", "戴紧": "戴着", "住緊": "住在", "住紧": "住在",
              "讀緊": "在读", "读紧": "在读", "學緊": "在学", "学紧": "在学", "做緊": "在做", "做紧": "在做",
              "唔該": "麻烦", "唔该": "麻烦", "唔使": "不用", "唔好": "不要", "記低": "记下", "记低": "记下", "講錯": "说错", "讲错": "说错",
              "鍾意食": "喜欢吃", "钟意食": "喜欢吃", "鍾意飲": "喜欢喝", "钟意饮": "喜欢喝", "鍾意": "喜欢", "钟意": "喜欢",
              "唔食": "不吃", "唔飲": "不喝", "唔饮": "不喝", "食素": "吃素", "食煙": "抽烟", "食烟": "抽烟", "飲酒": "喝酒",
-             "饮酒": "喝酒", "關係": "关系", "关係": "关系", "聯係": "联系", "联係": "联系",
+             "饮酒": "喝酒", "關係": "关系", "关係": "关系", "聯係": "联系", "联係": "联系", "乜嘢": "什么", "你點知": "你咋知",
+             "甚麼": "什么", "甚么": "什么",
              "咗": "了", "喺": "在", "冇": "没", "唔": "不", "嘅": "的", "佢": "他", "嗰": "那", "係": "是", "哋": "们",
              "嚟": "来", "喇叭": "喇叭", "喇嘛": "喇嘛", "喇": "啦",
              "阿爸": "爸爸", "阿媽": "妈妈", "阿妈": "妈妈", "老豆": "爸爸", "細佬": "弟弟", "细佬": "弟弟", "細妹": "妹妹",
              "细妹": "妹妹", "講嘢": "说话", "讲嘢": "说话", "同我": "跟我", "同埋": "以及", "啲咩": "啲咩", "啲嘢": "啲嘢", "啲": "点"}
 _CANTONESE_RE = re.compile("|".join(sorted(CANTONESE, key=len, reverse=True)))
 #: One character of each word of CANTONESE: a message without any (most) is not searched for the words (a few µs).
-_CANTONESE_HINT_RE = re.compile("[咗而紧緊低错錯鍾钟唔食飲饮係喺冇嘅佢嗰哋嚟喇阿豆佬細细嘢同啲]")
+_CANTONESE_HINT_RE = re.compile("[咗而紧緊低错錯鍾钟唔食飲饮係喺冇嘅佢嗰哋嚟喇阿豆佬細细嘢同啲乜點甚]")
 
 
 #: Words of Shanghai- and Hunan-accented Mandarin read as Mandarin, one character for one as CANTONESE is (莫再记到我前任 =
-#: 别再记着我前任, 侬 = 你, 好伐 = 好吗, 阿拉儿子 = 我的儿子, …伐 at the end = 吗).
+#: 别再记着我前任, 侬 = 你, 好伐 = 好吗, 阿拉儿子 = 我的儿子, …伐 at the end = 吗), and Taiwan's 唸 / 念 of a school (唸大二,
+#: 念研究所, 唸書 = 读), not the 念 of 想念 or 纪念.
 DIALECT = {"莫再记到": "别再记着", "莫记到": "别记着", "莫再记": "别再记", "莫记": "别记", "侬": "你", "好伐": "好吗",
-           "阿拉": "我的", "伐": "吗"}
+           "阿拉": "我的", "伐": "吗", "唸": "读", "念": "读"}
 #: The words other than 我 a user says of themself, read as 我: 俺 (俺家 / 俺们 = 我们), 偶 (net slang), 咱 (咱家; 咱们 /
 #: 咱俩 stay we), 本人, 人家 (said of oneself), 老子, 本宝宝. The last four are longer than 我: a place in the reading is
 #: found again in the user's words by _said_span.
@@ -2790,11 +2807,12 @@ _SELF_WORDS = (r"俺|(?<![配木玩佳对无人布])偶(?![尔然像遇数发合
                rf"{_CLAUSE_START}老子(?![^，,。！!？?\n]*我)(?!说|曰|的|道)")
 _SELF_WORDS_RE = re.compile(_SELF_WORDS)
 _DIALECT_RE = re.compile(r"莫再记到|莫记到|莫再记|莫记|侬|好伐|阿拉(?=儿子|女儿|老公|老婆|爸爸|妈妈|姆妈|娘|囡囡|小囡|孙子|孙女)|"
-                         r"伐(?=[\s啦呀哦呢嘛～~？?！!。.]*$)|" + _SELF_WORDS)
+                         r"伐(?=[\s啦呀哦呢嘛～~？?！!。.]*$)|(?<![纪紀怀懷想思悼挂掛惦留观觀信概意执執杂雜])[唸念]"
+                         r"(?=[书書]|大[一二三四学學]|研|高[一二三中]|[国國][小中]|初[一二三中]|小[学學]|博士|[硕碩]士|幼稚)|" + _SELF_WORDS)
 #: Characters of DIALECT's and SELF_WORDS' words: a message without any (most) is not searched for the words (本 / 老 /
 #: 人 only before 人 / 宝 / 子 / 家; one character class first, which the regex engine scans for fast).
 _SELF_HINT_RE = re.compile("[俺偶咱本老人](?:(?<=[本老人])(?=[人宝子家])|(?<![本老人]))")
-_DIALECT_HINT_RE = re.compile("[莫侬伐拉俺偶咱本老人](?:(?<=[本老人])(?=[人宝子家])|(?<![本老人]))")
+_DIALECT_HINT_RE = re.compile("[莫侬伐拉唸念俺偶咱本老人](?:(?<=[本老人])(?=[人宝子家])|(?<![本老人]))")
 
 
 def memory_self_words(text):
@@ -2833,13 +2851,17 @@ def memory_cantonese(text):
 
 
 def _cantonese_said(piece, read, said):
-    """A piece of the Mandarin reading `read` of `said` in the words of `said` (the user's), or piece itself when the
-    rules rewrote it. Example: _cantonese_said('我住在旺角', '记住我住在旺角', '记住我住喺旺角') -> '我住喺旺角'"""
-    at = read.find(piece) if isinstance(piece, str) and piece else -1
-    if at < 0:
+    """A piece of the Mandarin reading `read` of `said` in the words of `said` (the user's); when the rules rewrote its
+    head (佢 -> 我男朋友), the longest tail of it the reading has, in the user's words, after the rewritten head.
+    Example: _cantonese_said('我住在旺角', '记住我住在旺角', '记住我住喺旺角') -> '我住喺旺角'"""
+    if not isinstance(piece, str) or not piece:
         return piece
-    start, end = _said_span(read, said, at, at + len(piece))
-    return said[start:end]
+    for k in range(max(1, len(piece) - 1)):  # a tail of two characters or more, or the whole of a one-character piece
+        at = read.find(piece[k:])
+        if at >= 0:
+            start, end = _said_span(read, said, at, at + len(piece) - k)
+            return piece[:k] + said[start:end]
+    return piece
 
 
 #: What follows a command word in chat rather than a command ("记住了吗", "忘了带伞"); 吧台 and 吧主 are words, not a particle.
@@ -3623,9 +3645,9 @@ LIFE_STATES = [
            rf"烟瘾(?:挺|很|特别|比较|超)?大(?:的)?|抽{_LIFE_N}(?:包|根|支)(?:烟)?|{_LIFE_N}(?:包|根|支)烟)"),
     ("饮酒", rf"{_LIFE_HOW_OFTEN}(?:喝酒|戒了酒|酗酒|滴酒不沾|把?酒戒(?:掉)?|戒酒{_LIFE_QUIT_FOR}|"
            rf"喝{_LIFE_N}(?:次|顿|瓶|杯)酒)"),
-    ("感情", r"(?:现在|目前|已经|又|还是|一直|刚|终于|正在|在)*(?:是)?(?:单身(?:狗)?|脱单|有(?:女朋友|男朋友|对象)|谈恋爱|恋爱|在恋爱|已婚|"
+    ("感情", r"(?:现在|目前|已经|又|还是|一直|刚|终于|正在|在)*(?:是)?(?:单身(?:狗)?|脱单|有(?:女朋友|男朋友|女友|男友|对象)|谈恋爱|恋爱|在恋爱|已婚|"
            r"结婚|离婚|订婚|分手|(?:们|俩)(?:已经)?分(?:手)?|"
-           r"(?:和|跟)(?:我的?)?(?:女朋友|男朋友|对象|老婆|老公|前任)?\S{0,4}?(?:分手|分|离婚|结婚|在一起))"),
+           r"(?:和|跟)(?:我的?)?(?:女朋友|男朋友|女友|男友|对象|老婆|老公|前任)?\S{0,4}?(?:分手|分|离婚|结婚|在一起))"),
     ("学业", r"(?:现在|目前|已经|还|正|刚)*(?:在)?(?:读研|读博|读大学|上大学|读高中|上高中|"
            r"(?:大学|本科|研究生|硕士|博士|高中|初中|大专|专科)?毕业|考研|准备考\S{1,5}|备考\S{0,5}|考上\S{0,5}|"
            r"休学|复学|退学|保研)"),
@@ -3769,6 +3791,12 @@ class Fact:
         """What a many-valued attribute is keyed by. Example: Fact('我喜欢吃辣', '我', '喜欢', '吃辣').key -> '辣'"""
         v = re.sub(r"^(?:吃|喝|看|玩|听|养|食|飲|饮)", "", (self.value or "").lower())  # 食, 飲: Cantonese 吃, 喝
         return re.sub(rf"(?:也|还|又)?[{_PUNCT}的了]*$", "", v)
+
+    @property
+    def read_key(self):
+        """key as the rules read it, traditional as simplified (榴槤 and 榴莲 are one fruit), for comparing two keys.
+        Example: Fact('我鍾意食榴槤', '我', '喜欢', '食榴槤').read_key -> '榴莲'"""
+        return text_simplified(self.key)
 
 
 def _pet_of(value):
@@ -3916,8 +3944,8 @@ _ONLY_THEN_RE = re.compile(rf"^((?:我的?|我家)?(?:{_REL_RE})?)才(?=是|叫|
 
 def memory_fact(text, last_subject=None, known=()):
     """Takes one fact apart. Example: memory_fact('我现在住在上海了').attribute -> '现居地'"""
-    read = memory_cantonese(text)
-    if read != text:  # 我住喺旺角 is taken apart as 我住在旺角, its words kept
+    read = text_simplified(memory_cantonese(text))
+    if read != text:  # 我住喺旺角 is taken apart as 我住在旺角, 我現在在新竹上班 as 我现在在新竹上班: the user's words kept
         fact = memory_fact(read, last_subject, known)
         said = lambda piece: _cantonese_said(piece, read, text)  # noqa: E731
         return dataclasses.replace(fact, text=said(fact.text), value=said(fact.value), replaces=said(fact.replaces))
@@ -3942,9 +3970,10 @@ def memory_fact(text, last_subject=None, known=()):
         text = who + ("的" if text[m.end():].startswith(("生日", "名字")) else "") + text[m.end():]
     first = re.split(r"[，,；;](?!叫)", text)[0]
     m = _HAS_ONE_NAMED_RE.match(first)
-    if m:  # 我有个朋友叫阿杰: someone the user can name later; a second friend named is another one (朋友阿强)
-        who = RELATION_ALIASES.get(m.group(1), m.group(1))
-        return Fact(text, who + m.group(2) if who in _SEVERAL else who, "名字", m.group(2), True, replaces)
+    if m:  # 我有个朋友叫阿杰: someone the user can name later; a second friend named is another one (朋友阿强), and a
+        who = RELATION_ALIASES.get(m.group(1), m.group(1))  # second 我有一只猫叫布丁 another cat, no rename
+        return Fact(text, who + m.group(2) if who in _SEVERAL else who, "名字", m.group(2), who not in _ANIMALS,
+                    replaces)
     subject, rest = _subject_of(text, known)
     lead = _CHANGE_LEAD_RE.match(rest)
     if lead and rest[lead.end():]:  # 我名字改了 叫张北辰: the new name; 我网名换了 叫…: the new nickname
@@ -4348,15 +4377,7 @@ def memory_unlist(text):
             continue
         values = _split_values(simple)
         out += [v.translate(back) for v in values] if values else [piece]
-    return [_subject_simplified(p) for p in out]
-
-
-def _subject_simplified(piece):
-    """A fact with whom it is about in simplified characters, the words the rules know (the rest as written).
-    Example: _subject_simplified('我媽搬去高雄了') -> '我妈搬去高雄了'"""
-    simple = text_simplified(piece)
-    m = _SUBJECT_RE.match(simple) if simple != piece else None
-    return simple[:m.end()] + piece[m.end():] if m and m.group(1) else piece
+    return out  # as written (我媽搬去高雄了): memory_fact reads whom it is about in simplified itself
 
 
 #: The words a 分别 list shares, said once: before its first value (分别住在北京和上海) and after its last (分别在阿里和网易
@@ -4414,7 +4435,7 @@ def _same_key(row, fact):
     many-valued attribute, the same value)."""
     if row["subject"] != fact.subject or row["attribute"] != fact.attribute or not fact.attribute:
         return False
-    return fact.single or Fact(row["text"], value=row["value"]).key == fact.key
+    return fact.single or Fact(row["text"], value=row["value"]).read_key == fact.read_key
 
 
 def _same_subject(stored, said):
@@ -4458,7 +4479,7 @@ def memory_areas(text, attribute=None, subject="我", message=False):
     """The topics a memory (or, message=True, a chat message) touches; a memory gets ATTRIBUTE_ONLY
     topics only from its attribute.
     Example: memory_areas('明天要下雨吗', message=True) -> {'place.residence_weather', 'fear.thunder_storm'}"""
-    low = text.lower()
+    low = text_simplified(text).lower()  # 我有一隻貓: the lexicon's words are simplified
     out = set()
     for run in _CJK_RUN_RE.findall(low):  # every CJK substring that is a word of the lexicon
         for i, c in enumerate(run):
@@ -5396,9 +5417,10 @@ def _life_stated(fact, known):
     {("X", words)} when it says in no area that something stops (我不玩原神了: 玩原神), or {("W", its words)} when
     it says in no area that something changed (我教资考过了: 教资), for a state the lexicon lacks; {("T", n, those)}
     when it says the new state of the pair LIFE_TURNS[n] (我出院了), those being what it states besides."""
-    if fact.subject == "你" or _LIFE_EX_RE.search(fact.text):
+    read = _life_read(fact.text)  # 我的貓走了: whose and what, in the words the lexicon is written in
+    if fact.subject == "你" or _LIFE_EX_RE.search(read):
         return set()
-    rest = _subject_of(fact.text, known)[1]
+    rest = _subject_of(read, known)[1]
     if _LIFE_WISH_RE.match(rest):
         return set()  # 我想再养一只布偶猫: a wish sets no state, so it contradicts none
     turn = _life_turn(rest)
@@ -5551,6 +5573,7 @@ def _life_ends(fact, row):
         return False  # 职业 and 工作单位, 学校 and 年级: both true at once
     if state not in LIFE_ENDS:
         return True
+    value, text = _life_read(value or ""), _life_read(text)  # 我畢業了 / 我在唸研究所: read as the patterns are written
     if other == "学校" and not _LIFE_STUDYING_RE.search(text):
         return False  # 我是浙大的 stays true after 毕业
     held = {other} | ({"工作单位"} if _WORKPLACE_RE.search(text) or any(c in text for c in _COMPANIES) else set())
@@ -5725,9 +5748,9 @@ def _life_target(rows, fact):
     if same:
         return (same[0], []) if len(same) == 1 else (None, same)
     for attribute, pattern in LIFE_ENDS.get(fact.attribute, {}).items():
-        ended = [r for r in rows if r["attribute"] == attribute and re.search(pattern, fact.value or "")
-                 and (attribute != "职业" or re.search(_LIFE_ENDED_JOBS, r["value"] or ""))
-                 and (attribute != "学校" or _LIFE_STUDYING_RE.search(r["text"]))]
+        ended = [r for r in rows if r["attribute"] == attribute and re.search(pattern, _life_read(fact.value or ""))
+                 and (attribute != "职业" or re.search(_LIFE_ENDED_JOBS, _life_read(r["value"] or "")))
+                 and (attribute != "学校" or _LIFE_STUDYING_RE.search(_life_read(r["text"])))]
         area = _LIFE_AREA_OF.get(attribute)  # 我周末在奶茶店兼职 beside 我在美团上班: 我辞职了 may end either
         ended += [r for r in rows if ended and r["attribute"] is None and _LIFE_WORD_RES[area].search(r["text"])]
         if ended:
@@ -5806,7 +5829,7 @@ def _update_target(conn, ctx, rows, fact, vec, update):
         return (named[0], []) if len(named) == 1 else (None, named)
     if fact.attribute == "不再过敏":  # 我已经不对花生过敏了: the allergy it ends
         ended = [r for r in subject_rows
-                 if r["attribute"] == "过敏" and Fact(r["text"], value=r["value"]).key == fact.key]
+                 if r["attribute"] == "过敏" and Fact(r["text"], value=r["value"]).read_key == fact.read_key]
         return (ended[0], []) if len(ended) == 1 else (None, ended)
     if update and re.search(r"最(?:喜欢|爱)的是", fact.text):  # 更正一下，我最喜欢的是巧克力: which favourite?
         favourites = [r for r in subject_rows if (r["attribute"] or "").startswith("最喜欢的")]
@@ -5821,7 +5844,8 @@ def _update_target(conn, ctx, rows, fact, vec, update):
         if fact.single:
             return (same[-1], []) if same else (None, [])
         for r in subject_rows:  # 我喜欢猫 → 我讨厌猫: the same thing, the opposite feeling
-            if r["attribute"] == OPPOSITES.get(fact.attribute) and Fact(r["text"], value=r["value"]).key == fact.key:
+            if r["attribute"] == OPPOSITES.get(fact.attribute) and \
+                    Fact(r["text"], value=r["value"]).read_key == fact.read_key:
                 return r, []
         if update and re.search(r"(?:喜欢|爱|讨厌|怕|过敏|养)(?:吃|喝|看|玩|听)?的(?:是|其实是)", fact.text):
             # 更正一下，阿强喜欢的是打篮球: the one thing of that kind, or ask which; 我也对芒果过敏 only adds
@@ -6285,9 +6309,10 @@ def _forget_targets(conn, ctx, rows, what, embed):
     if m and last and _pronoun_fits(m.group(1), last):  # 忘记他对猫过敏, after 我男朋友…
         what = _mine(last) + what[1:]
     known = _known_subjects(conn, ctx)
-    subject, rest = _subject_of(what, known)
+    simple = text_simplified(what)  # 忘記我的貓: whose, as the rules' words say it
+    subject, rest = _subject_of(simple, known)
     rest = re.sub(r"^的", "", rest)
-    named = memory_has_subject(what) or subject != "我"  # "在上海工作的那条": anyone's
+    named = memory_has_subject(simple) or subject != "我"  # "在上海工作的那条": anyone's
     mine = [r for r in rows if _same_subject(r["subject"], subject)
             or r["subject"].startswith(subject) and subject != "我"
             or subject in _ANIMALS and r["attribute"] == "宠物" and (_pet_of(r["value"]) or ("",))[0] == subject] \
@@ -6314,18 +6339,25 @@ def _forget_targets(conn, ctx, rows, what, embed):
     fact = memory_fact(what, _last_subject(conn, ctx), known=known)
     if fact.attribute and fact.value is None:  # 不要记我住哪了
         return [r for r in mine if r["attribute"] == fact.attribute] or f"我没有记着{_who(subject)}的这件事，什么也没删。"
+    pool = None
     if fact.attribute:
         hits = [r for r in mine
                 if _same_key(r, dataclasses.replace(fact, subject=r["subject"] if not named else fact.subject))]
         if fact.single:
-            exact = [r for r in hits if text_normalise(r["value"] or "") == text_normalise(fact.value)]
+            said = text_simplified(text_normalise(fact.value))  # 抽菸 names 我會抽菸 (会抽烟): a part of the value
+            exact = [r for r in hits if (stored := text_simplified(text_normalise(r["value"] or ""))) == said
+                     or len(said) >= 2 and said in stored]
             if hits and not exact:
                 return f"我记着的是“{hits[0]['text']}”，不是“{what}”，所以没有删。要删它的话说“忘记{_mine(subject)}的" \
                        f"{next((w for w, a in _ATTRIBUTE_BY_WORD.items() if a == fact.attribute), fact.attribute)}”。"
             hits = exact
         verbatim = [r for r in mine if len(what) >= 3 and what in r["text"]]  # 叫我队长的约定: 你以后叫我队长
-        return hits or verbatim or f"{_NOT_FOUND}{what[:30]}”这条记忆，什么也没删。说“你记得我什么”可以看看我记得哪些。"
-    pool = {r["id"]: r for r in mine} or {r["id"]: r for r in rows}
+        if hits or verbatim:
+            return hits or verbatim
+        pool = {r["id"]: r for r in mine if r["attribute"] is None}  # 養狗那條 for 我有養狗, filed under nothing: searched
+        if not pool:
+            return f"{_NOT_FOUND}{what[:30]}”这条记忆，什么也没删。说“你记得我什么”可以看看我记得哪些。"
+    pool = pool or {r["id"]: r for r in mine} or {r["id"]: r for r in rows}
     hits = search_hybrid(conn, "memories", ctx.user_id, what, embed(what), allowed=lambda ids: set(pool) & ids,
                          min_similarity=0.8, limit=5, text_of=lambda ids: _texts(conn, ids))
     words = text_content_words(re.sub(r"^我", "", what))
@@ -6438,7 +6470,7 @@ def _unit(amount):
 
 def _value_kinds(value):
     """What kind of value a correction names. Example: _value_kinds('阿里巴巴') -> {'company'}"""
-    v, kinds = value.strip(), set()
+    v, kinds = text_simplified(value.strip()), set()  # 四年級: a grade as 四年级 is
     if v in _CITIES or v in _PROVINCES or re.search(r"(?:市|省|县|区|镇|村)$", v) and not _NOT_A_TOWN_RE.search(v):
         kinds.add("place")
     if v in _COMPANIES or re.search(r"(?:公司|集团|科技|银行|医院|工作室|厂)$", v):
@@ -6488,11 +6520,11 @@ def _other_script(old, value):
 def _set_value(conn, ctx, old, value, embed):
     """old with value in the place of its value, as one undoable change; a reply (or a question back
     when the words don't allow it)."""
-    if re.fullmatch(r"\d+岁", value) and re.fullmatch(r"\d+", old["value"] or ""):
-        value = value[:-1]  # 不对 6岁了 for 我女儿今年5岁 (stored value 5)
+    if re.fullmatch(r"\d+岁", text_simplified(value)) and re.fullmatch(r"\d+", old["value"] or ""):
+        value = value[:-1]  # 不对 6岁了 for 我女儿今年5岁 (stored value 5); 係29歲 too
     fact = memory_fact(old["text"].replace(old["value"], value, 1)) if old["value"] else None
     if fact is None or old["text"].count(old["value"]) != 1 or re.search("[，,；;]", old["text"]) \
-            or (fact.attribute, fact.value) != (old["attribute"], value):
+            or (fact.attribute, text_simplified(fact.value or "")) != (old["attribute"], text_simplified(value)):
         return f"要把“{old['text']}”改成什么呢？说完整一点吧，比如“更正一下，{_mine(old['subject'])}……”。"
     with db_tx(conn, durable=True):
         _history(conn, ctx, 0, old["id"], "update", old)
@@ -7170,7 +7202,7 @@ def memory_worth_offering(conn, ctx, text):
                              "AND role = 'user' AND id < ? AND kind != 'ambient' ORDER BY id DESC LIMIT 50",
                              (OFFER_READ_CHARS, ctx.session, ctx.user_id, ctx.message_id or 1 << 62)):
         f = memory_fact(re.split(r"[，,。！!？?]", t.strip())[0])
-        if (f.subject, f.attribute, f.key) == (fact.subject, fact.attribute, fact.key):
+        if (f.subject, f.attribute, f.read_key) == (fact.subject, fact.attribute, fact.read_key):
             said += 1
     if said + 1 < OFFER_AFTER:
         return None
@@ -7744,7 +7776,7 @@ def _settle_update_actually(conn, ctx, text):
             if fact.replaces and fact.replaces in r["text"] or fact.attribute and (
                     r["attribute"] == fact.attribute and (fact.single or fact.attribute in ("过敏", "忌口"))
                     or r["attribute"] == OPPOSITES.get(fact.attribute)
-                    and Fact(r["text"], value=r["value"]).key == fact.key):
+                    and Fact(r["text"], value=r["value"]).read_key == fact.read_key):
                 return "update", {"text": text}
     return None, {}
 
@@ -8042,7 +8074,8 @@ MEMORY_REWRITES = [
     ("删", rf"^(?:麻烦|请|帮我|你|您)*(?:删了|删掉|删除)\s*(?:那个|那条|这个|这条)\s*([^{_PUNCT}\s]{{1,12}}?)\s*的"
           rf"{_ANY_PARTICLE}*{_VERB_FIRST_REASON}$", r"忘记\1那条"),  # 删了那个 meeting 的 取消了: 那个…的 says which
     ("删", r"^删\s+([^\s，,。]{1,10})$", r"\1删掉"),  # 删 怕狗: as 怕狗删掉, a forget only where a memory says 怕狗
-    ("记", rf"^(?:别|不要|不用)再?记(?:着|住|得)(.+?)(?:了)?{_ANY_PARTICLE}*$", r"忘记\1"),  # 别再记着我前任了
+    ("记", rf"^(?:别|不要|不用)(?:再记(?:着|住|得)?|记(?:着|住|得))(?!错|混|乱|反|岔)(.+?)(?:了)?{_ANY_PARTICLE}*$", r"忘记\1"),
+    # 别再记着我前任了 / 不要再記我前男友的事了
     ("事", rf"^(?!刚才|刚刚|上一条|第|这|那|我的?事)(.{{1,10}}?)(?:的)?(?:事情|事|那些事|相关的事?)[{_PUNCT}]*{_FORGET_AFTER}{_ANY_PARTICLE}*$",
      r"忘记\1的事"),  # 狗的事忘了吧
     ("不对 错了", rf"^(?!刚才|刚刚)(.+?){_POINTER}(?:不对|错了|记错了)[{_PUNCT}]*(?=我|她|他|它)", "更正一下，"),
@@ -8708,10 +8741,11 @@ def _shaped_points(conn, ctx, t):
 
 
 #: A correction said without 更正 that names the value it takes back: 不是X 是Y / 是Y 不是X / 不叫X 叫Y, after any
-#: lead-in (整岔劈了 不是翠花 是秀芬, typo了 是A1042 不是A1024, 莫搞错了哈 是芒果过敏 不是花生).
-_POINTED_FIX_RE = re.compile(rf"(?:^|(?<=[{_PUNCT}]))不(?:是|叫)\s*([^{_PUNCT}]{{1,12}}?)[{_PUNCT}]*(?:而|其实)?"
-                             rf"(?:是|叫)\s*([^{_PUNCT}]{{1,16}})|(?:^|(?<=[{_PUNCT}]))(?:[^{_PUNCT}是叫不]{{1,6}}?)?"
-                             rf"(?:是|叫)\s*"
+#: lead-in (整岔劈了 不是翠花 是秀芬, typo了 是A1042 不是A1024, 莫搞错了哈 是芒果过敏 不是花生); a 我 before 不是 and a
+#: particle after X are no part of X (我不是住板橋啦 是住土城).
+_POINTED_FIX_RE = re.compile(rf"(?:^|(?<=[{_PUNCT}]))我?不(?:是|叫)\s*([^{_PUNCT}]{{1,12}}?)[{PARTICLES}]*[{_PUNCT}\s]*"
+                             rf"(?:而|其实)?(?:是|叫)\s*([^{_PUNCT}]{{1,16}})|"
+                             rf"(?:^|(?<=[{_PUNCT}]))(?:[^{_PUNCT}是叫不]{{1,6}}?)?(?:是|叫)\s*"
                              rf"([^{_PUNCT}]{{1,16}}?)[{_PUNCT}]+不(?:是|叫)\s*([^{_PUNCT}]{{1,12}})")
 
 
@@ -9220,7 +9254,7 @@ _SHOW_WORK_CLAUSES_RE = re.compile(rf"[{_PUNCT}?？{_EMOJI}]+")
 def _show_work_asked(text):
     """Whether a message asks which memories the last reply used, in one clause or several that each ask it.
     Example: _show_work_asked('你怎么知道我怕水的？根据哪条说的🤔') -> True"""
-    shown = memory_self_words(_strip_tail(text.translate(_SIMPLIFIED).replace("您", "你")))  # 请问您是根据哪条… / 俺
+    shown = _strip_tail(memory_cantonese(text).translate(_SIMPLIFIED).replace("您", "你"))  # 请问您是根据哪条… / 俺 / 點知
     if _SHOW_WORK_RE.fullmatch(_SHOW_WORK_LEAD_RE.sub("", shown)):  # 你怎么知道的
         return True
     first = _SHOW_WORK_CLAUSES_RE.split(shown, 1)
