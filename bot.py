@@ -2668,6 +2668,8 @@ FORGET_WORDS = ("忘记 忘掉 忘了 删除记忆 删掉记忆 删掉 删除 �
 #: Words that start a correction (更正一下，… / 我说错了，…).
 UPDATE_WORDS = ("更新一下 更正一下 纠正一下 修改一下 改一下 更新下 更正下 纠正下 修改下 更新 更正 纠正 修改 改成 "
                 "我说错了 说错了 我搞错了 搞错了 我记错了 记错了").split()
+#: Ways to own a slip in what was said (打错了 是快手 / 是初三 我说错了 / 手滑 是5月21号): each marks a correction.
+MISTAKE_WORDS = "说错 记错 搞错 弄错 写错 打错字 打错 敲错 按错 输错 记岔 说岔 手滑 手抖 口误 笔误 typo".split()
 #: Verbs typed in pinyin when the IME is off (吉他那条shan le / 那个 shan diao ba): read as the characters.
 PINYIN_VERBS = {"shan le": "删了", "shanle": "删了", "shan diao": "删掉", "shandiao": "删掉", "shan chu": "删除",
                 "shanchu": "删除", "ba": "吧"}
@@ -6539,6 +6541,8 @@ def _last_spot(last, value):
     words = {text[i:i + n] for i in range(len(text) - n + 1)
              if sum(a == b for a, b in zip(text[i:i + n], value)) * 2 >= n
              and not re.search(rf"[{_PUNCT}]", text[i:i + n])}
+    if len(words) > 1:  # 3312 for 我手机尾号是3321: 3321, not 是332 (a character where a digit is said)
+        words = {w for w in words if all(a.isdigit() == b.isdigit() for a, b in zip(w, value))} or words
     if len(words) == 1 and text.count(next(iter(words))) == 1:
         return words.pop()
     slot = last["value"] or (_IS_SLOT_RE.fullmatch(text) or [None, None])[1]  # 我主玩的是原神: what follows its 是
@@ -6546,6 +6550,9 @@ def _last_spot(last, value):
             re.fullmatch(r"[\u4e00-\u9fff]{2,6}", value) and re.fullmatch(r"[\u4e00-\u9fff]{2,6}", slot)
             or _LATIN_NAME_RE.fullmatch(value) and _LATIN_NAME_RE.fullmatch(slot)):  # iPhone -> Pixel
         return slot
+    companies = [c for c in _COMPANIES if c in text and not any(c != d and c in d for d in _COMPANIES if d in text)]
+    if value in _COMPANIES and len(companies) == 1 and text.count(companies[0]) == 1 and not words:
+        return companies[0]  # 是快手 after 我在美团搬砖: the one company it names
     latin = _LATIN_NAME_RE.findall(text)  # 我公司是ByteDance (no value kept): its one Latin name
     if _LATIN_NAME_RE.fullmatch(value) and len(latin) == 1 and text.count(latin[0]) == 1 and not words:
         return latin[0]
@@ -7454,6 +7461,29 @@ def _said_again(value, tail):
     return bool(again) and value.endswith(again)
 
 
+#: A mistake owned (MISTAKE_WORDS: 刚才打错了 / 我说错了 / 手滑): said before or after a corrected value.
+_MISTAKE_OWNED = rf"(?:我)?(?:刚才|刚刚)?(?:{_words_re(MISTAKE_WORDS)})(?:了|字了)?"
+#: A correction with the mistake owned somewhere else than 说错了，是X: a pointer or 不对 before it (介说错了 是大班 /
+#: 这个说错了 应该是初三 / 不对不对是豫A12354刚才说错了), or after the value (是快手 打错了 / 是初三 我说错了); 才对 after
+#: the value. Groups: the lead's mistake, the value, the tail's mistake (after a pause, or with 我/刚才 before it).
+_MISTAKE_FIX_RE = re.compile(rf"^(?:{_INTERJECTION}[{_PUNCT}]*)*(?:(?:这个|这条|这|介个|介|那个|那条|刚才那个|刚刚那个)?"
+                             rf"({_MISTAKE_OWNED})|不对(?:[{_PUNCT}]*不对)*|错了)?[{PARTICLES}]*[{_PUNCT}]*"
+                             rf"(?:应该)?是\s*([^{_PUNCT}是我你他她它]{{1,12}}?)(?:才对)?[{PARTICLES}]*"
+                             rf"(?:[{_PUNCT}]+({_MISTAKE_OWNED})|((?:我|刚才|刚刚)+(?:{_words_re(MISTAKE_WORDS)})(?:了|字了)?))?"
+                             rf"[{PARTICLES}{_PUNCT}]*$", re.I)
+#: Characters without which a message owns no mistake (the cheap test first).
+_MISTAKE_WORD_RE = re.compile(r"错|岔|滑|抖|误|typo", re.I)
+
+
+def _mistake_fix(text):
+    """A correction whose mistake is owned before or after the value, in the wording the rules read; None otherwise.
+    Example: _mistake_fix('不对不对是豫A12354刚才说错了') -> '说错了，是豫A12354'"""
+    m = _MISTAKE_FIX_RE.match(text) if _MISTAKE_WORD_RE.search(text) else None
+    if not m or not (m.group(1) or m.group(3) or m.group(4)):
+        return None
+    return "说错了，是" + m.group(2)
+
+
 def _loose_fix(text):
     """A loose correction read with its comment cut off, or None (the other rules read it).
     Example: _loose_fix('其实是4号线 老记混') -> ('update_fit', {'value': '4号线', 'strong': False})"""
@@ -7578,6 +7608,7 @@ def memory_parse(text, names=()):
         who = re.search(f"(?:我的?)?({_REL_RE})", lead.group(1) or "")
         if who:  # 我妈生日快到了 记住她生日是8月8号
             t = _LEAD_PRONOUN_RE.sub(lambda m: m.group(1) + "我" + who.group(1), t)
+    t = _mistake_fix(t) or t  # 不对 是快手 打错了 / 介说错了 是大班: as 说错了，是快手
     bare = _strip_tail(t)
     if part and (part.group(1) in _ATTRIBUTE_BY_WORD
                  or _value_kinds(part.group(2)) - _value_kinds(part.group(1)) - {"thing"}):
