@@ -2665,6 +2665,11 @@ REMEMBER_WEAK_WORDS = "别忘了 不要忘了 你要记得 要记得 记得 记�
 #: Words that start a forget of something the user names (忘记我的生日 / 不用记我住哪了).
 FORGET_WORDS = ("忘记 忘掉 忘了 删除记忆 删掉记忆 删掉 删除 不要记得 不要记 别记得了 别记住了 别记得 别记住 别记了 别记 "
                 "不用记得了 不用记住了 不用记得 不用记住 不用记了 不用记").split()
+#: Verbs that strike a memory out, said after what they point at (香菜那条划掉 / 把香菜那条抹掉): as 删掉.
+STRIKE_WORDS = "划掉 抹掉 抹去 勾掉 清掉".split()
+#: A programmer's delete (copilot那条rm掉 / rm -rf / del): only pointing at a memory, and read by the plan (the LLM),
+#: never by the rules alone.
+_CODE_DELETE_RE = re.compile(r"(?<![A-Za-z])(?:rm|del)(?![A-Za-z])", re.I)
 #: Words that start a correction (更正一下，… / 我说错了，…).
 UPDATE_WORDS = ("更新一下 更正一下 纠正一下 修改一下 改一下 更新下 更正下 纠正下 修改下 更新 更正 纠正 修改 改成 "
                 "我说错了 说错了 我搞错了 搞错了 我记错了 记错了").split()
@@ -7819,7 +7824,8 @@ _VERB_FIRST_REASON = rf"(?:[\s{_PUNCT}]+(?!.*(?:记|删|忘|留|别|不要|算�
 #: Forget verbs after what they point at (X那条忘掉吧 / X那个别记了).
 _FORGET_AFTER = (r"(?:你|您|就|给我|给|帮我|麻烦你|麻烦您|请你|请您)*(?:忘掉|忘了|忘记|删了|删掉|删除|去掉|不要了|别记了|别记着了|不用记了|不要记了|可以删了|"
                  r"别再记了|不要再记了|别再记着了|"
-                 r"莫记了|莫记到了|莫记|别存了|不用存了|不要存了|别存|删一下|删下|清掉|清除|delete掉?|del掉?|remove掉?|删)(?:一下|下)?")
+                 r"莫记了|莫记到了|莫记|别存了|不用存了|不要存了|别存|删一下|删下|清除|delete掉?|del掉?|remove掉?|删|"
+                 + _words_re(STRIKE_WORDS) + r")(?:一下|下)?")
 #: A request for the list in the ways people ask for it: who keeps it, what is kept, how to show it.
 #: Ways to ask to be shown something (列出来 / 发我瞅瞅 / 给我看看).
 _SHOW_ME = (r"(?:都|全|全部)?(?:列一下|列出来|列个表|列给我|发出来|发我|发给我|(?:给我|让我)?(?:看看?|康康|瞅瞅|瞧瞧)|说说|讲讲|"
@@ -7928,7 +7934,7 @@ MEMORY_REWRITES = [
     ("更正 纠正", rf"^(更正|纠正)(一下)?[{_PUNCT}]*(?=(?:过敏|喜欢|讨厌|害怕)的(?:东西)?(?:其实)?是)", r"\1\2：我"),  # 更正 过敏的是腰果
     ("记忆里", r"^(?:你的)?记忆里(?=关于|有关)", ""),  # 记忆里关于我工作的那条去掉
     ("把", rf"^(?:请|麻烦你?|帮我|给我|你)*把(?!第|刚|我的?(?:记忆|东西)[^那这]{{0,3}}$)(?!.*(?:都|全|所有))(.+?)(?:的)?(?:记忆|东西)?"
-          rf"(?:{_POINTER})?(?:给我|帮我|就)?(?:删了|删掉|删除|忘了|忘掉|去掉|清掉|清除|delete掉?|del掉?|remove掉?|删)(?:一下|下)?"
+          rf"(?:{_POINTER})?(?:给我|帮我|就)?(?:删了|删掉|删除|忘了|忘掉|去掉|{_words_re(STRIKE_WORDS)}|清除|delete掉?|del掉?|remove掉?|删)(?:一下|下)?"
           rf"{_ANY_PARTICLE}*$", r"忘记\1那条"),
     ("不用记 别记 不要记 莫记 别存 不用存 删 忘了吧 忘掉",
      rf"^(我的?(?:{_words_re(_ATTRIBUTE_BY_WORD)}))[{_PUNCT}]*(?:你)?(?:就)?(?:不用记了|别记了|不要记了|别记着了|莫记了|"
@@ -7952,6 +7958,8 @@ MEMORY_REWRITES = [
     ("那条 那个 这条 这个 那件事 这件事",
      rf"^(?!刚|上一条|第)(?:那个(?=.+?{_POINTER}))?(.+?)(?:的)?{_POINTER}[{_PUNCT}]*{_FORGET_AFTER}{_ANY_PARTICLE}*$",
      r"忘记\1那条"),  # 那个叫我队长的约定删了吧: 那个 says which, 约定 points
+    ("那个 这个 那条 这条", rf"^(?:那个|这个|那条|这条)\s*([^{_PUNCT}\s的]{{1,12}}?)\s*的{_FORGET_AFTER}{_ANY_PARTICLE}*$",
+     r"忘记\1那条"),  # 那个怕狗的你删了吧: 那个 … 的 says which
     ("delete remove del", rf"^(?i:delete|remove|del)掉?\s*(.+?)(?:的)?{_POINTER}{_ANY_PARTICLE}*$",
      r"忘记\1那条"),  # delete掉香菜那条
     ("删", rf"^(?:麻烦|请|帮我|你|您)*(?:删了|删掉|删除)\s*(?!刚|上一|最后|最新|最近|第)([^{_PUNCT}]{{1,12}}?)\s*(?:的)?"
@@ -8216,7 +8224,11 @@ _FORGET_PAUSES_RE = re.compile(r"[，,。.:：!！~～、；;…]+|(?<![A-Za-z0-
 _SPOKEN_AGAIN_RE = re.compile(rf"(?<=删掉|删了|去掉|忘掉)({_ANY_PARTICLE}*)[{_PUNCT}]*(?:删掉|删了|去掉|忘掉)?(?:就行|就好|就可以)(?:了)?"
                               rf"{_ANY_PARTICLE}*$")
 #: A forget's verbs anywhere in a message: only such a message is searched for a forget clause and its reason.
-_FORGET_VERB_RE = re.compile(r"删|忘|去掉|(?:别|不要|不用|莫)再?记|(?:别|不用|不要)存|(?i:delete|remove)")
+_FORGET_VERB_RE = re.compile(r"删|忘|去掉|(?:别|不要|不用|莫)再?记|(?:别|不用|不要)存|(?i:delete|remove)|" + _words_re(STRIKE_WORDS))
+#: A forget with its reason glued on, no pause between (那个怕狗的你删了吧现在不怕了 / 洋葱那个删了吧其实能吃): the pause
+#: put back after the verb and its 吧, so the reason is a clause of its own.
+_GLUED_REASON_RE = re.compile(rf"((?:那条|那个|这条|这个|的)(?:你|就|给我|帮我)*(?:删了|删掉|去掉|忘了|忘掉|{_words_re(STRIKE_WORDS)})"
+                              rf"(?:吧|啦))(?=[\u4e00-\u9fff]{{2}})")
 #: The longest clause that may say why a memory goes (送人了 / 医生说是误诊 / 我奶奶去年走了) beside the forget.
 FORGET_REASON_CHARS = 12
 #: The forget said again beside it, naming nothing (先别记 / 不用记了 / 别记着了 / 以后也别提了): no part of what goes.
@@ -8428,6 +8440,7 @@ def memory_normalise(text):
         t = _pronoun_forget(t) or t
     if _FORGET_VERB_RE.search(t):  # 来福那条删了 送人了: the forget without its reason
         t = _SPOKEN_AGAIN_RE.sub(r"\1", _SPOKEN_LEAD_RE.sub("", t)) or t
+        t = _GLUED_REASON_RE.sub(r"\1，", t, count=1) if "吧" in t or "啦" in t else t
         t = _forget_pointers(t) or (_forget_clause(t) if _PAUSES_RE.search(t) else t)
     if _AROUND_WORD_RE.search(t):  # 豆包昨天去世了 记一下吧 心里好难受 / 记牢 很重要的 我有哮喘
         t = _remember_around(t) or t
@@ -8519,7 +8532,7 @@ _ASKS_RE = re.compile(r"多久|多长时间|怎么|怎样|为什么|为啥|咋|�
 _SHAPED_LEAD_RE = re.compile(r"^(?:嗯+|啊+|呃+|哎呀|哎|唉|诶|欸|不好意思|抱歉|sorry|您好|你好|那个|就是|刚才|刚刚|其实|"
                              r"我(?=刚才|刚刚|说错|记错|搞错|弄错|写错|打错)|my bad|oops|[.…～~、]+)+", re.I)
 #: English memory verbs in a mixed message (delete掉香菜那条 / revert 一下): weak, they must point at a memory.
-_SHAPED_ENGLISH_RE = re.compile(r"(?<![A-Za-z])(?:delete|remove|revert|undo|correct)(?![A-Za-z])", re.I)
+_SHAPED_ENGLISH_RE = re.compile(r"(?<![A-Za-z])(?:delete|remove|revert|undo|correct|rm|del)(?![A-Za-z])", re.I)
 
 
 def _shaped_clauses(t):
@@ -9039,7 +9052,7 @@ def memory_fallback(conn, ctx, text, hint=""):
     pointed = re.search(rf"第\s*({_NUM})\s*[条个]", t)
     if pointed and 1 <= _cn_number(pointed.group(1)) <= len(rows):  # 把第二条改成… / 第二条过时了: that one
         named = [rows[_cn_number(pointed.group(1)) - 1]]
-    if re.search(r"忘|删|别记|不用记|不要记|撤|去掉|不要了|过时|过期|没用|作废", t):
+    if re.search(r"忘|删|别记|不用记|不要记|撤|去掉|不要了|过时|过期|没用|作废", t) or _CODE_DELETE_RE.search(t):
         if not named and re.search(r"全|所有|一切", t) and rows:  # 你把关于我的东西全删了吧: as 忘记关于我的一切
             return "", {"action": "wipe"}
         pool = named or rows[-5:]
