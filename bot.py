@@ -5348,7 +5348,10 @@ def _life_turn_fits(fact, turn, row):
     new, old, thing = _LIFE_TURN_RES[turn]
     if row["subject"] != fact.subject or not old.search(_life_read(row["text"])):
         return False
-    own = _life_words(new.sub(" ", _life_read(fact.text))) if thing else set()
+    read = _life_read(fact.text)
+    said = new.search(read)  # the thing is named up to the clause of the pair's words (我退坑了 太肝了: 太肝 is why)
+    head = read[:said.end()] + re.split(f"[{_PUNCT}]", read[said.end():], maxsplit=1)[0] if said else read
+    own = _life_words(new.sub(" ", head)) if thing else set()
     return not own or bool(own & _life_words(row["text"]))
 
 
@@ -7903,6 +7906,10 @@ MEMORY_REWRITES = [
                     rf"(?=我|{_REL_RE})", "记住，"),  # 帮我记着(啊)我… / 那个你帮我记一下就是我血压有点高
     ("叫我", r"^记住[，,：:\s]*(?:以后|今后)(?:你)?(?:就)?叫我", "记住，你以后叫我"),  # 记住以后叫我阿猫
     ("改成 改为 换成 应该是", rf"^(?:那个|把)?(?:我的)?({_words_re(_ATTRIBUTE_BY_WORD)})(?:改成|改为|换成|应该是)(.+)$", r"更正：\1是\2"),
+    ("改成 改为 换成", rf"^(?:把)?(?!我|你|他|她|它|第|刚|那|这|(?:{_words_re(_ATTRIBUTE_BY_WORD)})(?:那|这|[{_PUNCT}]|改|换))"
+                   rf"([^{_PUNCT}]{{2,10}}?)(?:那个|那条|这个|这条)?[{_PUNCT}]*"
+                   rf"(?:改成|换成|改为)(?:了)?\s*([^{_PUNCT}了我你他她它]{{1,12}})(?:了)?{_ANY_PARTICLE}*$", r"不是\1，是\2"),
+    # copilot那条改成cursor / 原神换成星铁了: the word replaced where a memory says it (replace_maybe), else chat
     ("改成 改为 换成", rf"^(?:(?:哦|噢|啊|诶)?不对[{_PUNCT}]*)?(?:我)?(最(?:喜欢|爱)的[\u4e00-\u9fff]{{0,4}}?)(?:改成|改为|换成)(.+)$",
      r"更正一下，我\1是\2"),  # 哦不对 最喜欢的改成夏油杰: the favourite (which one, when several)
     ("错 不对", rf"^(说错了|搞错了|记错了|弄错了|不对)(?:[{_PUNCT}]*\1)+", r"\1"),  # 说错了说错了，…
@@ -8501,7 +8508,7 @@ _SHAPED_ANY_RE = re.compile(rf"重新记|{_NOT_HABIT}记错了?|帮我记|给我
                             rf"^把.{{1,20}}(?:忘了|忘掉|删了|删掉|去掉)|你(?:之前|刚才|以前)?(?:记|存)(?:的|着的|下的|了的)|"
                             rf"记忆[^，,。！!？?]{{0,6}}(?:不对|错|过时|过期|有问题|改|更新|删|去掉)|搞混|记混|记成谁|搞错人|"
                             rf"我的(?:资料|信息|数据|记忆|档案)[^，,。]{{0,4}}(?:改|删|清|更新)|"
-                            rf"(\S{{1,8}}(?:那个|这个|那条|这条)[^，,。]{{0,3}}(?:删|忘|改|不对|错|别记|不要了|留着|其实)"
+                            rf"(\S{{1,8}}(?:那个|这个|那条|这条)[^，,。]{{0,3}}(?:删|忘|改|不对|错|别记|不要了|留着|其实|过时|过期|作废|没用)"
                             rf"|(?:那条|这条)[^，,。！!？?]{{2,4}}{_SHAPED_VERBS})")
 #: A memory verb at a message's end (…，记一下 / …改成上海); the weak ones need a memory they point at.
 _SHAPED_END_RE = re.compile(rf"(?<![被人])(?:记一下|记下来|记住|记着|记好|忘掉|别记了|不用记了|别记着了|都忘了吧?|忘了吧|"
@@ -8613,7 +8620,8 @@ def memory_shaped(conn, ctx, text):
     anywhere = _SHAPED_ANY_RE.search(t)
     end = _SHAPED_END_RE.search(t)
     if not (start or anywhere or end):
-        return _news_points(conn, ctx, t)  # 老子不干了 今天辞职了 with 我在京东仓库上夜班: asked or planned, never chat
+        # 老子不干了 今天辞职了 with 我在京东仓库上夜班 / 原神那个 换成星铁了: asked or planned, never chat
+        return _news_points(conn, ctx, t) or _change_points(conn, ctx, t)
     if start and not _WEAK_VERB_RE.match(t) or anywhere and not anywhere.group(1) or end and not end.group(1):
         return True
     # 那个游戏删了吧 / 删 微信了: what goes is named, so it is about memory only where a memory names it; not 我媳妇那条
@@ -8625,6 +8633,33 @@ def memory_shaped(conn, ctx, text):
     if _after_command(conn, ctx):
         return True  # 不对，… right after a memory command
     return _shaped_points(conn, ctx, whole)
+
+
+#: Words that say something a memory holds changed, ended or was wrong (换成 / 过时了 / 不学了 / 退坑 / 不对): said with a
+#: word of one of the speaker's memories, the message is about that memory (_change_points).
+_CHANGE_MARK_RE = re.compile(r"换成|改成|改为|换了|改了|改喝|改用|改玩|改吃|过时|作废|过期|没用了|不对|错了|不要了|退坑|弃坑|出坑|戒了|"
+                             r"(?<![想要会能])不(?!想|太想|愿|打算|舍得|是|要|会|能|知道|一定|太|够|错|好|行|了)[\u4e00-\u9fff]{1,3}了")
+
+
+def _change_points(conn, ctx, t):
+    """Whether a message no rule read says a change of something one of the speaker's memories names (原神那个 换成星铁了
+    / 吉他早就不学了 with 我在学吉他): a change word (_CHANGE_MARK_RE) and a word of that memory; not a stop for a while
+    (今天不练吉他了). Then it is not for chat: the plan reads it, or the user is asked."""
+    if not _CHANGE_MARK_RE.search(t) or _TEMPORARY_STOP_RE.search(t):
+        return False
+    if re.search(r"那条|这条|那个|这个", t):  # 怕狗那个 现在不怕了: the pointer says which, the change may follow
+        return _distinct_points(conn, ctx, t)
+    # else the change is said in the clause that names the memory's word (原神的新角色好强 换成她了 is chat)
+    return any(_CHANGE_MARK_RE.search(c) and _distinct_points(conn, ctx, c) for c in _PAUSES_RE.split(t) if c)
+
+
+def _distinct_points(conn, ctx, t):
+    """Whether a message shares a word of two characters or more with one of the speaker's memories, a word not made of
+    plain characters alone (不喜欢他了 shares only 喜欢 with 我喜欢吃火锅: no pointer)."""
+    plain = _PLAIN_CHARS | _COMMON_CHARS
+    words = {w for w in text_content_words(t) | set(re.findall(r"[\u4e00-\u9fff]{2}", t))
+             if len(w) >= 2 and not set(w) <= plain and not _CHANGE_MARK_RE.fullmatch(w)}
+    return bool(words) and any(w in r["text"] for r in memory_list(conn, ctx) for w in words)
 
 
 def _shaped_points(conn, ctx, t):
@@ -9064,9 +9099,9 @@ def memory_fallback(conn, ctx, text, hint=""):
         return head + asked["prompt"], asked
     fact = re.sub(rf"^(?:记住|更正一下|更正|不对|错了)[{_PUNCT}]*|[{_PUNCT}]*(?:记一下|记下来|记住)$", "", t).strip()
     fact = re.sub(rf"^{_REMEMBER_LEADS}[{PARTICLES}{_PUNCT}]*", "", fact) or fact  # 帮忙记一下我…: never offered
-    if re.search(r"改|更正|纠正|不对|错|记错|搞混|记混|记成|有问题|更新", t):
+    if re.search(r"改|更正|纠正|不对|错|记错|搞混|记混|记成|有问题|更新|换成", t):
         pool = named or rows[-3:]
-        new = re.sub(r"^.*?(?:改成|改为|应该是|其实是|是)(?=.)", "", fact) if not memory_has_subject(fact) else fact
+        new = re.sub(r"^.*?(?:改成|改为|换成|应该是|其实是|是)(?=.)", "", fact) if not memory_has_subject(fact) else fact
         kinds = (_value_kinds(new) - {"thing"}) & _BARE_VALUE_KINDS if new and len(new) <= 12 else set()
         fits = [r for r in rows if _fits(r, kinds)] if kinds else []
         if kinds and (pool or fits):  # 哎呀，更正一下，是无锡: which memory takes the value, never a guess
@@ -9082,7 +9117,8 @@ def memory_fallback(conn, ctx, text, hint=""):
         return head + "要更正哪一条、改成什么呢？说完整一点吧，比如“更正一下，我住在上海”；说“你记得我什么”可以看编号。", None
     if re.fullmatch(rf"(?:{_REMEMBER_LEADS}|记)[{PARTICLES}]*", fact):  # 记一下 alone: its 记 is no fact to offer
         return head + "要我记住什么呢？比如：记住，我住在北京", None
-    if named and len(named) <= 3 and fact and len(fact) <= 200 and _news_points(conn, ctx, t):
+    if named and len(named) <= 3 and fact and len(fact) <= 200 and (_news_points(conn, ctx, t)
+                                                                    or _change_points(conn, ctx, t)):
         # 老子不干了 今天辞职了 with 我在京东仓库上夜班: whether the change replaces what it names, as a life change asks
         fact = _SELF_SLANG_RE.sub("我", re.sub(r"^(?:其实|后来|话说|对了)+", "", _written(fact, read, said)))
         named_first = any(fact[:2] in r["text"] for r in named)  # 大黄上周绝育了: of 大黄, not of 我大黄
