@@ -8062,6 +8062,12 @@ _WISH_SAID_OTHERWISE = [
 _WISH_OTHERWISE_WORD_RE = re.compile(r"往后|管我叫|莫")
 #: How the character should talk, said again in a clause of its own beside the wish (简单点 / 温柔一点): part of it.
 _WISH_MANNER_RE = re.compile(rf"^(?:再|稍微)?[^{_PUNCT}我你他她它]{{1,4}}(?:一点|一些|点儿?){_ANY_PARTICLE}*$")
+#: How long a reply may be, said in a clause beside a wish (三句话以内 / 两句话就够 / 最多100字): part of the wish.
+_WISH_LIMIT_RE = re.compile(rf"^(?:控制在|最多|不超过|不要超过|别超过|就)?(?:[一二两三四五六七八九十百千]+|\d+)(?:句话|句|个字|字|行|段)"
+                            rf"(?:以内|之内|左右|以下|内|就够了?|就行了?|就好了?|就可以了?)?{_ANY_PARTICLE}*$")
+#: How the character should talk said with the user's why glued on (以后说话简单点我开车看不了那么多字): the pause put
+#: back before the why, so _wish_clauses reads it as a reason beside the wish.
+_WISH_GLUED_WHY_RE = re.compile(r"^((?:你)?(?:以后|今后)(?![^，,。!！?？\s]*?(?:叫|喊|称呼))[^，,。!！?？\s]{2,10}?(?:点儿|点|些))(?=我)")
 #: A greeting a message starts with (您好，… / 你好呀 …).
 _GREETING_RE = re.compile(rf"^(?:您好|你好)(?:呀|啊)?[{_PUNCT}]+(?=\S)")
 #: Emoji (and the spaces before them) ending a message: a feeling, never part of what is remembered.
@@ -8358,7 +8364,7 @@ def _wish_clauses(t):
             wishes.append(form.format(*(g for g in m.groups() if g is not None)))
         else:
             others.append(c)
-    manners = [c for c in others if _WISH_MANNER_RE.match(c)]
+    manners = [c for c in others if _WISH_MANNER_RE.match(c) or _WISH_LIMIT_RE.match(c)]
     if len(wishes) == 1 and manners and "叫" not in wishes[0]:  # 你以后说话别那么啰嗦 简单点: the wish said again
         wishes[0] += " " + " ".join(_strip_tail(c) for c in manners)
         others = [c for c in others if c not in manners]
@@ -8418,6 +8424,7 @@ def memory_normalise(text):
         t = _GREETING_RE.sub("", t) or t
     if "以后" in t[:12]:  # 嗯…那个…您以后跟我说话简单一点就行: a wish, said as 你以后…
         t = _WISH_LEAD_RE.sub("你", t, count=1)
+        t = _WISH_GLUED_WHY_RE.sub(r"\1 ", t, count=1) if re.search("[点些儿]我", t) else t
     if t and (t[-1] > "\u2600" and not "\u4e00" <= t[-1] <= "\u9fff" or "谢" in t[-4:]):  # 谢谢🙏 / 小橘吧🍊
         t = _POLITE_TAIL_RE.sub("", t) or t
     if ("记" in t or "知道" in t) and _URGE_TAIL_RE.search(t):  # 你都记得我啥呀 快说快说: the list asked for
