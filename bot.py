@@ -5190,10 +5190,10 @@ _CHAR_NOTE_RE = re.compile(rf"(?<=\S)[{_PUNCT}]+(?:其中的?)?([\u4e00-\u9fff])
                            rf"[{PARTICLES}{_PUNCT}]*(?=$|[{_PUNCT}])")
 
 
-#: Whom a message is told to, as a clause of its own or after a 了 (姐妹们 我戒烟了, 我辞职了家人们 准备…): no fact
-#: (我家人们都很好 keeps its 家人们).
+#: Whom a message is told to, as a clause of its own, after a 了, or first and glued to 我 (姐妹们 我戒烟了, 我辞职了家人们
+#: 准备…, 姐妹们我退坑了): no fact (我家人们都很好 keeps its 家人们).
 _ADDRESS_RE = re.compile(rf"(?:^|(?<=[{_PUNCT}\s了啦]))(?:家人们|姐妹们|兄弟们|宝子们|集美们|老铁们|朋友们|各位|大家)"
-                         rf"(?:[{_PUNCT}\s]+|$)")
+                         rf"(?:[{_PUNCT}\s]+|$|(?<=们)(?=我))")
 #: Most facts one message may store (a hostile tester's one 490-character 记住 made 123 memories, each an expansion
 #: call); more is answered, nothing stored.
 MEMORY_FACTS_PER_MESSAGE = 30
@@ -7474,11 +7474,14 @@ _MISTAKE_OWNED = rf"(?:我)?(?:刚才|刚刚)?(?:{_words_re(MISTAKE_WORDS)})(?:�
 #: A correction with the mistake owned somewhere else than 说错了，是X: a pointer or 不对 before it (介说错了 是大班 /
 #: 这个说错了 应该是初三 / 不对不对是豫A12354刚才说错了), or after the value (是快手 打错了 / 是初三 我说错了); 才对 after
 #: the value. Groups: the lead's mistake, the value, the tail's mistake (after a pause, or with 我/刚才 before it).
-_MISTAKE_FIX_RE = re.compile(rf"^(?:{_INTERJECTION}[{_PUNCT}]*)*(?:(?:这个|这条|这|介个|介|那个|那条|刚才那个|刚刚那个)?"
-                             rf"({_MISTAKE_OWNED})|不对(?:[{_PUNCT}]*不对)*|错了)?[{PARTICLES}]*[{_PUNCT}]*"
+_MISTAKE_FIX_RE = re.compile(rf"^(?:(?:{_INTERJECTION}|(?i:em+|hmm+)|额+|呃+)[{_PUNCT}]*)*"
+                             rf"(?:(?:这个|这条|这|介个|介|那个|那条|刚才那个|刚刚那个)?"
+                             rf"({_MISTAKE_OWNED}(?:[{_PUNCT}]*{_MISTAKE_OWNED})*)|不对(?:[{_PUNCT}]*不对)*|错了)?[{PARTICLES}]*[{_PUNCT}]*"
                              rf"(?:应该)?是\s*([^{_PUNCT}是我你他她它]{{1,12}}?)(?:才对)?[{PARTICLES}]*"
                              rf"(?:[{_PUNCT}]+({_MISTAKE_OWNED})|((?:我|刚才|刚刚)+(?:{_words_re(MISTAKE_WORDS)})(?:了|字了)?))?"
                              rf"[{PARTICLES}{_PUNCT}]*$", re.I)
+#: A clause that only owns a mistake (打错了 / 刚才手滑了 / 我说错了啦).
+_MISTAKE_CLAUSE_RE = re.compile(rf"(?:(?:{_INTERJECTION}|(?i:em+)|额+|呃+))*{_MISTAKE_OWNED}[{PARTICLES}]*", re.I)
 #: Characters without which a message owns no mistake (the cheap test first).
 _MISTAKE_WORD_RE = re.compile(r"错|岔|滑|抖|误|typo", re.I)
 
@@ -7487,9 +7490,22 @@ def _mistake_fix(text):
     """A correction whose mistake is owned before or after the value, in the wording the rules read; None otherwise.
     Example: _mistake_fix('不对不对是豫A12354刚才说错了') -> '说错了，是豫A12354'"""
     m = _MISTAKE_FIX_RE.match(text) if _MISTAKE_WORD_RE.search(text) else None
-    if not m or not (m.group(1) or m.group(3) or m.group(4)):
-        return None
-    return "说错了，是" + m.group(2)
+    if m and (m.group(1) or m.group(3) or m.group(4)):
+        return "说错了，是" + m.group(2)
+    if not m and _MISTAKE_WORD_RE.search(text):  # 不是美团 打错了 是快手 / 5月21号 刚才手滑了: the mistake is a clause of its own
+        clauses = [c for c in _PAUSES_RE.split(text) if c]
+        owned = [c for c in clauses if _MISTAKE_CLAUSE_RE.fullmatch(c)]
+        rest = [c for c in clauses if c not in owned]
+        if len(owned) == 1 and 1 <= len(rest) <= 2:
+            said = "，".join(rest)
+            said = re.sub(f"^不是[{PARTICLES}的]+，(?:而)?(?=是)", "", said)  # 不是哦 是绵阳 搞错了: no value taken back
+            if re.fullmatch(rf"(?:不是[^{_PUNCT}]{{1,12}}，(?:而)?是|是[^{_PUNCT}]{{1,12}}，不是)[^{_PUNCT}]{{1,12}}", said):
+                return "更正一下，" + said  # 不是X 是Y: the value it takes back named
+            if re.fullmatch(rf"是[^{_PUNCT}是]{{1,12}}", said):
+                return "说错了，" + said
+            if len(rest) == 1 and len(said) <= 12 and _value_kinds(said) - {"thing"} and not re.search("[是不我你他她它]", said):
+                return "说错了，是" + said  # a value of a known kind alone (5月21号 / 快手 / 初三)
+    return None
 
 
 def _loose_fix(text):
@@ -7525,9 +7541,12 @@ _GIVEN_UP_RE = re.compile(r"(?:放弃|不学|不玩|不弹|不练|不去|不吃|
 
 
 #: One part pointed at and corrected (海鲜那个是我瞎说的 其实是对芒果 更正一下 / 螃蟹那个记错了 其实是对芒果过敏 改一下): old, new.
-_PART_FIX_RE = re.compile(r"^(?!这|那|我|你)([^，,。；;\s]{1,8}?)(?:那个|那条)(?:是我?)?(?:记错了|瞎说的|乱说的|说错了|写错了|不对|错了)"
-                          r"[，,。\s]+(?:其实|应该)是(?:对)?([^，,。；;\s对]{1,8}?)(?:过敏)?(?:[，,。\s]*(?:更正一下|更正|改一下|改下|"
-                          r"帮我改一下|帮我改下))?[。!！]*$")
+#: Also without the pointer, with any mistake word, and without 其实/应该 (美团打错了 是快手 / 初二是说错了 其实是初三).
+_PART_FIX_RE = re.compile(rf"^(?!这|那|我|你|他|她|它|{_INTERJECTION})((?:(?!错)[^，,。；;\s]){{1,8}}?)"
+                          rf"(?:(?:那个|那条)(?:{_words_re(_ATTRIBUTE_BY_WORD)})?(?:是我?)?(?:(?:{_words_re(MISTAKE_WORDS)})(?:了|字了)"
+                          rf"|瞎说的|乱说的|不对|错了)|(?<=..)(?:是我?)?(?:{_words_re(MISTAKE_WORDS)})(?:了|字了))"
+                          r"[，,。\s]+(?:其实|应该)?是(?:对)?([^，,。；;\s对]{1,8}?)(?:过敏)?(?:才对)?(?:[，,。\s]*(?:更正一下|更正|改一下|"
+                          r"改下|帮我改一下|帮我改下))?[。!！]*$")
 
 
 def _loose_forget(text):
@@ -7600,7 +7619,9 @@ def memory_parse(text, names=()):
     if yue != t:  # 記住我住喺旺角: read as Mandarin, what is stored said as the user said it (what a forget points
         kind, args = memory_parse(yue)  # at is only read: 刪咗我鍾意食榴槤嗰條 looks for 我喜欢吃榴槤那条)
         return kind, {k: _written(v, yue, said) if k != "what" and isinstance(v, str) else v for k, v in args.items()}
-    part = _PART_FIX_RE.match(t)  # read before 记错了 is cut off below
+    part = None if _mistake_fix(t) else _PART_FIX_RE.match(t)  # read before 记错了 is cut off below (emmm说错了: no part)
+    if part and part.group(1) in _ATTRIBUTE_BY_WORD and not re.search("(?:其实|应该)是", part.group()):
+        part = None  # 名字那条写错了，是李桦: the plan's to read (生日那个记错了 其实是5月21号 is the rules')
     t = _UNDO_TAIL_RE.sub(r"\1", _MISTAKE_LEAD_RE.sub("", t)) if "错了" in t[:12] or "撤" in t[:6] else t
     t = _DOUBLED_RE.sub(r"\1", t) if t[:2] in t[2:14] else t  # cheap tests first: most messages have neither
     if t.startswith(("那个啥", "那啥")):  # 那个啥 我在你这存了些啥 给我列一下: a filler before what is asked
@@ -8498,9 +8519,10 @@ def memory_normalise(text):
 #: A memory verb at a message's start (after 请 / 帮我 / 把 …): the message is about memory.
 _SHAPED_START_RE = re.compile(r"^(?:请|麻烦|帮我|给我|你|把|就|那)*(?:记住|记一下|记下|记着|记牢|记好|记得|忘记|忘掉|别记|不用记|"
                               r"不要记|别再记|撤回|撤销|更正|纠正|修改|改成|改一下|删掉|删除|删了|删|不对|错了|说错(?!话)|记错|搞错|弄错|"
-                              r"更新)")
+                              r"更新|打错|写错|敲错|手滑|口误|笔误|(?i:typo))")
 #: Verbs that are about memory only when they point at one (删了那个游戏 is chat).
-_WEAK_VERB_RE = re.compile(r"^(?:请|麻烦|帮我|给我|你|把|就|那)*(?:纠正|修改|改成|改一下|删掉|删除|删了|删|不对|错了|说错(?!话)|搞错|弄错|更新)")
+_WEAK_VERB_RE = re.compile(r"^(?:请|麻烦|帮我|给我|你|把|就|那)*(?:纠正|修改|改成|改一下|删掉|删除|删了|删|不对|错了|说错(?!话)|搞错|弄错|更新|"
+                           r"打错|写错|敲错|手滑|口误|笔误|(?i:typo))")
 #: What is done to a memory a pointer (那条, 第2条) points at.
 _SHAPED_VERBS = "(?:删|忘|改|不对|错|别记|不用记|不要|留着|更正|撤)"
 #: Not after 老是 / 总是 (我老是记错哪天夜班: the user's own memory, no memory of the bot's).
