@@ -7476,9 +7476,11 @@ _MISTAKE_OWNED = rf"(?:我)?(?:刚才|刚刚)?(?:{_words_re(MISTAKE_WORDS)})(?:�
 #: the value. Groups: the lead's mistake, the value, the tail's mistake (after a pause, or with 我/刚才 before it).
 _MISTAKE_FIX_RE = re.compile(rf"^(?:(?:{_INTERJECTION}|(?i:em+|hmm+)|额+|呃+)[{_PUNCT}]*)*"
                              rf"(?:(?:这个|这条|这|介个|介|那个|那条|刚才那个|刚刚那个)?"
-                             rf"({_MISTAKE_OWNED}(?:[{_PUNCT}]*{_MISTAKE_OWNED})*)|不对(?:[{_PUNCT}]*不对)*|错了)?[{PARTICLES}]*[{_PUNCT}]*"
+                             rf"({_MISTAKE_OWNED}(?:[{_PUNCT}]*{_MISTAKE_OWNED})*)|不对(?:[{_PUNCT}]*不对)*|错了)?"
+                             rf"[{PARTICLES}]*[{_PUNCT}]*"
                              rf"(?:应该)?是\s*([^{_PUNCT}是我你他她它]{{1,12}}?)(?:才对)?[{PARTICLES}]*"
-                             rf"(?:[{_PUNCT}]+({_MISTAKE_OWNED})|((?:我|刚才|刚刚)+(?:{_words_re(MISTAKE_WORDS)})(?:了|字了)?))?"
+                             rf"(?:[{_PUNCT}]+({_MISTAKE_OWNED})"
+                             rf"|((?:我|刚才|刚刚)+(?:{_words_re(MISTAKE_WORDS)})(?:了|字了)?))?"
                              rf"[{PARTICLES}{_PUNCT}]*$", re.I)
 #: A clause that only owns a mistake (打错了 / 刚才手滑了 / 我说错了啦).
 _MISTAKE_CLAUSE_RE = re.compile(rf"(?:(?:{_INTERJECTION}|(?i:em+)|额+|呃+))*{_MISTAKE_OWNED}[{PARTICLES}]*", re.I)
@@ -7503,7 +7505,8 @@ def _mistake_fix(text):
                 return "更正一下，" + said  # 不是X 是Y: the value it takes back named
             if re.fullmatch(rf"是[^{_PUNCT}是]{{1,12}}", said):
                 return "说错了，" + said
-            if len(rest) == 1 and len(said) <= 12 and _value_kinds(said) - {"thing"} and not re.search("[是不我你他她它]", said):
+            if len(rest) == 1 and len(said) <= 12 and _value_kinds(said) - {"thing"} \
+                    and not re.search("[是不我你他她它]", said):
                 return "说错了，是" + said  # a value of a known kind alone (5月21号 / 快手 / 初三)
     return None
 
@@ -7543,7 +7546,8 @@ _GIVEN_UP_RE = re.compile(r"(?:放弃|不学|不玩|不弹|不练|不去|不吃|
 #: One part pointed at and corrected (海鲜那个是我瞎说的 其实是对芒果 更正一下 / 螃蟹那个记错了 其实是对芒果过敏 改一下): old, new.
 #: Also without the pointer, with any mistake word, and without 其实/应该 (美团打错了 是快手 / 初二是说错了 其实是初三).
 _PART_FIX_RE = re.compile(rf"^(?!这|那|我|你|他|她|它|{_INTERJECTION})((?:(?!错)[^，,。；;\s]){{1,8}}?)"
-                          rf"(?:(?:那个|那条)(?:{_words_re(_ATTRIBUTE_BY_WORD)})?(?:是我?)?(?:(?:{_words_re(MISTAKE_WORDS)})(?:了|字了)"
+                          rf"(?:(?:那个|那条)(?:{_words_re(_ATTRIBUTE_BY_WORD)})?(?:是我?)?"
+                          rf"(?:(?:{_words_re(MISTAKE_WORDS)})(?:了|字了)"
                           rf"|瞎说的|乱说的|不对|错了)|(?<=..)(?:是我?)?(?:{_words_re(MISTAKE_WORDS)})(?:了|字了))"
                           r"[，,。\s]+(?:其实|应该)?是(?:对)?([^，,。；;\s对]{1,8}?)(?:过敏)?(?:才对)?(?:[，,。\s]*(?:更正一下|更正|改一下|"
                           r"改下|帮我改一下|帮我改下))?[。!！]*$")
@@ -7962,7 +7966,8 @@ MEMORY_REWRITES = [
     ("更正 纠正", rf"^(更正|纠正)(一下)?[{_PUNCT}]*(?=(?:过敏|喜欢|讨厌|害怕)的(?:东西)?(?:其实)?是)", r"\1\2：我"),  # 更正 过敏的是腰果
     ("记忆里", r"^(?:你的)?记忆里(?=关于|有关)", ""),  # 记忆里关于我工作的那条去掉
     ("把", rf"^(?:请|麻烦你?|帮我|给我|你)*把(?!第|刚|我的?(?:记忆|东西)[^那这]{{0,3}}$)(?!.*(?:都|全|所有))(.+?)(?:的)?(?:记忆|东西)?"
-          rf"(?:{_POINTER})?(?:给我|帮我|就)?(?:删了|删掉|删除|忘了|忘掉|去掉|{_words_re(STRIKE_WORDS)}|清除|delete掉?|del掉?|remove掉?|删)(?:一下|下)?"
+          rf"(?:{_POINTER})?(?:给我|帮我|就)?(?:删了|删掉|删除|忘了|忘掉|去掉|{_words_re(STRIKE_WORDS)}|清除|delete掉?|del掉?"
+          rf"|remove掉?|删)(?:一下|下)?"
           rf"{_ANY_PARTICLE}*$", r"忘记\1那条"),
     ("不用记 别记 不要记 莫记 别存 不用存 删 忘了吧 忘掉",
      rf"^(我的?(?:{_words_re(_ATTRIBUTE_BY_WORD)}))[{_PUNCT}]*(?:你)?(?:就)?(?:不用记了|别记了|不要记了|别记着了|莫记了|"
@@ -8666,17 +8671,23 @@ def memory_shaped(conn, ctx, text):
 
 #: Words that say something a memory holds changed, ended or was wrong (换成 / 过时了 / 不学了 / 退坑 / 不对): said with a
 #: word of one of the speaker's memories, the message is about that memory (_change_points).
-_CHANGE_MARK_RE = re.compile(r"换成|改成|改为|换了|改了|改喝|改用|改玩|改吃|过时|作废|过期|没用了|不对|错了|不要了|退坑|弃坑|出坑|戒了|"
+_CHANGE_MARK_RE = re.compile(r"换成|改成|改为|改喝|改用|改玩|改吃|过时|作废|过期|没用了|不对|错了|不要了|退坑|弃坑|出坑|戒了|"
                              r"(?<![想要会能])不(?!想|太想|愿|打算|舍得|是|要|会|能|知道|一定|太|够|错|好|行|了)[\u4e00-\u9fff]{1,3}了")
+
+
+#: Changes said of what a pointer (那个) names, too plain alone (杭州那个地址换了 / 把日语那个去了吧 / 那个更新一下).
+_POINTED_CHANGE_RE = re.compile(rf"{_CHANGE_MARK_RE.pattern}|换了|改了|更新|有问题|去了|去掉|别要|清一下|清了|不用了")
 
 
 def _change_points(conn, ctx, t):
     """Whether a message no rule read says a change of something one of the speaker's memories names (原神那个 换成星铁了
     / 吉他早就不学了 with 我在学吉他): a change word (_CHANGE_MARK_RE) and a word of that memory; not a stop for a while
     (今天不练吉他了). Then it is not for chat: the plan reads it, or the user is asked."""
+    if re.search(r"那条|这条", t) or re.search(r"那个|这个", t) and _POINTED_CHANGE_RE.search(t):
+        return _distinct_points(conn, ctx, t)  # (日语那个 … 去了吧 / 那条 with any words: asked, never chat)
     if not _CHANGE_MARK_RE.search(t) or _TEMPORARY_STOP_RE.search(t):
         return False
-    if re.search(r"那条|这条|那个|这个", t):  # 怕狗那个 现在不怕了: the pointer says which, the change may follow
+    if re.search(r"那条|这条", t):  # 日语那条有问题 / 日语那条别要了: 那条 points at a memory, whatever is said of it
         return _distinct_points(conn, ctx, t)
     # else the change is said in the clause that names the memory's word (原神的新角色好强 换成她了 is chat)
     return any(_CHANGE_MARK_RE.search(c) and _distinct_points(conn, ctx, c) for c in _PAUSES_RE.split(t) if c)
