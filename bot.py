@@ -7544,6 +7544,8 @@ _GIVEN_UP_RE = re.compile(r"(?:放弃|不学|不玩|不弹|不练|不去|不吃|
 
 
 #: One part pointed at and corrected (海鲜那个是我瞎说的 其实是对芒果 更正一下 / 螃蟹那个记错了 其实是对芒果过敏 改一下): old, new.
+#: Words without which a message has no such part (the cheap test first).
+_PART_WORD_RE = re.compile(r"错|岔|滑|抖|误|typo|不对|瞎说|乱说", re.I)
 #: Also without the pointer, with any mistake word, and without 其实/应该 (美团打错了 是快手 / 初二是说错了 其实是初三).
 _PART_FIX_RE = re.compile(rf"^(?!这|那|我|你|他|她|它|{_INTERJECTION})((?:(?!错)[^，,。；;\s]){{1,8}}?)"
                           rf"(?:(?:那个|那条)(?:{_words_re(_ATTRIBUTE_BY_WORD)})?(?:是我?)?"
@@ -7623,7 +7625,8 @@ def memory_parse(text, names=()):
     if yue != t:  # 記住我住喺旺角: read as Mandarin, what is stored said as the user said it (what a forget points
         kind, args = memory_parse(yue)  # at is only read: 刪咗我鍾意食榴槤嗰條 looks for 我喜欢吃榴槤那条)
         return kind, {k: _written(v, yue, said) if k != "what" and isinstance(v, str) else v for k, v in args.items()}
-    part = None if _mistake_fix(t) else _PART_FIX_RE.match(t)  # read before 记错了 is cut off below (emmm说错了: no part)
+    part = _PART_FIX_RE.match(t) if _PART_WORD_RE.search(t) and not _mistake_fix(t) else None  # read before 记错了
+    # is cut off below (emmm说错了: no part); most messages have none of its words
     if part and part.group(1) in _ATTRIBUTE_BY_WORD and not re.search("(?:其实|应该)是", part.group()):
         part = None  # 名字那条写错了，是李桦: the plan's to read (生日那个记错了 其实是5月21号 is the rules')
     t = _UNDO_TAIL_RE.sub(r"\1", _MISTAKE_LEAD_RE.sub("", t)) if "错了" in t[:12] or "撤" in t[:6] else t
