@@ -2679,9 +2679,16 @@ REMEMBER_WEAK_WORDS = "别忘了 不要忘了 你要记得 要记得 记得 记�
 #: Words that start a forget of something the user names (忘记我的生日 / 不用记我住哪了).
 FORGET_WORDS = ("忘记 忘掉 忘了 删除记忆 删掉记忆 删掉 删除 不要记得 不要记 别记得了 别记住了 别记得 别记住 别记了 别记 "
                 "不用记得了 不用记住了 不用记得 不用记住 不用记了 不用记").split()
+#: Verbs that strike a memory out, said after what they point at (香菜那条划掉 / 把香菜那条抹掉): as 删掉.
+STRIKE_WORDS = "划掉 抹掉 抹去 勾掉 清掉".split()
+#: A programmer's delete (copilot那条rm掉 / rm -rf / del): only pointing at a memory, and read by the plan (the LLM),
+#: never by the rules alone.
+_CODE_DELETE_RE = re.compile(r"(?<![A-Za-z])(?:rm|del)(?![A-Za-z])", re.I)
 #: Words that start a correction (更正一下，… / 我说错了，…).
 UPDATE_WORDS = ("更新一下 更正一下 纠正一下 修改一下 改一下 更新下 更正下 纠正下 修改下 更新 更正 纠正 修改 改成 "
                 "我说错了 说错了 我搞错了 搞错了 我记错了 记错了").split()
+#: Ways to own a slip in what was said (打错了 是快手 / 是初三 我说错了 / 手滑 是5月21号): each marks a correction.
+MISTAKE_WORDS = "说错 记错 搞错 弄错 写错 打错字 打错 敲错 按错 输错 记岔 说岔 手滑 手抖 口误 笔误 typo".split()
 #: Verbs typed in pinyin when the IME is off (吉他那条shan le / 那个 shan diao ba): read as the characters.
 PINYIN_VERBS = {"shan le": "删了", "shanle": "删了", "shan diao": "删掉", "shandiao": "删掉", "shan chu": "删除",
                 "shanchu": "删除", "ba": "吧"}
@@ -5283,10 +5290,10 @@ _CHAR_NOTE_RE = re.compile(rf"(?<=\S)[{_PUNCT}]+(?:其中的?)?([\u4e00-\u9fff])
                            rf"[{PARTICLES}{_PUNCT}]*(?=$|[{_PUNCT}])")
 
 
-#: Whom a message is told to, as a clause of its own or after a 了 (姐妹们 我戒烟了, 我辞职了家人们 准备…): no fact
-#: (我家人们都很好 keeps its 家人们).
+#: Whom a message is told to, as a clause of its own, after a 了, or first and glued to 我 (姐妹们 我戒烟了, 我辞职了家人们
+#: 准备…, 姐妹们我退坑了): no fact (我家人们都很好 keeps its 家人们).
 _ADDRESS_RE = re.compile(rf"(?:^|(?<=[{_PUNCT}\s了啦]))(?:家人们|姐妹们|兄弟们|宝子们|集美们|老铁们|朋友们|各位|大家)"
-                         rf"(?:[{_PUNCT}\s]+|$)")
+                         rf"(?:[{_PUNCT}\s]+|$|(?<=们)(?=我))")
 #: Most facts one message may store (a hostile tester's one 490-character 记住 made 123 memories, each an expansion
 #: call); more is answered, nothing stored.
 MEMORY_FACTS_PER_MESSAGE = 30
@@ -5442,7 +5449,10 @@ def _life_turn_fits(fact, turn, row):
     new, old, thing = _LIFE_TURN_RES[turn]
     if row["subject"] != fact.subject or not old.search(_life_read(row["text"])):
         return False
-    own = _life_words(new.sub(" ", _life_read(fact.text))) if thing else set()
+    read = _life_read(fact.text)
+    said = new.search(read)  # the thing is named up to the clause of the pair's words (我退坑了 太肝了: 太肝 is why)
+    head = read[:said.end()] + re.split(f"[{_PUNCT}]", read[said.end():], maxsplit=1)[0] if said else read
+    own = _life_words(new.sub(" ", head)) if thing else set()
     return not own or bool(own & _life_words(row["text"]))
 
 
@@ -6671,6 +6681,8 @@ def _last_spot(last, value):
     words = {text[i:i + n] for i in range(len(text) - n + 1)
              if sum(a == b for a, b in zip(text[i:i + n], value)) * 2 >= n
              and not re.search(rf"[{_PUNCT}]", text[i:i + n])}
+    if len(words) > 1:  # 3312 for 我手机尾号是3321: 3321, not 是332 (a character where a digit is said)
+        words = {w for w in words if all(a.isdigit() == b.isdigit() for a, b in zip(w, value))} or words
     if len(words) == 1 and text.count(next(iter(words))) == 1:
         return words.pop()
     slot = last["value"] or (_IS_SLOT_RE.fullmatch(text) or [None, None])[1]  # 我主玩的是原神: what follows its 是
@@ -6678,6 +6690,9 @@ def _last_spot(last, value):
             re.fullmatch(r"[\u4e00-\u9fff]{2,6}", value) and re.fullmatch(r"[\u4e00-\u9fff]{2,6}", slot)
             or _LATIN_NAME_RE.fullmatch(value) and _LATIN_NAME_RE.fullmatch(slot)):  # iPhone -> Pixel
         return slot
+    companies = [c for c in _COMPANIES if c in text and not any(c != d and c in d for d in _COMPANIES if d in text)]
+    if value in _COMPANIES and len(companies) == 1 and text.count(companies[0]) == 1 and not words:
+        return companies[0]  # 是快手 after 我在美团搬砖: the one company it names
     latin = _LATIN_NAME_RE.findall(text)  # 我公司是ByteDance (no value kept): its one Latin name
     if _LATIN_NAME_RE.fullmatch(value) and len(latin) == 1 and text.count(latin[0]) == 1 and not words:
         return latin[0]
@@ -7597,6 +7612,48 @@ def _said_again(value, tail):
     return bool(again) and value.endswith(again)
 
 
+#: A mistake owned (MISTAKE_WORDS: 刚才打错了 / 我说错了 / 手滑): said before or after a corrected value.
+_MISTAKE_OWNED = rf"(?:我)?(?:刚才|刚刚)?(?:{_words_re(MISTAKE_WORDS)})(?:了|字了)?"
+#: A correction with the mistake owned somewhere else than 说错了，是X: a pointer or 不对 before it (介说错了 是大班 /
+#: 这个说错了 应该是初三 / 不对不对是豫A12354刚才说错了), or after the value (是快手 打错了 / 是初三 我说错了); 才对 after
+#: the value. Groups: the lead's mistake, the value, the tail's mistake (after a pause, or with 我/刚才 before it).
+_MISTAKE_FIX_RE = re.compile(rf"^(?:(?:{_INTERJECTION}|(?i:em+|hmm+)|额+|呃+)[{_PUNCT}]*)*"
+                             rf"(?:(?:这个|这条|这|介个|介|那个|那条|刚才那个|刚刚那个)?"
+                             rf"({_MISTAKE_OWNED}(?:[{_PUNCT}]*{_MISTAKE_OWNED})*)|不对(?:[{_PUNCT}]*不对)*|错了)?"
+                             rf"[{PARTICLES}]*[{_PUNCT}]*"
+                             rf"(?:应该)?是\s*([^{_PUNCT}是我你他她它]{{1,12}}?)(?:才对)?[{PARTICLES}]*"
+                             rf"(?:[{_PUNCT}]+({_MISTAKE_OWNED})"
+                             rf"|((?:我|刚才|刚刚)+(?:{_words_re(MISTAKE_WORDS)})(?:了|字了)?))?"
+                             rf"[{PARTICLES}{_PUNCT}]*$", re.I)
+#: A clause that only owns a mistake (打错了 / 刚才手滑了 / 我说错了啦).
+_MISTAKE_CLAUSE_RE = re.compile(rf"(?:(?:{_INTERJECTION}|(?i:em+)|额+|呃+))*{_MISTAKE_OWNED}[{PARTICLES}]*", re.I)
+#: Characters without which a message owns no mistake (the cheap test first).
+_MISTAKE_WORD_RE = re.compile(r"错|岔|滑|抖|误|typo", re.I)
+
+
+def _mistake_fix(text):
+    """A correction whose mistake is owned before or after the value, in the wording the rules read; None otherwise.
+    Example: _mistake_fix('不对不对是豫A12354刚才说错了') -> '说错了，是豫A12354'"""
+    m = _MISTAKE_FIX_RE.match(text) if _MISTAKE_WORD_RE.search(text) else None
+    if m and (m.group(1) or m.group(3) or m.group(4)):
+        return "说错了，是" + m.group(2)
+    if not m and _MISTAKE_WORD_RE.search(text):  # 不是美团 打错了 是快手 / 5月21号 刚才手滑了: the mistake is a clause of its own
+        clauses = [c for c in _PAUSES_RE.split(text) if c]
+        owned = [c for c in clauses if _MISTAKE_CLAUSE_RE.fullmatch(c)]
+        rest = [c for c in clauses if c not in owned]
+        if len(owned) == 1 and 1 <= len(rest) <= 2:
+            said = "，".join(rest)
+            said = re.sub(f"^不是[{PARTICLES}的]+，(?:而)?(?=是)", "", said)  # 不是哦 是绵阳 搞错了: no value taken back
+            if re.fullmatch(rf"(?:不是[^{_PUNCT}]{{1,12}}，(?:而)?是|是[^{_PUNCT}]{{1,12}}，不是)[^{_PUNCT}]{{1,12}}", said):
+                return "更正一下，" + said  # 不是X 是Y: the value it takes back named
+            if re.fullmatch(rf"是[^{_PUNCT}是]{{1,12}}", said):
+                return "说错了，" + said
+            if len(rest) == 1 and len(said) <= 12 and _value_kinds(said) - {"thing"} \
+                    and not re.search("[是不我你他她它]", said):
+                return "说错了，是" + said  # a value of a known kind alone (5月21号 / 快手 / 初三)
+    return None
+
+
 def _loose_fix(text):
     """A loose correction read with its comment cut off, or None (the other rules read it).
     Example: _loose_fix('其实是4号线 老记混') -> ('update_fit', {'value': '4号线', 'strong': False})"""
@@ -7630,9 +7687,15 @@ _GIVEN_UP_RE = re.compile(r"(?:放弃|不学|不玩|不弹|不练|不去|不吃|
 
 
 #: One part pointed at and corrected (海鲜那个是我瞎说的 其实是对芒果 更正一下 / 螃蟹那个记错了 其实是对芒果过敏 改一下): old, new.
-_PART_FIX_RE = re.compile(r"^(?!这|那|我|你)([^，,。；;\s]{1,8}?)(?:那个|那条)(?:是我?)?(?:记错了|瞎说的|乱说的|说错了|写错了|不对|错了)"
-                          r"[，,。\s]+(?:其实|应该)是(?:对)?([^，,。；;\s对]{1,8}?)(?:过敏)?(?:[，,。\s]*(?:更正一下|更正|改一下|改下|"
-                          r"帮我改一下|帮我改下))?[。!！]*$")
+#: Words without which a message has no such part (the cheap test first).
+_PART_WORD_RE = re.compile(r"错|岔|滑|抖|误|typo|不对|瞎说|乱说", re.I)
+#: Also without the pointer, with any mistake word, and without 其实/应该 (美团打错了 是快手 / 初二是说错了 其实是初三).
+_PART_FIX_RE = re.compile(rf"^(?!这|那|我|你|他|她|它|{_INTERJECTION})((?:(?!错)[^，,。；;\s]){{1,8}}?)"
+                          rf"(?:(?:那个|那条)(?:{_words_re(_ATTRIBUTE_BY_WORD)})?(?:是我?)?"
+                          rf"(?:(?:{_words_re(MISTAKE_WORDS)})(?:了|字了)"
+                          rf"|瞎说的|乱说的|不对|错了)|(?<=..)(?:是我?)?(?:{_words_re(MISTAKE_WORDS)})(?:了|字了))"
+                          r"[，,。\s]+(?:其实|应该)?是(?:对)?([^，,。；;\s对]{1,8}?)(?:过敏)?(?:才对)?(?:[，,。\s]*(?:更正一下|更正|改一下|"
+                          r"改下|帮我改一下|帮我改下))?[。!！]*$")
 
 
 def _loose_forget(text):
@@ -7708,7 +7771,10 @@ def memory_parse(text, names=()):
     if yue != t:  # 記住我住喺旺角: read as Mandarin, what is stored said as the user said it (what a forget points
         kind, args = memory_parse(yue)  # at is only read: 刪咗我鍾意食榴槤嗰條 looks for 我喜欢吃榴槤那条)
         return kind, {k: _written(v, yue, said) if k != "what" and isinstance(v, str) else v for k, v in args.items()}
-    part = _PART_FIX_RE.match(t)  # read before 记错了 is cut off below
+    part = _PART_FIX_RE.match(t) if _PART_WORD_RE.search(t) and not _mistake_fix(t) else None  # read before 记错了
+    # is cut off below (emmm说错了: no part); most messages have none of its words
+    if part and part.group(1) in _ATTRIBUTE_BY_WORD and not re.search("(?:其实|应该)是", part.group()):
+        part = None  # 名字那条写错了，是李桦: the plan's to read (生日那个记错了 其实是5月21号 is the rules')
     t = _UNDO_TAIL_RE.sub(r"\1", _MISTAKE_LEAD_RE.sub("", t)) if "错了" in t[:12] or "撤" in t[:6] else t
     t = _DOUBLED_RE.sub(r"\1", t) if t[:2] in t[2:14] else t  # cheap tests first: most messages have neither
     if t.startswith(("那个啥", "那啥")):  # 那个啥 我在你这存了些啥 给我列一下: a filler before what is asked
@@ -7724,6 +7790,7 @@ def memory_parse(text, names=()):
         who = re.search(f"(?:我的?)?({_REL_RE})", lead.group(1) or "")
         if who:  # 我妈生日快到了 记住她生日是8月8号
             t = _LEAD_PRONOUN_RE.sub(lambda m: m.group(1) + "我" + who.group(1), t)
+    t = _mistake_fix(t) or t  # 不对 是快手 打错了 / 介说错了 是大班: as 说错了，是快手
     bare = _strip_tail(t)
     if part and (part.group(1) in _ATTRIBUTE_BY_WORD
                  or _value_kinds(part.group(2)) - _value_kinds(part.group(1)) - {"thing"}):
@@ -7934,7 +8001,8 @@ _VERB_FIRST_REASON = rf"(?:[\s{_PUNCT}]+(?!.*(?:记|删|忘|留|别|不要|算�
 #: Forget verbs after what they point at (X那条忘掉吧 / X那个别记了).
 _FORGET_AFTER = (r"(?:你|您|就|给我|给|帮我|麻烦你|麻烦您|请你|请您)*(?:忘掉|忘了|忘记|删了|删掉|删除|去掉|不要了|别记了|别记着了|不用记了|不要记了|可以删了|"
                  r"别再记了|不要再记了|别再记着了|"
-                 r"莫记了|莫记到了|莫记|别存了|不用存了|不要存了|别存|删一下|删下|清掉|清除|delete掉?|del掉?|remove掉?|删)(?:一下|下)?")
+                 r"莫记了|莫记到了|莫记|别存了|不用存了|不要存了|别存|删一下|删下|清除|delete掉?|del掉?|remove掉?|删|"
+                 + _words_re(STRIKE_WORDS) + r")(?:一下|下)?")
 #: A request for the list in the ways people ask for it: who keeps it, what is kept, how to show it.
 #: Ways to ask to be shown something (列出来 / 发我瞅瞅 / 给我看看).
 _SHOW_ME = (r"(?:都|全|全部)?(?:列一下|列出来|列个表|列给我|发出来|发我|发给我|(?:给我|让我)?(?:看看?|康康|瞅瞅|瞧瞧)|说说|讲讲|"
@@ -8012,6 +8080,10 @@ MEMORY_REWRITES = [
                     rf"(?=我|{_REL_RE})", "记住，"),  # 帮我记着(啊)我… / 那个你帮我记一下就是我血压有点高
     ("叫我", r"^记住[，,：:\s]*(?:以后|今后)(?:你)?(?:就)?叫我", "记住，你以后叫我"),  # 记住以后叫我阿猫
     ("改成 改为 换成 应该是", rf"^(?:那个|把)?(?:我的)?({_words_re(_ATTRIBUTE_BY_WORD)})(?:改成|改为|换成|应该是)(.+)$", r"更正：\1是\2"),
+    ("改成 改为 换成", rf"^(?:把)?(?!我|你|他|她|它|第|刚|那|这|(?:{_words_re(_ATTRIBUTE_BY_WORD)})(?:那|这|[{_PUNCT}]|改|换))"
+                   rf"([^{_PUNCT}]{{2,10}}?)(?:那个|那条|这个|这条)?[{_PUNCT}]*"
+                   rf"(?:改成|换成|改为)(?:了)?\s*([^{_PUNCT}了我你他她它]{{1,12}})(?:了)?{_ANY_PARTICLE}*$", r"不是\1，是\2"),
+    # copilot那条改成cursor / 原神换成星铁了: the word replaced where a memory says it (replace_maybe), else chat
     ("改成 改为 换成", rf"^(?:(?:哦|噢|啊|诶)?不对[{_PUNCT}]*)?(?:我)?(最(?:喜欢|爱)的[\u4e00-\u9fff]{{0,4}}?)(?:改成|改为|换成)(.+)$",
      r"更正一下，我\1是\2"),  # 哦不对 最喜欢的改成夏油杰: the favourite (which one, when several)
     ("错 不对", rf"^(说错了|搞错了|记错了|弄错了|不对)(?:[{_PUNCT}]*\1)+", r"\1"),  # 说错了说错了，…
@@ -8043,7 +8115,8 @@ MEMORY_REWRITES = [
     ("更正 纠正", rf"^(更正|纠正)(一下)?[{_PUNCT}]*(?=(?:过敏|喜欢|讨厌|害怕)的(?:东西)?(?:其实)?是)", r"\1\2：我"),  # 更正 过敏的是腰果
     ("记忆里", r"^(?:你的)?记忆里(?=关于|有关)", ""),  # 记忆里关于我工作的那条去掉
     ("把", rf"^(?:请|麻烦你?|帮我|给我|你)*把(?!第|刚|我的?(?:记忆|东西)[^那这]{{0,3}}$)(?!.*(?:都|全|所有))(.+?)(?:的)?(?:记忆|东西)?"
-          rf"(?:{_POINTER})?(?:给我|帮我|就)?(?:删了|删掉|删除|忘了|忘掉|去掉|清掉|清除|delete掉?|del掉?|remove掉?|删)(?:一下|下)?"
+          rf"(?:{_POINTER})?(?:给我|帮我|就)?(?:删了|删掉|删除|忘了|忘掉|去掉|{_words_re(STRIKE_WORDS)}|清除|delete掉?|del掉?"
+          rf"|remove掉?|删)(?:一下|下)?"
           rf"{_ANY_PARTICLE}*$", r"忘记\1那条"),
     ("不用记 别记 不要记 莫记 别存 不用存 删 忘了吧 忘掉",
      rf"^(我的?(?:{_words_re(_ATTRIBUTE_BY_WORD)}))[{_PUNCT}]*(?:你)?(?:就)?(?:不用记了|别记了|不要记了|别记着了|莫记了|"
@@ -8067,6 +8140,8 @@ MEMORY_REWRITES = [
     ("那条 那个 这条 这个 那件事 这件事",
      rf"^(?!刚|上一条|第)(?:那个(?=.+?{_POINTER}))?(.+?)(?:的)?{_POINTER}[{_PUNCT}]*{_FORGET_AFTER}{_ANY_PARTICLE}*$",
      r"忘记\1那条"),  # 那个叫我队长的约定删了吧: 那个 says which, 约定 points
+    ("那个 这个 那条 这条", rf"^(?:那个|这个|那条|这条)\s*([^{_PUNCT}\s的]{{1,12}}?)\s*的{_FORGET_AFTER}{_ANY_PARTICLE}*$",
+     r"忘记\1那条"),  # 那个怕狗的你删了吧: 那个 … 的 says which
     ("delete remove del", rf"^(?i:delete|remove|del)掉?\s*(.+?)(?:的)?{_POINTER}{_ANY_PARTICLE}*$",
      r"忘记\1那条"),  # delete掉香菜那条
     ("删", rf"^(?:麻烦|请|帮我|你|您)*(?:删了|删掉|删除)\s*(?!刚|上一|最后|最新|最近|第)([^{_PUNCT}]{{1,12}}?)\s*(?:的)?"
@@ -8163,6 +8238,12 @@ _WISH_SAID_OTHERWISE = [
 _WISH_OTHERWISE_WORD_RE = re.compile(r"往后|管我叫|莫")
 #: How the character should talk, said again in a clause of its own beside the wish (简单点 / 温柔一点): part of it.
 _WISH_MANNER_RE = re.compile(rf"^(?:再|稍微)?[^{_PUNCT}我你他她它]{{1,4}}(?:一点|一些|点儿?){_ANY_PARTICLE}*$")
+#: How long a reply may be, said in a clause beside a wish (三句话以内 / 两句话就够 / 最多100字): part of the wish.
+_WISH_LIMIT_RE = re.compile(rf"^(?:控制在|最多|不超过|不要超过|别超过|就)?(?:[一二两三四五六七八九十百千]+|\d+)(?:句话|句|个字|字|行|段)"
+                            rf"(?:以内|之内|左右|以下|内|就够了?|就行了?|就好了?|就可以了?)?{_ANY_PARTICLE}*$")
+#: How the character should talk said with the user's why glued on (以后说话简单点我开车看不了那么多字): the pause put
+#: back before the why, so _wish_clauses reads it as a reason beside the wish.
+_WISH_GLUED_WHY_RE = re.compile(r"^((?:你)?(?:以后|今后)(?![^，,。!！?？\s]*?(?:叫|喊|称呼))[^，,。!！?？\s]{2,10}?(?:点儿|点|些))(?=我)")
 #: A greeting a message starts with (您好，… / 你好呀 …).
 _GREETING_RE = re.compile(rf"^(?:您好|你好)(?:呀|啊)?[{_PUNCT}]+(?=\S)")
 #: Emoji (and the spaces before them) ending a message: a feeling, never part of what is remembered.
@@ -8332,7 +8413,11 @@ _FORGET_PAUSES_RE = re.compile(r"[，,。.:：!！~～、；;…]+|(?<![A-Za-z0-
 _SPOKEN_AGAIN_RE = re.compile(rf"(?<=删掉|删了|去掉|忘掉)({_ANY_PARTICLE}*)[{_PUNCT}]*(?:删掉|删了|去掉|忘掉)?(?:就行|就好|就可以)(?:了)?"
                               rf"{_ANY_PARTICLE}*$")
 #: A forget's verbs anywhere in a message: only such a message is searched for a forget clause and its reason.
-_FORGET_VERB_RE = re.compile(r"删|忘|去掉|(?:别|不要|不用|莫)再?记|(?:别|不用|不要)存|(?i:delete|remove)")
+_FORGET_VERB_RE = re.compile(r"删|忘|去掉|(?:别|不要|不用|莫)再?记|(?:别|不用|不要)存|(?i:delete|remove)|" + _words_re(STRIKE_WORDS))
+#: A forget with its reason glued on, no pause between (那个怕狗的你删了吧现在不怕了 / 洋葱那个删了吧其实能吃): the pause
+#: put back after the verb and its 吧, so the reason is a clause of its own.
+_GLUED_REASON_RE = re.compile(rf"((?:那条|那个|这条|这个|的)(?:你|就|给我|帮我)*(?:删了|删掉|去掉|忘了|忘掉|{_words_re(STRIKE_WORDS)})"
+                              rf"(?:吧|啦))(?=[\u4e00-\u9fff]{{2}})")
 #: The longest clause that may say why a memory goes (送人了 / 医生说是误诊 / 我奶奶去年走了) beside the forget.
 FORGET_REASON_CHARS = 12
 #: The forget said again beside it, naming nothing (先别记 / 不用记了 / 别记着了 / 以后也别提了): no part of what goes.
@@ -8455,7 +8540,7 @@ def _wish_clauses(t):
             wishes.append(form.format(*(g for g in m.groups() if g is not None)))
         else:
             others.append(c)
-    manners = [c for c in others if _WISH_MANNER_RE.match(c)]
+    manners = [c for c in others if _WISH_MANNER_RE.match(c) or _WISH_LIMIT_RE.match(c)]
     if len(wishes) == 1 and manners and "叫" not in wishes[0]:  # 你以后说话别那么啰嗦 简单点: the wish said again
         wishes[0] += " " + " ".join(_strip_tail(c) for c in manners)
         others = [c for c in others if c not in manners]
@@ -8515,6 +8600,7 @@ def memory_normalise(text):
         t = _GREETING_RE.sub("", t) or t
     if "以后" in t[:12]:  # 嗯…那个…您以后跟我说话简单一点就行: a wish, said as 你以后…
         t = _WISH_LEAD_RE.sub("你", t, count=1)
+        t = _WISH_GLUED_WHY_RE.sub(r"\1 ", t, count=1) if re.search("[点些儿]我", t) else t
     if t and (t[-1] > "\u2600" and not "\u4e00" <= t[-1] <= "\u9fff" or "谢" in t[-4:]):  # 谢谢🙏 / 小橘吧🍊
         t = _POLITE_TAIL_RE.sub("", t) or t
     if ("记" in t or "知道" in t) and _URGE_TAIL_RE.search(t):  # 你都记得我啥呀 快说快说: the list asked for
@@ -8544,6 +8630,7 @@ def memory_normalise(text):
         t = _pronoun_forget(t) or t
     if _FORGET_VERB_RE.search(t):  # 来福那条删了 送人了: the forget without its reason
         t = _SPOKEN_AGAIN_RE.sub(r"\1", _SPOKEN_LEAD_RE.sub("", t)) or t
+        t = _GLUED_REASON_RE.sub(r"\1，", t, count=1) if "吧" in t or "啦" in t else t
         t = _forget_pointers(t) or (_forget_clause(t) if _PAUSES_RE.search(t) else t)
     if _AROUND_WORD_RE.search(t):  # 豆包昨天去世了 记一下吧 心里好难受 / 记牢 很重要的 我有哮喘
         t = _remember_around(t) or t
@@ -8587,9 +8674,10 @@ def memory_normalise(text):
 #: A memory verb at a message's start (after 请 / 帮我 / 把 …): the message is about memory.
 _SHAPED_START_RE = re.compile(r"^(?:请|麻烦|帮我|给我|你|把|就|那)*(?:记住|记一下|记下|记着|记牢|记好|记得|忘记|忘掉|别记|不用记|"
                               r"不要记|别再记|撤回|撤销|更正|纠正|修改|改成|改一下|删掉|删除|删了|删|不对|错了|说错(?!话)|记错|搞错|弄错|"
-                              r"更新)")
+                              r"更新|打错|写错|敲错|手滑|口误|笔误|(?i:typo))")
 #: Verbs that are about memory only when they point at one (删了那个游戏 is chat).
-_WEAK_VERB_RE = re.compile(r"^(?:请|麻烦|帮我|给我|你|把|就|那)*(?:纠正|修改|改成|改一下|删掉|删除|删了|删|不对|错了|说错(?!话)|搞错|弄错|更新)")
+_WEAK_VERB_RE = re.compile(r"^(?:请|麻烦|帮我|给我|你|把|就|那)*(?:纠正|修改|改成|改一下|删掉|删除|删了|删|不对|错了|说错(?!话)|搞错|弄错|更新|"
+                           r"打错|写错|敲错|手滑|口误|笔误|(?i:typo))")
 #: What is done to a memory a pointer (那条, 第2条) points at.
 _SHAPED_VERBS = "(?:删|忘|改|不对|错|别记|不用记|不要|留着|更正|撤)"
 #: Not after 老是 / 总是 (我老是记错哪天夜班: the user's own memory, no memory of the bot's).
@@ -8604,7 +8692,7 @@ _SHAPED_ANY_RE = re.compile(rf"重新记|{_NOT_HABIT}记错了?|帮我记|给我
                             rf"^把.{{1,20}}(?:忘了|忘掉|删了|删掉|去掉)|你(?:之前|刚才|以前)?(?:记|存)(?:的|着的|下的|了的)|"
                             rf"记忆[^，,。！!？?]{{0,6}}(?:不对|错|过时|过期|有问题|改|更新|删|去掉)|搞混|记混|记成谁|搞错人|"
                             rf"我的(?:资料|信息|数据|记忆|档案)[^，,。]{{0,4}}(?:改|删|清|更新)|"
-                            rf"(\S{{1,8}}(?:那个|这个|那条|这条)[^，,。]{{0,3}}(?:删|忘|改|不对|错|别记|不要了|留着|其实)"
+                            rf"(\S{{1,8}}(?:那个|这个|那条|这条)[^，,。]{{0,3}}(?:删|忘|改|不对|错|别记|不要了|留着|其实|过时|过期|作废|没用)"
                             rf"|(?:那条|这条)[^，,。！!？?]{{2,4}}{_SHAPED_VERBS})")
 #: A memory verb at a message's end (…，记一下 / …改成上海); the weak ones need a memory they point at.
 _SHAPED_END_RE = re.compile(rf"(?<![被人])(?:记一下|记下来|记住|记着|记好|忘掉|别记了|不用记了|别记着了|都忘了吧?|忘了吧|"
@@ -8635,7 +8723,7 @@ _ASKS_RE = re.compile(r"多久|多长时间|怎么|怎样|为什么|为啥|咋|�
 _SHAPED_LEAD_RE = re.compile(r"^(?:嗯+|啊+|呃+|哎呀|哎|唉|诶|欸|不好意思|抱歉|sorry|您好|你好|那个|就是|刚才|刚刚|其实|"
                              r"我(?=刚才|刚刚|说错|记错|搞错|弄错|写错|打错)|my bad|oops|[.…～~、]+)+", re.I)
 #: English memory verbs in a mixed message (delete掉香菜那条 / revert 一下): weak, they must point at a memory.
-_SHAPED_ENGLISH_RE = re.compile(r"(?<![A-Za-z])(?:delete|remove|revert|undo|correct)(?![A-Za-z])", re.I)
+_SHAPED_ENGLISH_RE = re.compile(r"(?<![A-Za-z])(?:delete|remove|revert|undo|correct|rm|del)(?![A-Za-z])", re.I)
 
 
 def _shaped_clauses(t):
@@ -8716,7 +8804,8 @@ def memory_shaped(conn, ctx, text):
     anywhere = _SHAPED_ANY_RE.search(t)
     end = _SHAPED_END_RE.search(t)
     if not (start or anywhere or end):
-        return _news_points(conn, ctx, t)  # 老子不干了 今天辞职了 with 我在京东仓库上夜班: asked or planned, never chat
+        # 老子不干了 今天辞职了 with 我在京东仓库上夜班 / 原神那个 换成星铁了: asked or planned, never chat
+        return _news_points(conn, ctx, t) or _change_points(conn, ctx, t)
     if start and not _WEAK_VERB_RE.match(t) or anywhere and not anywhere.group(1) or end and not end.group(1):
         return True
     # 那个游戏删了吧 / 删 微信了: what goes is named, so it is about memory only where a memory names it; not 我媳妇那条
@@ -8728,6 +8817,39 @@ def memory_shaped(conn, ctx, text):
     if _after_command(conn, ctx):
         return True  # 不对，… right after a memory command
     return _shaped_points(conn, ctx, whole)
+
+
+#: Words that say something a memory holds changed, ended or was wrong (换成 / 过时了 / 不学了 / 退坑 / 不对): said with a
+#: word of one of the speaker's memories, the message is about that memory (_change_points).
+_CHANGE_MARK_RE = re.compile(r"换成|改成|改为|改喝|改用|改玩|改吃|过时|作废|过期|没用了|不对|错了|不要了|退坑|弃坑|出坑|戒了|"
+                             r"(?<![想要会能])不(?!想|太想|愿|打算|舍得|是|要|会|能|知道|一定|太|够|错|好|行|了)[\u4e00-\u9fff]{1,3}了")
+
+
+#: Changes said of what a pointer (那个) names, too plain alone (杭州那个地址换了 / 把日语那个去了吧 / 那个更新一下).
+_POINTED_CHANGE_RE = re.compile(rf"{_CHANGE_MARK_RE.pattern}|换了|改了|更新|有问题|去了|去掉|别要|清一下|清了|不用了")
+
+
+def _change_points(conn, ctx, t):
+    """Whether a message no rule read says a change of something one of the speaker's memories names (原神那个 换成星铁了
+    / 吉他早就不学了 with 我在学吉他): a change word (_CHANGE_MARK_RE) and a word of that memory; not a stop for a while
+    (今天不练吉他了). Then it is not for chat: the plan reads it, or the user is asked."""
+    if re.search(r"那条|这条", t) or re.search(r"那个|这个", t) and _POINTED_CHANGE_RE.search(t):
+        return _distinct_points(conn, ctx, t)  # (日语那个 … 去了吧 / 那条 with any words: asked, never chat)
+    if not _CHANGE_MARK_RE.search(t) or _TEMPORARY_STOP_RE.search(t):
+        return False
+    if re.search(r"那条|这条", t):  # 日语那条有问题 / 日语那条别要了: 那条 points at a memory, whatever is said of it
+        return _distinct_points(conn, ctx, t)
+    # else the change is said in the clause that names the memory's word (原神的新角色好强 换成她了 is chat)
+    return any(_CHANGE_MARK_RE.search(c) and _distinct_points(conn, ctx, c) for c in _PAUSES_RE.split(t) if c)
+
+
+def _distinct_points(conn, ctx, t):
+    """Whether a message shares a word of two characters or more with one of the speaker's memories, a word not made of
+    plain characters alone (不喜欢他了 shares only 喜欢 with 我喜欢吃火锅: no pointer)."""
+    plain = _PLAIN_CHARS | _COMMON_CHARS
+    words = {w for w in text_content_words(t) | set(re.findall(r"[\u4e00-\u9fff]{2}", t))
+             if len(w) >= 2 and not set(w) <= plain and not _CHANGE_MARK_RE.fullmatch(w)}
+    return bool(words) and any(w in r["text"] for r in memory_list(conn, ctx) for w in words)
 
 
 def _shaped_points(conn, ctx, t):
@@ -9162,7 +9284,7 @@ def memory_fallback(conn, ctx, text, hint=""):
     pointed = re.search(rf"第\s*({_NUM})\s*[条个]", t)
     if pointed and 1 <= _cn_number(pointed.group(1)) <= len(rows):  # 把第二条改成… / 第二条过时了: that one
         named = [rows[_cn_number(pointed.group(1)) - 1]]
-    if re.search(r"忘|删|别记|不用记|不要记|撤|去掉|不要了|过时|过期|没用|作废", t):
+    if re.search(r"忘|删|别记|不用记|不要记|撤|去掉|不要了|过时|过期|没用|作废", t) or _CODE_DELETE_RE.search(t):
         if not named and re.search(r"全|所有|一切", t) and rows:  # 你把关于我的东西全删了吧: as 忘记关于我的一切
             return "", {"action": "wipe"}
         pool = named or rows[-5:]
@@ -9174,9 +9296,9 @@ def memory_fallback(conn, ctx, text, hint=""):
         return head + asked["prompt"], asked
     fact = re.sub(rf"^(?:记住|更正一下|更正|不对|错了)[{_PUNCT}]*|[{_PUNCT}]*(?:记一下|记下来|记住)$", "", t).strip()
     fact = re.sub(rf"^{_REMEMBER_LEADS}[{PARTICLES}{_PUNCT}]*", "", fact) or fact  # 帮忙记一下我…: never offered
-    if re.search(r"改|更正|纠正|不对|错|记错|搞混|记混|记成|有问题|更新", t):
+    if re.search(r"改|更正|纠正|不对|错|记错|搞混|记混|记成|有问题|更新|换成", t):
         pool = named or rows[-3:]
-        new = re.sub(r"^.*?(?:改成|改为|应该是|其实是|是)(?=.)", "", fact) if not memory_has_subject(fact) else fact
+        new = re.sub(r"^.*?(?:改成|改为|换成|应该是|其实是|是)(?=.)", "", fact) if not memory_has_subject(fact) else fact
         kinds = (_value_kinds(new) - {"thing"}) & _BARE_VALUE_KINDS if new and len(new) <= 12 else set()
         fits = [r for r in rows if _fits(r, kinds)] if kinds else []
         if kinds and (pool or fits):  # 哎呀，更正一下，是无锡: which memory takes the value, never a guess
@@ -9192,7 +9314,8 @@ def memory_fallback(conn, ctx, text, hint=""):
         return head + "要更正哪一条、改成什么呢？说完整一点吧，比如“更正一下，我住在上海”；说“你记得我什么”可以看编号。", None
     if re.fullmatch(rf"(?:{_REMEMBER_LEADS}|记)[{PARTICLES}]*", fact):  # 记一下 alone: its 记 is no fact to offer
         return head + "要我记住什么呢？比如：记住，我住在北京", None
-    if named and len(named) <= 3 and fact and len(fact) <= 200 and _news_points(conn, ctx, t):
+    if named and len(named) <= 3 and fact and len(fact) <= 200 and (_news_points(conn, ctx, t)
+                                                                    or _change_points(conn, ctx, t)):
         # 老子不干了 今天辞职了 with 我在京东仓库上夜班: whether the change replaces what it names, as a life change asks
         fact = _SELF_SLANG_RE.sub("我", re.sub(r"^(?:其实|后来|话说|对了)+", "", _written(fact, read, said)))
         named_first = any(fact[:2] in r["text"] for r in named)  # 大黄上周绝育了: of 大黄, not of 我大黄
