@@ -3659,7 +3659,7 @@ LIFE_STATES = [
            r"(?:大学|本科|研究生|硕士|博士|高中|初中|大专|专科)?毕业|考研|准备考\S{1,5}|备考\S{0,5}|考上\S{0,5}|"
            r"休学|复学|退学|保研)"),
     ("工作状态", r"(?:现在|目前|已经|刚|还|正)*(?:在)?(?:从\S{1,8}?)?(?:找工作|找到(?:了)?(?:新|份|一份)?(?:新的?)?工作|"
-             r"工作找到|工作(?:也|终于)?找好|辞职|离职|(?:失业|待业)(?:在家|中)?|被裁|裸辞|"
+             r"工作找到|工作(?:也|终于)?找好|辞职|离职|辞工|(?:失业|待业)(?:在家|中)?|被裁|裸辞|"
              r"工作了|上班了|入职了|开始上班|转正|跳槽\S{0,8})"),
     ("减肥", r"(?:现在|最近|正|已经|还|不|不再)*(?:在)?(?:减肥|瘦身)(?:成功|失败)?"),
     ("吃素", r"(?:现在|已经|开始|又|还|不再|一直|是)*(?:吃素|吃斋|素食主义者|素食者|吃肉|吃荤|不吃肉|开荤)"),
@@ -3678,12 +3678,14 @@ def _life_read(text):
 
 
 #: A new state of an area that also ends another attribute (我辞职了: the employer goes; 我已经工作了: 学生).
-LIFE_ENDS = {"工作状态": {"工作单位": r"辞职|离职|失业|待业|被裁|裸辞|跳槽", "职业": r"找到|工作|上班|入职|转正"},
+LIFE_ENDS = {"工作状态": {"工作单位": r"辞职|离职|辞工|失业|待业|被裁|裸辞|跳槽", "职业": r"找到|工作|上班|入职|转正"},
              "学业": {"职业": r"毕业|退学", "年级": r"毕业|退学", "学校": r"毕业|退学"}}
 #: The 职业 values a new work state ends (a student's, an intern's); a nurse stays a nurse after 跳槽.
 _LIFE_ENDED_JOBS = r"学生|研究生|大学生|中学生|高中生|实习"
 #: A 学校 memory that says the user studies there now (我在浙大读研), which 毕业 ends; 我是浙大的 stays true.
 _LIFE_STUDYING_RE = re.compile(r"在\S{0,8}?(?:读|上学|念书|上大学)|读研|读博|在读")
+#: Work said as what one does at a place (我在鹅厂写后端, 我在工地搬砖, 我在顺丰送快递): a job, as 上班 is, that 辞职 may end.
+_LIFE_WORK_AT = r"在[^在，,。\s]{1,8}?(?:(?:写|敲)(?:代码|后端|前端|程序|bug|BUG|Bug)|搬砖|送(?:快递|外卖))"
 #: Life areas a new fact may change with no rule to pair it with the old one (我在谈恋爱 → 我结婚了, 旺财走了):
 #: area -> (the topics that name it, words that name it besides, the attributes a statement of it may have).
 #: A new fact stating an area a stored memory of the same owner is in is not stored beside it: the plan or
@@ -3701,7 +3703,7 @@ LIFE_AREAS = {
            r"读研|读博|读[初高大研博硕][一二三四五六]|在读|读\s*(?:E?MBA|MPA|研究生|硕士|博士|本科|大专)|毕业|上学|退学|休学|考研|"
            r"考公|考编|备考|上岸|考上", "学业 学校 年级 专业 在学"),
     "工作": ("work.job_change work.job work.student_job_intern work.retired work.homemaker",
-           r"上班|工作|辞职|离职|失业|待业|被裁|裸辞|兼职|打工|实习", "工作状态 职业 工作单位"),
+           rf"上班|工作|辞职|离职|辞工|失业|待业|被裁|裸辞|兼职|打工|实习|{_LIFE_WORK_AT}", "工作状态 职业 工作单位"),
     "住处": ("place.housing_rent", r"宿舍|租房|合租|买房|房子?买", "住处 现居地"),  # 我在成都租房子住: a home and how
     "吃素": ("diet.vegetarian", r"吃素|素食|吃肉|吃荤|开荤", "吃素 喜欢 讨厌 忌口"),
     "吃辣": ("diet.spicy_avoid diet.spicy_like", r"辣", "喜欢 讨厌 忌口"),
@@ -3731,7 +3733,7 @@ _LIFE_MORE_RE = re.compile(r"^(?:还|也|另外|同时)")
 #: of that one's, or its area by its own words), the rules replace that memory instead of asking.
 _LIFE_CHANGE_RE = re.compile(r"不再|不(?!想|太想|愿|打算|舍得)\S{1,6}?了|戒|没了|放弃|改了|换了|改名|好了|治好|痊愈|康复|拿到|考到|考过|考上|上岸|出生|"
                              r"正常了|退役|摘了|摘掉|滴酒不沾了|下来了|工作找到|找到(?:了)?工作|"
-                             r"生了|去世|走了|死了|不在了|分手|分了|离婚|毕业|辞职|离职|被裁|裸辞|跳槽|退休|搬|开荤|复吸|有(?:女|男)朋友了|有对象了|脱单")
+                             r"生了|去世|走了|死了|不在了|分手|分了|离婚|毕业|辞职|离职|辞工|被裁|裸辞|跳槽|退休|搬|开荤|复吸|有(?:女|男)朋友了|有对象了|脱单")
 #: Life states said as one of a pair of opposites: (the new state's words, the words of the state it ends, whether
 #: the two must also name the same thing). A new fact saying the first ends the one memory of the same person that
 #: says the second (and, where they must, shares a word with it: 蛋仔退坑了 ends 我天天玩蛋仔, not 我喜欢玩滑板);
@@ -8938,6 +8940,8 @@ _RETIRED_RE = re.compile(rf"^(?:我的?)?([^{_PUNCT}我你他她它](?:[^{_PUNCT
 POINTED_REWRITES = [
     ("到手了", "拿到了"),  # 驾照到手了: 驾照拿到了
     (rf"(^|[{_PUNCT}\s])([^{_PUNCT}\s我你他她它]{{1,4}})我(?:已经)?(?=戒了|戒掉了)", r"\1\2"),  # 烟我戒了: 烟戒了
+    # 老子不干了 辞职了 …: the bare quit says what the resignation beside it does (one fact, not two)
+    (rf"^(?:老子|劳资|老娘|本人|俺|我)?(?:不干了|不做了)[{_PUNCT}\s]+(?=[^{_PUNCT}\s]*(?:辞职|离职|辞工|裸辞))", ""),
 ]
 _POINTED_REWRITES = [(re.compile(p), r) for p, r in POINTED_REWRITES]
 #: Words that say a thing is given up for good in plain talk (外卖不干了 / 挖掘机不整了 / 工地不去了).
