@@ -9030,10 +9030,33 @@ def memory_pointed(conn, ctx, text):
     if _LIFE_CHANGE_RE.search(_life_read(t)) or _LIFE_TURN_NEW_RE.search(_life_read(t)) or _SIDE_JOB_RE.match(t):
         told = _POINTED_TELL_RE.match(t.translate(_SIMPLIFIED))
         said = t[told.end():] if told and told.end() < len(t) else t  # 跟你說 我碩士畢業了啦: what is told
+        said = _unsaid_owner(conn, ctx, said)  # 这周终于断奶了 with 我女儿还在吃母乳: 我女儿这周终于断奶了
         if _single_points(conn, ctx, said) or _life_may_clash(conn, ctx, said) \
                 and _life_points(conn, ctx, said, clash=True):
             return "remember", {"text": said}
     return _pointed_quit(conn, ctx, t)
+
+
+#: What may come before a pair's new state said of no one (这周终于断奶了 / 昨天出院了): time and adverbs, no person.
+_UNSAID_LEAD_RE = re.compile(r"(?:这周|这礼拜|这星期|上周|这个月|上个月|昨天|今天|前天|前两天|昨儿|今儿|刚刚|刚|终于|总算|已经|"
+                             r"开始|也|现在|宝宝|娃)*")
+
+
+def _unsaid_owner(conn, ctx, said):
+    """said with the person it is of put first, when it names no one and states the new state of a LIFE_TURNS pair that
+    needs no thing (断奶, 出院) that exactly one memory says the old state of: that memory's person.
+    Example: 这周终于断奶了 with 我女儿还在吃母乳 -> 我女儿这周终于断奶了"""
+    read = _life_read(said)
+    turn = _life_turn(read)
+    if turn is None or _LIFE_TURN_RES[turn][2]:
+        return said
+    new, old, _ = _LIFE_TURN_RES[turn]
+    at = new.search(read)
+    if not _UNSAID_LEAD_RE.fullmatch(read[:at.start()]):
+        return said  # 隔壁家孩子断奶了: of someone named, maybe no one the memories know
+    rows = [r for r in memory_list(conn, ctx) if r["type"] == "user_fact" and r["subject"]
+            and old.search(_life_read(r["text"]))]
+    return rows[0]["subject"] + said if len(rows) == 1 and rows[0]["subject"] != "我" else said
 
 
 def _pointed_quit(conn, ctx, t):
