@@ -6727,12 +6727,19 @@ def memory_update_attribute(conn, ctx, said, embed):
     return _ask_which_value(conn, rows, fact.value, f"你说的是谁的{said.split('是')[0]}？要把哪一条改成“{fact.value}”？")
 
 
+#: Cantonese particles a value may end in as said (沙田呀 / 大圍喇), none in PARTICLES.
+_CANTONESE_PARTICLES = "喇囉啩㗎嘅噃咩"
+
+
 def memory_replace_value(conn, ctx, old_value, new_value, embed):
     """更正：不是芹菜，是韭菜 — the one memory that says old_value now says new_value."""
     rows = [r for r in memory_list(conn, ctx) if old_value in r["text"]]
     head = re.split(f"[{_PUNCT}]", old_value, maxsplit=1)[0]
     if not rows and head and head != old_value:  # 是日照 不是临沂 人老了脑子糊涂了: the old value is the first word
         return memory_replace_value(conn, ctx, head, new_value, embed)
+    bare = old_value.rstrip(PARTICLES + _CANTONESE_PARTICLES)
+    if not rows and bare and bare != old_value:  # 唔係沙田呀 係大圍: the value, not its 呀
+        return memory_replace_value(conn, ctx, bare, new_value, embed)
     if not rows:
         return f"我没有记着“{old_value}”，什么也没改。", None
     rows = (_whole_word_rows(rows, old_value) if len(old_value) == 1 else []) or rows  # 不是虾: not 虾饺
@@ -9001,14 +9008,16 @@ def memory_pointed(conn, ctx, text):
             return "update_number", {"n": named[0], "text": said}
         if named:  # several say it: the update asks (the retirement is never stored as a fact of its own)
             return "update", {"text": said}
-    m = _POINTED_FIX_RE.search(t.translate(_SIMPLIFIED))  # the same length: the user's own characters are taken
+    # the same length: the user's own characters are taken; 唔係X 係Y is 不是X 是Y (粤语), char for char
+    m = _POINTED_FIX_RE.search((t.replace("唔係", "不是").replace("係", "是") if "唔係" in t else t).translate(_SIMPLIFIED))
     if m:
         old, new = (m.group(1), m.group(2)) if m.group(1) else (m.group(4), m.group(3))
         at = m.start(1) if m.group(1) else m.start(4)
         new_at = m.start(2) if m.group(1) else m.start(3)
         new = t[new_at:new_at + len(new)]  # 不是台積電 是聯發科: stored as the user wrote it
         who = "" if m.group(1) else re.sub(r"(?:是|叫)\s*$", "", t[m.start():m.start(3)])
-        for value in dict.fromkeys((t[at:at + len(old)].strip(), old.strip())):
+        said = (t[at:at + len(old)].strip(), old.strip())
+        for value in dict.fromkeys(said + tuple(v.rstrip(_CANTONESE_PARTICLES) for v in said)):  # 唔係觀塘喇: 觀塘
             if who and not _pointed_owner(conn, ctx, who, value):
                 continue  # 他是学生 不是老师 with 我是老师: someone else's, chat
             kind, args = _settle_replace_maybe(conn, ctx, value, new.strip())
