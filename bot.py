@@ -8751,6 +8751,18 @@ _ABILITY_ASKED_RE = re.compile(rf"(?:(?:是不是|真的|到底)[^{_PUNCT}]{{0,6
 #: something a memory names, the message is about that memory (_news_points).
 _NEWS_CHANGE_RE = re.compile(r"辞职|离职|辞工|不干了|不做了|(?:没|冇|不)在[^，,。！!\s]{1,10}(?:做|干|上班|工作|读|上学|住)了|"
                              r"(?:去|换|跳槽到?|转)了?一?[间家个所](?=[\u4e00-\u9fff]{2})")
+#: A job quit said as a clause of its own, of no one but the user (老子不干了 回老家耍几天 / 被裁了): with a job kept, never
+#: chat (_news_points); the plan or the user says whether it ends that job.
+_JOB_QUIT_RE = re.compile(rf"(?:^|[{_PUNCT}\s])(?:老子|劳资|老娘|本人|俺|我|爷)?(?:不干了|不做了|辞职了|离职了|辞工了|裸辞了|被裁了)"
+                          rf"(?=$|[{_PUNCT}\s])")
+
+
+def _job_rows(rows):
+    """The memories of rows that say the user's own work (我在火锅店当服务员, 我在鹅厂写后端)."""
+    return [r for r in rows if r["type"] == "user_fact" and r["subject"] == "我"
+            and (r["attribute"] in _LIFE_ATTRIBUTES["工作"] or _LIFE_WORD_RES["工作"].search(_life_read(r["text"])))]
+
+
 #: What a memory says is not done yet (我家狗大黄还没绝育): the word after it, done now (绝育了) in a message, changes it.
 _NOT_YET_RE = re.compile(r"(?:还没有?|还未|尚未)([\u4e00-\u9fff]{2,6}?)[呢哦啊呀嘛]*(?![\u4e00-\u9fff])")
 
@@ -8761,6 +8773,8 @@ def _news_points(conn, ctx, t):
     Then it is not for chat: the plan reads it, or the user is asked. Example: 大黄上周绝育了 with 我家狗大黄还没绝育 -> True"""
     if _NEWS_CHANGE_RE.search(t) and _shaped_points(conn, ctx, t):
         return True
+    if _JOB_QUIT_RE.search(t) and _job_rows(memory_list(conn, ctx)):
+        return True  # 老子不干了 回老家耍几天 with 我在火锅店当服务员: no word of it said, the job is the one meant
     if "了" not in t and "已经" not in t and "完" not in t:
         return False
     where, args = _visible_sql(ctx)
@@ -9317,6 +9331,7 @@ def memory_fallback(conn, ctx, text, hint=""):
     words = {w for w in text_content_words(t) | set(re.findall(r"[\u4e00-\u9fff]{2}", t))
              if not re.fullmatch(r"(?:那条|这条|那个|这个|记忆|删了|删掉|改成|不对|错了|记住|忘记|一下|帮我)", w)}
     named = [r for r in rows if any(w in r["text"] for w in words)]
+    named = named or (_job_rows(rows) if _JOB_QUIT_RE.search(t) else [])  # 老子不干了 …: the jobs kept
     pointed = re.search(rf"第\s*({_NUM})\s*[条个]", t)
     if pointed and 1 <= _cn_number(pointed.group(1)) <= len(rows):  # 把第二条改成… / 第二条过时了: that one
         named = [rows[_cn_number(pointed.group(1)) - 1]]
