@@ -6376,7 +6376,7 @@ def _forget_targets(conn, ctx, rows, what, embed):
     hits = [(i, s) for i, s in hits if words & text_content_words(pool[i]["text"])]
     core = text_simplified(re.sub(r"^我的?", "", what))  # 虾 is said in 我對蝦過敏 too
     said = [r for r in pool.values() if core and not set(core) <= _PLAIN_CHARS  # 西语那条: 我在学西班牙语
-            and (core in (simple := text_simplified(r["text"]))
+            and (core in (simple := text_simplified(r["text"])) or core in _life_read(r["text"])  # 鍾意食榴槤: 喜欢吃榴莲
                  or any(a in simple for a in ALIASES.get(core.lower(), "").split()))] or [
         r for r in rows if any(a in r["text"] for a in ALIASES.get(core.lower(), "").split())]  # 我前任: 我前女友…
     if not hits and said:  # 忘记虾那条: a word too short for the search, said in a memory as it is (one character: the
