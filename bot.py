@@ -2884,7 +2884,7 @@ _BANTER_RE = re.compile(r"(?:吧|哈哈+|啊|嘛|呀|233+|hhh+|2333)$"
                         r"|^(?:系统|软件|版本|驱动|app|APP|你的发音|你的)")
 #: Who a fact can be about besides the user: relatives, partners, friends, pets. Longest first
 #: when matching, so 前男友 is never read as 男友 and 我妈妈 not as 我妈 + 妈.
-RELATIONS = ("前男友 前女友 男朋友 女朋友 男友 女友 老婆 老公 媳妇 对象 未婚妻 未婚夫 爱人 老伴 cp 妈妈 老妈 母亲 爸爸 老爸 父亲 "
+RELATIONS = ("前男友 前女友 男朋友 女朋友 男友 女友 老婆 老公 媳妇儿 媳妇 内人 对象 未婚妻 未婚夫 爱人 老伴 cp 妈妈 老妈 母亲 爸爸 老爸 父亲 "
              "爸妈 父母 女儿 儿子 闺女 孩子 宝宝 哥哥 姐姐 弟弟 妹妹 爷爷 奶奶 外公 外婆 姥姥 姥爷 舅舅 阿姨 叔叔 姑姑 婶婶 "
              "外孙女 外孙 孙女 孙子 "
              "表哥 表姐 表弟 表妹 堂哥 堂姐 堂弟 堂妹 室友 舍友 同事 领导 老板 上司 闺蜜 好朋友 好兄弟 朋友 同学 发小 "
@@ -2895,7 +2895,7 @@ RELATIONS = ("前男友 前女友 男朋友 女朋友 男友 女友 老婆 老�
 #: Other ways to say the same relation.
 RELATION_ALIASES = {"爸妈": "父母", "爹娘": "父母", "爹": "爸爸", "老爹": "爸爸", "娘": "妈妈",
                     "老妈": "妈妈", "母亲": "妈妈", "妈": "妈妈", "老爸": "爸爸", "父亲": "爸爸", "爸": "爸爸",
-                    "男友": "男朋友", "女友": "女朋友", "媳妇": "老婆", "闺女": "女儿", "哥": "哥哥", "姐": "姐姐",
+                    "男友": "男朋友", "女友": "女朋友", "媳妇": "老婆", "媳妇儿": "老婆", "内人": "老婆", "闺女": "女儿", "哥": "哥哥", "姐": "姐姐",
                     "弟": "弟弟", "妹": "妹妹", "叔": "叔叔", "婶": "婶婶", "舍友": "室友", "猫咪": "猫", "小猫": "猫", "狗狗": "狗", "小狗": "狗",
                     "老伴儿": "爱人", "老伴": "爱人", "娃": "孩子", "崽": "孩子"}
 #: Words for a partner that may name the same person as another (我爱人 is 我老婆 or 我老公; 对象 a girl- or boyfriend).
@@ -3659,7 +3659,7 @@ LIFE_STATES = [
            r"(?:大学|本科|研究生|硕士|博士|高中|初中|大专|专科)?毕业|考研|准备考\S{1,5}|备考\S{0,5}|考上\S{0,5}|"
            r"休学|复学|退学|保研)"),
     ("工作状态", r"(?:现在|目前|已经|刚|还|正)*(?:在)?(?:从\S{1,8}?)?(?:找工作|找到(?:了)?(?:新|份|一份)?(?:新的?)?工作|"
-             r"工作找到|工作(?:也|终于)?找好|辞职|离职|(?:失业|待业)(?:在家|中)?|被裁|裸辞|"
+             r"工作找到|工作(?:也|终于)?找好|辞职|离职|辞工|(?:失业|待业)(?:在家|中)?|被裁|裸辞|"
              r"工作了|上班了|入职了|开始上班|转正|跳槽\S{0,8})"),
     ("减肥", r"(?:现在|最近|正|已经|还|不|不再)*(?:在)?(?:减肥|瘦身)(?:成功|失败)?"),
     ("吃素", r"(?:现在|已经|开始|又|还|不再|一直|是)*(?:吃素|吃斋|素食主义者|素食者|吃肉|吃荤|不吃肉|开荤)"),
@@ -3678,12 +3678,14 @@ def _life_read(text):
 
 
 #: A new state of an area that also ends another attribute (我辞职了: the employer goes; 我已经工作了: 学生).
-LIFE_ENDS = {"工作状态": {"工作单位": r"辞职|离职|失业|待业|被裁|裸辞|跳槽", "职业": r"找到|工作|上班|入职|转正"},
+LIFE_ENDS = {"工作状态": {"工作单位": r"辞职|离职|辞工|失业|待业|被裁|裸辞|跳槽", "职业": r"找到|工作|上班|入职|转正"},
              "学业": {"职业": r"毕业|退学", "年级": r"毕业|退学", "学校": r"毕业|退学"}}
 #: The 职业 values a new work state ends (a student's, an intern's); a nurse stays a nurse after 跳槽.
 _LIFE_ENDED_JOBS = r"学生|研究生|大学生|中学生|高中生|实习"
 #: A 学校 memory that says the user studies there now (我在浙大读研), which 毕业 ends; 我是浙大的 stays true.
 _LIFE_STUDYING_RE = re.compile(r"在\S{0,8}?(?:读|上学|念书|上大学)|读研|读博|在读")
+#: Work said as what one does at a place (我在鹅厂写后端, 我在工地搬砖, 我在顺丰送快递): a job, as 上班 is, that 辞职 may end.
+_LIFE_WORK_AT = r"在[^在，,。\s]{1,8}?(?:(?:写|敲)(?:代码|后端|前端|程序|bug|BUG|Bug)|搬砖|送(?:快递|外卖))"
 #: Life areas a new fact may change with no rule to pair it with the old one (我在谈恋爱 → 我结婚了, 旺财走了):
 #: area -> (the topics that name it, words that name it besides, the attributes a statement of it may have).
 #: A new fact stating an area a stored memory of the same owner is in is not stored beside it: the plan or
@@ -3701,7 +3703,7 @@ LIFE_AREAS = {
            r"读研|读博|读[初高大研博硕][一二三四五六]|在读|读\s*(?:E?MBA|MPA|研究生|硕士|博士|本科|大专)|毕业|上学|退学|休学|考研|"
            r"考公|考编|备考|上岸|考上", "学业 学校 年级 专业 在学"),
     "工作": ("work.job_change work.job work.student_job_intern work.retired work.homemaker",
-           r"上班|工作|辞职|离职|失业|待业|被裁|裸辞|兼职|打工|实习", "工作状态 职业 工作单位"),
+           rf"上班|工作|辞职|离职|辞工|失业|待业|被裁|裸辞|兼职|打工|实习|{_LIFE_WORK_AT}", "工作状态 职业 工作单位"),
     "住处": ("place.housing_rent", r"宿舍|租房|合租|买房|房子?买", "住处 现居地"),  # 我在成都租房子住: a home and how
     "吃素": ("diet.vegetarian", r"吃素|素食|吃肉|吃荤|开荤", "吃素 喜欢 讨厌 忌口"),
     "吃辣": ("diet.spicy_avoid diet.spicy_like", r"辣", "喜欢 讨厌 忌口"),
@@ -3731,7 +3733,7 @@ _LIFE_MORE_RE = re.compile(r"^(?:还|也|另外|同时)")
 #: of that one's, or its area by its own words), the rules replace that memory instead of asking.
 _LIFE_CHANGE_RE = re.compile(r"不再|不(?!想|太想|愿|打算|舍得)\S{1,6}?了|戒|没了|放弃|改了|换了|改名|好了|治好|痊愈|康复|拿到|考到|考过|考上|上岸|出生|"
                              r"正常了|退役|摘了|摘掉|滴酒不沾了|下来了|工作找到|找到(?:了)?工作|"
-                             r"生了|去世|走了|死了|不在了|分手|分了|离婚|毕业|辞职|离职|被裁|裸辞|跳槽|退休|搬|开荤|复吸|有(?:女|男)朋友了|有对象了|脱单")
+                             r"生了|去世|走了|死了|不在了|分手|分了|离婚|毕业|辞职|离职|辞工|被裁|裸辞|跳槽|退休|搬|开荤|复吸|有(?:女|男)朋友了|有对象了|脱单")
 #: Life states said as one of a pair of opposites: (the new state's words, the words of the state it ends, whether
 #: the two must also name the same thing). A new fact saying the first ends the one memory of the same person that
 #: says the second (and, where they must, shares a word with it: 蛋仔退坑了 ends 我天天玩蛋仔, not 我喜欢玩滑板);
@@ -6374,7 +6376,7 @@ def _forget_targets(conn, ctx, rows, what, embed):
     hits = [(i, s) for i, s in hits if words & text_content_words(pool[i]["text"])]
     core = text_simplified(re.sub(r"^我的?", "", what))  # 虾 is said in 我對蝦過敏 too
     said = [r for r in pool.values() if core and not set(core) <= _PLAIN_CHARS  # 西语那条: 我在学西班牙语
-            and (core in (simple := text_simplified(r["text"]))
+            and (core in (simple := text_simplified(r["text"])) or core in _life_read(r["text"])  # 鍾意食榴槤: 喜欢吃榴莲
                  or any(a in simple for a in ALIASES.get(core.lower(), "").split()))] or [
         r for r in rows if any(a in r["text"] for a in ALIASES.get(core.lower(), "").split())]  # 我前任: 我前女友…
     if not hits and said:  # 忘记虾那条: a word too short for the search, said in a memory as it is (one character: the
@@ -6725,12 +6727,19 @@ def memory_update_attribute(conn, ctx, said, embed):
     return _ask_which_value(conn, rows, fact.value, f"你说的是谁的{said.split('是')[0]}？要把哪一条改成“{fact.value}”？")
 
 
+#: Cantonese particles a value may end in as said (沙田呀 / 大圍喇), none in PARTICLES.
+_CANTONESE_PARTICLES = "喇囉啩㗎嘅噃咩"
+
+
 def memory_replace_value(conn, ctx, old_value, new_value, embed):
     """更正：不是芹菜，是韭菜 — the one memory that says old_value now says new_value."""
     rows = [r for r in memory_list(conn, ctx) if old_value in r["text"]]
     head = re.split(f"[{_PUNCT}]", old_value, maxsplit=1)[0]
     if not rows and head and head != old_value:  # 是日照 不是临沂 人老了脑子糊涂了: the old value is the first word
         return memory_replace_value(conn, ctx, head, new_value, embed)
+    bare = old_value.rstrip(PARTICLES + _CANTONESE_PARTICLES)
+    if not rows and bare and bare != old_value:  # 唔係沙田呀 係大圍: the value, not its 呀
+        return memory_replace_value(conn, ctx, bare, new_value, embed)
     if not rows:
         return f"我没有记着“{old_value}”，什么也没改。", None
     rows = (_whole_word_rows(rows, old_value) if len(old_value) == 1 else []) or rows  # 不是虾: not 虾饺
@@ -8742,6 +8751,18 @@ _ABILITY_ASKED_RE = re.compile(rf"(?:(?:是不是|真的|到底)[^{_PUNCT}]{{0,6
 #: something a memory names, the message is about that memory (_news_points).
 _NEWS_CHANGE_RE = re.compile(r"辞职|离职|辞工|不干了|不做了|(?:没|冇|不)在[^，,。！!\s]{1,10}(?:做|干|上班|工作|读|上学|住)了|"
                              r"(?:去|换|跳槽到?|转)了?一?[间家个所](?=[\u4e00-\u9fff]{2})")
+#: A job quit said as a clause of its own, of no one but the user (老子不干了 回老家耍几天 / 被裁了): with a job kept, never
+#: chat (_news_points); the plan or the user says whether it ends that job.
+_JOB_QUIT_RE = re.compile(rf"(?:^|[{_PUNCT}\s])(?:老子|劳资|老娘|本人|俺|我|爷)?(?:不干了|不做了|辞职了|离职了|辞工了|裸辞了|被裁了)"
+                          rf"(?=$|[{_PUNCT}\s])")
+
+
+def _job_rows(rows):
+    """The memories of rows that say the user's own work (我在火锅店当服务员, 我在鹅厂写后端)."""
+    return [r for r in rows if r["type"] == "user_fact" and r["subject"] == "我"
+            and (r["attribute"] in _LIFE_ATTRIBUTES["工作"] or _LIFE_WORD_RES["工作"].search(_life_read(r["text"])))]
+
+
 #: What a memory says is not done yet (我家狗大黄还没绝育): the word after it, done now (绝育了) in a message, changes it.
 _NOT_YET_RE = re.compile(r"(?:还没有?|还未|尚未)([\u4e00-\u9fff]{2,6}?)[呢哦啊呀嘛]*(?![\u4e00-\u9fff])")
 
@@ -8752,6 +8773,8 @@ def _news_points(conn, ctx, t):
     Then it is not for chat: the plan reads it, or the user is asked. Example: 大黄上周绝育了 with 我家狗大黄还没绝育 -> True"""
     if _NEWS_CHANGE_RE.search(t) and _shaped_points(conn, ctx, t):
         return True
+    if _JOB_QUIT_RE.search(t) and _job_rows(memory_list(conn, ctx)):
+        return True  # 老子不干了 回老家耍几天 with 我在火锅店当服务员: no word of it said, the job is the one meant
     if "了" not in t and "已经" not in t and "完" not in t:
         return False
     where, args = _visible_sql(ctx)
@@ -8938,6 +8961,8 @@ _RETIRED_RE = re.compile(rf"^(?:我的?)?([^{_PUNCT}我你他她它](?:[^{_PUNCT
 POINTED_REWRITES = [
     ("到手了", "拿到了"),  # 驾照到手了: 驾照拿到了
     (rf"(^|[{_PUNCT}\s])([^{_PUNCT}\s我你他她它]{{1,4}})我(?:已经)?(?=戒了|戒掉了)", r"\1\2"),  # 烟我戒了: 烟戒了
+    # 老子不干了 辞职了 …: the bare quit says what the resignation beside it does (one fact, not two)
+    (rf"^(?:老子|劳资|老娘|本人|俺|我)?(?:不干了|不做了)[{_PUNCT}\s]+(?=[^{_PUNCT}\s]*(?:辞职|离职|辞工|裸辞))", ""),
 ]
 _POINTED_REWRITES = [(re.compile(p), r) for p, r in POINTED_REWRITES]
 #: Words that say a thing is given up for good in plain talk (外卖不干了 / 挖掘机不整了 / 工地不去了).
@@ -8997,14 +9022,16 @@ def memory_pointed(conn, ctx, text):
             return "update_number", {"n": named[0], "text": said}
         if named:  # several say it: the update asks (the retirement is never stored as a fact of its own)
             return "update", {"text": said}
-    m = _POINTED_FIX_RE.search(t.translate(_SIMPLIFIED))  # the same length: the user's own characters are taken
+    # the same length: the user's own characters are taken; 唔係X 係Y is 不是X 是Y (粤语), char for char
+    m = _POINTED_FIX_RE.search((t.replace("唔係", "不是").replace("係", "是") if "唔係" in t else t).translate(_SIMPLIFIED))
     if m:
         old, new = (m.group(1), m.group(2)) if m.group(1) else (m.group(4), m.group(3))
         at = m.start(1) if m.group(1) else m.start(4)
         new_at = m.start(2) if m.group(1) else m.start(3)
         new = t[new_at:new_at + len(new)]  # 不是台積電 是聯發科: stored as the user wrote it
         who = "" if m.group(1) else re.sub(r"(?:是|叫)\s*$", "", t[m.start():m.start(3)])
-        for value in dict.fromkeys((t[at:at + len(old)].strip(), old.strip())):
+        said = (t[at:at + len(old)].strip(), old.strip())
+        for value in dict.fromkeys(said + tuple(v.rstrip(_CANTONESE_PARTICLES) for v in said)):  # 唔係觀塘喇: 觀塘
             if who and not _pointed_owner(conn, ctx, who, value):
                 continue  # 他是学生 不是老师 with 我是老师: someone else's, chat
             kind, args = _settle_replace_maybe(conn, ctx, value, new.strip())
@@ -9026,10 +9053,33 @@ def memory_pointed(conn, ctx, text):
     if _LIFE_CHANGE_RE.search(_life_read(t)) or _LIFE_TURN_NEW_RE.search(_life_read(t)) or _SIDE_JOB_RE.match(t):
         told = _POINTED_TELL_RE.match(t.translate(_SIMPLIFIED))
         said = t[told.end():] if told and told.end() < len(t) else t  # 跟你說 我碩士畢業了啦: what is told
+        said = _unsaid_owner(conn, ctx, said)  # 这周终于断奶了 with 我女儿还在吃母乳: 我女儿这周终于断奶了
         if _single_points(conn, ctx, said) or _life_may_clash(conn, ctx, said) \
                 and _life_points(conn, ctx, said, clash=True):
             return "remember", {"text": said}
     return _pointed_quit(conn, ctx, t)
+
+
+#: What may come before a pair's new state said of no one (这周终于断奶了 / 昨天出院了): time and adverbs, no person.
+_UNSAID_LEAD_RE = re.compile(r"(?:这周|这礼拜|这星期|上周|这个月|上个月|昨天|今天|前天|前两天|昨儿|今儿|刚刚|刚|终于|总算|已经|"
+                             r"开始|也|现在|宝宝|娃)*")
+
+
+def _unsaid_owner(conn, ctx, said):
+    """said with the person it is of put first, when it names no one and states the new state of a LIFE_TURNS pair that
+    needs no thing (断奶, 出院) that exactly one memory says the old state of: that memory's person.
+    Example: 这周终于断奶了 with 我女儿还在吃母乳 -> 我女儿这周终于断奶了"""
+    read = _life_read(said)
+    turn = _life_turn(read)
+    if turn is None or _LIFE_TURN_RES[turn][2]:
+        return said
+    new, old, _ = _LIFE_TURN_RES[turn]
+    at = new.search(read)
+    if not _UNSAID_LEAD_RE.fullmatch(read[:at.start()]):
+        return said  # 隔壁家孩子断奶了: of someone named, maybe no one the memories know
+    rows = [r for r in memory_list(conn, ctx) if r["type"] == "user_fact" and r["subject"]
+            and old.search(_life_read(r["text"]))]
+    return rows[0]["subject"] + said if len(rows) == 1 and rows[0]["subject"] != "我" else said
 
 
 def _pointed_quit(conn, ctx, t):
@@ -9281,6 +9331,7 @@ def memory_fallback(conn, ctx, text, hint=""):
     words = {w for w in text_content_words(t) | set(re.findall(r"[\u4e00-\u9fff]{2}", t))
              if not re.fullmatch(r"(?:那条|这条|那个|这个|记忆|删了|删掉|改成|不对|错了|记住|忘记|一下|帮我)", w)}
     named = [r for r in rows if any(w in r["text"] for w in words)]
+    named = named or (_job_rows(rows) if _JOB_QUIT_RE.search(t) else [])  # 老子不干了 …: the jobs kept
     pointed = re.search(rf"第\s*({_NUM})\s*[条个]", t)
     if pointed and 1 <= _cn_number(pointed.group(1)) <= len(rows):  # 把第二条改成… / 第二条过时了: that one
         named = [rows[_cn_number(pointed.group(1)) - 1]]
