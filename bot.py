@@ -2818,8 +2818,9 @@ _DIALECT_RE = re.compile(r"莫再记到|莫记到|莫再记|莫记|侬|好伐|�
                          r"(?=[书書]|大[一二三四学學]|研|高[一二三中]|[国國][小中]|初[一二三中]|小[学學]|博士|[硕碩]士|幼稚)|" + _SELF_WORDS)
 #: Characters of DIALECT's and SELF_WORDS' words: a message without any (most) is not searched for the words (本 / 老 /
 #: 人 only before 人 / 宝 / 子 / 家; one character class first, which the regex engine scans for fast).
-_SELF_HINT_RE = re.compile("[俺偶咱本老人](?:(?<=[本老人])(?=[人宝子家])|(?<![本老人]))")
-_DIALECT_HINT_RE = re.compile("[莫侬伐拉唸念俺偶咱本老人](?:(?<=[本老人])(?=[人宝子家])|(?<![本老人]))")
+_SELF_HINT = "[{}俺偶咱本老人](?:(?<=[本老人])(?=[人宝子家])|(?<![本老人]))"
+_SELF_HINT_RE = re.compile(_SELF_HINT.format(""))
+_DIALECT_HINT_RE = re.compile(_SELF_HINT.format("莫侬伐拉唸念"))
 
 
 def memory_self_words(text):
@@ -7697,7 +7698,7 @@ _GIVEN_UP_RE = re.compile(r"(?:放弃|不学|不玩|不弹|不练|不去|不吃|
 
 #: One part pointed at and corrected (海鲜那个是我瞎说的 其实是对芒果 更正一下 / 螃蟹那个记错了 其实是对芒果过敏 改一下): old, new.
 #: Words without which a message has no such part (the cheap test first).
-_PART_WORD_RE = re.compile(r"错|岔|滑|抖|误|typo|不对|瞎说|乱说", re.I)
+_PART_WORD_RE = re.compile(_MISTAKE_WORD_RE.pattern + "|不对|瞎说|乱说", re.I)
 #: Also without the pointer, with any mistake word, and without 其实/应该 (美团打错了 是快手 / 初二是说错了 其实是初三).
 _PART_FIX_RE = re.compile(rf"^(?!这|那|我|你|他|她|它|{_INTERJECTION})((?:(?!错)[^，,。；;\s]){{1,8}}?)"
                           rf"(?:(?:那个|那条)(?:{_words_re(_ATTRIBUTE_BY_WORD)})?(?:是我?)?"
@@ -8857,22 +8858,24 @@ def _change_points(conn, ctx, t):
     / 吉他早就不学了 with 我在学吉他): a change word (_CHANGE_MARK_RE) and a word of that memory; not a stop for a while
     (今天不练吉他了). Then it is not for chat: the plan reads it, or the user is asked."""
     if re.search(r"那条|这条", t) or re.search(r"那个|这个", t) and _POINTED_CHANGE_RE.search(t):
-        return _distinct_points(conn, ctx, t)  # (日语那个 … 去了吧 / 那条 with any words: asked, never chat)
+        # 日语那条有问题 / 日语那条别要了 / 日语那个 … 去了吧: 那条 points at a memory whatever is said of it; asked, never chat
+        return _distinct_points([r["text"] for r in memory_list(conn, ctx)], t)
     if not _CHANGE_MARK_RE.search(t) or _TEMPORARY_STOP_RE.search(t):
         return False
-    if re.search(r"那条|这条", t):  # 日语那条有问题 / 日语那条别要了: 那条 points at a memory, whatever is said of it
-        return _distinct_points(conn, ctx, t)
     # else the change is said in the clause that names the memory's word (原神的新角色好强 换成她了 is chat)
-    return any(_CHANGE_MARK_RE.search(c) and _distinct_points(conn, ctx, c) for c in _PAUSES_RE.split(t) if c)
+    clauses = [c for c in _PAUSES_RE.split(t) if c and _CHANGE_MARK_RE.search(c)]
+    texts = [r["text"] for r in memory_list(conn, ctx)] if clauses else []  # read once, not once a clause
+    return any(_distinct_points(texts, c) for c in clauses)
 
 
-def _distinct_points(conn, ctx, t):
-    """Whether a message shares a word of two characters or more with one of the speaker's memories, a word not made of
-    plain characters alone (不喜欢他了 shares only 喜欢 with 我喜欢吃火锅: no pointer)."""
+def _distinct_points(texts, t):
+    """Whether a message shares a word of two characters or more with one of the memories' texts, a word not made of
+    plain characters alone (不喜欢他了 shares only 喜欢 with 我喜欢吃火锅: no pointer).
+    Example: _distinct_points(['我在学吉他'], '吉他早就不学了') -> True"""
     plain = _PLAIN_CHARS | _COMMON_CHARS
     words = {w for w in text_content_words(t) | set(re.findall(r"[\u4e00-\u9fff]{2}", t))
              if len(w) >= 2 and not set(w) <= plain and not _CHANGE_MARK_RE.fullmatch(w)}
-    return bool(words) and any(w in r["text"] for r in memory_list(conn, ctx) for w in words)
+    return bool(words) and any(w in x for x in texts for w in words)
 
 
 def _shaped_points(conn, ctx, t):
