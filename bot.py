@@ -8030,6 +8030,54 @@ _LIST_WORDS = ("你 我 的 关于 有关 都 还 现在 目前 到底 一共 �
                "一切 事情 事 东西 東西 记忆 信息 资料 内容 列出来 列出 列一下 列 说说 讲讲 看看 看 康康 瞅瞅 听听 说来 讲来 念 把 儿 "
                "给我 发我 发给我 这 那 条 几条 多少条 了 吗 呢 啊 呀 吧 嘛 哦 呗 您 请问 请 啲 咩 "
                "记到 记倒 啥子 唠唠 唠 瞅瞅 瞅").split()  # 啲咩: Cantonese 些什么; 记到 啥子: Sichuan; 唠唠: Northeastern 说说
+#: A request for the list said in parts, in any order (你是记得我哪些东西啦 讲来听看看 / what do you remember about
+#: me? list 一下 / 你記住咗我啲乜嘢呀): a keeping verb, what is asked (a what / which / how much word, or a show or
+#: list word), about the user (我 / me) or about nothing, and only the small words these are said with. A message
+#: with a word of its own beside them (你记得周杰伦哪年出道吗 / 你记得我生日吗) is about that, not the list.
+#: Keeping verbs; the first ones keep what the user told (asked without 我: 你都存了些啥), the others need 我.
+_RECALL_KEEP_VERBS = ("记 记得 记着 记住 记住了 记了 记下 记下了 记到 记倒 记录 存 存了 存着 存下 保存 保存了 备忘 备忘录 记忆 "
+                      "remember remembered memorize memorized memory memories memo memos stored store saved").split()
+_RECALL_KNOW_VERBS = "知道 晓得 了解 know knew".split()
+#: What is asked: a what / which / how much word, or a way to ask to be shown (列一下 / 讲来听 / list / show me).
+_RECALL_ASKS = ("啥 啥子 什么 哪些 哪几 哪几条 几条 几件 多少 多少条 乜 乜嘢 咩 嘢 "
+                "列 列出 列出来 列一下 列个 清单 单子 列表 一览 看看 看下 看一下 瞧瞧 瞧 瞅瞅 瞅 康康 讲来 说来 讲嚟 摆 摆来 "
+                "摆一哈 念 念念 发我 发给我 说说 讲讲 唠唠 what anything everything list show").split()
+#: Asks that need a thing kept beside them (你还记得我的事吗; 你还记得我吗 is chat).
+_RECALL_WEAK_ASKS = "吗 么 嘛 不 没 没有 有没有 ? ？".split()
+_RECALL_THINGS = "东西 東西 事 事情 事儿 记忆 信息 资料 内容 情况 备忘 memories memory stuff things".split()
+#: The user, the bot, and the small words around a request for the list.
+_RECALL_ME = "我 俺 关于我 me my".split()
+_RECALL_SMALL = ("你 您 的 关于 有关 对 都 还 现在 目前 到底 一共 总共 这儿 这里 这边 那儿 那里 那边 在 脑子里 心里 里 "
+                 "跟你说过 跟你讲过 说过 讲过 告诉过你 告诉你 和你说过 是 有 些 一些 点 啲 个 条 几 所有 全部 一切 都有 "
+                 "给我 给 听 听听 听下 听看看 看 下 一下 一哈 来 嚟 讲 说 把 这 那 了 咗 过 吗 呢 啊 呀 吧 嘛 哦 呗 啦 咯 哈 "
+                 "噢 喔 哇 嘞 捏 撒 噻 咧 么 想 请问 请 u you ya do does did can could about tell pls please plz "
+                 "all 一下 的话 儿").split()
+#: Each word above, Latin ones whole (u is no part of about).
+_RECALL_WORDS_RE = re.compile("|".join(
+    rf"\b{re.escape(w)}\b" if w.isascii() and w.isalpha() else re.escape(w)
+    for w in sorted(set(_RECALL_KEEP_VERBS + _RECALL_KNOW_VERBS + _RECALL_ASKS + _RECALL_WEAK_ASKS + _RECALL_THINGS
+                        + _RECALL_ME + _RECALL_SMALL), key=len, reverse=True)))
+#: The verbs alone: a message without one is no request for the list (one search for most messages).
+_RECALL_VERB_RE = re.compile(rf"{_words_re(_RECALL_KEEP_VERBS + _RECALL_KNOW_VERBS)}", re.I)
+#: A request to keep something, not to see it (记住我什么都吃): 记住 first, not 记住了 / 记住咗.
+_RECALL_STORE_START_RE = re.compile(r"^(?:请|帮我|麻烦你?|你帮我)?(?:记住|记下|记着|记一下|记好)(?![了咗])")
+
+
+def _recall_has(words, text):
+    """Whether text has one of words, Latin ones whole. Example: _recall_has(['me'], 'about me') -> True"""
+    return any(w in text if not (w.isascii() and w.isalpha()) else re.search(rf"\b{w}\b", text) for w in words)
+
+
+def _list_asked(text):
+    """Whether a message asks for the list, said in parts in any order with nothing else beside them.
+    Example: _list_asked('你是记得我哪些东西啦 讲来听看看') -> True"""
+    t = text.lower()
+    if _RECALL_STORE_START_RE.match(t) or not (_recall_has(_RECALL_ASKS, t) or _recall_has(_RECALL_WEAK_ASKS, t)
+                                               and _recall_has(_RECALL_THINGS, t)):
+        return False
+    if not _recall_has(_RECALL_ME, t) and not _recall_has(_RECALL_KEEP_VERBS, t):
+        return False  # 你知道些啥: about nothing kept, and nobody
+    return not re.sub(rf"[{_PUNCT}{_EMOJI}?？]", "", _RECALL_WORDS_RE.sub("", t))
 #: Words said while thinking, before or around a request (嗯那个 你帮我记一下哈 就是我…): never part of the fact. One
 #: word each, none a particle: repeated by the rules that use them (嗯+ inside a repeat backtracks exponentially).
 _FILLER_WORDS = r"(?:嗯|呃|额|诶|欸|哎|咦|那个啥|那个|这个|就是说|就是|然后|对了|话说|那啥|(?i:em)m*)"
@@ -8644,6 +8692,8 @@ def memory_normalise(text):
         t = _forget_pointers(t) or (_forget_clause(t) if _PAUSES_RE.search(t) else t)
     if _AROUND_WORD_RE.search(t):  # 豆包昨天去世了 记一下吧 心里好难受 / 记牢 很重要的 我有哮喘
         t = _remember_around(t) or t
+    if _RECALL_VERB_RE.search(t) and _list_asked(t):  # 你是记得我哪些东西啦 讲来听看看: the list, asked in parts
+        return "你记得我什么"
     rows = _rewrite_rows(t)  # a row's words first: the rows whose words the message has, in order
     while rows:
         pattern, repl = _MEMORY_REWRITES[rows[0]]
