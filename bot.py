@@ -9474,6 +9474,41 @@ _SHOW_WORK_RE = re.compile(r"^(?:刚才|刚刚)?你(?:刚才|刚刚)?(?:是)?(?:
                            r"(?:的|这个|这些|这件事|"
                            rf"(?:我|我的|我家|我们家|他|她)[^，,。!！?？]{{0,20}}|(?:{_REL_RE})[^，,。!！?？]{{1,20}}的)?")  # 他 / 她:
 #: someone the memories name; a relation's …的: what it knows of them (你咋知道二宝对牛奶过敏的, not 这么多冷知识的)
+#: The same question read from its parts, for the ways _SHOW_WORK_RE has no row for. What points at the last reply
+#: (你刚才那句 / 你这话是 / 刚那条回复你 / 上句话): said before what it was made from.
+_SHOW_WORK_REF = (r"(?:你|您|是|就|那|这|刚才|刚刚|刚|上一?句话?|上一?条(?:回复|消息)?|这句话?|那句话?|这话|那话|这条|那条|回复|"
+                  r"回我(?:的时候|时)?|回答(?:的时候|时)?|说的时候)*")
+#: What a reply was made from (参考了 / 依据的是 / 用到) and which memories (我哪些记忆 / 啥资料); a weak verb (用 / 看)
+#: needs 我 or a memory's word (你用了什么方法 is chat).
+_SHOW_WORK_FROM_RE = re.compile(
+    rf"{_SHOW_WORK_REF}(?:(?P<strong>参考|根据|依据|调用|基于|引用)|用|看|查|翻|凭)(?:了|到了?|的是|的)?(?:的是)?"
+    r"(?P<me>我的?|关于我的?|俺的?)?(?:哪些|哪条|哪几条|哪一条|什么|啥|哪个)(?:关于我的?)?"
+    r"(?P<noun>记忆|信息|资料|东西|内容|事)?(?:(?:这么|这样|那样)?(?:说|回答|回|讲)的?)?(?:了)?")
+#: Who told the bot (谁跟你说小胖怕蟑螂的 / 谁说我是左撇子的 / 谁告诉你的): told to 你, or what was told said with
+#: its 的 (谁说不是呢 / 谁跟你说话了 are chat).
+_SHOW_WORK_WHO_RE = re.compile(r"(?:你)?(?:是)?(?:听)?谁(?P<you>跟你|和你|给你|对你|告诉你|告诉的)?(?:说|讲)?(?:过)?(?:的)?"
+                               r"(?P<what>[^，,。!！?？]{0,20})")
+#: How the bot came to know (你是从哪看来我在减肥的 / 你打哪儿听来的): what it knows is the user's (我…) or not said.
+_SHOW_WORK_HOW_RE = re.compile(r"(?:你)?(?:是)?(?:怎么|咋|从哪(?:儿|里)?|打哪(?:儿)?|哪来|为什么|为啥|凭什么|凭啥)(?:会|能)?"
+                               r"(?:知道|晓得|得知|看来|听来|看到|听到|记得|听说)(?:的)?(?P<what>[^，,。!！?？]{0,20})")
+
+
+def _show_work_parts(clause):
+    """Whether one clause asks which memories the last reply used, read from its parts.
+    Example: _show_work_parts('刚那条回复你依据的是我哪条记忆') -> True"""
+    m = _SHOW_WORK_FROM_RE.fullmatch(clause)
+    if m:
+        return bool(m.group("strong") or m.group("me") or m.group("noun"))
+    how = _SHOW_WORK_HOW_RE.fullmatch(clause)
+    if how:  # 你怎么知道今天下雨的: not the user's, no memory of theirs
+        return not how.group("what") or how.group("what").startswith(("我", "俺"))
+    who = _SHOW_WORK_WHO_RE.fullmatch(clause)
+    what = who.group("what") if who else ""
+    if not who or re.match(r"这|那|怎么", what):
+        return False
+    return bool(not what and who.group("you") or what.startswith(("我", "俺")) or what.endswith("的") and len(what) >= 3)
+
+
 #: The clauses of a show-the-work question (你怎么知道我怕水的？根据哪条说的🤔: asked twice, one question).
 _SHOW_WORK_CLAUSES_RE = re.compile(rf"[{_PUNCT}?？{_EMOJI}]+")
 
@@ -9482,14 +9517,14 @@ def _show_work_asked(text):
     """Whether a message asks which memories the last reply used, in one clause or several that each ask it.
     Example: _show_work_asked('你怎么知道我怕水的？根据哪条说的🤔') -> True"""
     shown = _strip_tail(memory_cantonese(text).translate(_SIMPLIFIED).replace("您", "你"))  # 请问您是根据哪条… / 俺 / 點知
-    if _SHOW_WORK_RE.fullmatch(_SHOW_WORK_LEAD_RE.sub("", shown)):  # 你怎么知道的
+    asks = lambda c: bool(_SHOW_WORK_RE.fullmatch(c) or _show_work_parts(c))  # noqa: E731
+    if asks(_SHOW_WORK_LEAD_RE.sub("", shown)):  # 你怎么知道的
         return True
     first = _SHOW_WORK_CLAUSES_RE.split(shown, 1)
-    if len(first) == 1 or not _SHOW_WORK_RE.fullmatch(_SHOW_WORK_LEAD_RE.sub("", _strip_tail(first[0] or "x"))):
+    if len(first) == 1 or not asks(_SHOW_WORK_LEAD_RE.sub("", _strip_tail(first[0] or "x"))):
         return False  # one clause (read above), or a first clause that asks nothing of the kind
     clauses = [c for c in _SHOW_WORK_CLAUSES_RE.split(shown) if c]
-    return 1 <= len(clauses) <= 3 and all(_SHOW_WORK_RE.fullmatch(_SHOW_WORK_LEAD_RE.sub("", _strip_tail(c)))
-                                          for c in clauses)
+    return 1 <= len(clauses) <= 3 and all(asks(_SHOW_WORK_LEAD_RE.sub("", _strip_tail(c))) for c in clauses)
 
 
 #####################################################################
