@@ -7760,6 +7760,15 @@ _BULLET_RE = re.compile(r"(?m)^[^\S\n]*(?:[-*•·]|\d{1,2}[.、)）])[^\S\n]*(?
 def memory_parse(text, names=()):
     """Reads a message as a memory command: (kind, {named arguments}), or (None, {}) for chat.
     Example: memory_parse('记住，我住在北京') -> ('remember', {'text': '我住在北京'})"""
+    kind, args = _memory_parse_rules(text, names)
+    what = _wish_taken_back(text) if kind in (None, "remember") and _WISH_UNDO_WORD_RE.search(text) else None
+    if what:  # 算了 还是别叫我 Lulu 了: the wish that says Lulu goes, when there is one; else what the words said
+        return "wish_revoke", {"what": what, "otherwise": [kind, args]}
+    return kind, args
+
+
+def _memory_parse_rules(text, names=()):
+    """memory_parse without a wish taken back. Example: _memory_parse_rules('忘记第2条') -> ('forget_numbers', {'numbers': [2]})"""
     # the rules' patterns backtrack on long runs (忘记 + 1,500 spaces took 47 s): they read a bounded head with
     # runs of three or more punctuation marks or spaces folded to the first (！！！ -> ！; '); DROP' stays)
     t = text.strip()[:MEMORY_PARSE_CHARS]
@@ -7962,6 +7971,29 @@ def _settle_forget_value(conn, ctx, what):
         for r in memory_list(conn, ctx)) else (None, {})
 
 
+def _settle_wish_revoke(conn, ctx, what, otherwise):
+    """别叫我Lulu了 / 你还是别叫小橘了 / 东北话就不用了: the user's wishes that ask for what (叫我Lulu, 你以后叫小橘,
+    说话带点东北味) go, and no other memory; when none asks for it, what the words said otherwise (别叫我Lulu: a wish)."""
+    said = re.sub(r"\s", "", text_simplified(what)).lower()
+    stem = re.sub(r"(?<=..)(?:话|味|腔|口音|风格?|语)$", "", said)  # 东北话: a wish of 东北味 too
+    rows = memory_list(conn, ctx)
+    ids = {r["id"] for r in memory_wishes(conn, ctx)}
+    numbers = [n for n, r in enumerate(rows, 1) if r["id"] in ids and _wish_asks_for(r["text"], stem)]
+    if numbers:
+        return "forget_numbers", {"numbers": numbers}
+    kind, args = otherwise
+    settle = MEMORY_SETTLE.get(kind)
+    return settle(conn, ctx, **args) if settle else (kind, args)
+
+
+def _wish_asks_for(wish, stem):
+    """Whether a wish asks for stem, not against it (你以后叫我Lulu, not 你以后别叫我Lulu).
+    Example: _wish_asks_for('你以后说话带点东北味', '东北') -> True"""
+    t = re.sub(r"\s", "", text_simplified(wish)).lower()
+    at = t.find(stem)
+    return at >= 0 and not re.search(r"别|不要|不许|不用|少|莫|甭", t[:at])
+
+
 #: Kinds the words alone don't settle: the speaker's memories do. kind -> settle(conn, ctx, **arguments),
 #: which gives the (kind, {arguments}) to act on, or (None, {}) for chat.
 MEMORY_SETTLE = {"ask": _settle_ask, "update_named": _settle_update_named, "update_mine": _settle_update_mine,
@@ -7969,7 +8001,8 @@ MEMORY_SETTLE = {"ask": _settle_ask, "update_named": _settle_update_named, "upda
                  "replace_maybe": _settle_replace_maybe, "correct_last": _settle_correct_last,
                  "undo_delete": _settle_undo_delete, "update_actually": _settle_update_actually,
                  "unsay": _settle_unsay, "replace_said": _settle_replace_said,
-                 "forget_last_maybe": _settle_forget_last_maybe, "forget_value": _settle_forget_value}
+                 "forget_last_maybe": _settle_forget_last_maybe, "forget_value": _settle_forget_value,
+                 "wish_revoke": _settle_wish_revoke}
 
 
 # What the table above can't read. memory_normalise brings the common other ways of saying a command
@@ -8641,6 +8674,32 @@ _URGE_TAIL_RE = re.compile(rf"[{_PUNCT}{PARTICLES}]+(?:快说|快讲|快点|说�
 _THANKS_EN_RE = re.compile(rf"[\s{_PUNCT}]+(?i:thx|thanks|thank you|thank u|tks|ty|3q)[\s{_PUNCT}]*$")
 #: 它 after a forget's verb at the end (波波那条删了它吧 / 嗰條刪咗佢): the memory pointed at, said again.
 _IT_OBJECT_RE = re.compile(rf"((?:那条|这条|那个|这个)[^{_PUNCT}]{{0,2}}?(?:删|忘)(?:了|掉))(?:它|他)(?=[{PARTICLES}]*$)")
+
+
+#: Words without which no wish is taken back (one search for most messages).
+_WISH_UNDO_WORD_RE = re.compile(r"别|不要|不用|莫|甭|算了|免了|不必|用不着")
+#: Before a wish taken back: 算了 / 还是 / 你 / 以后 (算了 还是别叫我Lulu了 / 你还是别叫小橘了).
+_WISH_UNDO_LEAD_RE = re.compile(r"^(?:算了|好吧|那|嗯|唉|哎|你|您|以后|今后|下次|还是|就|也|再|可以)*")
+#: A wish taken back, in one clause: a name no longer to be called (别叫我X了 / 不用喊X了), or what is no longer to
+#: be done (东北话就不用了 / 别用四川话了); X is what the wish asked for.
+_WISH_UNDO_RES = [
+    re.compile(r"(?:别|不要|不用|莫|甭|用不着|不必)(?:再)?(?:这么|这样)?(?:叫|喊|称呼|管)(?:我)?(?:叫)?"
+               rf"(?P<x>[^{_PUNCT}]{{1,12}}?)(?:了|啦)?{_ANY_PARTICLE}?"),
+    re.compile(rf"(?P<x>[^{_PUNCT}我你]{{2,8}}?)(?:就|也|还是)?(?:不用了|不要了|算了|免了|不必了|用不着了)(?:吧|啦)?"),
+    re.compile(rf"(?:别|不要|不用|莫|甭)(?:再)?(?:用|说|讲|带|加|发)(?P<x>[^{_PUNCT}]{{2,8}}?)(?:了|啦){_ANY_PARTICLE}?")]
+
+
+def _wish_taken_back(text):
+    """What a wish asked for, when the message takes it back (and says nothing else but remarks); None otherwise.
+    Example: _wish_taken_back('算了 还是别叫我 Lulu 了 怪尴尬的') -> 'Lulu'"""
+    t = re.sub(_LATIN_SPACE, "", text_simplified(text).strip())
+    clauses = [_strip_tail(c) for c in _PAUSES_RE.split(t) if c]
+    said = [m.group("x") for c in clauses for p in _WISH_UNDO_RES if (m := p.fullmatch(_WISH_UNDO_LEAD_RE.sub("", c)))]
+    others = [c for c in clauses if not any(p.fullmatch(_WISH_UNDO_LEAD_RE.sub("", c)) for p in _WISH_UNDO_RES)]
+    if len(said) != 1 or any(re.search(r"叫|喊|称呼|以后|今后|记|忘|删|存|改|换|是", c) for c in others):
+        return None  # 别叫我王总了 以后叫我小王: a new wish beside it, the wish rules' to read
+    what = re.sub(r"(?:那个|这个|那条|这条)?(?:称呼|名字|外号|昵称|约定)?$", "", said[0])
+    return what if what and not re.match(rf"这|那|什么|啥|谁|[了{PARTICLES}]+$", what) else None  # 你别叫了: no name
 
 
 #: Exclamation marks at a message's end (以后叫我大美女！！！): no part of a wish.
