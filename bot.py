@@ -3779,7 +3779,7 @@ ATTRIBUTE_KINDS = {"现居地": {"place"}, "老家": {"place"}, "工作城市": 
                    "会说": {"thing"}}
 #: What is said of the character that is a wish of the user's (你是我的猫娘, 你每句话结尾要带喵).
 _WISH_REST_RE = re.compile(r"^(?:以后|今后)?(?:就)?(?:跟我|和我|对我)?(?:说话|回复|回答|讲话|聊天|每句话|回我|回消息|要|得|别|不要|不许|必须|"
-                           r"是我的|当我的|扮演|假装|用|带|叫|少|多)")
+                           r"是我的|当我的|扮演|假装|用|带|叫|喊|称呼|自称|莫|甭|少|多)")
 
 
 # -- Facts -------------------------------------------------------
@@ -7827,7 +7827,8 @@ def _memory_parse_rules(text, names=()):
     lead = _ADDRESS_LEAD_RE.match(read) if _ADDRESS_REST_RE.search(read) else None
     if lead:  # 小助手啊，你都记着我哪些事儿 / zsbd 你存了我哪些记忆: what follows the address, if it is a command
         return memory_parse(said[lead.end():], names)
-    return None, {}
+    wish = _wish_from_parts(read) if _WISH_WHAT_RE.search(read) else None
+    return _as_written(("remember", {"text": wish}), read, said) if wish else (None, {})
 
 
 def _settle_ask(conn, ctx, text):
@@ -8674,6 +8675,37 @@ _URGE_TAIL_RE = re.compile(rf"[{_PUNCT}{PARTICLES}]+(?:快说|快讲|快点|说�
 _THANKS_EN_RE = re.compile(rf"[\s{_PUNCT}]+(?i:thx|thanks|thank you|thank u|tks|ty|3q)[\s{_PUNCT}]*$")
 #: 它 after a forget's verb at the end (波波那条删了它吧 / 嗰條刪咗佢): the memory pointed at, said again.
 _IT_OBJECT_RE = re.compile(rf"((?:那条|这条|那个|这个)[^{_PUNCT}]{{0,2}}?(?:删|忘)(?:了|掉))(?:它|他)(?=[{PARTICLES}]*$)")
+
+
+#: A wish the wish rules have no row for, read from its parts: when (以后 / 往后 / 下次 / from now on) and what of the
+#: character (how to call the user, how to reply, its own name). What is asked of it: 叫我 / 莫您啊您的 / 回我 / 说话 /
+#: 语气 / short / emoji / 字数 / 你就叫X / 自称.
+_WISH_WHEN_RE = re.compile(r"以后|今后|往后|从今往后|从现在起|从今天起|从现在开始|下次|(?i:from now on)")
+_WISH_WHAT_RE = re.compile(r"叫我|喊我|称呼我|管我叫|(?:别|莫|不要|甭)[^，,。\s]{0,2}您|回我|回复|回消息|说话|讲话|语气|口气|自称|"
+                           r"你就叫|你叫|字数|(?i:short|emoji|call me|reply)")
+#: What may come before the when (你以后 / 那您以后 / 请你以后): the character spoken to, nobody else.
+_WISH_WHEN_LEAD_RE = re.compile(r"^(?:[嗯那好哈]|你|您|请|麻烦|还有)*")
+#: The user as what a wish is done to (叫我 / 回我 / 跟我说话 / 我们店的): any other 我 says what the user does.
+_WISH_ME_OBJECT_RE = re.compile(r"(?:叫|喊|称呼|管|回|给|跟|对|和|陪|帮|让|告诉)我|我们|我的")
+#: A name the user asks to be called in English (call me Jay / u can call me Ken pls).
+_CALL_ME_RE = re.compile(r"^(?:(?:you|u) can |pls |please )?call me ([a-z][\w-]{0,15})(?: from now on| pls| please| thx)?$", re.I)
+
+
+def _wish_from_parts(t):
+    """A wish said in parts the wish rules don't read, as the wish to keep; None when the message is not one.
+    Example: _wish_from_parts('你以后莫您啊您的 叫我伟哥就行咯') -> '你以后莫您啊您的 叫我伟哥就行'"""
+    m = _CALL_ME_RE.match(_strip_tail(t.strip()))
+    if m:
+        return f"你以后叫我{m.group(1)}"
+    lead = _WISH_WHEN_LEAD_RE.match(t).end()
+    when = _WISH_WHEN_RE.match(t, lead)
+    if not when or len(t) > 40 or re.search(r"什么|啥|怎么|谁|哪|[？?]", t):  # 以后叫我啥好呢: a question
+        return None
+    rest = re.sub(r"^(?:你|都|就)*", "", t[when.end():]) if when.group() != "from now on" else t[when.end():]
+    if not _WISH_WHAT_RE.search(rest) or "我" in _WISH_ME_OBJECT_RE.sub("", rest):  # 以后你说话我都不信了: the user's
+        return None
+    rest = re.sub(rf"(?:[{_PUNCT}]*(?i:pls|please|plz|thx|thanks))+$", "", _strip_tail(rest.strip()))
+    return "你以后" + re.sub(r"^(?:就)?", "", rest) if rest else None
 
 
 #: Words without which no wish is taken back (one search for most messages).
