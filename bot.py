@@ -8070,21 +8070,24 @@ _LIST_WORDS = ("你 我 的 关于 有关 都 还 现在 目前 到底 一共 �
 #: with a word of its own beside them (你记得周杰伦哪年出道吗 / 你记得我生日吗) is about that, not the list.
 #: Keeping verbs; the first ones keep what the user told (asked without 我: 你都存了些啥), the others need 我.
 _RECALL_KEEP_VERBS = ("记 记得 记着 记住 记住了 记了 记下 记下了 记到 记倒 记录 存 存了 存着 存下 保存 保存了 备忘 备忘录 记忆 "
-                      "remember remembered memorize memorized memory memories memo memos stored store saved").split()
+                      "remember remembered memorize memorized memory memories memo memos stored store saved saves save "
+                      "跟你说过 跟你讲过 告诉过你 和你说过").split()
 _RECALL_KNOW_VERBS = "知道 晓得 了解 know knew".split()
 #: What is asked: a what / which / how much word, or a way to ask to be shown (列一下 / 讲来听 / list / show me).
 _RECALL_ASKS = ("啥 啥子 什么 哪些 哪几 哪几条 几条 几件 多少 多少条 乜 乜嘢 咩 嘢 "
                 "列 列出 列出来 列一下 列个 清单 单子 列表 一览 看看 看下 看一下 瞧瞧 瞧 瞅瞅 瞅 康康 讲来 说来 讲嚟 摆 摆来 "
-                "摆一哈 念 念念 发我 发给我 说说 讲讲 唠唠 what anything everything list show").split()
+                "摆一哈 念 念念 发我 发给我 说说 讲讲 唠唠 说下 讲下 说一下 讲一下 告诉我 查 查查 查一下 "
+                "what anything everything list show").split()
 #: Asks that need a thing kept beside them (你还记得我的事吗; 你还记得我吗 is chat).
 _RECALL_WEAK_ASKS = "吗 么 嘛 不 没 没有 有没有 ? ？".split()
-_RECALL_THINGS = "东西 東西 事 事情 事儿 记忆 信息 资料 内容 情况 备忘 memories memory stuff things".split()
+_RECALL_THINGS = "东西 東西 事 事情 事儿 记忆 信息 资料 数据 记录 内容 情况 备忘 memories memory stuff things".split()
 #: The user, the bot, and the small words around a request for the list.
 _RECALL_ME = "我 俺 关于我 me my".split()
-_RECALL_SMALL = ("你 您 的 关于 有关 对 都 还 现在 目前 到底 一共 总共 这儿 这里 这边 那儿 那里 那边 在 脑子里 心里 里 "
+_RECALL_SMALL = ("你 您 你们 的 关于 有关 对 都 还 现在 目前 到底 一共 总共 这儿 这里 这边 那儿 那里 那边 在 脑子里 心里 里 "
                  "跟你说过 跟你讲过 说过 讲过 告诉过你 告诉你 和你说过 是 有 些 一些 点 啲 个 条 几 所有 全部 一切 都有 "
                  "给我 给 听 听听 听下 听看看 看 下 一下 一哈 来 嚟 讲 说 把 这 那 了 咗 过 吗 呢 啊 呀 吧 嘛 哦 呗 啦 咯 哈 "
-                 "噢 喔 哇 嘞 捏 撒 噻 咧 么 想 请问 请 u you ya do does did can could about tell pls please plz "
+                 "噢 喔 哇 嘞 捏 撒 噻 咧 么 想 可以 让我 请问 请 u you ya do does did have has can could about tell "
+                 "pls please plz "
                  "all 一下 的话 儿").split()
 #: Each word above, Latin ones whole (u is no part of about).
 _RECALL_WORDS_RE = re.compile("|".join(
@@ -8680,9 +8683,9 @@ _IT_OBJECT_RE = re.compile(rf"((?:那条|这条|那个|这个)[^{_PUNCT}]{{0,2}}
 #: A wish the wish rules have no row for, read from its parts: when (以后 / 往后 / 下次 / from now on) and what of the
 #: character (how to call the user, how to reply, its own name). What is asked of it: 叫我 / 莫您啊您的 / 回我 / 说话 /
 #: 语气 / short / emoji / 字数 / 你就叫X / 自称.
-_WISH_WHEN_RE = re.compile(r"以后|今后|往后|从今往后|从现在起|从今天起|从现在开始|下次|(?i:from now on)")
+_WISH_WHEN_RE = re.compile(r"以后|今后|往后|从今往后|从今以后|从现在起|从今天起|从现在开始|从今天开始|下次|(?i:from now on)")
 _WISH_WHAT_RE = re.compile(r"叫我|喊我|称呼我|管我叫|(?:别|莫|不要|甭)[^，,。\s]{0,2}您|回我|回复|回消息|说话|讲话|语气|口气|自称|"
-                           r"你就叫|你叫|字数|(?i:short|emoji|call me|reply)")
+                           r"你就叫|你叫|你的名字|字数|(?i:short|emoji|call me|reply)")
 #: What may come before the when (你以后 / 那您以后 / 请你以后): the character spoken to, nobody else.
 _WISH_WHEN_LEAD_RE = re.compile(r"^(?:[嗯那好哈]|你|您|请|麻烦|还有)*")
 #: The user as what a wish is done to (叫我 / 回我 / 跟我说话 / 我们店的): any other 我 says what the user does.
@@ -8703,6 +8706,8 @@ def _wish_from_parts(t):
         return None
     rest = re.sub(r"^(?:你|都|就)*", "", t[when.end():]) if when.group() != "from now on" else t[when.end():]
     if not _WISH_WHAT_RE.search(rest) or "我" in _WISH_ME_OBJECT_RE.sub("", rest):  # 以后你说话我都不信了: the user's
+        return None
+    if not re.sub(rf"[{_PUNCT}{PARTICLES}]", "", _WISH_WHAT_RE.sub("", rest)):  # 以后叫我: no name said yet
         return None
     rest = re.sub(rf"(?:[{_PUNCT}]*(?i:pls|please|plz|thx|thanks))+$", "", _strip_tail(rest.strip()))
     return "你以后" + re.sub(r"^(?:就)?", "", rest) if rest else None
