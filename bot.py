@@ -8089,32 +8089,37 @@ _RECALL_SMALL = ("你 您 你们 的 关于 有关 对 都 还 现在 目前 到
                  "噢 喔 哇 嘞 捏 撒 噻 咧 么 想 可以 让我 请问 请 u you ya do does did have has can could about tell "
                  "pls please plz "
                  "all 一下 的话 儿").split()
-#: Each word above, Latin ones whole (u is no part of about).
-_RECALL_WORDS_RE = re.compile("|".join(
-    rf"\b{re.escape(w)}\b" if w.isascii() and w.isalpha() else re.escape(w)
-    for w in sorted(set(_RECALL_KEEP_VERBS + _RECALL_KNOW_VERBS + _RECALL_ASKS + _RECALL_WEAK_ASKS + _RECALL_THINGS
-                        + _RECALL_ME + _RECALL_SMALL), key=len, reverse=True)))
 #: The verbs alone: a message without one is no request for the list (one search for most messages).
 _RECALL_VERB_RE = re.compile(rf"{_words_re(_RECALL_KEEP_VERBS + _RECALL_KNOW_VERBS)}", re.I)
 #: A request to keep something, not to see it (记住我什么都吃): 记住 first, not 记住了 / 记住咗.
 _RECALL_STORE_START_RE = re.compile(r"^(?:请|帮我|麻烦你?|你帮我)?(?:记住|记下|记着|记一下|记好)(?![了咗])")
 
 
-def _recall_has(words, text):
-    """Whether text has one of words, Latin ones whole. Example: _recall_has(['me'], 'about me') -> True"""
-    return any(w in text if not (w.isascii() and w.isalpha()) else re.search(rf"\b{w}\b", text) for w in words)
+def _recall_re(words):
+    """One search for any of words, Latin ones whole. Example: _recall_re(['me']).search('about me') is not None -> True"""
+    return re.compile("|".join(rf"\b{re.escape(w)}\b" if w.isascii() and w.isalpha() else re.escape(w)
+                               for w in sorted(set(words), key=len, reverse=True)))
+
+
+#: Each word of a request for the list, Latin ones whole (u is no part of about), and the marks between them.
+_RECALL_WORDS_RE = _recall_re(_RECALL_KEEP_VERBS + _RECALL_KNOW_VERBS + _RECALL_ASKS + _RECALL_WEAK_ASKS
+                              + _RECALL_THINGS + _RECALL_ME + _RECALL_SMALL)
+_RECALL_LEFT_RE = re.compile(rf"[{_PUNCT}{_EMOJI}?？]+")
+#: Each part of a request for the list, as one search.
+_RECALL_ASK_RE, _RECALL_WEAK_ASK_RE, _RECALL_THING_RE, _RECALL_ME_RE, _RECALL_KEEP_RE = map(
+    _recall_re, (_RECALL_ASKS, _RECALL_WEAK_ASKS, _RECALL_THINGS, _RECALL_ME, _RECALL_KEEP_VERBS))
 
 
 def _list_asked(text):
     """Whether a message asks for the list, said in parts in any order with nothing else beside them.
     Example: _list_asked('你是记得我哪些东西啦 讲来听看看') -> True"""
     t = text.lower()
-    if _RECALL_STORE_START_RE.match(t) or not (_recall_has(_RECALL_ASKS, t) or _recall_has(_RECALL_WEAK_ASKS, t)
-                                               and _recall_has(_RECALL_THINGS, t)):
+    if _RECALL_STORE_START_RE.match(t) or not (_RECALL_ASK_RE.search(t) or _RECALL_WEAK_ASK_RE.search(t)
+                                               and _RECALL_THING_RE.search(t)):
         return False
-    if not _recall_has(_RECALL_ME, t) and not _recall_has(_RECALL_KEEP_VERBS, t):
+    if not _RECALL_ME_RE.search(t) and not _RECALL_KEEP_RE.search(t):
         return False  # 你知道些啥: about nothing kept, and nobody
-    return not re.sub(rf"[{_PUNCT}{_EMOJI}?？]", "", _RECALL_WORDS_RE.sub("", t))
+    return not _RECALL_LEFT_RE.sub("", _RECALL_WORDS_RE.sub("", t))
 #: Words said while thinking, before or around a request (嗯那个 你帮我记一下哈 就是我…): never part of the fact. One
 #: word each, none a particle: repeated by the rules that use them (嗯+ inside a repeat backtracks exponentially).
 _FILLER_WORDS = r"(?:嗯|呃|额|诶|欸|哎|咦|那个啥|那个|这个|就是说|就是|然后|对了|话说|那啥|(?i:em)m*)"
