@@ -7768,7 +7768,8 @@ def memory_parse(text, names=()):
 
 
 def _memory_parse_rules(text, names=()):
-    """memory_parse without a wish taken back. Example: _memory_parse_rules('忘记第2条') -> ('forget_numbers', {'numbers': [2]})"""
+    """memory_parse without a wish taken back.
+    Example: _memory_parse_rules('忘记第2条') -> ('forget_numbers', {'numbers': [2]})"""
     # the rules' patterns backtrack on long runs (忘记 + 1,500 spaces took 47 s): they read a bounded head with
     # runs of three or more punctuation marks or spaces folded to the first (！！！ -> ！; '); DROP' stays)
     t = text.strip()[:MEMORY_PARSE_CHARS]
@@ -8096,7 +8097,8 @@ _RECALL_STORE_START_RE = re.compile(r"^(?:请|帮我|麻烦你?|你帮我)?(?:�
 
 
 def _recall_re(words):
-    """One search for any of words, Latin ones whole. Example: _recall_re(['me']).search('about me') is not None -> True"""
+    """One search for any of words, Latin ones whole.
+    Example: _recall_re(['me']).search('about me') is not None -> True"""
     return re.compile("|".join(rf"\b{re.escape(w)}\b" if w.isascii() and w.isalpha() else re.escape(w)
                                for w in sorted(set(words), key=len, reverse=True)))
 
@@ -8696,7 +8698,8 @@ _WISH_WHEN_LEAD_RE = re.compile(r"^(?:[嗯那好哈]|你|您|请|麻烦|还有)*
 #: The user as what a wish is done to (叫我 / 回我 / 跟我说话 / 我们店的): any other 我 says what the user does.
 _WISH_ME_OBJECT_RE = re.compile(r"(?:叫|喊|称呼|管|回|给|跟|对|和|陪|帮|让|告诉)我|我们|我的")
 #: A name the user asks to be called in English (call me Jay / u can call me Ken pls).
-_CALL_ME_RE = re.compile(r"^(?:(?:you|u) can |pls |please )?call me ([a-z][\w-]{0,15})(?: from now on| pls| please| thx)?$", re.I)
+_CALL_ME_RE = re.compile(r"^(?:(?:you|u) can |pls |please )?call me ([a-z][\w-]{0,15})"
+                         r"(?: from now on| pls| please| thx)?$", re.I)
 
 
 def _wish_from_parts(t):
