@@ -3779,7 +3779,7 @@ ATTRIBUTE_KINDS = {"现居地": {"place"}, "老家": {"place"}, "工作城市": 
                    "会说": {"thing"}}
 #: What is said of the character that is a wish of the user's (你是我的猫娘, 你每句话结尾要带喵).
 _WISH_REST_RE = re.compile(r"^(?:以后|今后)?(?:就)?(?:跟我|和我|对我)?(?:说话|回复|回答|讲话|聊天|每句话|回我|回消息|要|得|别|不要|不许|必须|"
-                           r"是我的|当我的|扮演|假装|用|带|叫|喊|称呼|自称|莫|甭|少|多)")
+                           r"是我的|当我的|扮演|假装|用|带|叫|喊|称呼|称我|自称|莫|甭|少|多)")
 
 
 # -- Facts -------------------------------------------------------
@@ -7761,7 +7761,8 @@ def memory_parse(text, names=()):
     """Reads a message as a memory command: (kind, {named arguments}), or (None, {}) for chat.
     Example: memory_parse('记住，我住在北京') -> ('remember', {'text': '我住在北京'})"""
     kind, args = _memory_parse_rules(text, names)
-    what = _wish_taken_back(text) if kind in (None, "remember") and _WISH_UNDO_WORD_RE.search(text) else None
+    what = _wish_taken_back(text) if _WISH_UNDO_WORD_RE.search(text) and (kind in (None, "remember") or kind == (
+        "forget_maybe") and _WISH_NOUN_RE.search(text)) else None  # 猫娘那个设定不要了, not 雪糕那条不要了: a wish
     if what:  # 算了 还是别叫我 Lulu 了: the wish that says Lulu goes, when there is one; else what the words said
         return "wish_revoke", {"what": what, "otherwise": [kind, args]}
     return kind, args
@@ -8072,19 +8073,19 @@ _LIST_WORDS = ("你 我 的 关于 有关 都 还 现在 目前 到底 一共 �
 #: Keeping verbs; the first ones keep what the user told (asked without 我: 你都存了些啥), the others need 我.
 _RECALL_KEEP_VERBS = ("记 记得 记着 记住 记住了 记了 记下 记下了 记到 记倒 记录 存 存了 存着 存下 保存 保存了 备忘 备忘录 记忆 "
                       "remember remembered memorize memorized memory memories memo memos stored store saved saves save "
-                      "跟你说过 跟你讲过 告诉过你 和你说过").split()
-_RECALL_KNOW_VERBS = "知道 晓得 了解 know knew".split()
+                      "跟你说过 跟你讲过 告诉过你 和你说过 记忆库").split()
+_RECALL_KNOW_VERBS = "知道 晓得 了解 掌握 know knew".split()
 #: What is asked: a what / which / how much word, or a way to ask to be shown (列一下 / 讲来听 / list / show me).
 _RECALL_ASKS = ("啥 啥子 什么 哪些 哪几 哪几条 几条 几件 多少 多少条 乜 乜嘢 咩 嘢 "
                 "列 列出 列出来 列一下 列个 清单 单子 列表 一览 看看 看下 看一下 瞧瞧 瞧 瞅瞅 瞅 康康 讲来 说来 讲嚟 摆 摆来 "
                 "摆一哈 念 念念 发我 发给我 说说 讲讲 唠唠 说下 讲下 说一下 讲一下 告诉我 查 查查 查一下 "
-                "what anything everything list show").split()
+                "神马 几多 what anything everything list show").split()
 #: Asks that need a thing kept beside them (你还记得我的事吗; 你还记得我吗 is chat).
 _RECALL_WEAK_ASKS = "吗 么 嘛 不 没 没有 有没有 ? ？".split()
 _RECALL_THINGS = "东西 東西 事 事情 事儿 记忆 信息 资料 数据 记录 内容 情况 备忘 memories memory stuff things".split()
 #: The user, the bot, and the small words around a request for the list.
-_RECALL_ME = "我 俺 关于我 me my".split()
-_RECALL_SMALL = ("你 您 你们 的 关于 有关 对 都 还 现在 目前 到底 一共 总共 这儿 这里 这边 那儿 那里 那边 在 脑子里 心里 里 "
+_RECALL_ME = "我 俺 人家 阿拉 关于我 me my".split()
+_RECALL_SMALL = ("你 您 你们 侬 仲 的 关于 有关 对 都 还 现在 目前 到底 一共 总共 这儿 这里 这边 那儿 那里 那边 在 脑子里 心里 里 "
                  "跟你说过 跟你讲过 说过 讲过 告诉过你 告诉你 和你说过 是 有 些 一些 点 啲 个 条 几 所有 全部 一切 都有 "
                  "给我 给 听 听听 听下 听看看 看 下 一下 一哈 来 嚟 讲 说 把 这 那 了 咗 过 吗 呢 啊 呀 吧 嘛 哦 呗 啦 咯 哈 "
                  "噢 喔 哇 嘞 捏 撒 噻 咧 么 想 可以 让我 请问 请 u you ya do does did have has can could about tell "
@@ -8691,12 +8692,12 @@ _IT_OBJECT_RE = re.compile(rf"((?:那条|这条|那个|这个)[^{_PUNCT}]{{0,2}}
 #: character (how to call the user, how to reply, its own name). What is asked of it: 叫我 / 莫您啊您的 / 回我 / 说话 /
 #: 语气 / short / emoji / 字数 / 你就叫X / 自称.
 _WISH_WHEN_RE = re.compile(r"以后|今后|往后|从今往后|从今以后|从现在起|从今天起|从现在开始|从今天开始|下次|(?i:from now on)")
-_WISH_WHAT_RE = re.compile(r"叫我|喊我|称呼我|管我叫|(?:别|莫|不要|甭)[^，,。\s]{0,2}您|回我|回复|回消息|说话|讲话|语气|口气|自称|"
+_WISH_WHAT_RE = re.compile(r"叫我|喊我|称呼我|称我|管我叫|(?:别|莫|不要|甭)[^，,。\s]{0,2}您|回我|回复|回答|回消息|发消息|说话|讲话|语气|口气|自称|"
                            r"你就叫|你叫|你的名字|字数|(?i:short|emoji|call me|reply)")
 #: What may come before the when (你以后 / 那您以后 / 请你以后): the character spoken to, nobody else.
 _WISH_WHEN_LEAD_RE = re.compile(r"^(?:[嗯那好哈]|你|您|请|麻烦|还有)*")
 #: The user as what a wish is done to (叫我 / 回我 / 跟我说话 / 我们店的): any other 我 says what the user does.
-_WISH_ME_OBJECT_RE = re.compile(r"(?:叫|喊|称呼|管|回|给|跟|对|和|陪|帮|让|告诉)我|我们|我的")
+_WISH_ME_OBJECT_RE = re.compile(r"(?:叫|喊|称呼|称|管|回|给|跟|对|和|陪|帮|让|告诉)我|我们|我的")
 #: A name the user asks to be called in English (call me Jay / u can call me Ken pls).
 _CALL_ME_RE = re.compile(r"^(?:(?:you|u) can |pls |please )?call me ([a-z][\w-]{0,15})"
                          r"(?: from now on| pls| please| thx)?$", re.I)
@@ -8723,6 +8724,8 @@ def _wish_from_parts(t):
 
 #: Words without which no wish is taken back (one search for most messages).
 _WISH_UNDO_WORD_RE = re.compile(r"别|不要|不用|莫|甭|算了|免了|不必|用不着")
+#: What a wish is called (那个称呼 / 猫娘那个设定): a forget said of it points at a wish, not at another memory.
+_WISH_NOUN_RE = re.compile(r"称呼|名字|外号|昵称|约定|设定|人设|要求|规矩")
 #: Before a wish taken back: 算了 / 还是 / 你 / 以后 (算了 还是别叫我Lulu了 / 你还是别叫小橘了).
 _WISH_UNDO_LEAD_RE = re.compile(r"^(?:算了|好吧|那|嗯|唉|哎|你|您|以后|今后|下次|还是|就|也|再|可以)*")
 #: A wish taken back, in one clause: a name no longer to be called (别叫我X了 / 不用喊X了), or what is no longer to
@@ -8743,7 +8746,7 @@ def _wish_taken_back(text):
     others = [c for c in clauses if not any(p.fullmatch(_WISH_UNDO_LEAD_RE.sub("", c)) for p in _WISH_UNDO_RES)]
     if len(said) != 1 or any(re.search(r"叫|喊|称呼|以后|今后|记|忘|删|存|改|换|是", c) for c in others):
         return None  # 别叫我王总了 以后叫我小王: a new wish beside it, the wish rules' to read
-    what = re.sub(r"(?:那个|这个|那条|这条)?(?:称呼|名字|外号|昵称|约定)?$", "", said[0])
+    what = re.sub(rf"(?:那个|这个|那条|这条)?(?:{_WISH_NOUN_RE.pattern})?$", "", said[0])
     return what if what and not re.match(rf"这|那|什么|啥|谁|[了{PARTICLES}]+$", what) else None  # 你别叫了: no name
 
 
@@ -9585,16 +9588,23 @@ _SHOW_WORK_REF = (r"(?:你|您|是|就|那|这|刚才|刚刚|刚|上一?句话?|
 #: What a reply was made from (参考了 / 依据的是 / 用到) and which memories (我哪些记忆 / 啥资料); a weak verb (用 / 看)
 #: needs 我 or a memory's word (你用了什么方法 is chat).
 _SHOW_WORK_FROM_RE = re.compile(
-    rf"{_SHOW_WORK_REF}(?:(?P<strong>参考|根据|依据|调用|基于|引用)|用|看|查|翻|凭)(?:了|到了?|的是|的)?(?:的是)?"
+    rf"{_SHOW_WORK_REF}(?:(?P<strong>参考|根据|依据|调用|基于|引用|从)|用|看|查|翻|凭)(?:了|到了?|的是|的)?(?:的是)?"
     r"(?P<me>我的?|关于我的?|俺的?)?(?:哪些|哪条|哪几条|哪一条|什么|啥|哪个)(?:关于我的?)?"
-    r"(?P<noun>记忆|信息|资料|东西|内容|事)?(?:(?:这么|这样|那样)?(?:说|回答|回|讲)的?)?(?:了)?")
+    r"(?P<noun>记忆|信息|资料|东西|内容|事)?(?:(?:这么|这样|那样)?(?:说|回答|回|讲)的?|(?<=记忆|信息|资料)(?:里)?(?:来|得来|看来)的?)?"
+    r"(?:了)?")
 #: Who told the bot (谁跟你说小胖怕蟑螂的 / 谁说我是左撇子的 / 谁告诉你的): told to 你, or what was told said with
 #: its 的 (谁说不是呢 / 谁跟你说话了 are chat).
 _SHOW_WORK_WHO_RE = re.compile(r"(?:你)?(?:是)?(?:听)?谁(?P<you>跟你|和你|给你|对你|告诉你|告诉的)?(?:说|讲)?(?:过)?(?:的)?"
                                r"(?P<what>[^，,。!！?？]{0,20})")
 #: How the bot came to know (你是从哪看来我在减肥的 / 你打哪儿听来的): what it knows is the user's (我…) or not said.
-_SHOW_WORK_HOW_RE = re.compile(r"(?:你)?(?:是)?(?:怎么|咋|从哪(?:儿|里)?|打哪(?:儿)?|哪来|为什么|为啥|凭什么|凭啥)(?:会|能)?"
-                               r"(?:知道|晓得|得知|看来|听来|看到|听到|记得|听说)(?:的)?(?P<what>[^，,。!！?？]{0,20})")
+_SHOW_WORK_HOW_RE = re.compile(r"(?:这个|这事|这些|那个)?(?:你)?(?:是)?(?:怎么|咋|从哪(?:儿|里)?|打哪(?:儿)?|哪来|为什么|为啥|凭什么|凭啥)(?:会|能)?"
+                               r"(?:知道|晓得|得知|看来|听来|看到|听到|记得|听说)(?:的)?(?P<what>[^，,。!！?？]{0,20})|"
+                               r"(?i:how (?:do|did|would) (?:you|u) know|who told (?:you|u)|where did (?:you|u) get)"
+                               r"(?i: that| this| it| about me)?(?P<en>)")
+
+
+#: A clause that only points at the last reply (你刚才说的那个 / 刚刚那句话), beside one that asks where it came from.
+_SHOW_WORK_POINT_RE = re.compile(r"(?:你)?(?:刚才|刚刚|刚|上一?句)(?:说的|讲的|回的|那句话?|那条)(?:那个|那句话?|这个|那些|话)?")
 
 
 def _show_work_parts(clause):
@@ -9625,10 +9635,13 @@ def _show_work_asked(text):
     if asks(_SHOW_WORK_LEAD_RE.sub("", shown)):  # 你怎么知道的
         return True
     first = _SHOW_WORK_CLAUSES_RE.split(shown, 1)
-    if len(first) == 1 or not asks(_SHOW_WORK_LEAD_RE.sub("", _strip_tail(first[0] or "x"))):
-        return False  # one clause (read above), or a first clause that asks nothing of the kind
-    clauses = [c for c in _SHOW_WORK_CLAUSES_RE.split(shown) if c]
-    return 1 <= len(clauses) <= 3 and all(asks(_SHOW_WORK_LEAD_RE.sub("", _strip_tail(c))) for c in clauses)
+    head = _SHOW_WORK_LEAD_RE.sub("", _strip_tail(first[0] or "x"))
+    if len(first) == 1 or not (asks(head) or _SHOW_WORK_POINT_RE.fullmatch(head)):
+        return False  # one clause (read above), or a first clause that neither asks nor points at the reply
+    clauses = [_SHOW_WORK_LEAD_RE.sub("", _strip_tail(c)) for c in _SHOW_WORK_CLAUSES_RE.split(shown) if c]
+    said = [asks(c) for c in clauses]  # 你刚才说的那个 是从我哪条记忆来的: pointed at, then asked
+    return 1 <= len(clauses) <= 3 and any(said) and all(s or _SHOW_WORK_POINT_RE.fullmatch(c)
+                                                        for s, c in zip(said, clauses))
 
 
 #####################################################################
