@@ -8698,14 +8698,17 @@ _WISH_WHAT_RE = re.compile(r"叫我|喊我|称呼我|称我|管我叫|(?:别|莫
 _WISH_WHEN_LEAD_RE = re.compile(r"^(?:[嗯那好哈]|你|您|请|麻烦|还有)*")
 #: The user as what a wish is done to (叫我 / 回我 / 跟我说话 / 我们店的): any other 我 says what the user does.
 _WISH_ME_OBJECT_RE = re.compile(r"(?:叫|喊|称呼|称|管|回|给|跟|对|和|陪|帮|让|告诉)我|我们|我的")
+#: Where a wish said in parts has a pause: a mark, or a space between words that are not Latin (short 一点 is one).
+_WISH_PARTS_SPLIT_RE = re.compile(rf"[{_PUNCT.replace(chr(92) + 's', '')}]+|(?<=[^\sA-Za-z0-9])\s+(?=[^\sA-Za-z0-9])")
 #: A name the user asks to be called in English (call me Jay / u can call me Ken pls).
 _CALL_ME_RE = re.compile(r"^(?:(?:you|u) can |pls |please )?call me ([a-z][\w-]{0,15})"
                          r"(?: from now on| pls| please| thx)?$", re.I)
 
 
 def _wish_from_parts(t):
-    """A wish said in parts the wish rules don't read, as the wish to keep; None when the message is not one.
-    Example: _wish_from_parts('你以后莫您啊您的 叫我伟哥就行咯') -> '你以后莫您啊您的 叫我伟哥就行'"""
+    """The wishes said in parts the wish rules don't read, one for each clause that asks something of the character (a
+    clause that asks nothing stays with the wish before it, a why is dropped); None when the message is not one.
+    Example: _wish_from_parts('你以后莫您啊您的 叫我伟哥就行咯') -> '你以后莫您啊您的，你以后叫我伟哥就行'"""
     m = _CALL_ME_RE.match(_strip_tail(t.strip()))
     if m:
         return f"你以后叫我{m.group(1)}"
@@ -8714,12 +8717,22 @@ def _wish_from_parts(t):
     if not when or len(t) > 40 or re.search(r"什么|啥|怎么|谁|哪|[？?]", t):  # 以后叫我啥好呢: a question
         return None
     rest = re.sub(r"^(?:你|都|就)*", "", t[when.end():]) if when.group() != "from now on" else t[when.end():]
-    if not _WISH_WHAT_RE.search(rest) or "我" in _WISH_ME_OBJECT_RE.sub("", rest):  # 以后你说话我都不信了: the user's
-        return None
-    if not re.sub(rf"[{_PUNCT}{PARTICLES}]", "", _WISH_WHAT_RE.sub("", rest)):  # 以后叫我: no name said yet
-        return None
     rest = re.sub(rf"(?:[{_PUNCT}]*(?i:pls|please|plz|thx|thanks))+$", "", _strip_tail(rest.strip()))
-    return "你以后" + re.sub(r"^(?:就)?", "", rest) if rest else None
+    wishes = []
+    for c in (_strip_tail(c) for c in _WISH_PARTS_SPLIT_RE.split(rest) if c.strip()):
+        mine = "我" in _WISH_ME_OBJECT_RE.sub("", c)  # 我 of whom something is said, not to whom it is done
+        if mine and (not wishes or _WISH_WHAT_RE.search(c) or not _WISH_REASON_RE.match(c)):
+            return None  # 以后你说话我都不信了: what the user does
+        if mine:
+            continue  # 以后回我简单点 我眼神不好: why, no wish
+        if wishes and not _WISH_WHAT_RE.search(c):
+            wishes[-1] += " " + c  # 以后你就叫阿福吧 当我们店的小二: the same wish
+        else:
+            wishes.append(re.sub(r"^(?:你)?(?:就)?", "", c))
+    if not wishes or not _WISH_WHAT_RE.search(rest) or not all(
+            re.sub(rf"[{_PUNCT}{PARTICLES}]", "", _WISH_WHAT_RE.sub("", w)) for w in wishes):
+        return None  # 以后叫我: no name said yet
+    return "，".join("你以后" + w for w in wishes)
 
 
 #: Words without which no wish is taken back (one search for most messages).
