@@ -9616,6 +9616,8 @@ _SHOW_WORK_HOW_RE = re.compile(r"(?:这个|这事|这些|那个)?(?:你)?(?:是)
                                r"(?i: that| this| it| about me)?(?P<en>)")
 
 
+#: Words without which no how-do-you-know question names anything (one search for most messages).
+_SHOW_WORK_KNOW_RE = re.compile(r"知道|晓得|曉得|得知|记得|記得|听说|聽說|看来|听来|知")
 #: A clause that only points at the last reply (你刚才说的那个 / 刚刚那句话), beside one that asks where it came from.
 _SHOW_WORK_POINT_RE = re.compile(r"(?:你)?(?:刚才|刚刚|刚|上一?句)(?:说的|讲的|回的|那句话?|那条)(?:那个|那句话?|这个|那些|话)?")
 
@@ -9655,6 +9657,16 @@ def _show_work_asked(text):
     said = [asks(c) for c in clauses]  # 你刚才说的那个 是从我哪条记忆来的: pointed at, then asked
     return 1 <= len(clauses) <= 3 and any(said) and all(s or _SHOW_WORK_POINT_RE.fullmatch(c)
                                                         for s, c in zip(said, clauses))
+
+
+def _show_work_named(text):
+    """Who or what a how-do-you-know question names when it is not the user (你怎么晓得小宝奶过敏的？): the first two
+    characters, which a memory must mention for it to be asked of the memories (你怎么知道今天下雨的 is chat).
+    Example: _show_work_named('你怎么晓得小宝奶过敏的？') -> '小宝'"""
+    shown = _SHOW_WORK_LEAD_RE.sub("", _strip_tail(memory_cantonese(text).translate(_SIMPLIFIED).replace("您", "你")))
+    m = _SHOW_WORK_HOW_RE.fullmatch(shown)
+    what = (m.group("what") or "") if m else ""
+    return what[:2] if len(what) >= 4 and what.endswith("的") and not re.match(r"这|那|怎么|我|俺", what) else None
 
 
 #####################################################################
@@ -11993,7 +12005,9 @@ async def reply_memory(app, ctx, text, card):
         asked = app.memory_asked.pop(key)
         asked = None
     names = [c["name"] for c in app.characters.get()["cards"].values()] + app.cfg.nicknames
-    if _show_work_asked(text):  # 你怎么知道的
+    work = _show_work_asked(text)
+    named = None if work or not _SHOW_WORK_KNOW_RE.search(text) else _show_work_named(text)
+    if work or named and await app.db.run(memory_mentions, ctx, named):  # 你怎么知道的 / 你怎么晓得小宝奶过敏的
         await _mark_command(app, ctx)
         limited = _memory_read_limited(app, ctx)
         return limited if limited is not None else await app.db.run(memory_show_work, ctx,
