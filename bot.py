@@ -8086,8 +8086,8 @@ _RECALL_THINGS = "东西 東西 事 事情 事儿 记忆 信息 资料 数据 �
 #: The user, the bot, and the small words around a request for the list.
 _RECALL_ME = "我 俺 人家 阿拉 关于我 me my".split()
 _RECALL_SMALL = ("你 您 你们 侬 仲 的 关于 有关 对 都 还 现在 目前 到底 一共 总共 这儿 这里 这边 那儿 那里 那边 在 脑子里 心里 里 "
-                 "跟你说过 跟你讲过 说过 讲过 告诉过你 告诉你 和你说过 是 有 些 一些 点 啲 个 条 几 所有 全部 一切 都有 "
-                 "给我 给 听 听听 听下 听看看 看 下 一下 一哈 来 嚟 讲 说 把 这 那 了 咗 过 吗 呢 啊 呀 吧 嘛 哦 呗 啦 咯 哈 "
+                 "跟你说过 跟你讲过 告诉过你 告诉你 和你说过 是 有 些 一些 点 啲 个 条 几 所有 全部 一切 都有 "
+                 "给我 给 听 听听 听下 听看看 看 下 一下 一哈 来 嚟 讲 说 把 这 那 了 咗 吗 呢 啊 呀 吧 嘛 哦 呗 啦 咯 哈 "
                  "噢 喔 哇 嘞 捏 撒 噻 咧 么 想 可以 让我 请问 请 u you ya do does did have has can could about tell "
                  "pls please plz "
                  "all 一下 的话 儿").split()
