@@ -8746,7 +8746,7 @@ _WISH_UNDO_LEAD_RE = re.compile(r"^(?:算了|好吧|那|嗯|唉|哎|你|您|以�
 _WISH_UNDO_RES = [
     re.compile(r"(?:别|不要|不用|莫|甭|用不着|不必)(?:再)?(?:这么|这样)?(?:叫|喊|称呼|管)(?:我)?(?:叫)?"
                rf"(?P<x>[^{_PUNCT}]{{1,12}}?)(?:了|啦)?{_ANY_PARTICLE}?"),
-    re.compile(rf"(?P<x>[^{_PUNCT}我你]{{2,8}}?)(?:就|也|还是)?(?:不用了|不要了|算了|免了|不必了|用不着了)(?:吧|啦)?"),
+    re.compile(rf"(?P<x>[^{_PUNCT}我你叫喊]{{2,8}}?)(?:就|也|还是)?(?:不用了|不要了|算了|免了|不必了|用不着了)(?:吧|啦)?"),
     re.compile(rf"(?:别|不要|不用|莫|甭)(?:再)?(?:用|说|讲|带|加|发)(?P<x>[^{_PUNCT}]{{2,8}}?)(?:了|啦){_ANY_PARTICLE}?")]
 
 
@@ -9617,7 +9617,7 @@ _SHOW_WORK_HOW_RE = re.compile(r"(?:这个|这事|这些|那个)?(?:你)?(?:是)
 
 
 #: Words without which no how-do-you-know question names anything (one search for most messages).
-_SHOW_WORK_KNOW_RE = re.compile(r"知道|晓得|曉得|得知|记得|記得|听说|聽說|看来|听来|知")
+_SHOW_WORK_KNOW_RE = re.compile(r"知|晓得|曉得|记得|記得|听说|聽說|看来|听来")
 #: A clause that only points at the last reply (你刚才说的那个 / 刚刚那句话), beside one that asks where it came from.
 _SHOW_WORK_POINT_RE = re.compile(r"(?:你)?(?:刚才|刚刚|刚|上一?句)(?:说的|讲的|回的|那句话?|那条)(?:那个|那句话?|这个|那些|话)?")
 
@@ -9642,11 +9642,16 @@ def _show_work_parts(clause):
 _SHOW_WORK_CLAUSES_RE = re.compile(rf"[{_PUNCT}?？{_EMOJI}]+")
 
 
+def _show_work_clause(clause):
+    """Whether one clause asks which memories the last reply used. Example: _show_work_clause('你怎么知道的') -> True"""
+    return bool(_SHOW_WORK_RE.fullmatch(clause) or _show_work_parts(clause))
+
+
 def _show_work_asked(text):
     """Whether a message asks which memories the last reply used, in one clause or several that each ask it.
     Example: _show_work_asked('你怎么知道我怕水的？根据哪条说的🤔') -> True"""
     shown = _strip_tail(memory_cantonese(text).translate(_SIMPLIFIED).replace("您", "你"))  # 请问您是根据哪条… / 俺 / 點知
-    asks = lambda c: bool(_SHOW_WORK_RE.fullmatch(c) or _show_work_parts(c))  # noqa: E731
+    asks = _show_work_clause
     if asks(_SHOW_WORK_LEAD_RE.sub("", shown)):  # 你怎么知道的
         return True
     first = _SHOW_WORK_CLAUSES_RE.split(shown, 1)
