@@ -8081,14 +8081,14 @@ _RECALL_ASKS = ("啥 啥子 什么 哪些 哪几 哪几条 几条 几件 多少 
                 "摆一哈 念 念念 发我 发给我 说说 讲讲 唠唠 说下 讲下 说一下 讲一下 告诉我 查 查查 查一下 "
                 "神马 几多 what anything everything list show").split()
 #: Asks that need a thing kept beside them (你还记得我的事吗; 你还记得我吗 is chat).
-_RECALL_WEAK_ASKS = "吗 么 嘛 不 没 没有 有没有 ? ？".split()
+_RECALL_WEAK_ASKS = "吗 么 嘛 有没有 ? ？".split()
 _RECALL_THINGS = "东西 東西 事 事情 事儿 记忆 信息 资料 数据 记录 内容 情况 备忘 memories memory stuff things".split()
 #: The user, the bot, and the small words around a request for the list.
 _RECALL_ME = "我 俺 人家 阿拉 关于我 me my".split()
 _RECALL_SMALL = ("你 您 你们 侬 仲 的 关于 有关 对 都 还 现在 目前 到底 一共 总共 这儿 这里 这边 那儿 那里 那边 在 脑子里 心里 里 "
                  "跟你说过 跟你讲过 告诉过你 告诉你 和你说过 是 有 些 一些 点 啲 个 条 几 所有 全部 一切 都有 "
                  "给我 给 听 听听 听下 听看看 看 下 一下 一哈 来 嚟 讲 说 把 这 那 了 咗 吗 呢 啊 呀 吧 嘛 哦 呗 啦 咯 哈 "
-                 "噢 喔 哇 嘞 捏 撒 噻 咧 么 想 可以 让我 请问 请 u you ya do does did have has can could about tell "
+                 "噢 喔 哇 嘞 捏 撒 噻 咧 么 想看看 想知道 可以 让我 请问 请 u you ya do does did have has can could about tell "
                  "pls please plz "
                  "all 一下 的话 儿").split()
 #: The verbs alone: a message without one is no request for the list (one search for most messages).
@@ -8108,6 +8108,8 @@ def _recall_re(words):
 _RECALL_WORDS_RE = _recall_re(_RECALL_KEEP_VERBS + _RECALL_KNOW_VERBS + _RECALL_ASKS + _RECALL_WEAK_ASKS
                               + _RECALL_THINGS + _RECALL_ME + _RECALL_SMALL)
 _RECALL_LEFT_RE = re.compile(rf"[{_PUNCT}{_EMOJI}?？]+")
+#: 不 / 没 as a clause's last word (记得我啥不): they ask, as 吗; anywhere else they are words of their own.
+_RECALL_NOT_TAIL_RE = re.compile(rf"(?:不|没|没有)(?=[{PARTICLES}]*(?:[{_PUNCT}?？]|$))")
 #: Each part of a request for the list, as one search.
 _RECALL_ASK_RE, _RECALL_WEAK_ASK_RE, _RECALL_THING_RE, _RECALL_ME_RE, _RECALL_KEEP_RE = map(
     _recall_re, (_RECALL_ASKS, _RECALL_WEAK_ASKS, _RECALL_THINGS, _RECALL_ME, _RECALL_KEEP_VERBS))
@@ -8116,7 +8118,7 @@ _RECALL_ASK_RE, _RECALL_WEAK_ASK_RE, _RECALL_THING_RE, _RECALL_ME_RE, _RECALL_KE
 def _list_asked(text):
     """Whether a message asks for the list, said in parts in any order with nothing else beside them.
     Example: _list_asked('你是记得我哪些东西啦 讲来听看看') -> True"""
-    t = text.lower()
+    t = _RECALL_NOT_TAIL_RE.sub("吗", text.lower())  # 你还记着我什么不: 不 asks, as 吗 (我都不知道说啥了 is chat)
     if _RECALL_STORE_START_RE.match(t) or not (_RECALL_ASK_RE.search(t) or _RECALL_WEAK_ASK_RE.search(t)
                                                and _RECALL_THING_RE.search(t)):
         return False
