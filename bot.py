@@ -8700,6 +8700,10 @@ _WISH_WHAT_RE = re.compile(r"叫我|喊我|称呼我|称我|管我叫|(?:别|莫
 _WISH_WHEN_LEAD_RE = re.compile(r"^(?:[嗯那好哈]|你|您|请|麻烦|还有)*")
 #: The user as what a wish is done to (叫我 / 回我 / 跟我说话 / 我们店的): any other 我 says what the user does.
 _WISH_ME_OBJECT_RE = re.compile(r"(?:叫|喊|称呼|称|管|回|给|跟|对|和|陪|帮|让|告诉)我|我们|我的")
+#: Someone else a wish said in parts speaks of (下次回复他要客气点 / 以后回复邮件要及时 老板说的): no wish of the user's
+#: to the character, but what the user was told or tells themselves.
+_WISH_OTHER_RE = re.compile(rf"他|她|别人|这人|那人|(?:跟|和|给|对|回复|回答|回|告诉)(?:{_REL_RE}|老板|领导|客户)|"
+                            rf"(?:{_REL_RE}|老板|领导|客户)(?:说|讲|让|叫我|要我)")
 #: Where a wish said in parts has a pause: a mark, or a space between words that are not Latin (short 一点 is one).
 _WISH_PARTS_SPLIT_RE = re.compile(rf"[{_PUNCT.replace(chr(92) + 's', '')}]+|(?<=[^\sA-Za-z0-9])\s+(?=[^\sA-Za-z0-9])")
 #: A name the user asks to be called in English (call me Jay / u can call me Ken pls).
@@ -8716,8 +8720,8 @@ def _wish_from_parts(t):
         return f"你以后叫我{m.group(1)}"
     lead = _WISH_WHEN_LEAD_RE.match(t).end()
     when = _WISH_WHEN_RE.match(t, lead)
-    if not when or len(t) > 40 or re.search(r"什么|啥|怎么|谁|哪|[？?]", t):  # 以后叫我啥好呢: a question
-        return None
+    if not when or len(t) > 40 or re.search(r"什么|啥|怎么|谁|哪|[？?]", t) or _WISH_OTHER_RE.search(t):
+        return None  # 以后叫我啥好呢: a question; 以后跟他说话小心点: of someone else
     rest = re.sub(r"^(?:你|都|就)*", "", t[when.end():]) if when.group() != "from now on" else t[when.end():]
     rest = re.sub(rf"(?:[{_PUNCT}]*(?i:pls|please|plz|thx|thanks))+$", "", _strip_tail(rest.strip()))
     wishes = []
