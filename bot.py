@@ -7761,10 +7761,12 @@ def memory_parse(text, names=()):
     """Reads a message as a memory command: (kind, {named arguments}), or (None, {}) for chat.
     Example: memory_parse('记住，我住在北京') -> ('remember', {'text': '我住在北京'})"""
     kind, args = _memory_parse_rules(text, names)
-    what = _wish_taken_back(text) if _WISH_UNDO_WORD_RE.search(text) and (kind in (None, "remember") or kind == (
+    back = _wish_taken_back(text) if _WISH_UNDO_WORD_RE.search(text) and (kind in (None, "remember") or kind == (
         "forget_maybe") and _WISH_NOUN_RE.search(text)) else None  # 猫娘那个设定不要了, not 雪糕那条不要了: a wish
-    if what:  # 算了 还是别叫我 Lulu 了: the wish that says Lulu goes, when there is one; else what the words said
-        return "wish_revoke", {"what": what, "otherwise": [kind, args]}
+    if back:  # 算了 还是别叫我 Lulu 了: the wish that says Lulu goes, when there is one; else what the words said
+        what, called = back  # (莫叫我幺妹了, with no wish that calls the user 幺妹: a wish not to)
+        otherwise = ["remember", {"text": "你以后别叫我" + what}] if kind is None and called else [kind, args]
+        return "wish_revoke", {"what": what, "otherwise": otherwise}
     return kind, args
 
 
@@ -8750,23 +8752,28 @@ _WISH_UNDO_LEAD_RE = re.compile(r"^(?:算了|好吧|那|嗯|唉|哎|你|您|以�
 #: A wish taken back, in one clause: a name no longer to be called (别叫我X了 / 不用喊X了), or what is no longer to
 #: be done (东北话就不用了 / 别用四川话了); X is what the wish asked for.
 _WISH_UNDO_RES = [
-    re.compile(r"(?:别|不要|不用|莫|甭|用不着|不必)(?:再)?(?:这么|这样)?(?:叫|喊|称呼|管)(?:我)?(?:叫)?"
+    re.compile(r"(?:别|不要|不用|莫|甭|用不着|不必)(?:再)?(?:这么|这样)?(?:叫|喊|称呼|管)(?P<me>我)?(?:叫)?"
                rf"(?P<x>[^{_PUNCT}]{{1,12}}?)(?:了|啦)?{_ANY_PARTICLE}?"),
-    re.compile(rf"(?P<x>[^{_PUNCT}我你叫喊]{{2,8}}?)(?:就|也|还是)?(?:不用了|不要了|算了|免了|不必了|用不着了)(?:吧|啦)?"),
-    re.compile(rf"(?:别|不要|不用|莫|甭)(?:再)?(?:用|说|讲|带|加|发)(?P<x>[^{_PUNCT}]{{2,8}}?)(?:了|啦){_ANY_PARTICLE}?")]
+    re.compile(rf"(?P<x>[^{_PUNCT}我你叫喊]{{2,8}}?)(?:就|也|还是)?(?:不用了|不要了|算了|免了|不必了|用不着了|"
+               r"(?:不用|不要|别|甭|莫)(?:再)?(?:说|讲|用|带|加|发)了)(?:吧|啦)?"),
+    re.compile(rf"(?:别|不要|不用|莫|甭)(?:再)?(?:用|说|讲|带|加|发|自称|当|扮演)(?:我的)?(?P<x>[^{_PUNCT}]{{2,8}}?)(?:了|啦)"
+               rf"{_ANY_PARTICLE}?")]
 
 
 def _wish_taken_back(text):
-    """What a wish asked for, when the message takes it back (and says nothing else but remarks); None otherwise.
-    Example: _wish_taken_back('算了 还是别叫我 Lulu 了 怪尴尬的') -> 'Lulu'"""
-    t = re.sub(_LATIN_SPACE, "", text_simplified(text).strip())
+    """What a wish asked for, when the message takes it back (and says nothing else but remarks), and whether it named
+    how the user is called (别叫我X了: a wish of its own when no wish asks for X); None otherwise.
+    Example: _wish_taken_back('算了 还是别叫我 Lulu 了 怪尴尬的') -> ('Lulu', True)"""
+    t = re.sub(r"了(?=[A-Za-z])", "了 ", re.sub(_LATIN_SPACE, "", text_simplified(text).strip()))  # 了 haha: a pause
     clauses = [_strip_tail(c) for c in _PAUSES_RE.split(t) if c]
-    said = [m.group("x") for c in clauses for p in _WISH_UNDO_RES if (m := p.fullmatch(_WISH_UNDO_LEAD_RE.sub("", c)))]
+    said = [m for c in clauses for p in _WISH_UNDO_RES if (m := p.fullmatch(_WISH_UNDO_LEAD_RE.sub("", c)))]
     others = [c for c in clauses if not any(p.fullmatch(_WISH_UNDO_LEAD_RE.sub("", c)) for p in _WISH_UNDO_RES)]
-    if len(said) != 1 or any(re.search(r"叫|喊|称呼|以后|今后|记|忘|删|存|改|换|是", c) for c in others):
-        return None  # 别叫我王总了 以后叫我小王: a new wish beside it, the wish rules' to read
-    what = re.sub(rf"(?:那个|这个|那条|这条)?(?:{_WISH_NOUN_RE.pattern})?$", "", said[0])
-    return what if what and not re.match(rf"这|那|什么|啥|谁|[了{PARTICLES}]+$", what) else None  # 你别叫了: no name
+    if len(said) != 1 or any(len(c) > 8 or re.search(r"叫|喊|称呼|以后|今后|记|忘|删|存|改|换|是", c) for c in others):
+        return None  # 别叫我王总了 以后叫我小王: a new wish beside it, the wish rules' to read; 医生说…: news
+    what = re.sub(rf"(?:那个|这个|那条|这条)?(?:{_WISH_NOUN_RE.pattern})?$", "", said[0].group("x"))
+    if not what or re.match(rf"这|那|什么|啥|谁|[了{PARTICLES}]+$", what):
+        return None  # 你别叫了: no name
+    return what, bool(said[0].groupdict().get("me"))
 
 
 #: Exclamation marks at a message's end (以后叫我大美女！！！): no part of a wish.
