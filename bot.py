@@ -8093,6 +8093,8 @@ _RECALL_SMALL = ("你 您 你们 侬 仲 的 关于 有关 对 都 还 现在 �
                  "噢 喔 哇 嘞 捏 撒 噻 咧 么 想看看 想知道 可以 让我 请问 请 u you ya do does did have has can could about tell "
                  "pls please plz "
                  "all 一下 的话 儿").split()
+#: Characters past which a message is no request for the list said in parts (the longest in the tables has 33).
+RECALL_ASK_CHARS = 40
 #: The verbs alone: a message without one is no request for the list (one search for most messages).
 _RECALL_VERB_RE = re.compile(rf"{_words_re(_RECALL_KEEP_VERBS + _RECALL_KNOW_VERBS)}", re.I)
 #: A request to keep something, not to see it (记住我什么都吃): 记住 first, not 记住了 / 记住咗.
@@ -8120,6 +8122,8 @@ _RECALL_ASK_RE, _RECALL_WEAK_ASK_RE, _RECALL_THING_RE, _RECALL_ME_RE, _RECALL_KE
 def _list_asked(text):
     """Whether a message asks for the list, said in parts in any order with nothing else beside them.
     Example: _list_asked('你是记得我哪些东西啦 讲来听看看') -> True"""
+    if len(text) > RECALL_ASK_CHARS:
+        return False
     t = _RECALL_NOT_TAIL_RE.sub("吗", text.lower())  # 你还记着我什么不: 不 asks, as 吗 (我都不知道说啥了 is chat)
     if _RECALL_STORE_START_RE.match(t) or not (_RECALL_ASK_RE.search(t) or _RECALL_WEAK_ASK_RE.search(t)
                                                and _RECALL_THING_RE.search(t)):
