@@ -8747,8 +8747,10 @@ def _wish_from_parts(t):
     return "，".join("你以后" + w for w in wishes)
 
 
-#: Words without which no wish is taken back (one search for most messages).
-_WISH_UNDO_WORD_RE = re.compile(r"别|不要|不用|莫|甭|算了|免了|不必|用不着")
+#: Words without which no wish is taken back (one search for most messages): a negation of how to call or talk, or
+#: 不用了 / 算了 / 免了 after what is no longer wanted.
+_WISH_UNDO_WORD_RE = re.compile(r"(?:别|不要|不用|莫|甭|用不着|不必)再?(?:这么|这样)?(?:叫|喊|称呼|管|用|说|讲|带|加|发|自称|当|扮演)|"
+                                r"(?:不用|不要|算|免|不必|用不着)了")
 #: What a wish is called (那个称呼 / 猫娘那个设定): a forget said of it points at a wish, not at another memory.
 _WISH_NOUN_RE = re.compile(r"称呼|名字|外号|昵称|约定|设定|人设|要求|规矩")
 #: Before a wish taken back: 算了 / 还是 / 你 / 以后 (算了 还是别叫我Lulu了 / 你还是别叫小橘了).
