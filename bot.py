@@ -8122,10 +8122,11 @@ _RECALL_ASK_RE, _RECALL_WEAK_ASK_RE, _RECALL_THING_RE, _RECALL_ME_RE, _RECALL_KE
 def _list_asked(text):
     """Whether a message asks for the list, said in parts in any order with nothing else beside them.
     Example: _list_asked('你是记得我哪些东西啦 讲来听看看') -> True"""
-    if len(text) > RECALL_ASK_CHARS:
+    if len(text) > RECALL_ASK_CHARS or _RECALL_STORE_START_RE.match(text):
         return False
-    t = _RECALL_NOT_TAIL_RE.sub("吗", text.lower())  # 你还记着我什么不: 不 asks, as 吗 (我都不知道说啥了 is chat)
-    if _RECALL_STORE_START_RE.match(t) or not (_RECALL_ASK_RE.search(t) or _RECALL_WEAK_ASK_RE.search(t)
+    t = text.lower()
+    t = _RECALL_NOT_TAIL_RE.sub("吗", t) if "不" in t or "没" in t else t  # 你还记着我什么不: 不 asks, as 吗 (我都不知道说啥了)
+    if not (_RECALL_ASK_RE.search(t) or _RECALL_WEAK_ASK_RE.search(t)
                                                and _RECALL_THING_RE.search(t)):
         return False
     if not _RECALL_ME_RE.search(t) and not _RECALL_KEEP_RE.search(t):
