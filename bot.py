@@ -2892,9 +2892,10 @@ RELATIONS = ("前男友 前女友 男朋友 女朋友 男友 女友 老婆 老�
              "班主任 老师 师父 猫咪 小猫 猫 狗狗 小狗 狗 兔子 仓鼠 鹦鹉 乌龟 金鱼 宠物 妈 爸 哥 姐 弟 妹 叔 婶 "
              "老大 老二 老三 大宝 二宝 三宝 老伴儿 老伴 娃 崽 "
              "公公 婆婆 岳父 岳母 丈母娘 老丈人 嫂子 姐夫 妹夫 弟媳 侄子 侄女 外甥女 外甥 舅妈 姨妈 小姨 姑父 姨父 大伯 "
-             "同桌 邻居 爹娘 老爹 爹 娘").split()  # 老大 / 老二 / 二宝: the children by age (老大叫豆豆 二宝叫糖糖); in-laws, 同桌, 邻居
+             "同桌 邻居 爹娘 老爹 爹 娘 婆娘 堂客 大姨 姨 舅 姑 客户 顾客 甲方 合伙人 队友 搭档").split()  # 老大 / 老二 / 二宝: the children by age (老大叫豆豆 二宝叫糖糖); in-laws, 同桌, 邻居
 #: Other ways to say the same relation.
-RELATION_ALIASES = {"爸妈": "父母", "爹娘": "父母", "爹": "爸爸", "老爹": "爸爸", "娘": "妈妈",
+RELATION_ALIASES = {"爸妈": "父母", "爹娘": "父母", "爹": "爸爸", "老爹": "爸爸", "娘": "妈妈", "婆娘": "老婆", "堂客": "老婆",
+                    "舅": "舅舅", "姑": "姑姑",
                     "老妈": "妈妈", "母亲": "妈妈", "妈": "妈妈", "老爸": "爸爸", "父亲": "爸爸", "爸": "爸爸",
                     "男友": "男朋友", "女友": "女朋友", "媳妇": "老婆", "媳妇儿": "老婆", "内人": "老婆", "闺女": "女儿", "哥": "哥哥", "姐": "姐姐",
                     "弟": "弟弟", "妹": "妹妹", "叔": "叔叔", "婶": "婶婶", "舍友": "室友", "猫咪": "猫", "小猫": "猫", "狗狗": "狗", "小狗": "狗",
@@ -2904,16 +2905,17 @@ PARTNER_WORDS = {"爱人": ("老婆", "老公"), "老伴": ("老婆", "老公"),
                  "cp": ("女朋友", "男朋友", "对象")}
 #: Which pronoun can stand for which subject (她 / 他 / 它).
 _FEMALE = set("前女友 女朋友 老婆 未婚妻 妈妈 女儿 姐姐 妹妹 奶奶 外婆 姥姥 阿姨 姑姑 婶婶 表姐 表妹 堂姐 堂妹 闺蜜 孙女 外孙女 "
-              "婆婆 岳母 丈母娘 嫂子 弟媳 侄女 外甥女 舅妈 姨妈 小姨".split())
+              "婆婆 岳母 丈母娘 嫂子 弟媳 侄女 外甥女 舅妈 姨妈 小姨 大姨 姨 婆娘 堂客 姑".split())
 _MALE = set("前男友 男朋友 老公 未婚夫 爸爸 儿子 哥哥 弟弟 爷爷 外公 姥爷 舅舅 叔叔 表哥 表弟 堂哥 堂弟 好兄弟 孙子 外孙 "
             "公公 岳父 老丈人 姐夫 妹夫 侄子 外甥 姑父 姨父 大伯".split())
 _ANIMALS = set("猫 狗 兔子 仓鼠 鹦鹉 乌龟 金鱼 宠物".split())
 _REL_RE = "|".join(sorted(RELATIONS, key=len, reverse=True))
 #: Relations people name (我朋友阿强): the name becomes part of the subject, so two friends stay apart.
-_NAMED = set("朋友 好朋友 好兄弟 同事 同学 室友 闺蜜 发小 老师 领导 老板 上司 猫 狗 兔子 仓鼠 鹦鹉 乌龟 同桌 邻居".split())
+_NAMED = set("朋友 好朋友 好兄弟 同事 同学 室友 闺蜜 发小 老师 领导 老板 上司 猫 狗 兔子 仓鼠 鹦鹉 乌龟 同桌 邻居 "
+             "客户 顾客 甲方 合伙人 队友 搭档".split())
 #: Relations a user may have several of: 我有个哥哥叫大明 / 我有个哥哥叫小明 are two brothers, each a subject of his own.
 _SEVERAL = set("朋友 好朋友 好兄弟 同事 同学 室友 闺蜜 发小 孩子 儿子 女儿 宝宝 哥哥 姐姐 弟弟 妹妹 表哥 表姐 表弟 表妹 "
-               "堂哥 堂姐 堂弟 堂妹 孙子 孙女 外孙 外孙女 同桌 邻居 侄子 侄女 外甥 外甥女".split())
+               "堂哥 堂姐 堂弟 堂妹 孙子 孙女 外孙 外孙女 同桌 邻居 侄子 侄女 外甥 外甥女 客户 顾客 队友 搭档".split())
 #: What follows a name in a fact: 阿强喜欢… / 小丽是… / 年糕三岁了.
 _AFTER_NAME = "(?=喜欢|爱|是|在|住|叫|对|有|养|今年|的|不|最|很|特别|也|还|现在|已经|刚|每|一|两|三|四|五|六|七|八|九|十|\\d)"
 #: Words after a relation that are what the fact is about, not a name (我妈妈生日是…).
@@ -2922,6 +2924,11 @@ _NOT_A_NAME_RE = re.compile(r"^(?:生日|名字|老家|家乡|工作|职业|身�
                             r"平时|每天|每周|特别|非常|一直|刚刚|最近|现在|已经|总是|经常|从小|也是|还是|就是)")
 #: A name (2-3 characters) at the start of what is said of someone.
 _NAME_RE = re.compile(f"^([\u4e00-\u9fff]{{2,3}}?){_AFTER_NAME}")
+#: Someone named the way people call one another, no relation said (王老师不吃香菜 / 李哥喜欢钓鱼 / 老刘是山东人 / 陈总
+#: 住在海淀): a family name and a title, or 老 / 小 / 阿 and one character; a subject of their own.
+_PERSON_NAME = (r"(?:(?![我你他她它咱])[\u4e00-\u9fff](?:老师|总|哥|姐|经理|主任|师傅|医生|大夫|叔|姨|工|导|老板|姐姐|哥哥)"
+                r"|(?!老[家是实板公婆爸妈大二三]|小[时学区孩说])[老小阿][\u4e00-\u9fff])")
+_PERSON_NAME_RE = re.compile(rf"^({_PERSON_NAME}){_AFTER_NAME}")
 #: A fact's subject at its start: 我的妈妈 / 我妈 / 我家猫 / 妈妈 (the value is the relation).
 _SUBJECT_RE = re.compile(rf"^(?:我(?:的|家的?|们家的?)?(?:最好的|好|亲|最亲的)?)?({_REL_RE})(?![们圈友子娃崽])(?:的)?")
 #: Relations said in English (my mom's birthday …).
@@ -3850,7 +3857,8 @@ def memory_has_subject(text):
         return True
     if _SECOND_PERSON_RE.match(t) or t.startswith(("你", "您")) and _WISH_REST_RE.match(t[1:]):
         return True
-    if _SUBJECT_RE.match(t) or _NAMED_RELATIVE_RE.match(t):
+    if _SUBJECT_RE.match(t) or _NAMED_RELATIVE_RE.match(t) or _PERSON_NAME_RE.match(t) \
+            or re.match(rf"^{_PERSON_NAME}(?:和|跟|、)", t):  # 老刘和小陈都是山东人
         return True
     return False
 
@@ -3878,6 +3886,9 @@ def _subject_of(text, known=()):
     for name in sorted(known, key=len, reverse=True):  # 阿强喜欢… / 旺财三岁了, after the user named them
         if text.startswith(name):
             return known[name], text[len(name):].lstrip("的")
+    m = _PERSON_NAME_RE.match(text)
+    if m:  # 王老师不吃香菜: 王老师's, never the user's
+        return m.group(1), text[m.end():]
     m = re.match(rf"^my ({'|'.join(sorted(ENGLISH_RELATIONS, key=len, reverse=True))})(?:'s)?\b\s*", text, re.I)
     if m:  # my mom's birthday is …
         return ENGLISH_RELATIONS[m.group(1).lower()], text[m.end():]
@@ -4143,6 +4154,8 @@ def _one_subject(words):
     if words in ("我", "我自己"):
         return "我"
     m = re.fullmatch(rf"(?:我(?:的|家的?)?)?({_REL_RE})", words)
+    if not m and re.fullmatch(rf"(?:(?:{_REL_RE})?{_PERSON_NAME})", words):
+        return words  # 老刘和小陈都是山东人: each of them
     return "我" + m.group(1) if m and m.group(1) not in ("爸妈", "父母") else None
 
 
@@ -4202,7 +4215,7 @@ def _subjects_named(words):
     """The subjects of a list of people (a name after a relation is another of that relation), or None.
     Example: _subjects_named('我、室友小林、小周') -> ['我', '我室友小林', '我室友小周']"""
     out, rel = [], None
-    for w in re.split(r"和|跟|与|、", words):
+    for w in re.split(r"和|跟|与|、|还有|以及", words):
         one = _one_subject(w)
         r = re.fullmatch(rf"(?:我的?)?({_REL_RE})([\u4e00-\u9fff]{{1,3}})", w.strip())
         if not one and r and r.group(1) in _NAMED:
@@ -4348,7 +4361,7 @@ def memory_unlist(text):
     out = []
     for piece in memory_split(t):
         m = re.match(r"^(?:我的?)?(爸妈|父母)(?:都|也都)(.+)$", text_simplified(piece)) \
-            or re.match(r"^(.+?)(?:和|跟|与|、)(.+?)(?:都|也都)(.+)$", piece)
+            or re.match(r"^(.+?)(?:和|跟|与|、|还有|以及)(.+?)(?:都|也都|俩都|两个都|仨都)(.+)$", piece)
         if m and len(m.groups()) == 2:  # 我爸妈都住在哈尔滨
             out += ["我爸爸" + piece[m.start(2):], "我妈妈" + piece[m.start(2):]]
             continue
