@@ -6338,6 +6338,10 @@ def _forget_targets(conn, ctx, rows, what, embed):
     simple = text_simplified(what)  # 忘記我的貓: whose, as the rules' words say it
     subject, rest = _subject_of(simple, known)
     rest = re.sub(r"^的", "", rest)
+    owner = next(((s, len(s) - k) for s in sorted({r["subject"] for r in rows} - {"我", "你"}, key=len, reverse=True)
+                  for k in range(len(s) - 1) if subject == "我" and simple.startswith(s[k:])), None)
+    if owner:  # 李哥钓鱼那条 with 客户李哥喜欢钓鱼 stored: 客户李哥's, the rest is which of them
+        subject, rest = owner[0], simple[owner[1]:].lstrip("的")
     named = memory_has_subject(simple) or subject != "我"  # "在上海工作的那条": anyone's
     mine = [r for r in rows if _same_subject(r["subject"], subject)
             or r["subject"].startswith(subject) and subject != "我"
@@ -6345,6 +6349,10 @@ def _forget_targets(conn, ctx, rows, what, embed):
         if named else list(rows)
     if named and subject != "我" and not rest.strip():  # 忘记我的猫: everything about it
         return mine or f"我没有记着{_who(subject)}的事，什么也没删。"
+    detail = re.sub(r"(?:那条|这条|那个|这个|的事情|的事|的)$", "", rest.strip())
+    told = [r for r in mine if subject != "我" and len(detail) >= 2 and detail in r["text"]]
+    if told and len(told) < len(mine):  # 李哥钓鱼: of 李哥's memories, the one that says 钓鱼
+        return told
     attribute = _ATTRIBUTE_BY_WORD.get(rest.strip())
     if attribute:  # 忘记我的住址 / 忘记我妈妈的生日
         related = {"职业": ("职业", "工作单位")}.get(attribute, (attribute,))
