@@ -4283,6 +4283,47 @@ _KIDS_LEAD_RE = re.compile(rf"^我(?:家)?(?:有?(?:(?:两|三|2|3)个|俩|仨)(
 _TWO_RELATIVES_RE = re.compile(rf"^(我(?:的|家的?)?)({_REL_RE})(?:我的?)?({_REL_RE})(?:都|也都|俩都|两个都|俩)(.+)$")
 
 
+#: Keys that part what follows one head into facts said one by one, a family each (我爸吃的药 早上拜新同 中午二甲双胍 /
+#: 我周一游泳 周三打羽毛球 / 俺有俩闺女大的叫春梅…小的叫春燕… / 我两个号 大号叫… 小号叫… / 一只布偶叫bug 一只英短…).
+_FRAME_KEYS = (r"(?:每天)?(?:早上|早晨|上午|中午|下午|傍晚|晚上|睡前)", r"(?:每)?(?:周|星期|礼拜)[一二三四五六日天]",
+               r"(?<![最很太挺好较更])(?:大的|小的)|老[大二三四幺]|大号|小号", rf"(?:另)?一(?:{_COUNTERS}|台|位)")
+_FRAME_KEY_RES = [re.compile(k) for k in _FRAME_KEYS]
+#: A count in the words before the keys (俩闺女, 两台电脑, 三个室友): 大的/小的 and 一只…一只 part a list only after one.
+_FRAME_COUNT_RE = re.compile(rf"(?:两|俩|二|仨|三|四|2|3|4)(?:{_COUNTERS}|台|位)?[\u4e00-\u9fffA-Za-z]{{0,4}}[\s{_PUNCT}]*$")
+#: How the words after a key end when they run on to the next key (下午三点到晚上九点: one span, no two facts).
+_FRAME_RUN_ON_RE = re.compile(r"(?:到|至|和|跟|或|或者|、|-|~|～)\s*$")
+#: 分别 after a head with a count, then the values (我三个室友分别是阿杰 小胖 和大刘): the verb and the values.
+_EACH_COUNTED_RE = re.compile(rf"^(.+?)(?:两|俩|仨|三|四|五|2|3|4|5)(?:{_COUNTERS}|位)?(\S{{1,4}}?)[\s{_PUNCT}]*分别"
+                              r"(是|叫|在|住在|去了|做)\s*(.+)$")
+
+
+def _frame_split(t):
+    """One fact per key of a family said twice or more after a head, each with the head as written; or None.
+    Example: _frame_split('我爸吃的药 早上拜新同 晚上立普妥') -> ['我爸吃的药 早上拜新同', '我爸吃的药 晚上立普妥']"""
+    m = _EACH_COUNTED_RE.match(t)
+    if m and not memory_has_subject(m.group(4)):
+        items = [i for i in re.split(r"\s*(?:、|，|,|和|跟|还有|以及)\s*|\s+", m.group(4)) if i]
+        if 2 <= len(items) <= 6 and all(len(i) <= 8 for i in items):  # 我手上大客户是王总 / …是陈姐
+            return [f"{m.group(1).rstrip()}{m.group(2)}{m.group(3)}{i}" for i in items]
+    for n, key in enumerate(_FRAME_KEY_RES):
+        keys = list(key.finditer(t))
+        if len(keys) < 2 or keys[0].start() == 0:
+            continue
+        head = t[:keys[0].start()]
+        if n >= 2 and not (_FRAME_COUNT_RE.search(head) or keys[0].group().startswith("老")) \
+                or n == 3 and len({k.group().lstrip("另") for k in keys}) > 1:
+            continue  # 我最大的愿望: no list; 一个…一台: no one kind
+        spans = [t[k.start():(keys[i + 1].start() if i + 1 < len(keys) else len(t))] for i, k in enumerate(keys)]
+        parts = [re.sub(rf"[\s{_PUNCT}]+$", "", s) for s in spans]
+        if any(len(p) - len(k.group()) < 2 or _FRAME_RUN_ON_RE.search(p) for p, k in zip(parts, keys)):
+            continue  # 周一和周五 / 下午三点到晚上九点: one arrangement
+        if n < 2 and not re.search(r"[\u4e00-\u9fff]", head.strip()):
+            continue
+        head = head.rstrip() if re.fullmatch(r"\S{1,3}\s+", head) else head  # 我 周一游泳: 我周一游泳
+        return [head + p for p in parts]
+    return None
+
+
 def memory_unlist(text):
     """One fact per subject and per value, also inside a clause; then memory_split.
     Example: memory_unlist('我和我老婆都喜欢爬山') -> ['我喜欢爬山', '我老婆喜欢爬山']"""
@@ -4319,6 +4360,9 @@ def memory_unlist(text):
     kids = re.findall(r"(老[大二三])(?:叫|名叫|是)([^\s，,。；;老]{1,6})", t)
     if len(kids) >= 2 and _KIDS_LEAD_RE.match(t) and len(t) <= 40:  # 我有两个娃 老大叫豆豆 老二叫糖糖: each child a subject of its own
         return [f"我家{k}叫{n}" for k, n in kids]
+    framed = _frame_split(t)
+    if framed:  # 我爸吃的药 早上拜新同 中午二甲双胍: 我爸吃的药 早上拜新同, 我爸吃的药 中午二甲双胍
+        return framed
     m = _TWO_RELATIVES_RE.match(t)
     pair = m and len({RELATION_ALIASES.get(x, x) for x in m.group(2, 3)}) == 2 and "爸妈" not in m.group(2, 3) \
         and (m.group(2) + m.group(3) != "爸妈" or re.search("爸我的?妈", t))  # 我爸妈都… reads as before
