@@ -4081,6 +4081,22 @@ _SPLIT_RE = re.compile(r"([，,；;。\n～~]+|、(?=[我对生住在是有喜�
                        r"(?<=[\u4e00-\u9fff]\d\d))\s+(?=[\u4e00-\u9fff]{2}))")
 
 
+#: Verbs a clause may say again, or deny, of the same subject (我去过冰岛和挪威 还没去过芬兰 / 我会开车 会做饭 / 我吃牛肉
+#: 不吃猪肉): the clause is a fact of its own, never a value of the list before it. Longest first.
+_ECHO_VERBS = "去过 到过 喜欢 会说 会讲 会弹 会 能 吃 喝 爱 养 学 用 住 看 玩 听 做 抽 弹 说 讲 开 打".split()
+#: What may come before the verb said again: also, still, but, and its denial.
+_ECHO_LEAD_RE = re.compile(r"^(?:还|也|但是?|可是?|而且|不过)?(?:不|没有?|还没|从没|从来没|从来不|也不|也没)?")
+
+
+def _echo_clause(clause, before):
+    """Whether a clause says, or denies, again a verb the clause before said, with its own object.
+    Example: _echo_clause('还没去过芬兰', '我去过冰岛和挪威') -> True"""
+    rest = clause[_ECHO_LEAD_RE.match(clause).end():]
+    verb = next((v for v in _ECHO_VERBS if rest.startswith(v)), None)
+    return bool(verb) and len(rest) > len(verb) and verb[0] in before and not rest[len(verb)] in "了着过的"[
+        :3 if verb.endswith("过") else 4]
+
+
 def memory_split(text):
     """One fact per piece: clauses without their own subject inherit it; a clause that adds only
     detail stays with its fact, as it was written.
@@ -4109,7 +4125,10 @@ def memory_split(text):
         else:
             candidate = (subject if subject in ("我", "你") else _subject_lead(pieces[-1])) + clause
         attribute = memory_fact(candidate).attribute
-        standalone = attribute or (len(clause) >= 6 and re.match(r"^(?:现在|目前|平时|每|早上|晚上|中午|"
+        standalone = attribute or _echo_clause(clause, pieces[-1]) and not memory_has_subject(clause) \
+            or memory_has_subject(clause) and not m and len(clause) >= 4 and re.search(r"[，,；;。]", sep) \
+            and _subject_of(clause)[0] != subject \
+            or (len(clause) >= 6 and re.match(r"^(?:现在|目前|平时|每|早上|晚上|中午|"
                                                                     r"下午|周末)", clause)
                               or re.match(r"^\d{1,2}点\S{2,}", clause) or _TRADE_CLAUSE_RE.match(clause)
                               or _JOB_CLAUSE_RE.match(clause)
@@ -4144,6 +4163,10 @@ _REASON_TAIL_RE = re.compile(r"([\s，,]+)((?:跟|和|与)[^\s，,]{1,8}(?:冲�
 _BIG_SMALL_RE = re.compile(r"^(我(?:家)?)(?:有|养了|养着|养)?(?:俩|两(?:个|只|条)|2(?:个|只|条))([\u4e00-\u9fff]{1,3}?)[，,：:\s]*"
                            r"((?:(?:大的|小的)(?:叫|名叫|是)[^，,。；;\s大小]{1,6}[，,；;\s]*){2})$")
 _BIG_SMALL_NAMES_RE = re.compile(r"(大|小)的(?:叫|名叫|是)([^，,。；;\s大小]{1,6})")
+#: How much of a thing, before a list's item (还有一点点 Japanese / 一点英语): no part of what the item is.
+_DEGREE_LEAD_RE = re.compile(r"^(?:一点点|一点儿|一点|一些|一丢丢|点儿|略懂)\s*")
+#: A language as a list's item (四川话 普通话 / 粤语 / Japanese): one kind whatever the topics say of each.
+_LANGUAGE_ITEM_RE = re.compile(r"[\u4e00-\u9fff]{1,4}(?:语|话|文)|[A-Za-z]{3,12}")
 #: Characters no list item has (我喜欢吃火锅 每周都去 / 我不吃香菜 谢谢: a comment after a space, no second thing).
 _NOT_AN_ITEM_CHARS = set("都了的在是有也很就去来过着吗呢吧啊要会能好真太超挺每谢哈嘿呜")
 
@@ -4154,7 +4177,7 @@ def _one_subject(words):
     if words in ("我", "我自己"):
         return "我"
     m = re.fullmatch(rf"(?:我(?:的|家的?)?)?({_REL_RE})", words)
-    if not m and re.fullmatch(rf"(?:(?:{_REL_RE})?{_PERSON_NAME})", words):
+    if not m and re.fullmatch(_PERSON_NAME, words):
         return words  # 老刘和小陈都是山东人: each of them
     return "我" + m.group(1) if m and m.group(1) not in ("爸妈", "父母") else None
 
@@ -4165,7 +4188,7 @@ _DETAIL_RE = re.compile(r"^(?:特别|尤其|比如|例如|就是|但|不过|因�
 
 #: Where a list of values said after a verb starts (同时在学日语、韩语 / 周末一般打羽毛球、游泳或者爬山 / 会弹吉他 钢琴): the
 #: words before the first value end with one of these.
-_LIST_HEAD_RE = re.compile(r"同时在学|在学|学|会说|会讲|说|讲|会弹|会|弹|喜欢吃|喜欢喝|喜欢|爱吃|爱喝|爱|讨厌|不吃|不喝|吃|喝|"
+_LIST_HEAD_RE = re.compile(r"同时在学|在学|学|去过|到过|没去过|会说|会讲|说|讲|会弹|会|弹|喜欢吃|喜欢喝|喜欢|爱吃|爱喝|爱|讨厌|不吃|不喝|吃|喝|"
                            r"是|一般|平时|经常|常常|打|玩|看|听|养了|养着|养|种了|种着|常用|在用|用")
 #: How an item that is an activity of its own starts (游泳, 爬山 after 打羽毛球): a one-character verb before the first
 #: item then belongs to that item, not to all of them.
@@ -4216,7 +4239,7 @@ def _subjects_named(words):
     Example: _subjects_named('我、室友小林、小周') -> ['我', '我室友小林', '我室友小周']"""
     out, rel = [], None
     for w in re.split(r"和|跟|与|、|还有|以及", words):
-        one = _one_subject(w)
+        one = _one_subject(w) if not (rel and _one_subject(w) == w.strip()) else None  # 小周 after 室友小林: a 室友
         r = re.fullmatch(rf"(?:我的?)?({_REL_RE})([\u4e00-\u9fff]{{1,3}})", w.strip())
         if not one and r and r.group(1) in _NAMED:
             rel, one = r.group(1), "我" + r.group(1) + r.group(2)
@@ -4375,7 +4398,8 @@ def memory_unlist(text):
             return [f"{m.group(1)}{m.group(2)}{i}{m.group(4)}" for i in items]
     spaced = not re.search(r"[，,]", t)  # 我不吃香菜 葱 和蒜: spaces part the values as commas do
     chain = re.split(r"(?<=[\u4e00-\u9fff])\s+(?=[\u4e00-\u9fff])",
-                     re.sub(r"\s+(?=(?:和|跟|以及|还有)[\u4e00-\u9fff])", "", t)) if spaced else re.split(r"[，,]", t)
+                     re.sub(r"(?<=和|跟|及)\s+(?=[\u4e00-\u9fff])", "", re.sub(
+                         r"\s+(?=(?:和|跟|以及|还有)[\u4e00-\u9fff])", "", t))) if spaced else re.split(r"[，,]", t)
     first = memory_fact(chain[0]) if 2 < len(t) <= 60 and len(chain) > 1 else None
     # 我喜欢狗 兔子 还有鹦鹉: a last value after 和/还有 says the spaces before it part a list, whatever its kinds
     # (of one broad kind: 我喜欢打篮球 周末和朋友 is no list)
@@ -4389,13 +4413,19 @@ def memory_unlist(text):
     kind = lambda x: {a if spaced else a.split(".")[0] for a in memory_areas(x, message=True)}  # noqa: E731
     bare = lambda c: spaced and all(len(i) == 1 and not kind(i) and not set(i) & _NOT_AN_ITEM_CHARS  # noqa: E731
                                     and not re.fullmatch(r"(.)\1+", i) for i in _LIST_SEP_RE.split(c))
-    if first and first.attribute in _LISTED_ATTRIBUTES and first.value and all(
+    # 我会说英语 日语 会弹琴: the list ends where a clause says a verb again (会弹琴 is a fact of its own)
+    echo = next((k for k in range(2, len(chain)) if _echo_clause(chain[k], chain[0])), len(chain)) if first else 0
+    if first and first.attribute in _LISTED_ATTRIBUTES and first.value and echo > 1 and all(
             all(1 <= len(i) <= 6 for i in _LIST_SEP_RE.split(c))  # 溜肉段还有地三鲜: two items
             and not memory_has_subject(c) and not _DETAIL_RE.match(c) and "就" not in c  # 一喝就胃疼
             and not _REASON_CLAUSE_RE.search(c)  # 医生不让吃: why, no more things
-            and memory_fact("我" + c).attribute is None and (kind(c) & kind(first.value) or bare(c) or joined_list)
-            for c in chain[1:]):
-        t = "、".join(chain)  # 我喜欢打篮球，羽毛球，乒乓球: more things of the first one's kind (好烦 is a comment)
+            and memory_fact("我" + c).attribute is None and (kind(c) & kind(first.value) or bare(c) or joined_list
+                                                             or first.attribute == "会说" and all(
+                                                                 _LANGUAGE_ITEM_RE.fullmatch(_DEGREE_LEAD_RE.sub("", i))
+                                                                 for i in _LIST_SEP_RE.split(c)))
+            for c in chain[1:echo]):
+        # 我喜欢打篮球，羽毛球，乒乓球: more things of the first one's kind (好烦 is a comment)
+        t = "、".join(chain[:echo]) + "".join((" " if spaced else "，") + c for c in chain[echo:])
     elif first and first.attribute is None and all(len(c) <= 8 and not memory_has_subject(c)
                                                    and not _CLAUSE_NOT_ITEM_RE.match(c) for c in chain[1:]):
         joined = memory_fact("、".join(chain))  # 我对芒果，菠萝过敏: the verb comes last, 我对芒果 says nothing alone
@@ -4434,7 +4464,8 @@ def memory_unlist(text):
         if len(items) > 1 and len(spaced_items) > len(items) and _one_kind(spaced_items):
             items = spaced_items  # 海鲜 羊肉 还有辣椒: the spaces before 还有 part values as it does
         if fact.attribute in _LISTED_ATTRIBUTES and len(items) > 1 and not re.search("[的《》「」“”\"]", fact.value) \
-                and all(1 <= len(i) <= 8 for i in items) and simple.count(fact.value) == 1 \
+                and all(1 <= len(_DEGREE_LEAD_RE.sub("", i.strip())) <= 8 or _LATIN_ITEM_RE.fullmatch(
+                    _DEGREE_LEAD_RE.sub("", i.strip())) for i in items) and simple.count(fact.value) == 1 \
                 and not any(_CLAUSE_NOT_ITEM_RE.match(i) or _REASON_CLAUSE_RE.search(i) or _TIME_OR_COMPANY_RE.search(i)
                             for i in items[1:]):
             # 《猫和老鼠》 is one; 不吃素了 医生说我贫血: a reason, no second thing not eaten
@@ -8741,7 +8772,7 @@ def memory_normalise(text):
         if told:
             return told
     m = _UPDATE_TAIL_RE.match(t) if "更" in t[-8:] or "改" in t[-8:] else None
-    if m and memory_has_subject(m.group(1)):
+    if m and memory_has_subject(m.group(1)) and not re.search(r"不是|不对|错了", m.group(1)):  # (小周不是 她是江西的: a fix)
         return "记住，" + m.group(1)  # 我和琳琳分手了，帮我更新一下: a new state, reconciled with the stored ones
     return t
 
