@@ -7547,7 +7547,7 @@ def _read_update(m):
     v = re.match(r"^([\u4e00-\u9fffA-Za-z]{1,6})是(.+)$", fact)
     if v and not about and not _NAME_RE.match(fact):  # 更正 微信号是abc456: a command when a memory talks of 微信号
         return "update_mine", {"word": v.group(1), "text": "我的" + fact}
-    if about:
+    if about and not _PERSON_NAME_RE.match(fact):  # (阿强喜欢打篮球: whether 阿强 was named is for the database)
         return "update", {"text": fact}
     return ("update_named", {"text": fact}) if _NAME_RE.match(fact) else None
 
