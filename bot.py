@@ -2927,7 +2927,7 @@ _NAME_RE = re.compile(f"^([\u4e00-\u9fff]{{2,3}}?){_AFTER_NAME}")
 #: Someone named the way people call one another, no relation said (王老师不吃香菜 / 李哥喜欢钓鱼 / 老刘是山东人 / 陈总
 #: 住在海淀): a family name and a title, or 老 / 小 / 阿 and one character; a subject of their own.
 _PERSON_NAME = (r"(?:(?![我你他她它咱])[\u4e00-\u9fff](?:老师|总|哥|姐|经理|主任|师傅|医生|大夫|叔|姨|工|导|老板|姐姐|哥哥)"
-                r"|(?!老[家是实板公婆爸妈大二三]|小[时学区孩说])[老小阿][\u4e00-\u9fff])")
+                r"|(?!老[家是实板公婆爸妈大二三的了么师]|小[时学区孩说的了心些点时候])[老小阿][\u4e00-\u9fff])")
 _PERSON_NAME_RE = re.compile(rf"^({_PERSON_NAME}){_AFTER_NAME}")
 #: A fact's subject at its start: 我的妈妈 / 我妈 / 我家猫 / 妈妈 (the value is the relation).
 _SUBJECT_RE = re.compile(rf"^(?:我(?:的|家的?|们家的?)?(?:最好的|好|亲|最亲的)?)?({_REL_RE})(?![们圈友子娃崽])(?:的)?")
@@ -4127,7 +4127,7 @@ def memory_split(text):
         attribute = memory_fact(candidate).attribute
         standalone = attribute or _echo_clause(clause, pieces[-1]) and not memory_has_subject(clause) \
             or memory_has_subject(clause) and not m and len(clause) >= 4 and re.search(r"[，,；;。]", sep) \
-            and _subject_of(clause)[0] != subject \
+            and _subject_of(clause)[0] != subject and not _REASON_CLAUSE_RE.search(clause) \
             or (len(clause) >= 6 and re.match(r"^(?:现在|目前|平时|每|早上|晚上|中午|"
                                                                     r"下午|周末)", clause)
                               or re.match(r"^\d{1,2}点\S{2,}", clause) or _TRADE_CLAUSE_RE.match(clause)
@@ -4464,8 +4464,8 @@ def memory_unlist(text):
         if len(items) > 1 and len(spaced_items) > len(items) and _one_kind(spaced_items):
             items = spaced_items  # 海鲜 羊肉 还有辣椒: the spaces before 还有 part values as it does
         if fact.attribute in _LISTED_ATTRIBUTES and len(items) > 1 and not re.search("[的《》「」“”\"]", fact.value) \
-                and all(1 <= len(_DEGREE_LEAD_RE.sub("", i.strip())) <= 8 or _LATIN_ITEM_RE.fullmatch(
-                    _DEGREE_LEAD_RE.sub("", i.strip())) for i in items) and simple.count(fact.value) == 1 \
+                and all(1 <= len(i) <= 8 or _LATIN_ITEM_RE.fullmatch(_DEGREE_LEAD_RE.sub("", i.strip()))
+                        for i in items) and simple.count(fact.value) == 1 \
                 and not any(_CLAUSE_NOT_ITEM_RE.match(i) or _REASON_CLAUSE_RE.search(i) or _TIME_OR_COMPANY_RE.search(i)
                             for i in items[1:]):
             # 《猫和老鼠》 is one; 不吃素了 医生说我贫血: a reason, no second thing not eaten
