@@ -4120,8 +4120,8 @@ def memory_split(text):
         m = re.match(r"^(她|他|它)(?!们)", clause)
         if m and subject not in ("我", "你") and _pronoun_fits(m.group(1), subject):
             candidate = _subject_lead(pieces[-1]) + clause[1:]  # 我女朋友叫小美，她喜欢… -> 我女朋友喜欢…
-        elif memory_has_subject(clause) and not m:
-            candidate = clause
+        elif memory_has_subject(clause) and not m or "\n" in sep and not memory_has_subject(pieces[0]):
+            candidate = clause  # (a list of lines, none of them saying whose: each line as written)
         else:
             candidate = (subject if subject in ("我", "你") else _subject_lead(pieces[-1])) + clause
         attribute = memory_fact(candidate).attribute
@@ -4138,7 +4138,8 @@ def memory_split(text):
                               and _DATE_IN_TEXT_RE.search(pieces[-1]))
         # 我生日是3月8号 结婚纪念日是10月1号: a second date of its own
         glued = (re.match(r"^(?:叫|因为|所以|但|但是|不过|而且|然后|而|不是|是因为|虽然|就|也就|特别|尤其|之前|以前)", clause)
-                 or not standalone and not ("\n" in sep and memory_has_subject(clause))  # a line of its own (a list)
+                 or not standalone and not ("\n" in sep and (memory_has_subject(clause)
+                                                              or not memory_has_subject(pieces[0])))  # a line (a list)
                  or candidate != clause and _one_job(pieces[-1], attribute))
         if glued:
             pieces[-1] += sep + clause
@@ -4320,6 +4321,24 @@ _EACH_COUNTED_RE = re.compile(rf"^(.+?)(?:两|俩|仨|三|四|五|2|3|4|5)(?:{_C
                               r"(是|叫|在|住在|去了|做)\s*(.+)$")
 
 
+#: Characters after which 我 is the object or a part of what is said, never the start of the next fact (和我, 对我, 让我,
+#: 我的 … 跟我说).
+_VOICE_GLUE = set("和跟与同对给帮让叫说把被的是替向找问请陪带教送告觉得知道认为希望像比在")
+
+
+def _voice_cut(t):
+    """Said without a mark (voice input), a fact then another that starts with 我 (我住在郑州我闺女在上海读书): a comma
+    between them when both say a fact the rules know. Example: _voice_cut('我血型是A型我对海鲜过敏') -> '我血型是A型，我对海鲜过敏'"""
+    if len(t) < 8 or re.search(rf"[\s{_PUNCT}]", t):
+        return t
+    for i in [m.start() for m in re.finditer("我", t) if m.start() >= 4][:3]:
+        if t[i - 1] in _VOICE_GLUE or not re.match(r"[\u4e00-\u9fffA-Za-z0-9]", t[i - 1]):
+            continue
+        if memory_fact(t[:i]).attribute and memory_fact(t[i:]).attribute:
+            return t[:i] + "，" + _voice_cut(t[i:])
+    return t
+
+
 def _frame_split(t):
     """One fact per key of a family said twice or more after a head, each with the head as written; or None.
     Example: _frame_split('我爸吃的药 早上拜新同 晚上立普妥') -> ['我爸吃的药 早上拜新同', '我爸吃的药 晚上立普妥']"""
@@ -4396,6 +4415,7 @@ def memory_unlist(text):
         items = [i.strip() for i in re.split(r"、|和|跟|以及", m.group(3))]
         if len(items) >= 2 and all(items):
             return [f"{m.group(1)}{m.group(2)}{i}{m.group(4)}" for i in items]
+    t = _voice_cut(t)  # 我住在郑州我闺女在上海读书: two facts
     spaced = not re.search(r"[，,]", t)  # 我不吃香菜 葱 和蒜: spaces part the values as commas do
     chain = re.split(r"(?<=[\u4e00-\u9fff])\s+(?=[\u4e00-\u9fff])",
                      re.sub(r"(?<=和|跟|及)\s+(?=[\u4e00-\u9fff])", "", re.sub(
@@ -7442,7 +7462,7 @@ def _object_ok(arg, allow=None):
 
 #: Marks at a fact's end, and the numbers of a list's lines (1. 2、): no part of what is remembered.
 _MARKS_END_RE = re.compile(rf"[{_PUNCT}]+$")
-_LIST_NUMBER_RE = re.compile(r"(?m)^\s*(?:\d{1,2}|[一二三四五六七八九十])[.、)）]\s*")
+_LIST_NUMBER_RE = re.compile(r"(?m)^\s*(?:(?:\d{1,2}|[一二三四五六七八九十])[.、)）]|[-•*·](?=\s))\s*")
 
 
 def _fact_said(m, allow=None):
@@ -7466,8 +7486,11 @@ def _read_remember(m):
         return None
     if _GROUP_START_RE.match(fact):  # 记住，本群每周五晚上开黑: for everyone in the group
         return "group_remember", {"text": fact}
-    if memory_has_subject(fact):
-        return "remember", {"text": fact}
+    lines = [x for x in fact.splitlines() if x.strip()]
+    if len(lines) >= 3 and re.fullmatch(r"[^，,。]{0,12}[：:]", lines[0].strip()):  # 以下几点：(a line each)
+        fact, lines = "\n".join(lines[1:]), lines[1:]
+    if memory_has_subject(fact) or len(lines) >= 2:
+        return "remember", {"text": fact}  # 记住：(a line each) 相机是富士X100V …: a list asked for, one memory a line
     return None if _BANTER_RE.search(fact) else ("ask", {"text": fact})
 
 
@@ -8001,6 +8024,11 @@ def _settle_replace_said(conn, ctx, text, s, v, old, new):
     for o, n in pairs:
         if any(o in t for t in texts):
             return "replace_value", {"old": o, "new": n}
+    spans = {m.group() for t in texts for who in {s, "我" + s} if s
+             for m in [re.search(rf"{re.escape(who)}.{{0,4}}?{re.escape(old)}", t)] if m}
+    if v == "是" and len(spans) == 1:  # 我姨不是高血压 是糖尿病, and 我姨有高血压 is stored: its own verb stays
+        o = spans.pop()
+        return "replace_value", {"old": o, "new": o[:len(o) - len(old)] + new}
     return ("update", {"text": text}) if s else ("replace_value", {"old": old, "new": new})
 
 
