@@ -4097,6 +4097,11 @@ def _echo_clause(clause, before):
         :3 if verb.endswith("过") else 4]
 
 
+#: A clause that only says how often the thing before is done (我喜欢吃火锅 每周都要去一次): part of that fact.
+_HOW_OFTEN_RE = re.compile(r"^(?:基本上?|差不多|大概)?(?:每|一)(?:天|周|星期|礼拜|个?月|年)(?:都|至少|最少)?(?:要|会|得)?"
+                           r"(?:去|来|吃|喝|玩|练|跑)?(?:个|上)?[一两二三四五六七八九十几\d]+(?:次|回|趟|顿)(?:左右)?$")
+
+
 def memory_split(text):
     """One fact per piece: clauses without their own subject inherit it; a clause that adds only
     detail stays with its fact, as it was written.
@@ -4125,7 +4130,7 @@ def memory_split(text):
         else:
             candidate = (subject if subject in ("我", "你") else _subject_lead(pieces[-1])) + clause
         attribute = memory_fact(candidate).attribute
-        standalone = attribute or _echo_clause(clause, pieces[-1]) and not memory_has_subject(clause) \
+        standalone = not _HOW_OFTEN_RE.match(clause) and attribute or _echo_clause(clause, pieces[-1]) and not memory_has_subject(clause) \
             or memory_has_subject(clause) and not m and len(clause) >= 4 and re.search(r"[，,；;。]", sep) \
             and _subject_of(clause)[0] != subject and not _REASON_CLAUSE_RE.search(clause) \
             or (len(clause) >= 6 and re.match(r"^(?:现在|目前|平时|每|早上|晚上|中午|"
@@ -4137,7 +4142,7 @@ def memory_split(text):
                               and _DATE_IN_TEXT_RE.search(clause)
                               and _DATE_IN_TEXT_RE.search(pieces[-1]))
         # 我生日是3月8号 结婚纪念日是10月1号: a second date of its own
-        glued = (re.match(r"^(?:叫|因为|所以|但|但是|不过|而且|然后|而|不是|是因为|虽然|就|也就|特别|尤其|之前|以前)", clause)
+        glued = (_HOW_OFTEN_RE.match(clause) or re.match(r"^(?:叫|因为|所以|但|但是|不过|而且|然后|而|不是|是因为|虽然|就|也就|特别|尤其|之前|以前)", clause)
                  or not standalone and not ("\n" in sep and (memory_has_subject(clause)
                                                               or not memory_has_subject(pieces[0])))  # a line (a list)
                  or candidate != clause and _one_job(pieces[-1], attribute))
@@ -4226,6 +4231,8 @@ def _split_values(piece):
     if not heads:
         return None
     h = heads[-1]
+    if h.group() == "是" and "最" in before[:h.start()]:
+        return None  # 我最爱看的动画是猫和老鼠: a favourite is one thing (a title may hold 和)
     if len(h.group()) == 1 and h.group() in "打玩弹看听" and any(i[0] in _ACTIVITY_STARTS for i in items) and len(heads) > 1:
         h = heads[-2]  # 一般打羽毛球、游泳或者爬山: 打 is the first item's own
     first, gap = before[h.end():].lstrip(), " " if before[h.end():h.end() + 1] == " " else ""  # 我常用 VS Code
