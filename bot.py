@@ -4325,7 +4325,7 @@ _FRAME_COUNT_RE = re.compile(rf"(?:两|俩|二|仨|三|四|2|3|4)(?:{_COUNTERS}|
 _FRAME_RUN_ON_RE = re.compile(r"(?:到|至|和|跟|或|或者|、|-|~|～)\s*$")
 #: 分别 after a head with a count, then the values (我三个室友分别是阿杰 小胖 和大刘): the verb and the values.
 _EACH_COUNTED_RE = re.compile(rf"^(.+?)(?:两|俩|仨|三|四|五|2|3|4|5)(?:{_COUNTERS}|位)?(\S{{1,4}}?)[\s{_PUNCT}]*分别"
-                              r"(是|叫|在|住在|去了|做)\s*(.+)$")
+                              r"(是|叫|在|住在|来自|去了|做|当|读|学|姓|属|喜欢|爱)\s*(.+)$")
 
 
 #: Characters after which 我 is the object or a part of what is said, never the start of the next fact (和我, 对我, 让我,
@@ -4336,13 +4336,22 @@ _VOICE_GLUE = set("和跟与同对给帮让叫说把被的是替向找问请陪�
 def _voice_cut(t):
     """Said without a mark (voice input), a fact then another that starts with 我 (我住在郑州我闺女在上海读书): a comma
     between them when both say a fact the rules know. Example: _voice_cut('我血型是A型我对海鲜过敏') -> '我血型是A型，我对海鲜过敏'"""
-    if len(t) < 8 or re.search(rf"[\s{_PUNCT}]", t):
+    if len(t) < 6 or re.search(rf"[\s{_PUNCT}]", t):
         return t
     for i in [m.start() for m in re.finditer("我", t) if m.start() >= 4][:3]:
         if t[i - 1] in _VOICE_GLUE or not re.match(r"[\u4e00-\u9fffA-Za-z0-9]", t[i - 1]):
             continue
         if memory_fact(t[:i]).attribute and memory_fact(t[i:]).attribute:
             return t[:i] + "，" + _voice_cut(t[i:])
+    subject = _subject_lead(t) if memory_has_subject(t) else ""
+    said = t[len(subject):]
+    for i in [m.start() for m in re.finditer("[不没还也]", said) if m.start() >= 2][:3]:
+        rest = said[i:][_ECHO_LEAD_RE.match(said[i:]).end():]
+        verb = next((v for v in _ECHO_VERBS if rest.startswith(v)), None)
+        if verb and len(rest) > len(verb) and said[i - 1] not in "也还都就又但可却而" \
+                and said[_ECHO_LEAD_RE.match(said).end():].startswith(verb) and _echo_clause(said[i:], said[:i]):
+            # 我喝咖啡不喝茶: 我喝咖啡 and 不喝茶, the same verb said again of the same subject
+            return t[:len(subject) + i] + " " + said[i:]
     return t
 
 
@@ -4441,7 +4450,7 @@ def memory_unlist(text):
     bare = lambda c: spaced and all(len(i) == 1 and not kind(i) and not set(i) & _NOT_AN_ITEM_CHARS  # noqa: E731
                                     and not re.fullmatch(r"(.)\1+", i) for i in _LIST_SEP_RE.split(c))
     # 我会说英语 日语 会弹琴: the list ends where a clause says a verb again (会弹琴 is a fact of its own)
-    echo = next((k for k in range(2, len(chain)) if _echo_clause(chain[k], chain[0])), len(chain)) if first else 0
+    echo = next((k for k in range(1, len(chain)) if _echo_clause(chain[k], chain[0])), len(chain)) if first else 0
     if first and first.attribute in _LISTED_ATTRIBUTES and first.value and echo > 1 and all(
             all(1 <= len(i) <= 6 for i in _LIST_SEP_RE.split(c))  # 溜肉段还有地三鲜: two items
             and not memory_has_subject(c) and not _DETAIL_RE.match(c) and "就" not in c  # 一喝就胃疼
@@ -4462,7 +4471,7 @@ def memory_unlist(text):
     out = []
     for piece in memory_split(t):
         m = re.match(r"^(?:我的?)?(爸妈|父母)(?:都|也都)(.+)$", text_simplified(piece)) \
-            or re.match(r"^(.+?)(?:和|跟|与|、|还有|以及)(.+?)(?:都|也都|俩都|两个都|仨都)(.+)$", piece)
+            or re.match(r"^(.+?)(?:和|跟|与|、|还有|以及|\s+)(.+?)(?:都|也都|俩都|两个都|仨都)(.+)$", piece)
         if m and len(m.groups()) == 2:  # 我爸妈都住在哈尔滨
             out += ["我爸爸" + piece[m.start(2):], "我妈妈" + piece[m.start(2):]]
             continue
