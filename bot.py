@@ -3858,7 +3858,7 @@ def memory_has_subject(text):
     if _SECOND_PERSON_RE.match(t) or t.startswith(("你", "您")) and _WISH_REST_RE.match(t[1:]):
         return True
     if _SUBJECT_RE.match(t) or _NAMED_RELATIVE_RE.match(t) or _PERSON_NAME_RE.match(t) \
-            or re.match(rf"^{_PERSON_NAME}(?:和|跟|、)", t):  # 老刘和小陈都是山东人
+            or re.match(rf"^{_PERSON_NAME}(?:和|跟|、|\s+{_PERSON_NAME})", t):  # 老刘和小陈都是山东人 / 张总 李总都…
         return True
     return False
 
@@ -5794,7 +5794,7 @@ def _life_reasons(facts, known):
     that states a life area: the reason told beside a change (太累了 不减肥了 is one memory, 我不减肥了 太累了)."""
     states = [i for i, f in enumerate(facts) if _life_stated(f, known)]
     bare = [i for i, f in enumerate(facts) if i not in states and f.subject == "我" and not f.attribute
-            and not f.replaces and not re.match(f"我|{_REL_RE}", f.text)]
+            and not f.replaces and not re.match(f"我|{_REL_RE}", memory_self_words(f.text))]  # 俺有…: 我's own
     if len(states) != 1 or not bare or len(bare) + 1 != len(facts):
         return facts
     state = facts[states[0]]
