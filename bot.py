@@ -2892,7 +2892,9 @@ RELATIONS = ("前男友 前女友 男朋友 女朋友 男友 女友 老婆 老�
              "班主任 老师 师父 猫咪 小猫 猫 狗狗 小狗 狗 兔子 仓鼠 鹦鹉 乌龟 金鱼 宠物 妈 爸 哥 姐 弟 妹 叔 婶 "
              "老大 老二 老三 大宝 二宝 三宝 老伴儿 老伴 娃 崽 "
              "公公 婆婆 岳父 岳母 丈母娘 老丈人 嫂子 姐夫 妹夫 弟媳 侄子 侄女 外甥女 外甥 舅妈 姨妈 小姨 姑父 姨父 大伯 "
-             "同桌 邻居 爹娘 老爹 爹 娘 婆娘 堂客 大姨 姨 舅 姑 客户 顾客 甲方 合伙人 队友 搭档").split()  # 老大 / 老二 / 二宝: the children by age (老大叫豆豆 二宝叫糖糖); in-laws, 同桌, 邻居
+             "同桌 邻居 爹娘 老爹 爹 娘 婆娘 堂客 大姨 姨 舅 姑 "
+             "客户 顾客 甲方 合伙人 队友 搭档").split()  # 老大 / 老二 / 二宝: the children by age (老大叫豆豆 二宝叫糖糖);
+# in-laws, 同桌, 邻居; 婆娘 / 堂客 (a wife, in Sichuan and Hunan); 客户 … 搭档: people of one's work, named (客户李哥)
 #: Other ways to say the same relation.
 RELATION_ALIASES = {"爸妈": "父母", "爹娘": "父母", "爹": "爸爸", "老爹": "爸爸", "娘": "妈妈", "婆娘": "老婆", "堂客": "老婆",
                     "舅": "舅舅", "姑": "姑姑",
@@ -4130,7 +4132,8 @@ def memory_split(text):
         else:
             candidate = (subject if subject in ("我", "你") else _subject_lead(pieces[-1])) + clause
         attribute = memory_fact(candidate).attribute
-        standalone = not _HOW_OFTEN_RE.match(clause) and attribute or _echo_clause(clause, pieces[-1]) and not memory_has_subject(clause) \
+        standalone = not _HOW_OFTEN_RE.match(clause) and attribute \
+            or _echo_clause(clause, pieces[-1]) and not memory_has_subject(clause) \
             or memory_has_subject(clause) and not m and len(clause) >= 4 and re.search(r"[，,；;。]", sep) \
             and _subject_of(clause)[0] != subject and not _REASON_CLAUSE_RE.search(clause) \
             or (len(clause) >= 6 and re.match(r"^(?:现在|目前|平时|每|早上|晚上|中午|"
@@ -4142,7 +4145,8 @@ def memory_split(text):
                               and _DATE_IN_TEXT_RE.search(clause)
                               and _DATE_IN_TEXT_RE.search(pieces[-1]))
         # 我生日是3月8号 结婚纪念日是10月1号: a second date of its own
-        glued = (_HOW_OFTEN_RE.match(clause) or re.match(r"^(?:叫|因为|所以|但|但是|不过|而且|然后|而|不是|是因为|虽然|就|也就|特别|尤其|之前|以前)", clause)
+        glued = (_HOW_OFTEN_RE.match(clause)
+                 or re.match(r"^(?:叫|因为|所以|但|但是|不过|而且|然后|而|不是|是因为|虽然|就|也就|特别|尤其|之前|以前)", clause)
                  or not standalone and not ("\n" in sep and (memory_has_subject(clause)
                                                               or not memory_has_subject(pieces[0])))  # a line (a list)
                  or candidate != clause and _one_job(pieces[-1], attribute))
