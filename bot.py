@@ -4250,6 +4250,10 @@ def _subjects_named(words):
     """The subjects of a list of people (a name after a relation is another of that relation), or None.
     Example: _subjects_named('我、室友小林、小周') -> ['我', '我室友小林', '我室友小周']"""
     out, rel = [], None
+    pairs = rf"(?:我的?)?(?:{_REL_RE})"  # 我爸爸妈妈和我姐: 爸爸, 妈妈, 姐
+    if re.search(f"{pairs}{{2}}", words):
+        words = "、".join("、".join(re.findall(pairs, w.strip())) if re.fullmatch(f"{pairs}{{2}}", w.strip()) else w
+                         for w in re.split(r"和|跟|与|、|还有|以及", words))
     for w in re.split(r"和|跟|与|、|还有|以及", words):
         one = _one_subject(w) if not (rel and _one_subject(w) == w.strip()) else None  # 小周 after 室友小林: a 室友
         r = re.fullmatch(rf"(?:我的?)?({_REL_RE})([\u4e00-\u9fff]{{1,3}})", w.strip())
@@ -4257,6 +4261,8 @@ def _subjects_named(words):
             rel, one = r.group(1), "我" + r.group(1) + r.group(2)
         elif not one and rel and re.fullmatch(r"[\u4e00-\u9fff]{2,3}", w.strip()):
             one = "我" + rel + w.strip()  # 小周 after 室友小林
+        elif not one and r and len(r.group(2)) >= 2:
+            one = "我" + r.group(1) + r.group(2)  # 我女朋友小美: one of a kind, her name said
         if not one:
             return None
         out.append(one)
@@ -4318,10 +4324,15 @@ _KIDS_LEAD_RE = re.compile(rf"^我(?:家)?(?:有?(?:(?:两|三|2|3)个|俩|仨)(
 _TWO_RELATIVES_RE = re.compile(rf"^(我(?:的|家的?)?)({_REL_RE})(?:我的?)?({_REL_RE})(?:都|也都|俩都|两个都|俩)(.+)$")
 
 
+#: A memory's first part that only counts what its second part is one of (我有两个哥哥 二哥在广州, as _frame_split
+#: stores it): the memory is about the second part.
+_FRAME_HEAD_RE = re.compile(rf"^(?:我|俺)(?:家)?(?:有|养了|养着|养)?(?:两|俩|仨|三|四|2|3|4)(?:{_COUNTERS}|台|位)?"
+                            r"[\u4e00-\u9fff]{1,3}[\s，,]+(?:[大二三小老]|一)")
 #: Keys that part what follows one head into facts said one by one, a family each (我爸吃的药 早上拜新同 中午二甲双胍 /
 #: 我周一游泳 周三打羽毛球 / 俺有俩闺女大的叫春梅…小的叫春燕… / 我两个号 大号叫… 小号叫… / 一只布偶叫bug 一只英短…).
-_FRAME_KEYS = (r"(?:每天)?(?:早上|早晨|上午|中午|下午|傍晚|晚上|睡前)", r"(?:每)?(?:周|星期|礼拜)[一二三四五六日天]",
-               r"(?<![最很太挺好较更])(?:大的|小的)|老[大二三四幺]|大号|小号", rf"(?:另)?一(?:{_COUNTERS}|台|位)")
+_FRAME_KEYS = (r"(?:每天)?(?:早上|早晨|上午|中午|下午|傍晚|白天|晚上|睡前)", r"(?:每)?(?:周|星期|礼拜)[一二三四五六日天]",
+               r"(?<![最很太挺好较更])(?:大的|小的)|老[大二三四幺]|大号|小号", rf"(?:另)?一(?:{_COUNTERS}|台|位)",
+               r"(?<![最很太挺好较更我])[大二三小](?:哥|姐|弟|妹|儿子|女儿|闺女|孙子|孙女|外孙女|外孙)")
 _FRAME_KEY_RES = [re.compile(k) for k in _FRAME_KEYS]
 #: A count in the words before the keys (俩闺女, 两台电脑, 三个室友): 大的/小的 and 一只…一只 part a list only after one.
 _FRAME_COUNT_RE = re.compile(rf"(?:两|俩|二|仨|三|四|2|3|4)(?:{_COUNTERS}|台|位)?[\u4e00-\u9fffA-Za-z]{{0,4}}[\s{_PUNCT}]*$")
@@ -6390,7 +6401,8 @@ def memory_forget(conn, ctx, what, embed, one=False):
     pointed = one or named != what  # 原神那个 / 外卖的事: the memory is pointed at by what it is about
     if len(targets) == 1 and re.search(r"[，,；;、]|[\u4e00-\u9fff]\s+[\u4e00-\u9fff]", targets[0]["text"]) \
             and what not in targets[0]["text"][:len(what) + 2] and not memory_has_subject(what) \
-            and not _detail_only(named, targets[0]["text"], pointed):
+            and not _detail_only(named, targets[0]["text"], pointed) \
+            and not _FRAME_HEAD_RE.match(targets[0]["text"]):  # 我有两个哥哥 二哥在广州: the head only counts
         # 忘记小黑, and 小黑 is one part of 我养了两只猫，一只叫大橘一只叫小黑: the whole of it goes, so ask
         asked = _which_question(conn, {"action": "forget", "ids": [targets[0]["id"]], "text": what})
         return asked["prompt"], asked
