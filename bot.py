@@ -4374,7 +4374,7 @@ def _frame_split(t):
     """One fact per key of a family said twice or more after a head, each with the head as written; or None.
     Example: _frame_split('我爸吃的药 早上拜新同 晚上立普妥') -> ['我爸吃的药 早上拜新同', '我爸吃的药 晚上立普妥']"""
     m = _EACH_COUNTED_RE.match(t)
-    if m and not memory_has_subject(m.group(4)):
+    if m and not _FIRST_PERSON_RE.match(m.group(4)):  # (分别是王总 陈姐: names, which may start a fact elsewhere)
         items = [i for i in re.split(r"\s*(?:、|，|,|和|跟|还有|以及)\s*|\s+", m.group(4)) if i]
         if 2 <= len(items) <= 6 and all(len(i) <= 8 for i in items):  # 我手上大客户是王总 / …是陈姐
             return [f"{m.group(1).rstrip()}{m.group(2)}{m.group(3)}{i}" for i in items]
