@@ -2892,9 +2892,8 @@ RELATIONS = ("前男友 前女友 男朋友 女朋友 男友 女友 老婆 老�
              "班主任 老师 师父 猫咪 小猫 猫 狗狗 小狗 狗 兔子 仓鼠 鹦鹉 乌龟 金鱼 宠物 妈 爸 哥 姐 弟 妹 叔 婶 "
              "老大 老二 老三 大宝 二宝 三宝 老伴儿 老伴 娃 崽 "
              "公公 婆婆 岳父 岳母 丈母娘 老丈人 嫂子 姐夫 妹夫 弟媳 侄子 侄女 外甥女 外甥 舅妈 姨妈 小姨 姑父 姨父 大伯 "
-             "同桌 邻居 爹娘 老爹 爹 娘 婆娘 堂客 大姨 姨 舅 姑 "
-             "客户 顾客 甲方 合伙人 队友 搭档").split()  # 老大 / 老二 / 二宝: the children by age (老大叫豆豆 二宝叫糖糖);
-# in-laws, 同桌, 邻居; 婆娘 / 堂客 (a wife, in Sichuan and Hunan); 客户 … 搭档: people of one's work, named (客户李哥)
+             "同桌 邻居 爹娘 老爹 爹 娘 婆娘 堂客 大姨 姨 舅 姑").split()  # 老大 / 老二 / 二宝: the children by age
+# (老大叫豆豆 二宝叫糖糖); in-laws, 同桌, 邻居; 婆娘 / 堂客 (a wife, in Sichuan and Hunan)
 #: Other ways to say the same relation.
 RELATION_ALIASES = {"爸妈": "父母", "爹娘": "父母", "爹": "爸爸", "老爹": "爸爸", "娘": "妈妈", "婆娘": "老婆", "堂客": "老婆",
                     "舅": "舅舅", "姑": "姑姑",
@@ -2913,11 +2912,10 @@ _MALE = set("前男友 男朋友 老公 未婚夫 爸爸 儿子 哥哥 弟弟 �
 _ANIMALS = set("猫 狗 兔子 仓鼠 鹦鹉 乌龟 金鱼 宠物".split())
 _REL_RE = "|".join(sorted(RELATIONS, key=len, reverse=True))
 #: Relations people name (我朋友阿强): the name becomes part of the subject, so two friends stay apart.
-_NAMED = set("朋友 好朋友 好兄弟 同事 同学 室友 闺蜜 发小 老师 领导 老板 上司 猫 狗 兔子 仓鼠 鹦鹉 乌龟 同桌 邻居 "
-             "客户 顾客 甲方 合伙人 队友 搭档".split())
+_NAMED = set("朋友 好朋友 好兄弟 同事 同学 室友 闺蜜 发小 老师 领导 老板 上司 猫 狗 兔子 仓鼠 鹦鹉 乌龟 同桌 邻居".split())
 #: Relations a user may have several of: 我有个哥哥叫大明 / 我有个哥哥叫小明 are two brothers, each a subject of his own.
 _SEVERAL = set("朋友 好朋友 好兄弟 同事 同学 室友 闺蜜 发小 孩子 儿子 女儿 宝宝 哥哥 姐姐 弟弟 妹妹 表哥 表姐 表弟 表妹 "
-               "堂哥 堂姐 堂弟 堂妹 孙子 孙女 外孙 外孙女 同桌 邻居 侄子 侄女 外甥 外甥女 客户 顾客 队友 搭档".split())
+               "堂哥 堂姐 堂弟 堂妹 孙子 孙女 外孙 外孙女 同桌 邻居 侄子 侄女 外甥 外甥女".split())
 #: What follows a name in a fact: 阿强喜欢… / 小丽是… / 年糕三岁了.
 _AFTER_NAME = "(?=喜欢|爱|是|在|住|叫|对|有|养|今年|的|不|最|很|特别|也|还|现在|已经|刚|每|一|两|三|四|五|六|七|八|九|十|\\d)"
 #: Words after a relation that are what the fact is about, not a name (我妈妈生日是…).
@@ -2927,8 +2925,9 @@ _NOT_A_NAME_RE = re.compile(r"^(?:生日|名字|老家|家乡|工作|职业|身�
 #: A name (2-3 characters) at the start of what is said of someone.
 _NAME_RE = re.compile(f"^([\u4e00-\u9fff]{{2,3}}?){_AFTER_NAME}")
 #: Someone named the way people call one another, no relation said (王老师不吃香菜 / 李哥喜欢钓鱼 / 老刘是山东人 / 陈总
-#: 住在海淀): a family name and a title, or 老 / 小 / 阿 and one character; a subject of their own.
-_PERSON_NAME = (r"(?:(?![我你他她它咱])[\u4e00-\u9fff](?:老师|总|哥|姐|经理|主任|师傅|医生|大夫|叔|姨|工|导|老板|姐姐|哥哥)"
+#: 住在海淀 / 客户李哥不喝酒): a family name and a title, or 老 / 小 / 阿 and one character, after the role they play in
+#: the user's work, if said; a subject of their own. A role alone (客户就是上帝) names no one.
+_PERSON_NAME = (r"(?:客户|顾客|甲方|合伙人|队友|搭档)?(?:(?![我你他她它咱])[\u4e00-\u9fff](?:老师|总|哥|姐|经理|主任|师傅|医生|大夫|叔|姨|工|导|老板|姐姐|哥哥)"
                 r"|(?!老[家是实板公婆爸妈大二三的了么师]|小[时学区孩说的了心些点时候])[老小阿][\u4e00-\u9fff])")
 _PERSON_NAME_RE = re.compile(rf"^({_PERSON_NAME}){_AFTER_NAME}")
 #: A fact's subject at its start: 我的妈妈 / 我妈 / 我家猫 / 妈妈 (the value is the relation).
@@ -3897,6 +3896,9 @@ def _subject_of(text, known=()):
     if re.match(r"^(?:你|您)", text):
         return "你", text[1:]
     m = re.match(r"^(?:我|咱|本人)(?:自己)?(?:的)?", text)
+    n = _PERSON_NAME_RE.match(text[m.end():]) if m else None
+    if n and re.match("客户|顾客|甲方|合伙人|队友|搭档", n.group(1)):  # 我的客户张总住在滨江: 客户张总's
+        return n.group(1), text[m.end() + n.end():]
     if m:
         return "我", text[m.end():]
     return "我", text
