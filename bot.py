@@ -2892,9 +2892,11 @@ RELATIONS = ("前男友 前女友 男朋友 女朋友 男友 女友 老婆 老�
              "班主任 老师 师父 猫咪 小猫 猫 狗狗 小狗 狗 兔子 仓鼠 鹦鹉 乌龟 金鱼 宠物 妈 爸 哥 姐 弟 妹 叔 婶 "
              "老大 老二 老三 大宝 二宝 三宝 老伴儿 老伴 娃 崽 "
              "公公 婆婆 岳父 岳母 丈母娘 老丈人 嫂子 姐夫 妹夫 弟媳 侄子 侄女 外甥女 外甥 舅妈 姨妈 小姨 姑父 姨父 大伯 "
-             "同桌 邻居 爹娘 老爹 爹 娘").split()  # 老大 / 老二 / 二宝: the children by age (老大叫豆豆 二宝叫糖糖); in-laws, 同桌, 邻居
+             "同桌 邻居 爹娘 老爹 爹 娘 婆娘 堂客 大姨 姨 舅 姑").split()  # 老大 / 老二 / 二宝: the children by age
+# (老大叫豆豆 二宝叫糖糖); in-laws, 同桌, 邻居; 婆娘 / 堂客 (a wife, in Sichuan and Hunan)
 #: Other ways to say the same relation.
-RELATION_ALIASES = {"爸妈": "父母", "爹娘": "父母", "爹": "爸爸", "老爹": "爸爸", "娘": "妈妈",
+RELATION_ALIASES = {"爸妈": "父母", "爹娘": "父母", "爹": "爸爸", "老爹": "爸爸", "娘": "妈妈", "婆娘": "老婆", "堂客": "老婆",
+                    "舅": "舅舅", "姑": "姑姑",
                     "老妈": "妈妈", "母亲": "妈妈", "妈": "妈妈", "老爸": "爸爸", "父亲": "爸爸", "爸": "爸爸",
                     "男友": "男朋友", "女友": "女朋友", "媳妇": "老婆", "媳妇儿": "老婆", "内人": "老婆", "闺女": "女儿", "哥": "哥哥", "姐": "姐姐",
                     "弟": "弟弟", "妹": "妹妹", "叔": "叔叔", "婶": "婶婶", "舍友": "室友", "猫咪": "猫", "小猫": "猫", "狗狗": "狗", "小狗": "狗",
@@ -2904,7 +2906,7 @@ PARTNER_WORDS = {"爱人": ("老婆", "老公"), "老伴": ("老婆", "老公"),
                  "cp": ("女朋友", "男朋友", "对象")}
 #: Which pronoun can stand for which subject (她 / 他 / 它).
 _FEMALE = set("前女友 女朋友 老婆 未婚妻 妈妈 女儿 姐姐 妹妹 奶奶 外婆 姥姥 阿姨 姑姑 婶婶 表姐 表妹 堂姐 堂妹 闺蜜 孙女 外孙女 "
-              "婆婆 岳母 丈母娘 嫂子 弟媳 侄女 外甥女 舅妈 姨妈 小姨".split())
+              "婆婆 岳母 丈母娘 嫂子 弟媳 侄女 外甥女 舅妈 姨妈 小姨 大姨 姨 婆娘 堂客 姑".split())
 _MALE = set("前男友 男朋友 老公 未婚夫 爸爸 儿子 哥哥 弟弟 爷爷 外公 姥爷 舅舅 叔叔 表哥 表弟 堂哥 堂弟 好兄弟 孙子 外孙 "
             "公公 岳父 老丈人 姐夫 妹夫 侄子 外甥 姑父 姨父 大伯".split())
 _ANIMALS = set("猫 狗 兔子 仓鼠 鹦鹉 乌龟 金鱼 宠物".split())
@@ -2922,6 +2924,12 @@ _NOT_A_NAME_RE = re.compile(r"^(?:生日|名字|老家|家乡|工作|职业|身�
                             r"平时|每天|每周|特别|非常|一直|刚刚|最近|现在|已经|总是|经常|从小|也是|还是|就是)")
 #: A name (2-3 characters) at the start of what is said of someone.
 _NAME_RE = re.compile(f"^([\u4e00-\u9fff]{{2,3}}?){_AFTER_NAME}")
+#: Someone named the way people call one another, no relation said (王老师不吃香菜 / 李哥喜欢钓鱼 / 老刘是山东人 / 陈总
+#: 住在海淀 / 客户李哥不喝酒): a family name and a title, or 老 / 小 / 阿 and one character, after the role they play in
+#: the user's work, if said; a subject of their own. A role alone (客户就是上帝) names no one.
+_PERSON_NAME = (r"(?:客户|顾客|甲方|合伙人|队友|搭档)?(?:(?![我你他她它咱])[\u4e00-\u9fff](?:老师|总|哥|姐|经理|主任|师傅|医生|大夫|叔|姨|工|导|老板|姐姐|哥哥)"
+                r"|(?!老[家是实板公婆爸妈大二三的了么师]|小[时学区孩说的了心些点时候])[老小阿][\u4e00-\u9fff])")
+_PERSON_NAME_RE = re.compile(rf"^({_PERSON_NAME}){_AFTER_NAME}")
 #: A fact's subject at its start: 我的妈妈 / 我妈 / 我家猫 / 妈妈 (the value is the relation).
 _SUBJECT_RE = re.compile(rf"^(?:我(?:的|家的?|们家的?)?(?:最好的|好|亲|最亲的)?)?({_REL_RE})(?![们圈友子娃崽])(?:的)?")
 #: Relations said in English (my mom's birthday …).
@@ -3850,7 +3858,8 @@ def memory_has_subject(text):
         return True
     if _SECOND_PERSON_RE.match(t) or t.startswith(("你", "您")) and _WISH_REST_RE.match(t[1:]):
         return True
-    if _SUBJECT_RE.match(t) or _NAMED_RELATIVE_RE.match(t):
+    if _SUBJECT_RE.match(t) or _NAMED_RELATIVE_RE.match(t) or _PERSON_NAME_RE.match(t) \
+            or re.match(rf"^{_PERSON_NAME}(?:和|跟|、|\s+{_PERSON_NAME})", t):  # 老刘和小陈都是山东人 / 张总 李总都…
         return True
     return False
 
@@ -3878,12 +3887,18 @@ def _subject_of(text, known=()):
     for name in sorted(known, key=len, reverse=True):  # 阿强喜欢… / 旺财三岁了, after the user named them
         if text.startswith(name):
             return known[name], text[len(name):].lstrip("的")
+    m = _PERSON_NAME_RE.match(text)
+    if m:  # 王老师不吃香菜: 王老师's, never the user's
+        return m.group(1), text[m.end():]
     m = re.match(rf"^my ({'|'.join(sorted(ENGLISH_RELATIONS, key=len, reverse=True))})(?:'s)?\b\s*", text, re.I)
     if m:  # my mom's birthday is …
         return ENGLISH_RELATIONS[m.group(1).lower()], text[m.end():]
     if re.match(r"^(?:你|您)", text):
         return "你", text[1:]
     m = re.match(r"^(?:我|咱|本人)(?:自己)?(?:的)?", text)
+    n = _PERSON_NAME_RE.match(text[m.end():]) if m else None
+    if n and re.match("客户|顾客|甲方|合伙人|队友|搭档", n.group(1)):  # 我的客户张总住在滨江: 客户张总's
+        return n.group(1), text[m.end() + n.end():]
     if m:
         return "我", text[m.end():]
     return "我", text
@@ -4070,6 +4085,27 @@ _SPLIT_RE = re.compile(r"([，,；;。\n～~]+|、(?=[我对生住在是有喜�
                        r"(?<=[\u4e00-\u9fff]\d\d))\s+(?=[\u4e00-\u9fff]{2}))")
 
 
+#: Verbs a clause may say again, or deny, of the same subject (我去过冰岛和挪威 还没去过芬兰 / 我会开车 会做饭 / 我吃牛肉
+#: 不吃猪肉): the clause is a fact of its own, never a value of the list before it. Longest first.
+_ECHO_VERBS = "去过 到过 喜欢 会说 会讲 会弹 会 能 吃 喝 爱 养 学 用 住 看 玩 听 做 抽 弹 说 讲 开 打".split()
+#: What may come before the verb said again: also, still, but, and its denial.
+_ECHO_LEAD_RE = re.compile(r"^(?:还|也|但是?|可是?|而且|不过)?(?:不|没有?|还没|从没|从来没|从来不|也不|也没)?")
+
+
+def _echo_clause(clause, before):
+    """Whether a clause says, or denies, again a verb the clause before said, with its own object.
+    Example: _echo_clause('还没去过芬兰', '我去过冰岛和挪威') -> True"""
+    rest = clause[_ECHO_LEAD_RE.match(clause).end():]
+    verb = next((v for v in _ECHO_VERBS if rest.startswith(v)), None)
+    return bool(verb) and len(rest) > len(verb) and verb[0] in before and not rest[len(verb)] in "了着过的"[
+        :3 if verb.endswith("过") else 4]
+
+
+#: A clause that only says how often the thing before is done (我喜欢吃火锅 每周都要去一次): part of that fact.
+_HOW_OFTEN_RE = re.compile(r"^(?:基本上?|差不多|大概)?(?:每|一)(?:天|周|星期|礼拜|个?月|年)(?:都|至少|最少)?(?:要|会|得)?"
+                           r"(?:去|来|吃|喝|玩|练|跑)?(?:个|上)?[一两二三四五六七八九十几\d]+(?:次|回|趟|顿)(?:左右)?$")
+
+
 def memory_split(text):
     """One fact per piece: clauses without their own subject inherit it; a clause that adds only
     detail stays with its fact, as it was written.
@@ -4093,12 +4129,16 @@ def memory_split(text):
         m = re.match(r"^(她|他|它)(?!们)", clause)
         if m and subject not in ("我", "你") and _pronoun_fits(m.group(1), subject):
             candidate = _subject_lead(pieces[-1]) + clause[1:]  # 我女朋友叫小美，她喜欢… -> 我女朋友喜欢…
-        elif memory_has_subject(clause) and not m:
-            candidate = clause
+        elif memory_has_subject(clause) and not m or "\n" in sep and not memory_has_subject(pieces[0]):
+            candidate = clause  # (a list of lines, none of them saying whose: each line as written)
         else:
             candidate = (subject if subject in ("我", "你") else _subject_lead(pieces[-1])) + clause
         attribute = memory_fact(candidate).attribute
-        standalone = attribute or (len(clause) >= 6 and re.match(r"^(?:现在|目前|平时|每|早上|晚上|中午|"
+        standalone = not _HOW_OFTEN_RE.match(clause) and attribute \
+            or _echo_clause(clause, pieces[-1]) and not memory_has_subject(clause) \
+            or memory_has_subject(clause) and not m and len(clause) >= 4 and re.search(r"[，,；;。]", sep) \
+            and _subject_of(clause)[0] != subject and not _REASON_CLAUSE_RE.search(clause) \
+            or (len(clause) >= 6 and re.match(r"^(?:现在|目前|平时|每|早上|晚上|中午|"
                                                                     r"下午|周末)", clause)
                               or re.match(r"^\d{1,2}点\S{2,}", clause) or _TRADE_CLAUSE_RE.match(clause)
                               or _JOB_CLAUSE_RE.match(clause)
@@ -4107,8 +4147,10 @@ def memory_split(text):
                               and _DATE_IN_TEXT_RE.search(clause)
                               and _DATE_IN_TEXT_RE.search(pieces[-1]))
         # 我生日是3月8号 结婚纪念日是10月1号: a second date of its own
-        glued = (re.match(r"^(?:叫|因为|所以|但|但是|不过|而且|然后|而|不是|是因为|虽然|就|也就|特别|尤其|之前|以前)", clause)
-                 or not standalone and not ("\n" in sep and memory_has_subject(clause))  # a line of its own (a list)
+        glued = (_HOW_OFTEN_RE.match(clause)
+                 or re.match(r"^(?:叫|因为|所以|但|但是|不过|而且|然后|而|不是|是因为|虽然|就|也就|特别|尤其|之前|以前)", clause)
+                 or not standalone and not ("\n" in sep and (memory_has_subject(clause)
+                                                              or not memory_has_subject(pieces[0])))  # a line (a list)
                  or candidate != clause and _one_job(pieces[-1], attribute))
         if glued:
             pieces[-1] += sep + clause
@@ -4133,6 +4175,10 @@ _REASON_TAIL_RE = re.compile(r"([\s，,]+)((?:跟|和|与)[^\s，,]{1,8}(?:冲�
 _BIG_SMALL_RE = re.compile(r"^(我(?:家)?)(?:有|养了|养着|养)?(?:俩|两(?:个|只|条)|2(?:个|只|条))([\u4e00-\u9fff]{1,3}?)[，,：:\s]*"
                            r"((?:(?:大的|小的)(?:叫|名叫|是)[^，,。；;\s大小]{1,6}[，,；;\s]*){2})$")
 _BIG_SMALL_NAMES_RE = re.compile(r"(大|小)的(?:叫|名叫|是)([^，,。；;\s大小]{1,6})")
+#: How much of a thing, before a list's item (还有一点点 Japanese / 一点英语): no part of what the item is.
+_DEGREE_LEAD_RE = re.compile(r"^(?:一点点|一点儿|一点|一些|一丢丢|点儿|略懂)\s*")
+#: A language as a list's item (四川话 普通话 / 粤语 / Japanese): one kind whatever the topics say of each.
+_LANGUAGE_ITEM_RE = re.compile(r"[\u4e00-\u9fff]{1,4}(?:语|话|文)|[A-Za-z]{3,12}")
 #: Characters no list item has (我喜欢吃火锅 每周都去 / 我不吃香菜 谢谢: a comment after a space, no second thing).
 _NOT_AN_ITEM_CHARS = set("都了的在是有也很就去来过着吗呢吧啊要会能好真太超挺每谢哈嘿呜")
 
@@ -4143,6 +4189,8 @@ def _one_subject(words):
     if words in ("我", "我自己"):
         return "我"
     m = re.fullmatch(rf"(?:我(?:的|家的?)?)?({_REL_RE})", words)
+    if not m and re.fullmatch(_PERSON_NAME, words):
+        return words  # 老刘和小陈都是山东人: each of them
     return "我" + m.group(1) if m and m.group(1) not in ("爸妈", "父母") else None
 
 
@@ -4152,7 +4200,7 @@ _DETAIL_RE = re.compile(r"^(?:特别|尤其|比如|例如|就是|但|不过|因�
 
 #: Where a list of values said after a verb starts (同时在学日语、韩语 / 周末一般打羽毛球、游泳或者爬山 / 会弹吉他 钢琴): the
 #: words before the first value end with one of these.
-_LIST_HEAD_RE = re.compile(r"同时在学|在学|学|会说|会讲|说|讲|会弹|会|弹|喜欢吃|喜欢喝|喜欢|爱吃|爱喝|爱|讨厌|不吃|不喝|吃|喝|"
+_LIST_HEAD_RE = re.compile(r"同时在学|在学|学|去过|到过|没去过|会说|会讲|说|讲|会弹|会|弹|喜欢吃|喜欢喝|喜欢|爱吃|爱喝|爱|讨厌|不吃|不喝|吃|喝|"
                            r"是|一般|平时|经常|常常|打|玩|看|听|养了|养着|养|种了|种着|常用|在用|用")
 #: How an item that is an activity of its own starts (游泳, 爬山 after 打羽毛球): a one-character verb before the first
 #: item then belongs to that item, not to all of them.
@@ -4189,6 +4237,8 @@ def _split_values(piece):
     if not heads:
         return None
     h = heads[-1]
+    if h.group() == "是" and "最" in before[:h.start()]:
+        return None  # 我最爱看的动画是猫和老鼠: a favourite is one thing (a title may hold 和)
     if len(h.group()) == 1 and h.group() in "打玩弹看听" and any(i[0] in _ACTIVITY_STARTS for i in items) and len(heads) > 1:
         h = heads[-2]  # 一般打羽毛球、游泳或者爬山: 打 is the first item's own
     first, gap = before[h.end():].lstrip(), " " if before[h.end():h.end() + 1] == " " else ""  # 我常用 VS Code
@@ -4202,13 +4252,19 @@ def _subjects_named(words):
     """The subjects of a list of people (a name after a relation is another of that relation), or None.
     Example: _subjects_named('我、室友小林、小周') -> ['我', '我室友小林', '我室友小周']"""
     out, rel = [], None
-    for w in re.split(r"和|跟|与|、", words):
-        one = _one_subject(w)
+    pairs = rf"(?:我的?)?(?:{_REL_RE})"  # 我爸爸妈妈和我姐: 爸爸, 妈妈, 姐
+    if re.search(f"{pairs}{{2}}", words):
+        words = "、".join("、".join(re.findall(pairs, w.strip())) if re.fullmatch(f"{pairs}{{2}}", w.strip()) else w
+                         for w in re.split(r"和|跟|与|、|还有|以及", words))
+    for w in re.split(r"和|跟|与|、|还有|以及", words):
+        one = _one_subject(w) if not (rel and _one_subject(w) == w.strip()) else None  # 小周 after 室友小林: a 室友
         r = re.fullmatch(rf"(?:我的?)?({_REL_RE})([\u4e00-\u9fff]{{1,3}})", w.strip())
         if not one and r and r.group(1) in _NAMED:
             rel, one = r.group(1), "我" + r.group(1) + r.group(2)
         elif not one and rel and re.fullmatch(r"[\u4e00-\u9fff]{2,3}", w.strip()):
             one = "我" + rel + w.strip()  # 小周 after 室友小林
+        elif not one and r and len(r.group(2)) >= 2:
+            one = "我" + r.group(1) + r.group(2)  # 我女朋友小美: one of a kind, her name said
         if not one:
             return None
         out.append(one)
@@ -4270,6 +4326,79 @@ _KIDS_LEAD_RE = re.compile(rf"^我(?:家)?(?:有?(?:(?:两|三|2|3)个|俩|仨)(
 _TWO_RELATIVES_RE = re.compile(rf"^(我(?:的|家的?)?)({_REL_RE})(?:我的?)?({_REL_RE})(?:都|也都|俩都|两个都|俩)(.+)$")
 
 
+#: A memory's first part that only counts what its second part is one of (我有两个哥哥 二哥在广州, as _frame_split
+#: stores it): the memory is about the second part.
+_FRAME_HEAD_RE = re.compile(rf"^(?:我|俺)(?:家)?(?:有|养了|养着|养)?(?:两|俩|仨|三|四|2|3|4)(?:{_COUNTERS}|台|位)?"
+                            r"[\u4e00-\u9fff]{1,3}[\s，,]+(?:[大二三小老]|一)")
+#: Keys that part what follows one head into facts said one by one, a family each (我爸吃的药 早上拜新同 中午二甲双胍 /
+#: 我周一游泳 周三打羽毛球 / 俺有俩闺女大的叫春梅…小的叫春燕… / 我两个号 大号叫… 小号叫… / 一只布偶叫bug 一只英短…).
+_FRAME_KEYS = (r"(?:每天)?(?:早上|早晨|上午|中午|下午|傍晚|白天|晚上|睡前)", r"(?:每)?(?:周|星期|礼拜)[一二三四五六日天]",
+               r"(?<![最很太挺好较更])(?:大的|小的)|老[大二三四幺]|大号|小号", rf"(?:另)?一(?:{_COUNTERS}|台|位)",
+               r"(?<![最很太挺好较更我])[大二三小](?:哥|姐|弟|妹|儿子|女儿|闺女|孙子|孙女|外孙女|外孙)")
+_FRAME_KEY_RES = [re.compile(k) for k in _FRAME_KEYS]
+#: A count in the words before the keys (俩闺女, 两台电脑, 三个室友): 大的/小的 and 一只…一只 part a list only after one.
+_FRAME_COUNT_RE = re.compile(rf"(?:两|俩|二|仨|三|四|2|3|4)(?:{_COUNTERS}|台|位)?[\u4e00-\u9fffA-Za-z]{{0,4}}[\s{_PUNCT}]*$")
+#: How the words after a key end when they run on to the next key (下午三点到晚上九点: one span, no two facts).
+_FRAME_RUN_ON_RE = re.compile(r"(?:到|至|和|跟|或|或者|、|-|~|～)\s*$")
+#: 分别 after a head with a count, then the values (我三个室友分别是阿杰 小胖 和大刘): the verb and the values.
+_EACH_COUNTED_RE = re.compile(rf"^(.+?)(?:两|俩|仨|三|四|五|2|3|4|5)(?:{_COUNTERS}|位)?(\S{{1,4}}?)[\s{_PUNCT}]*分别"
+                              r"(是|叫|在|住在|来自|去了|做|当|读|学|姓|属|喜欢|爱)\s*(.+)$")
+
+
+#: Characters after which 我 is the object or a part of what is said, never the start of the next fact (和我, 对我, 让我,
+#: 我的 … 跟我说).
+_VOICE_GLUE = set("和跟与同对给帮让叫说把被的是替向找问请陪带教送告觉得知道认为希望像比在")
+
+
+def _voice_cut(t):
+    """Said without a mark (voice input), a fact then another that starts with 我 (我住在郑州我闺女在上海读书): a comma
+    between them when both say a fact the rules know. Example: _voice_cut('我血型是A型我对海鲜过敏') -> '我血型是A型，我对海鲜过敏'"""
+    if len(t) < 6 or re.search(rf"[\s{_PUNCT}]", t):
+        return t
+    for i in [m.start() for m in re.finditer("我", t) if m.start() >= 4][:3]:
+        if t[i - 1] in _VOICE_GLUE or not re.match(r"[\u4e00-\u9fffA-Za-z0-9]", t[i - 1]):
+            continue
+        if memory_fact(t[:i]).attribute and memory_fact(t[i:]).attribute:
+            return t[:i] + "，" + _voice_cut(t[i:])
+    subject = _subject_lead(t) if memory_has_subject(t) else ""
+    said = t[len(subject):]
+    for i in [m.start() for m in re.finditer("[不没还也]", said) if m.start() >= 2][:3]:
+        rest = said[i:][_ECHO_LEAD_RE.match(said[i:]).end():]
+        verb = next((v for v in _ECHO_VERBS if rest.startswith(v)), None)
+        if verb and len(rest) > len(verb) and said[i - 1] not in "也还都就又但可却而" \
+                and said[_ECHO_LEAD_RE.match(said).end():].startswith(verb) and _echo_clause(said[i:], said[:i]):
+            # 我喝咖啡不喝茶: 我喝咖啡 and 不喝茶, the same verb said again of the same subject
+            return t[:len(subject) + i] + " " + said[i:]
+    return t
+
+
+def _frame_split(t):
+    """One fact per key of a family said twice or more after a head, each with the head as written; or None.
+    Example: _frame_split('我爸吃的药 早上拜新同 晚上立普妥') -> ['我爸吃的药 早上拜新同', '我爸吃的药 晚上立普妥']"""
+    m = _EACH_COUNTED_RE.match(t)
+    if m and not _FIRST_PERSON_RE.match(m.group(4)):  # (分别是王总 陈姐: names, which may start a fact elsewhere)
+        items = [i for i in re.split(r"\s*(?:、|，|,|和|跟|还有|以及)\s*|\s+", m.group(4)) if i]
+        if 2 <= len(items) <= 6 and all(len(i) <= 8 for i in items):  # 我手上大客户是王总 / …是陈姐
+            return [f"{m.group(1).rstrip()}{m.group(2)}{m.group(3)}{i}" for i in items]
+    for n, key in enumerate(_FRAME_KEY_RES):
+        keys = list(key.finditer(t))
+        if len(keys) < 2 or keys[0].start() == 0:
+            continue
+        head = t[:keys[0].start()]
+        if n >= 2 and not (_FRAME_COUNT_RE.search(head) or keys[0].group().startswith("老")) \
+                or n == 3 and len({k.group().lstrip("另") for k in keys}) > 1:
+            continue  # 我最大的愿望: no list; 一个…一台: no one kind
+        spans = [t[k.start():(keys[i + 1].start() if i + 1 < len(keys) else len(t))] for i, k in enumerate(keys)]
+        parts = [re.sub(rf"[\s{_PUNCT}]+$", "", s) for s in spans]
+        if any(len(p) - len(k.group()) < 2 or _FRAME_RUN_ON_RE.search(p) for p, k in zip(parts, keys)):
+            continue  # 周一和周五 / 下午三点到晚上九点: one arrangement
+        if n < 2 and not re.search(r"[\u4e00-\u9fff]", head.strip()):
+            continue
+        head = head.rstrip() if re.fullmatch(r"\S{1,3}\s+", head) else head  # 我 周一游泳: 我周一游泳
+        return [head + p for p in parts]
+    return None
+
+
 def memory_unlist(text):
     """One fact per subject and per value, also inside a clause; then memory_split.
     Example: memory_unlist('我和我老婆都喜欢爬山') -> ['我喜欢爬山', '我老婆喜欢爬山']"""
@@ -4306,6 +4435,9 @@ def memory_unlist(text):
     kids = re.findall(r"(老[大二三])(?:叫|名叫|是)([^\s，,。；;老]{1,6})", t)
     if len(kids) >= 2 and _KIDS_LEAD_RE.match(t) and len(t) <= 40:  # 我有两个娃 老大叫豆豆 老二叫糖糖: each child a subject of its own
         return [f"我家{k}叫{n}" for k, n in kids]
+    framed = _frame_split(t)
+    if framed:  # 我爸吃的药 早上拜新同 中午二甲双胍: 我爸吃的药 早上拜新同, 我爸吃的药 中午二甲双胍
+        return framed
     m = _TWO_RELATIVES_RE.match(t)
     pair = m and len({RELATION_ALIASES.get(x, x) for x in m.group(2, 3)}) == 2 and "爸妈" not in m.group(2, 3) \
         and (m.group(2) + m.group(3) != "爸妈" or re.search("爸我的?妈", t))  # 我爸妈都… reads as before
@@ -4316,9 +4448,11 @@ def memory_unlist(text):
         items = [i.strip() for i in re.split(r"、|和|跟|以及", m.group(3))]
         if len(items) >= 2 and all(items):
             return [f"{m.group(1)}{m.group(2)}{i}{m.group(4)}" for i in items]
+    t = _voice_cut(t)  # 我住在郑州我闺女在上海读书: two facts
     spaced = not re.search(r"[，,]", t)  # 我不吃香菜 葱 和蒜: spaces part the values as commas do
     chain = re.split(r"(?<=[\u4e00-\u9fff])\s+(?=[\u4e00-\u9fff])",
-                     re.sub(r"\s+(?=(?:和|跟|以及|还有)[\u4e00-\u9fff])", "", t)) if spaced else re.split(r"[，,]", t)
+                     re.sub(r"(?<=和|跟|及)\s+(?=[\u4e00-\u9fff])", "", re.sub(
+                         r"\s+(?=(?:和|跟|以及|还有)[\u4e00-\u9fff])", "", t))) if spaced else re.split(r"[，,]", t)
     first = memory_fact(chain[0]) if 2 < len(t) <= 60 and len(chain) > 1 else None
     # 我喜欢狗 兔子 还有鹦鹉: a last value after 和/还有 says the spaces before it part a list, whatever its kinds
     # (of one broad kind: 我喜欢打篮球 周末和朋友 is no list)
@@ -4332,13 +4466,19 @@ def memory_unlist(text):
     kind = lambda x: {a if spaced else a.split(".")[0] for a in memory_areas(x, message=True)}  # noqa: E731
     bare = lambda c: spaced and all(len(i) == 1 and not kind(i) and not set(i) & _NOT_AN_ITEM_CHARS  # noqa: E731
                                     and not re.fullmatch(r"(.)\1+", i) for i in _LIST_SEP_RE.split(c))
-    if first and first.attribute in _LISTED_ATTRIBUTES and first.value and all(
+    # 我会说英语 日语 会弹琴: the list ends where a clause says a verb again (会弹琴 is a fact of its own)
+    echo = next((k for k in range(1, len(chain)) if _echo_clause(chain[k], chain[0])), len(chain)) if first else 0
+    if first and first.attribute in _LISTED_ATTRIBUTES and first.value and echo > 1 and all(
             all(1 <= len(i) <= 6 for i in _LIST_SEP_RE.split(c))  # 溜肉段还有地三鲜: two items
             and not memory_has_subject(c) and not _DETAIL_RE.match(c) and "就" not in c  # 一喝就胃疼
             and not _REASON_CLAUSE_RE.search(c)  # 医生不让吃: why, no more things
-            and memory_fact("我" + c).attribute is None and (kind(c) & kind(first.value) or bare(c) or joined_list)
-            for c in chain[1:]):
-        t = "、".join(chain)  # 我喜欢打篮球，羽毛球，乒乓球: more things of the first one's kind (好烦 is a comment)
+            and memory_fact("我" + c).attribute is None and (kind(c) & kind(first.value) or bare(c) or joined_list
+                                                             or first.attribute == "会说" and all(
+                                                                 _LANGUAGE_ITEM_RE.fullmatch(_DEGREE_LEAD_RE.sub("", i))
+                                                                 for i in _LIST_SEP_RE.split(c)))
+            for c in chain[1:echo]):
+        # 我喜欢打篮球，羽毛球，乒乓球: more things of the first one's kind (好烦 is a comment)
+        t = "、".join(chain[:echo]) + "".join((" " if spaced else "，") + c for c in chain[echo:])
     elif first and first.attribute is None and all(len(c) <= 8 and not memory_has_subject(c)
                                                    and not _CLAUSE_NOT_ITEM_RE.match(c) for c in chain[1:]):
         joined = memory_fact("、".join(chain))  # 我对芒果，菠萝过敏: the verb comes last, 我对芒果 says nothing alone
@@ -4348,7 +4488,7 @@ def memory_unlist(text):
     out = []
     for piece in memory_split(t):
         m = re.match(r"^(?:我的?)?(爸妈|父母)(?:都|也都)(.+)$", text_simplified(piece)) \
-            or re.match(r"^(.+?)(?:和|跟|与|、)(.+?)(?:都|也都)(.+)$", piece)
+            or re.match(r"^(.+?)(?:和|跟|与|、|还有|以及|\s+)(.+?)(?:都|也都|俩都|两个都|仨都)(.+)$", piece)
         if m and len(m.groups()) == 2:  # 我爸妈都住在哈尔滨
             out += ["我爸爸" + piece[m.start(2):], "我妈妈" + piece[m.start(2):]]
             continue
@@ -4377,7 +4517,8 @@ def memory_unlist(text):
         if len(items) > 1 and len(spaced_items) > len(items) and _one_kind(spaced_items):
             items = spaced_items  # 海鲜 羊肉 还有辣椒: the spaces before 还有 part values as it does
         if fact.attribute in _LISTED_ATTRIBUTES and len(items) > 1 and not re.search("[的《》「」“”\"]", fact.value) \
-                and all(1 <= len(i) <= 8 for i in items) and simple.count(fact.value) == 1 \
+                and all(1 <= len(i) <= 8 or _LATIN_ITEM_RE.fullmatch(_DEGREE_LEAD_RE.sub("", i.strip()))
+                        for i in items) and simple.count(fact.value) == 1 \
                 and not any(_CLAUSE_NOT_ITEM_RE.match(i) or _REASON_CLAUSE_RE.search(i) or _TIME_OR_COMPANY_RE.search(i)
                             for i in items[1:]):
             # 《猫和老鼠》 is one; 不吃素了 医生说我贫血: a reason, no second thing not eaten
@@ -5670,7 +5811,7 @@ def _life_reasons(facts, known):
     that states a life area: the reason told beside a change (太累了 不减肥了 is one memory, 我不减肥了 太累了)."""
     states = [i for i, f in enumerate(facts) if _life_stated(f, known)]
     bare = [i for i, f in enumerate(facts) if i not in states and f.subject == "我" and not f.attribute
-            and not f.replaces and not re.match(f"我|{_REL_RE}", f.text)]
+            and not f.replaces and not re.match(f"我|{_REL_RE}", memory_self_words(f.text))]  # 俺有…: 我's own
     if len(states) != 1 or not bare or len(bare) + 1 != len(facts):
         return facts
     state = facts[states[0]]
@@ -6262,7 +6403,8 @@ def memory_forget(conn, ctx, what, embed, one=False):
     pointed = one or named != what  # 原神那个 / 外卖的事: the memory is pointed at by what it is about
     if len(targets) == 1 and re.search(r"[，,；;、]|[\u4e00-\u9fff]\s+[\u4e00-\u9fff]", targets[0]["text"]) \
             and what not in targets[0]["text"][:len(what) + 2] and not memory_has_subject(what) \
-            and not _detail_only(named, targets[0]["text"], pointed):
+            and not _detail_only(named, targets[0]["text"], pointed) \
+            and not _FRAME_HEAD_RE.match(targets[0]["text"]):  # 我有两个哥哥 二哥在广州: the head only counts
         # 忘记小黑, and 小黑 is one part of 我养了两只猫，一只叫大橘一只叫小黑: the whole of it goes, so ask
         asked = _which_question(conn, {"action": "forget", "ids": [targets[0]["id"]], "text": what})
         return asked["prompt"], asked
@@ -6325,6 +6467,10 @@ def _forget_targets(conn, ctx, rows, what, embed):
     simple = text_simplified(what)  # 忘記我的貓: whose, as the rules' words say it
     subject, rest = _subject_of(simple, known)
     rest = re.sub(r"^的", "", rest)
+    owner = next(((s, len(s) - k) for s in sorted({r["subject"] for r in rows} - {"我", "你"}, key=len, reverse=True)
+                  for k in range(len(s) - 1) if subject == "我" and simple.startswith(s[k:])), None)
+    if owner:  # 李哥钓鱼那条 with 客户李哥喜欢钓鱼 stored: 客户李哥's, the rest is which of them
+        subject, rest = owner[0], simple[owner[1]:].lstrip("的")
     named = memory_has_subject(simple) or subject != "我"  # "在上海工作的那条": anyone's
     mine = [r for r in rows if _same_subject(r["subject"], subject)
             or r["subject"].startswith(subject) and subject != "我"
@@ -6332,6 +6478,10 @@ def _forget_targets(conn, ctx, rows, what, embed):
         if named else list(rows)
     if named and subject != "我" and not rest.strip():  # 忘记我的猫: everything about it
         return mine or f"我没有记着{_who(subject)}的事，什么也没删。"
+    detail = re.sub(r"(?:那条|这条|那个|这个|的事情|的事|的)$", "", rest.strip())
+    told = [r for r in mine if subject != "我" and len(detail) >= 2 and detail in r["text"]]
+    if told and len(told) < len(mine):  # 李哥钓鱼: of 李哥's memories, the one that says 钓鱼
+        return told
     attribute = _ATTRIBUTE_BY_WORD.get(rest.strip())
     if attribute:  # 忘记我的住址 / 忘记我妈妈的生日
         related = {"职业": ("职业", "工作单位")}.get(attribute, (attribute,))
@@ -7346,7 +7496,7 @@ def _object_ok(arg, allow=None):
 
 #: Marks at a fact's end, and the numbers of a list's lines (1. 2、): no part of what is remembered.
 _MARKS_END_RE = re.compile(rf"[{_PUNCT}]+$")
-_LIST_NUMBER_RE = re.compile(r"(?m)^\s*(?:\d{1,2}|[一二三四五六七八九十])[.、)）]\s*")
+_LIST_NUMBER_RE = re.compile(r"(?m)^\s*(?:(?:\d{1,2}|[一二三四五六七八九十])[.、)）]|[-•*·](?=\s))\s*")
 
 
 def _fact_said(m, allow=None):
@@ -7370,8 +7520,11 @@ def _read_remember(m):
         return None
     if _GROUP_START_RE.match(fact):  # 记住，本群每周五晚上开黑: for everyone in the group
         return "group_remember", {"text": fact}
-    if memory_has_subject(fact):
-        return "remember", {"text": fact}
+    lines = [x for x in fact.splitlines() if x.strip()]
+    if len(lines) >= 3 and re.fullmatch(r"[^，,。]{0,12}[：:]", lines[0].strip()):  # 以下几点：(a line each)
+        fact, lines = "\n".join(lines[1:]), lines[1:]
+    if memory_has_subject(fact) or len(lines) >= 2:
+        return "remember", {"text": fact}  # 记住：(a line each) 相机是富士X100V …: a list asked for, one memory a line
     return None if _BANTER_RE.search(fact) else ("ask", {"text": fact})
 
 
@@ -7451,7 +7604,7 @@ def _read_update(m):
     v = re.match(r"^([\u4e00-\u9fffA-Za-z]{1,6})是(.+)$", fact)
     if v and not about and not _NAME_RE.match(fact):  # 更正 微信号是abc456: a command when a memory talks of 微信号
         return "update_mine", {"word": v.group(1), "text": "我的" + fact}
-    if about:
+    if about and not _PERSON_NAME_RE.match(fact):  # (阿强喜欢打篮球: whether 阿强 was named is for the database)
         return "update", {"text": fact}
     return ("update_named", {"text": fact}) if _NAME_RE.match(fact) else None
 
@@ -7919,6 +8072,11 @@ def _settle_replace_said(conn, ctx, text, s, v, old, new):
     for o, n in pairs:
         if any(o in t for t in texts):
             return "replace_value", {"old": o, "new": n}
+    spans = {m.group() for t in texts for who in {s, "我" + s} if s
+             for m in [re.search(rf"{re.escape(who)}.{{0,4}}?{re.escape(old)}", t)] if m}
+    if v == "是" and len(spans) == 1:  # 我姨不是高血压 是糖尿病, and 我姨有高血压 is stored: its own verb stays
+        o = spans.pop()
+        return "replace_value", {"old": o, "new": o[:len(o) - len(old)] + new}
     return ("update", {"text": text}) if s else ("replace_value", {"old": old, "new": new})
 
 
@@ -8866,7 +9024,7 @@ def memory_normalise(text):
         if told:
             return told
     m = _UPDATE_TAIL_RE.match(t) if "更" in t[-8:] or "改" in t[-8:] else None
-    if m and memory_has_subject(m.group(1)):
+    if m and memory_has_subject(m.group(1)) and not re.search(r"不是|不对|错了", m.group(1)):  # (小周不是 她是江西的: a fix)
         return "记住，" + m.group(1)  # 我和琳琳分手了，帮我更新一下: a new state, reconciled with the stored ones
     return t
 
