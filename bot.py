@@ -6559,14 +6559,19 @@ _LINE_IN_TEXT_RE = re.compile(r"(?<!\d)\d{1,2}号线")
 _CITY_IN_TEXT_RE = re.compile("|".join(sorted(_CITIES - {"老家", "本地", "外地", "国外"}, key=len, reverse=True)))
 #: A school year (初二, 高三, 大一, 研二, 碩一, 五年级), as a corrected value and inside a memory's words (我在七中读初二).
 _GRADE_RE = re.compile(r"(?:[初高大研博硕碩]|小学|研究生)[一二三四五六]|[一二三四五六]年级")
-#: Where a corrected value of a kind no attribute takes may go: kind -> its spot inside a memory's words (in this
-#: order of preference).
+#: A day of the week inside a memory's words (我们店周一不营业 / 礼拜六加班): where a corrected weekday may go.
+_WEEKDAY_IN_TEXT_RE = re.compile(r"(?:周|星期|礼拜)[一二三四五六日天1-7]|周末")
+#: A district or county said right after its city (杭州拱墅区 / 成都武侯区): where a corrected district may go.
+_DISTRICT_AFTER_CITY_RE = re.compile(r"[\u4e00-\u9fff]{1,3}?[区县]")
 #: A clock time inside a memory's words (我每天6点起床 / 晚上8点上瑜伽课): where a corrected time may go.
 _TIME_IN_TEXT_RE = re.compile(r"(?<![\d:：.])(?:\d{1,2}|[一二两三四五六七八九十]{1,3})(?:点(?:半|钟|\d{1,2}分?|[一二三]刻)?|[:：]\d{2})")
+#: Where a corrected value of a kind no attribute takes may go: kind -> its spot inside a memory's words (in this
+#: order of preference).
 _SPOT_RES = {"line": _LINE_IN_TEXT_RE, "grade": _GRADE_RE, "place": _CITY_IN_TEXT_RE, "measure": _MEASURE_RE,
-             "time": _TIME_IN_TEXT_RE}
+             "time": _TIME_IN_TEXT_RE, "weekday": _WEEKDAY_IN_TEXT_RE}
 #: How the bot names each kind of spot when it asks which one.
-_SPOT_NAMES = {"date": "日期", "line": "线路", "grade": "年级", "place": "地方", "measure": "数", "time": "时间"}
+_SPOT_NAMES = {"date": "日期", "line": "线路", "grade": "年级", "place": "地方", "measure": "数", "time": "时间",
+               "weekday": "星期"}
 
 
 def _ask_which_spot(conn, spots, value, what="日期"):
@@ -6610,6 +6615,9 @@ def memory_correct_value(conn, ctx, said, embed):
     question. Returns (reply, question)."""
     said, bare_said = said.strip(), re.sub(rf"(?<=\S)\s*[{PARTICLES}]+$", "", said.strip())
     said = bare_said if _value_kinds(bare_said) - {"thing"} else said  # 不對 是 5/21 啦: a date, the 啦 no part of it
+    day = _WEEKDAY_IN_TEXT_RE.match(said)
+    if day and re.fullmatch(r"[\u4e00-\u9fff]{1,4}", said[day.end():]) and _value_kinds(said) == {"thing"}:
+        said = day.group()  # 更正：是周三休息: the weekday; the words after it say again what the memory says of that day
     whole = memory_fact("我" + said) if not said.startswith("我") else memory_fact(said)
     value = whole.value if whole.attribute and whole.value else re.sub(r"^(?:在|住在|对)|(?:工作|上班|过敏|的)$", "", said)
     rows = [r for r in memory_list(conn, ctx) if r["type"] != "group_fact"]
@@ -6627,6 +6635,12 @@ def memory_correct_value(conn, ctx, said, embed):
         spots = [(r, d) for r in rows for d in spot_re.findall(r["text"]) if d != value] if spot_re else []
         if "measure" in kinds:  # 是160g: an amount in grams, never the 3L of water
             spots = [(r, d) for r, d in spots if _unit(d) == _unit(value)]
+        districts = [(r, d.group()) for r in rows for c in _CITY_IN_TEXT_RE.finditer(r["text"])
+                     if (d := _DISTRICT_AFTER_CITY_RE.match(r["text"], c.end())) and d.group() != value] \
+            if "place" in kinds and value[-1:] in "区县" else []
+        if len(districts) == 1 and all(r["id"] == districts[0][0]["id"] for r in fits):
+            # 不对 是滨江区 for 我住在杭州拱墅区: the district after the city, the city kept
+            return _set_spot(conn, ctx, districts[0][0], districts[0][1], value, embed), None
         # 更正 是11月1号 with a birthday and an anniversary: which date; 更正一下，是无锡 with 我在南京工作 and 我女儿在
         # 苏州读大学: which place (the one whose attribute is a place is no surer)
         if len(spots) > 1 or spots and not fits:
@@ -7664,6 +7678,48 @@ def _mistake_fix(text):
     return None
 
 
+#: Words that take back what was just said (不对 / 说错了 / 刚刚打错嘞 / 更正 / sorry), wherever they stand: cut from a
+#: correction said in parts.
+_TAKE_BACK_RE = re.compile(r"(?:嗯|额|呃|哎呀|哎|唉|诶)?(?:不对)+[额呃哦哈啊呀啦嘞哟]*"
+                           r"|(?:我|刚刚|刚才|刚)*(?:说|打|写|搞|讲|敲|弄)错(?:字)?(?:了|嘞|啦|咯|喽)?"
+                           r"|手滑了?|口误|笔误|(?:更正|纠正|改)一下|更正|纠正|sorry|oops|my bad", re.I)
+#: The value a correction takes back, said last (… 不是青岛 / 不是厦门哈): the old value.
+_TAKEN_BACK_RE = re.compile(rf"[{_PUNCT}]*不是([^{_PUNCT}不是]{{1,8}}?)[{PARTICLES}的]*$")
+
+
+def _correction_parts(text):
+    """A correction said in parts, in any order: a take-back word, the new words, maybe 不是 and the old value; None
+    when a part is missing. Settled by the memories (_settle_fix_parts).
+    Example: _correction_parts('不对额 是滨江区 刚刚打错嘞') -> ('fix_parts', {'new': '滨江区', 'old': ''})"""
+    if not _TAKE_BACK_RE.search(text):
+        return None
+    rest = _TAKE_BACK_RE.sub(" ", text)
+    old = _TAKEN_BACK_RE.search(rest)
+    new = re.sub(rf"^[{_PUNCT}]+|[{_PUNCT}{PARTICLES}]+$", "", rest[:old.start()] if old else rest)
+    new = re.sub(r"^(?:其实|应该)?是(?=.)", "", new)
+    if not 1 <= len(new) <= 12 or re.search(rf"[{_PUNCT}?？]|记|忘|删", new) or not old and (
+            len(new) > 8 or re.search("[我你他她它说]", new)):
+        return None  # two clauses left, a command's verb, or words about someone: the other rules (or the net) read it
+    return "fix_parts", {"new": new, "old": old.group(1) if old else ""}
+
+
+def _aligned_value(text, old, said):
+    """The word of said in the place old holds in a memory's text: the words around old find it.
+    Example: _aligned_value('我闺女在青岛上班', '青岛', '她在烟台上班') -> '烟台'"""
+    i = text.find(old)
+    before, after, start, end = text[:i], text[i + len(old):], 0, len(said)
+    for k in range(min(len(before), 4), 0, -1):
+        if before[-k:] in said:
+            start = said.find(before[-k:]) + k
+            break
+    for k in range(min(len(after), 4), 0, -1):
+        if said.find(after[:k], start) > start:
+            end = said.find(after[:k], start)
+            break
+    value = said[start:end]
+    return value if 1 <= len(value) <= 8 and value != old and not re.search(r"[我你他她它是不在]", value) else None
+
+
 def _loose_fix(text):
     """A loose correction read with its comment cut off, or None (the other rules read it).
     Example: _loose_fix('其实是4号线 老记混') -> ('update_fit', {'value': '4号线', 'strong': False})"""
@@ -7683,7 +7739,7 @@ def _loose_fix(text):
 
 
 #: The verbs of a forget said object first (钢琴忘掉 / 攀岩忘了吧).
-_LOOSE_FORGET_VERBS = "忘掉|忘了吧|忘掉吧|删掉|删了|删除|删掉吧|删了吧|别记了|别记|不记了|不用记了|不要记了|不要了"
+_LOOSE_FORGET_VERBS = "别再记着了|别再记了|不要再记了|不用再记了|别记着了|忘掉|忘了吧|忘掉吧|删掉|删了|删除|删掉吧|删了吧|别记了|别记|不记了|不用记了|不要记了|不要了"
 #: A forget said object first, maybe with a reason or a laugh after it (钢琴忘掉 早就不弹了 / 攀岩忘了吧 就玩过一次 /
 #: 法语放弃了 别记了): what, the verb, the comment. 忘了 alone is chat (作业忘了); 忘了吧 asks.
 _LOOSE_FORGET_RE = re.compile(r"^(?!刚|上一条|第|这|那|算了|把|确认|帮|给|请|清|全|都|我$|你$)"
@@ -7814,7 +7870,14 @@ def memory_parse(text, names=()):
                                            _MEMORY_COMMAND_FIRST[False].match(bare)) if m]
     if rows:  # the first row that matches decides
         regex, command = _MEMORY_COMMAND_RES[min(rows)]
-        return _as_written(command.read(regex.match(t if command.tail else bare)) or (None, {}), read, said)
+        got = command.read(regex.match(t if command.tail else bare))
+        if got and got[0]:
+            return _as_written(got, read, said)
+    fix = _correction_parts(read) if _PART_WORD_RE.search(read) or "更正" in read else None
+    if fix:  # 不对不对我说错了她在烟台上班不是青岛: read from its parts, whatever their order
+        return _as_written(fix, read, said)
+    if rows:
+        return None, {}
     lead = _ADDRESS_LEAD_RE.match(read) if _ADDRESS_REST_RE.search(read) else None
     if lead:  # 小助手啊，你都记着我哪些事儿 / zsbd 你存了我哪些记忆: what follows the address, if it is a command
         return memory_parse(said[lead.end():], names)
@@ -7905,7 +7968,25 @@ def _settle_replace_said(conn, ctx, text, s, v, old, new):
     for o, n in pairs:
         if any(o in t for t in texts):
             return "replace_value", {"old": o, "new": n}
+    said = [t for t in texts if re.search(rf"(?<!\d){re.escape(old)}(?!\d)", t)]
+    if s and len(said) == 1 and not memory_has_subject(s) and re.fullmatch(r"[\d.]+", old):
+        # 更正 剂量是850的 不是500 for 我妈每天吃二甲双胍 一次500毫克: 剂量 names no one, the one 500 is the old value
+        return "replace_value", {"old": old, "new": re.sub(r"的$", "", new)}
     return ("update", {"text": text}) if s else ("replace_value", {"old": old, "new": new})
+
+
+def _settle_fix_parts(conn, ctx, new, old=""):
+    """不对不对我说错了她在烟台上班不是青岛: the one memory that says 青岛 takes the word in its place (several: asked;
+    none: chat). 不对额 是滨江区 刚刚打错嘞: the value goes where it fits, as 不对，是滨江区 (_settle_update_fit)."""
+    if not old:
+        return _settle_update_fit(conn, ctx, new, strong=True)
+    rows = [r for r in memory_list(conn, ctx) if r["type"] != "group_fact" and old in r["text"]]
+    if len(rows) != 1:
+        return ("replace_value", {"old": old, "new": new}) if rows else (None, {})
+    value = _aligned_value(rows[0]["text"], old, new)
+    cities = [c for c in _CITY_IN_TEXT_RE.findall(new) if c != old] if old in _CITIES else []
+    value = value or (cities[0] if len(cities) == 1 else new if _value_kinds(new) - {"thing"} else None)
+    return ("replace_value", {"old": old, "new": value}) if value else (None, {})
 
 
 def _settle_correct_last(conn, ctx, text):
@@ -7969,7 +8050,8 @@ MEMORY_SETTLE = {"ask": _settle_ask, "update_named": _settle_update_named, "upda
                  "replace_maybe": _settle_replace_maybe, "correct_last": _settle_correct_last,
                  "undo_delete": _settle_undo_delete, "update_actually": _settle_update_actually,
                  "unsay": _settle_unsay, "replace_said": _settle_replace_said,
-                 "forget_last_maybe": _settle_forget_last_maybe, "forget_value": _settle_forget_value}
+                 "forget_last_maybe": _settle_forget_last_maybe, "forget_value": _settle_forget_value,
+                 "fix_parts": _settle_fix_parts}
 
 
 # What the table above can't read. memory_normalise brings the common other ways of saying a command
@@ -8161,7 +8243,7 @@ MEMORY_REWRITES = [
     ("删", r"^删\s+([^\s，,。]{1,10})$", r"\1删掉"),  # 删 怕狗: as 怕狗删掉, a forget only where a memory says 怕狗
     ("记", rf"^(?:别|不要|不用)(?:再记(?:着|住|得)?|记(?:着|住|得))(?!错|混|乱|反|岔)(.+?)(?:了)?{_ANY_PARTICLE}*$", r"忘记\1"),
     # 别再记着我前任了 / 不要再記我前男友的事了
-    ("事", rf"^(?!刚才|刚刚|上一条|第|这|那|我的?事)(.{{1,10}}?)(?:的)?(?:事情|事|那些事|相关的事?)[{_PUNCT}]*{_FORGET_AFTER}{_ANY_PARTICLE}*$",
+    ("事", rf"^(?!刚才|刚刚|上一条|第|这|那|我的?事)(.{{1,10}}?)(?:的)?(?:事情|事体|事儿|事|那些事|相关的事?)[{_PUNCT}\s]*{_FORGET_AFTER}{_ANY_PARTICLE}*$",
      r"忘记\1的事"),  # 狗的事忘了吧
     ("不对 错了", rf"^(?!刚才|刚刚)(.+?){_POINTER}(?:不对|错了|记错了)[{_PUNCT}]*(?=我|她|他|它)", "更正一下，"),
     ("不是", rf"^(?:{_INTERJECTION}[{_PUNCT}]*)*(?:我)?"
