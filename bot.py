@@ -7698,8 +7698,8 @@ def _correction_parts(text):
     new = re.sub(rf"^[{_PUNCT}]+|[{_PUNCT}{PARTICLES}]+$", "", rest[:old.start()] if old else rest)
     new = re.sub(r"^(?:其实|应该)?是(?=.)", "", new)
     if not 1 <= len(new) <= 12 or re.search(rf"[{_PUNCT}?？]|记|忘|删", new) or not old and (
-            len(new) > 8 or re.search("[我你他她它说]", new)):
-        return None  # two clauses left, a command's verb, or words about someone: the other rules (or the net) read it
+            len(new) > 8 or not (_value_kinds(new) - {"thing"} or _WEEKDAY_IN_TEXT_RE.match(new))):
+        return None  # two clauses left, a command's verb, or no value of a known kind (今天好累 打错了): not read here
     return "fix_parts", {"new": new, "old": old.group(1) if old else ""}
 
 
@@ -9167,9 +9167,26 @@ def _unsaid_owner(conn, ctx, said):
     return rows[0]["subject"] + said if len(rows) == 1 and rows[0]["subject"] != "我" else said
 
 
+#: A quit said with no thing and no one (戒了 半年了 / 已经戒了 两个月了 / 早戒了): what was quit is the habit a memory holds.
+_BARE_QUIT_RE = re.compile(rf"(?:我)?(?:已经|早就|早|都|终于)?戒(?:掉)?了(?:[{_PUNCT}]*(?:有|都|快)?"
+                           rf"[一二两三四五六七八九十半\d]+个?(?:天|周|星期|礼拜|月|年)多?了?)?[{PARTICLES}{_PUNCT}{_EMOJI}]*")
+#: The habits a bare 戒了 may end, by the word a memory says it with (我一天一包烟 / 我每天喝二两白酒).
+_QUIT_HABITS = {"烟": "戒烟", "酒": "戒酒"}
+
+
 def _pointed_quit(conn, ctx, t):
     """外卖不干了 with 我在美团送外卖: the one memory of the speaker's own naming the thing now says the quit (several:
     the update asks); else (None, {}). Example: 挖掘机不整了 -> ('update_number', {'n': 1, 'text': '我挖掘机不整了'})"""
+    bare = _BARE_QUIT_RE.fullmatch(t.translate(_SIMPLIFIED).strip())
+    if bare:  # 戒了 半年了 with 我一天一包烟: the one habit of the speaker's own a quit can end (two: asked)
+        rows = memory_list(conn, ctx)
+        held = [(n, w) for n, r in enumerate(rows, 1) for w in _QUIT_HABITS if r["type"] == "user_fact"
+                and r["subject"] == "我" and w in r["text"] and not re.search("戒|不|没", r["text"])]
+        said = "我" + re.sub(rf"^我|[{_PUNCT}{_EMOJI}\s]+$", "", t).replace("戒", _QUIT_HABITS[held[0][1]], 1) \
+            if held else ""
+        if len(held) == 1:
+            return "update_number", {"n": held[0][0], "text": said.replace("戒烟掉", "戒烟").replace("戒酒掉", "戒酒")}
+        return ("pointed_ask", {"ids": [rows[n - 1]["id"] for n, _ in held], "text": said}) if held else (None, {})
     m = _QUIT_RE.search(t.translate(_SIMPLIFIED))
     if not m:
         return None, {}
