@@ -3734,7 +3734,8 @@ _LIFE_MORE_RE = re.compile(r"^(?:还|也|另外|同时)")
 #: of that one's, or its area by its own words), the rules replace that memory instead of asking.
 _LIFE_CHANGE_RE = re.compile(r"不再|不(?!想|太想|愿|打算|舍得)\S{1,6}?了|戒|没了|放弃|改了|换了|改名|好了|治好|痊愈|康复|拿到|考到|考过|考上|上岸|出生|"
                              r"正常了|退役|摘了|摘掉|滴酒不沾了|下来了|工作找到|找到(?:了)?工作|"
-                             r"生了|去世|走了|死了|不在了|分手|分了|离婚|毕业|辞职|离职|辞工|被裁|裸辞|跳槽|退休|搬|开荤|复吸|有(?:女|男)朋友了|有对象了|脱单")
+                             r"生了|去世|走了|死了|不在了|分手|分了|离婚|毕业|辞职|离职|辞工|被裁|裸辞|跳槽|入职|换了?个?(?:新)?工作|"
+                             r"退休|搬|开荤|复吸|有(?:女|男)朋友了|有对象了|脱单")
 #: Life states said as one of a pair of opposites: (the new state's words, the words of the state it ends, whether
 #: the two must also name the same thing). A new fact saying the first ends the one memory of the same person that
 #: says the second (and, where they must, shares a word with it: 蛋仔退坑了 ends 我天天玩蛋仔, not 我喜欢玩滑板);
@@ -5623,9 +5624,36 @@ def _life_own_areas(row, known):
     """{(whose, area)}: the life areas a stored memory states by its own words or attribute, or by naming the partner
     or pet they are about (我女朋友叫苏苏, 我家狗叫旺财)."""
     out = memory_life_areas(_subject_of(row["text"], known)[1], row["subject"], row["attribute"], set())
+    if _WORKPLACE_RE.search(row["text"]) and "在家" not in row["text"]:
+        out.add((row["subject"], "工作"))  # 我在平安人寿做保险: a job by where it is done, as _life_clashes reads it
     if row["attribute"] == "名字":
         out |= {("我", a) for a, subjects in _LIFE_SHARED.items() if row["subject"] in subjects and a != "怀孕"}
     return out
+
+
+def _life_join(facts, pointed):
+    """(facts, pointed) with the facts of one person that point at the same memory joined into one, in the order said
+    (上周答辩过了 + 我终于毕业了, both ending 我在读在职研究生: 我上周答辩过了 终于毕业了); facts of two people stay apart."""
+    groups = {}
+    for i, r in sorted(pointed.items()):
+        groups.setdefault(r["id"], []).append(i)
+    joined, out, at = {}, [], {}
+    for ids in groups.values():
+        if len(ids) > 1 and len({facts[i].subject for i in ids}) == 1:
+            joined.update({i: ids for i in ids})
+    for i, fact in enumerate(facts):
+        ids = joined.get(i)
+        if ids and i != ids[0]:
+            continue
+        if ids:
+            base = next((facts[k] for k in ids if facts[k].attribute), facts[ids[-1]])
+            first = facts[ids[0]].text
+            first = first if first.startswith(base.subject) else base.subject + first
+            text = first + "".join(" " + _subject_of(facts[k].text)[1] for k in ids[1:])
+            fact = dataclasses.replace(base, text=text)
+        at[i] = len(out)
+        out.append(fact)
+    return out, {at[ids[0] if (ids := joined.get(i)) else i]: r for i, r in pointed.items()}
 
 
 def _life_settle(conn, ctx, text, facts, known, importance, scope):
@@ -5650,6 +5678,19 @@ def _life_settle(conn, ctx, text, facts, known, importance, scope):
     found = {i: [r for r in _life_clashes(rows, fact, areas) if r["id"] not in paired] for i, fact, areas in new}
     pointed = {i: _life_pointed(facts[i], rows_i, known) for i, rows_i in found.items() if rows_i}
     targets = [r["id"] for r in pointed.values() if r is not None]
+    owner = next((i for i, r in pointed.items() if r is not None), None) if len(set(targets)) == 1 else None
+    for i, fact, areas in new if owner is not None else ():
+        # 上周答辩过了 终于毕业了 / 换工作了 入职了京东: a clause of the same person and area beside the one change, which
+        # points at no other memory (or at none), says more of that change
+        if pointed.get(i) is None and fact.subject == facts[owner].subject and (
+                i in pointed and {r["id"] for r in found[i]} <= set(targets)
+                and not _LIFE_CHANGE_RE.search(_life_read(fact.text))
+                or i not in pointed and areas <= stated[owner]):
+            pointed[i] = pointed[owner]
+            targets.append(pointed[i]["id"])
+    if pointed and None not in pointed.values() and len(set(targets)) < len(targets):
+        facts, pointed = _life_join(facts, pointed)  # 上周答辩过了 终于毕业了: two clauses of one change
+        targets = [r["id"] for r in pointed.values()]
     if pointed and None not in pointed.values() and len(set(targets)) == len(targets):
         return None, *_life_merge(facts, stated, pointed)
     clashes = {r["id"]: r for rows_i in found.values() for r in rows_i}
@@ -6147,6 +6188,9 @@ def _forget_rows(conn, ctx, targets):
             conn.execute("DELETE FROM memories WHERE id = ?", (r["id"],))
             conn.execute("DELETE FROM memories_vec WHERE memory_id = ?", (r["id"],))
         memory_redact(conn, ctx.user_id, targets)
+        if ctx.message_id:  # 舍曲林那条删掉吧: the forget names what it forgets, so its own words go too
+            conn.execute("UPDATE messages SET text = ? WHERE id = ? AND user_id = ?",
+                         (FORGOTTEN_TEXT, ctx.message_id, ctx.user_id))
     ctx.forgotten = True
     return "已忘记：" + _quote(r["text"] for r in targets) + "（说“撤销”可以恢复）"
 
