@@ -2934,7 +2934,8 @@ ENGLISH_RELATIONS = {"mom": "妈妈", "mum": "妈妈", "mother": "妈妈", "dad"
 #: by its value (过敏 花生 and 过敏 芒果 are two memories).
 ATTRIBUTE_RULES = [
     ("现居地", r"(?:们?(?:一家(?:人|子|[两三四五六七八几]口人?)?|全家人?|家(?:里|人)?)|们)?(?:都|也|一起)?"  # 我们一家搬到…: the user's home
-             r"(?:现在|目前|已经|刚)?(?:(?:的)?(?:家庭)?(?:住址|地址)(?:是|在)|住在|住|(?:们)?家住|(?:们)?家在|们住在|定居在?|搬到了?|搬去了?|搬来了?|搬回了?|"
+             r"(?:现在|目前|已经|刚)?(?:(?:的)?(?:家庭)?(?:住址|地址)(?:是|在)|住在|住|\s*(?i:based?)\s*(?:在|in)\s*|"
+             r"(?:们)?家住|(?:们)?家在|们住在|定居在?|搬到了?|搬去了?|搬来了?|搬回了?|"
              r"搬家到了?)(?!在?(?:院|宿|校|过|了|得|的|[\d一二三四五六七八九十几]+[楼层]))"
              r"([^，,]{1,20})|(?:现在|目前|已经)?在([^，,]{1,20}?)(?:住|居住|定居)(?:着)?", True),
     ("老家", r"(?:的)?(?:老家|家乡|籍贯)(?:是|在)?([^，,]{1,20})|是([^，,]{1,6}?)人", True),
@@ -6654,6 +6655,23 @@ def _after_command(conn, ctx):
     return bool(before and before[0] == "command")
 
 
+#: How many of the speaker's messages before a correction are looked at for a value said but never stored.
+UNSAVED_LOOKBACK = 4
+
+
+def _unsaved_said(conn, ctx, spot_re, rows):
+    """The words of a recent message of the speaker's that said a value of the kind spot_re finds which no memory
+    holds (记住客户张总生日是5月20号, asked about and never answered), or None: a correction may be meant for it."""
+    said = conn.execute("SELECT text FROM messages WHERE session = ? AND user_id = ? AND role = 'user' AND id < ? "
+                        "ORDER BY id DESC LIMIT ?", (ctx.session, ctx.user_id, ctx.message_id or 1 << 62,
+                                                     UNSAVED_LOOKBACK)).fetchall()
+    kept = "\n".join(r["text"] for r in rows)
+    for (text,) in said:
+        if text != FORGOTTEN_TEXT and any(v not in kept for v in spot_re.findall(text)):
+            return re.sub(rf"^[^{_PUNCT}]{{0,4}}?记(?:住|一下|下来|下)[{_PUNCT}]*", "", text) or text
+    return None
+
+
 def memory_correct_value(conn, ctx, said, embed):
     """不对，是阿里 / 更正：是26: the value goes to the only memory it fits; several or none: a numbered
     question. Returns (reply, question)."""
@@ -6689,6 +6707,11 @@ def memory_correct_value(conn, ctx, said, embed):
         # 苏州读大学: which place (the one whose attribute is a place is no surer)
         if len(spots) > 1 or spots and not fits:
             what = next(_SPOT_NAMES[k] for k in ("date", *_SPOT_RES) if k in kinds)
+            unsaved = _unsaved_said(conn, ctx, spot_re, rows) if len(spots) == 1 else None
+            if unsaved:  # 记住客户张总生日是5月20号 was asked about, never stored: the user may mean that date
+                prompt, asked = _ask_which_spot(conn, spots, value, what)
+                asked["prompt"] = f"『{unsaved}』那句我还没记下（问过你要不要记）。" + prompt
+                return asked["prompt"], asked
             return _ask_which_spot(conn, spots, value, what) if len(spots) > 1 else (
                 _set_spot(conn, ctx, spots[0][0], spots[0][1], value, embed), None)
     if fits and "place" in _value_kinds(value):  # 我女儿在苏州读大学 names a place too, though it is no 现居地
