@@ -5710,7 +5710,11 @@ def _life_settle(conn, ctx, text, facts, known, importance, scope):
 def _life_reasons(facts, known):
     """facts with each clause said of no one that states nothing (太累了, 复查了) joined to the one fact of the message
     that states a life area: the reason told beside a change (太累了 不减肥了 is one memory, 我不减肥了 太累了)."""
-    states = [i for i, f in enumerate(facts) if _life_stated(f, known)]
+    stated = [_life_stated(f, known) for f in facts]
+    states = [i for i, s in enumerate(stated) if s]
+    changes = [i for i in states if facts[i].attribute or _LIFE_CHANGE_RE.search(_life_read(facts[i].text))]
+    if len(states) > 1 and len(changes) == 1 and all(stated[i] == stated[changes[0]] for i in states):
+        states = changes  # 上个月答辩了 终于毕业了: 答辩 names the area too, the change is 毕业's
     bare = [i for i, f in enumerate(facts) if i not in states and f.subject == "我" and not f.attribute
             and not f.replaces and not re.match(f"我|{_REL_RE}", f.text)]
     if len(states) != 1 or not bare or len(bare) + 1 != len(facts):
@@ -5750,7 +5754,7 @@ def _life_points(conn, ctx, text, clash=False):
     known = _known_subjects(conn, ctx)
     text = _ADDRESS_RE.sub(" ", text).strip() or text  # 兄弟们 我裸辞了: said to them, of the user
     facts = memory_leads([memory_fact(p, None, known) for p in memory_unlist(text)], None, known)
-    asked, facts, pointed = _life_settle(conn, ctx, text, facts, known, 1, None)
+    asked, facts, pointed = _life_settle(conn, ctx, text, _life_reasons(facts, known), known, 1, None)
     if asked is not None:
         return clash
     rows = [r for r in memory_list(conn, ctx) if r["type"] == "user_fact"]
@@ -6688,6 +6692,7 @@ def memory_correct_value(conn, ctx, said, embed):
     last = next((r for r in rows if h and r["id"] == h[0]), None)
     bare = (_value_kinds(said) - {"thing"}) & _BARE_VALUE_KINDS  # 6岁 / 28 / 常州: whoever's memory it fits
     value = said if bare else value
+    spot_re = None
     if whole.attribute and not bare:  # 不对，是对芒果过敏: the allergy, whichever was said last
         fits = [r for r in rows if r["attribute"] == whole.attribute and r["subject"] == "我"]
     else:
@@ -6716,6 +6721,10 @@ def memory_correct_value(conn, ctx, said, embed):
                 _set_spot(conn, ctx, spots[0][0], spots[0][1], value, embed), None)
     if fits and "place" in _value_kinds(value):  # 我女儿在苏州读大学 names a place too, though it is no 现居地
         fits += [r for r in rows if r not in fits and any(c in r["text"] for c in _CITIES | _PROVINCES)]
+    unsaved = _unsaved_said(conn, ctx, spot_re, rows) if len(fits) == 1 and spot_re else None
+    if unsaved:  # 更正：是8月8号 with 我生日是7月7号 kept and 客户王总生日是3月3号 asked about, never stored
+        return _ask_which_value(conn, fits, value, f"『{unsaved}』那句我还没记下（问过你要不要记）。"
+                                                   f"你想把哪一条改成“{value}”？")
     if len(fits) == 1:
         return _set_value(conn, ctx, fits[0], value, embed), None
     if fits:
