@@ -6681,9 +6681,9 @@ def memory_correct_value(conn, ctx, said, embed):
     question. Returns (reply, question)."""
     said, bare_said = said.strip(), re.sub(rf"(?<=\S)\s*[{PARTICLES}]+$", "", said.strip())
     said = bare_said if _value_kinds(bare_said) - {"thing"} else said  # 不對 是 5/21 啦: a date, the 啦 no part of it
-    day = _WEEKDAY_IN_TEXT_RE.match(said)
+    day = _WEEKDAY_IN_TEXT_RE.match(said) or _TIME_IN_TEXT_RE.match(said)
     if day and re.fullmatch(r"[\u4e00-\u9fff]{1,4}", said[day.end():]) and _value_kinds(said) == {"thing"}:
-        said = day.group()  # 更正：是周三休息: the weekday; the words after it say again what the memory says of that day
+        said = day.group()  # 更正：是周三休息 / 8点出门: the day or time; the words after it say again what the memory says
     whole = memory_fact("我" + said) if not said.startswith("我") else memory_fact(said)
     value = whole.value if whole.attribute and whole.value else re.sub(r"^(?:在|住在|对)|(?:工作|上班|过敏|的)$", "", said)
     rows = [r for r in memory_list(conn, ctx) if r["type"] != "group_fact"]
@@ -7774,7 +7774,8 @@ def _correction_parts(text):
     new = re.sub(rf"^[{_PUNCT}]+|[{_PUNCT}{PARTICLES}]+$", "", rest[:old.start()] if old else rest)
     new = re.sub(r"^(?:其实|应该)?是(?=.)", "", new)
     if not 1 <= len(new) <= 12 or re.search(rf"[{_PUNCT}?？]|记|忘|删", new) or not old and (
-            len(new) > 8 or not (_value_kinds(new) - {"thing"} or _WEEKDAY_IN_TEXT_RE.match(new))):
+            len(new) > 8 or not (_value_kinds(new) - {"thing"} or _WEEKDAY_IN_TEXT_RE.match(new)
+                                 or _TIME_IN_TEXT_RE.match(new))):
         return None  # two clauses left, a command's verb, or no value of a known kind (今天好累 打错了): not read here
     return "fix_parts", {"new": new, "old": old.group(1) if old else ""}
 
@@ -7815,7 +7816,7 @@ def _loose_fix(text):
 
 
 #: The verbs of a forget said object first (钢琴忘掉 / 攀岩忘了吧).
-_LOOSE_FORGET_VERBS = "别再记着了|别再记了|不要再记了|不用再记了|别记着了|忘掉|忘了吧|忘掉吧|删掉|删了|删除|删掉吧|删了吧|别记了|别记|不记了|不用记了|不要记了|不要了"
+_LOOSE_FORGET_VERBS = "(?:别|不要|不用|甭|莫)再?记(?:住|着)?了?|忘掉|忘了吧|忘掉吧|删掉|删了|删除|删掉吧|删了吧|别记了|别记|不记了|不用记了|不要记了|不要了"
 #: A forget said object first, maybe with a reason or a laugh after it (钢琴忘掉 早就不弹了 / 攀岩忘了吧 就玩过一次 /
 #: 法语放弃了 别记了): what, the verb, the comment. 忘了 alone is chat (作业忘了); 忘了吧 asks.
 _LOOSE_FORGET_RE = re.compile(r"^(?!刚|上一条|第|这|那|算了|把|确认|帮|给|请|清|全|都|我$|你$)"
@@ -7848,6 +7849,7 @@ def _loose_forget(text):
         return None
     given_up = _GIVEN_UP_RE.search(text_simplified(m.group(1)))
     what = m.group(1)[:given_up.start()] if given_up and given_up.start() else m.group(1)
+    what = re.sub(r"(?<=.)的(?:事情|事体|事儿|事|东西|嘢|那些事)$", "", what)  # 大伟嘅嘢 (大伟的东西): 大伟
     if re.match(r"^(?:我|你|咱)", what) or re.search(r"记|忘|删|所有|全部|一切|都", what):
         return None  # 我的生日不用记了 / 关于我的都删了: the rules below
     return "forget_maybe", {"what": what}
@@ -7889,6 +7891,10 @@ def _as_written(parsed, read, said):
 _BULLET_RE = re.compile(r"(?m)^[^\S\n]*(?:[-*•·]|\d{1,2}[.、)）])[^\S\n]*(?=\S)")
 
 
+#: An old value taken back in English at a message's end (… not 杭州).
+_NOT_OLD_RE = re.compile(r"\s+not\s+([^\sA-Za-z]{1,8})$")
+
+
 def memory_parse(text, names=()):
     """Reads a message as a memory command: (kind, {named arguments}), or (None, {}) for chat.
     Example: memory_parse('记住，我住在北京') -> ('remember', {'text': '我住在北京'})"""
@@ -7907,6 +7913,7 @@ def memory_parse(text, names=()):
     t = re.sub(r"^@\S+\s+", "", t) if t.startswith("@") else t
     said = memory_pinyin(t.replace("（", "(").replace("）", ")"))  # 吉他那条shan le: 删了
     t = read = text_simplified(said)
+    t = _NOT_OLD_RE.sub(r" 不是\1", t) if " not " in t else t  # my bad 她在宁波读研 not 杭州: as 不是杭州
     # 係 before it is simplified to 系 (講錯咗 係29歲: 是29岁); most messages have no Cantonese word: t as it is
     reread = _CANTONESE_HINT_RE.search(said) or _DIALECT_HINT_RE.search(said)  # (侬 / 莫记到: DIALECT's words too)
     yue = text_simplified(memory_cantonese(said)) if reread else t
@@ -8048,6 +8055,9 @@ def _settle_replace_said(conn, ctx, text, s, v, old, new):
     if s and len(said) == 1 and not memory_has_subject(s) and re.fullmatch(r"[\d.]+", old):
         # 更正 剂量是850的 不是500 for 我妈每天吃二甲双胍 一次500毫克: 剂量 names no one, the one 500 is the old value
         return "replace_value", {"old": old, "new": re.sub(r"的$", "", new)}
+    value = _aligned_value(said[0], old, s + v + new) if s in ("她", "他", "它") and len(said) == 1 else None
+    if value:  # 说错了 她在宁波读研 不是杭州 for 我妹在杭州读研: 她 is whoever the one memory saying 杭州 is of
+        return "replace_value", {"old": old, "new": value}
     return ("update", {"text": text}) if s else ("replace_value", {"old": old, "new": new})
 
 
@@ -8475,6 +8485,8 @@ def _told_fact(said):
     """The fact in what was said before a remember request at a message's end: the first piece about someone,
     after a lead-in (跟你说个好消息，我戒烟了); None when it is too short to be one.
     Example: _told_fact('跟你说个好消息，我戒烟了！') -> '记住，我戒烟了！'"""
+    if re.search(r"(?:不用|不要|别|甭|莫|唔使)再?$", said):
+        return None  # 大伟的嘢不用再 + 记住: asked not to remember it (the forget rules read it)
     said = _TELL_YOU_RE.sub("", said)  # the fact starts after a mark, or after a lead-in's particle
     lead = _LEAD_PARTICLE_RE.match(said)
     after = [said[x.end():] for x in re.finditer(f"[{_PUNCT}]+", said)] + ([said[lead.end():]] if lead else [])
@@ -8841,10 +8853,10 @@ def memory_normalise(text):
 
 #: A memory verb at a message's start (after 请 / 帮我 / 把 …): the message is about memory.
 _SHAPED_START_RE = re.compile(r"^(?:请|麻烦|帮我|给我|你|把|就|那)*(?:记住|记一下|记下|记着|记牢|记好|记得|忘记|忘掉|别记|不用记|"
-                              r"不要记|别再记|撤回|撤销|更正|纠正|修改|改成|改一下|删掉|删除|删了|删|不对|错了|说错(?!话)|记错|搞错|弄错|"
+                              r"不要记|别再记|撤回|撤销|更正|纠正|修改|改成|改一下|删掉|删除|删了|删|不对(?!劲)|错了|说错(?!话)|记错|搞错|弄错|"
                               r"更新|打错|写错|敲错|手滑|口误|笔误|(?i:typo))")
 #: Verbs that are about memory only when they point at one (删了那个游戏 is chat).
-_WEAK_VERB_RE = re.compile(r"^(?:请|麻烦|帮我|给我|你|把|就|那)*(?:纠正|修改|改成|改一下|删掉|删除|删了|删|不对|错了|说错(?!话)|搞错|弄错|更新|"
+_WEAK_VERB_RE = re.compile(r"^(?:请|麻烦|帮我|给我|你|把|就|那)*(?:纠正|修改|改成|改一下|删掉|删除|删了|删|不对(?!劲)|错了|说错(?!话)|搞错|弄错|更新|"
                            r"打错|写错|敲错|手滑|口误|笔误|(?i:typo))")
 #: What is done to a memory a pointer (那条, 第2条) points at.
 _SHAPED_VERBS = "(?:删|忘|改|不对|错|别记|不用记|不要|留着|更正|撤)"
@@ -9245,7 +9257,7 @@ def _unsaid_owner(conn, ctx, said):
 
 #: A quit said with no thing and no one (戒了 半年了 / 已经戒了 两个月了 / 早戒了): what was quit is the habit a memory holds.
 _BARE_QUIT_RE = re.compile(rf"(?:我)?(?:已经|早就|早|都|终于)?戒(?:掉)?了(?:[{_PUNCT}]*(?:有|都|快)?"
-                           rf"[一二两三四五六七八九十半\d]+个?(?:天|周|星期|礼拜|月|年)多?了?)?[{PARTICLES}{_PUNCT}{_EMOJI}]*")
+                           rf"[一二两三四五六七八九十半\d]+个?多?(?:天|周|星期|礼拜|月|年)多?了?)?[{PARTICLES}{_PUNCT}{_EMOJI}]*")
 #: The habits a bare 戒了 may end, by the word a memory says it with (我一天一包烟 / 我每天喝二两白酒).
 _QUIT_HABITS = {"烟": "戒烟", "酒": "戒酒"}
 
