@@ -9163,6 +9163,16 @@ _SIDE_JOB_RE = re.compile(r"^我?(?:现在|最近|周末|晚上|平时|下班后
                           r"[^，,。！!？?\s]{2,12}(?:兼职|打零工|打工|做兼职)")
 
 
+#: A quit said with no thing and no one (戒了 半年了 / 已经戒了 两个月了 / 早戒了): what was quit is the habit a memory holds.
+_BARE_QUIT_RE = re.compile(rf"(?:我)?(?:已经|早就|早|都|终于)?戒(?:掉)?了(?:[{_PUNCT}]*(?:有|都|快)?"
+                           rf"[一二两三四五六七八九十半\d]+个?多?(?:天|周|星期|礼拜|月|年)多?了?)?[{PARTICLES}{_PUNCT}{_EMOJI}]*")
+#: The habits a bare 戒了 may end, by the word a memory says it with (我一天一包烟 / 我每天喝二两白酒).
+_QUIT_HABITS = {"烟": "戒烟", "酒": "戒酒"}
+#: A job quit said with no job and no one (辞了 下个月去京东物流 / 已经辞职了): what follows is said with it.
+_BARE_RESIGN_RE = re.compile(rf"(?:我)?(?:已经|终于|刚|昨天|今天|上周|上个月)?辞(?:了|职了|工了)(?:[{_PUNCT}]+([^{_PUNCT}]{{1,16}}))?"
+                             rf"[{PARTICLES}{_PUNCT}{_EMOJI}]*")
+
+
 def memory_pointed_words(text):
     """Whether a message the rules read as chat may say that something one memory holds changed or was wrong: a change
     of state (戒了, 不…了, 毕业, 拿到, 退役 …) or 不是X 是Y. The cheap test every chat message takes; only then are the
@@ -9170,7 +9180,8 @@ def memory_pointed_words(text):
     t = _pointed_rewrite(_life_read(text))  # 我除咗牙套喇: Cantonese read as Mandarin, as the life rules read it
     return bool(_POINTED_FIX_RE.search(t) or _LIFE_CHANGE_RE.search(t)
                 or _LIFE_TURN_HINT_RE.search(t) and _LIFE_TURN_NEW_RE.search(t)
-                or _RETIRED_WORDS_RE.search(t) and _RETIRED_RE.match(t) or _SWITCH_RE.match(t) or _SIDE_JOB_RE.match(t))
+                or _RETIRED_WORDS_RE.search(t) and _RETIRED_RE.match(t) or _SWITCH_RE.match(t) or _SIDE_JOB_RE.match(t)
+                or "辞" in t and _BARE_RESIGN_RE.fullmatch(t.strip()))
 
 
 def memory_pointed(conn, ctx, text):
@@ -9255,16 +9266,19 @@ def _unsaid_owner(conn, ctx, said):
     return rows[0]["subject"] + said if len(rows) == 1 and rows[0]["subject"] != "我" else said
 
 
-#: A quit said with no thing and no one (戒了 半年了 / 已经戒了 两个月了 / 早戒了): what was quit is the habit a memory holds.
-_BARE_QUIT_RE = re.compile(rf"(?:我)?(?:已经|早就|早|都|终于)?戒(?:掉)?了(?:[{_PUNCT}]*(?:有|都|快)?"
-                           rf"[一二两三四五六七八九十半\d]+个?多?(?:天|周|星期|礼拜|月|年)多?了?)?[{PARTICLES}{_PUNCT}{_EMOJI}]*")
-#: The habits a bare 戒了 may end, by the word a memory says it with (我一天一包烟 / 我每天喝二两白酒).
-_QUIT_HABITS = {"烟": "戒烟", "酒": "戒酒"}
-
-
 def _pointed_quit(conn, ctx, t):
     """外卖不干了 with 我在美团送外卖: the one memory of the speaker's own naming the thing now says the quit (several:
     the update asks); else (None, {}). Example: 挖掘机不整了 -> ('update_number', {'n': 1, 'text': '我挖掘机不整了'})"""
+    resign = _BARE_RESIGN_RE.fullmatch(t.translate(_SIMPLIFIED).strip())
+    if resign:  # 辞了 下个月去京东物流 with 我在顺丰送快递: the one job of the speaker's own (two: asked)
+        rows = memory_list(conn, ctx)
+        jobs = [n for n, r in enumerate(rows, 1) if r["type"] == "user_fact" and r["subject"] == "我"
+                and (r["attribute"] in JOB_ATTRIBUTES or _WORKPLACE_RE.search(r["text"]) and "在家" not in r["text"]
+                     or re.match(r"我在", r["text"]) and any(c in r["text"] for c in _COMPANIES))]
+        said = "我辞职了" + (" " + resign.group(1) if resign.group(1) else "")
+        if len(jobs) == 1:
+            return "update_number", {"n": jobs[0], "text": said}
+        return ("pointed_ask", {"ids": [rows[n - 1]["id"] for n in jobs], "text": said}) if jobs else (None, {})
     bare = _BARE_QUIT_RE.fullmatch(t.translate(_SIMPLIFIED).strip())
     if bare:  # 戒了 半年了 with 我一天一包烟: the one habit of the speaker's own a quit can end (two: asked)
         rows = memory_list(conn, ctx)
