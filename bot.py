@@ -2942,7 +2942,8 @@ ENGLISH_RELATIONS = {"mom": "妈妈", "mum": "妈妈", "mother": "妈妈", "dad"
 #: by its value (过敏 花生 and 过敏 芒果 are two memories).
 ATTRIBUTE_RULES = [
     ("现居地", r"(?:们?(?:一家(?:人|子|[两三四五六七八几]口人?)?|全家人?|家(?:里|人)?)|们)?(?:都|也|一起)?"  # 我们一家搬到…: the user's home
-             r"(?:现在|目前|已经|刚)?(?:(?:的)?(?:家庭)?(?:住址|地址)(?:是|在)|住在|住|(?:们)?家住|(?:们)?家在|们住在|定居在?|搬到了?|搬去了?|搬来了?|搬回了?|"
+             r"(?:现在|目前|已经|刚)?(?:(?:的)?(?:家庭)?(?:住址|地址)(?:是|在)|住在|住|\s*(?i:based?)\s*(?:在|in)\s*|"
+             r"(?:们)?家住|(?:们)?家在|们住在|定居在?|搬到了?|搬去了?|搬来了?|搬回了?|"
              r"搬家到了?)(?!在?(?:院|宿|校|过|了|得|的|[\d一二三四五六七八九十几]+[楼层]))"
              r"([^，,]{1,20})|(?:现在|目前|已经)?在([^，,]{1,20}?)(?:住|居住|定居)(?:着)?", True),
     ("老家", r"(?:的)?(?:老家|家乡|籍贯)(?:是|在)?([^，,]{1,20})|是([^，,]{1,6}?)人", True),
@@ -3742,7 +3743,8 @@ _LIFE_MORE_RE = re.compile(r"^(?:还|也|另外|同时)")
 #: of that one's, or its area by its own words), the rules replace that memory instead of asking.
 _LIFE_CHANGE_RE = re.compile(r"不再|不(?!想|太想|愿|打算|舍得)\S{1,6}?了|戒|没了|放弃|改了|换了|改名|好了|治好|痊愈|康复|拿到|考到|考过|考上|上岸|出生|"
                              r"正常了|退役|摘了|摘掉|滴酒不沾了|下来了|工作找到|找到(?:了)?工作|"
-                             r"生了|去世|走了|死了|不在了|分手|分了|离婚|毕业|辞职|离职|辞工|被裁|裸辞|跳槽|退休|搬|开荤|复吸|有(?:女|男)朋友了|有对象了|脱单")
+                             r"生了|去世|走了|死了|不在了|分手|分了|离婚|毕业|辞职|离职|辞工|被裁|裸辞|跳槽|入职|换了?个?(?:新)?工作|"
+                             r"退休|搬|开荤|复吸|有(?:女|男)朋友了|有对象了|脱单")
 #: Life states said as one of a pair of opposites: (the new state's words, the words of the state it ends, whether
 #: the two must also name the same thing). A new fact saying the first ends the one memory of the same person that
 #: says the second (and, where they must, shares a word with it: 蛋仔退坑了 ends 我天天玩蛋仔, not 我喜欢玩滑板);
@@ -5764,9 +5766,36 @@ def _life_own_areas(row, known):
     """{(whose, area)}: the life areas a stored memory states by its own words or attribute, or by naming the partner
     or pet they are about (我女朋友叫苏苏, 我家狗叫旺财)."""
     out = memory_life_areas(_subject_of(row["text"], known)[1], row["subject"], row["attribute"], set())
+    if _WORKPLACE_RE.search(row["text"]) and "在家" not in row["text"]:
+        out.add((row["subject"], "工作"))  # 我在平安人寿做保险: a job by where it is done, as _life_clashes reads it
     if row["attribute"] == "名字":
         out |= {("我", a) for a, subjects in _LIFE_SHARED.items() if row["subject"] in subjects and a != "怀孕"}
     return out
+
+
+def _life_join(facts, pointed):
+    """(facts, pointed) with the facts of one person that point at the same memory joined into one, in the order said
+    (上周答辩过了 + 我终于毕业了, both ending 我在读在职研究生: 我上周答辩过了 终于毕业了); facts of two people stay apart."""
+    groups = {}
+    for i, r in sorted(pointed.items()):
+        groups.setdefault(r["id"], []).append(i)
+    joined, out, at = {}, [], {}
+    for ids in groups.values():
+        if len(ids) > 1 and len({facts[i].subject for i in ids}) == 1:
+            joined.update({i: ids for i in ids})
+    for i, fact in enumerate(facts):
+        ids = joined.get(i)
+        if ids and i != ids[0]:
+            continue
+        if ids:
+            base = next((facts[k] for k in ids if facts[k].attribute), facts[ids[-1]])
+            first = facts[ids[0]].text
+            first = first if first.startswith(base.subject) else base.subject + first
+            text = first + "".join(" " + _subject_of(facts[k].text)[1] for k in ids[1:])
+            fact = dataclasses.replace(base, text=text)
+        at[i] = len(out)
+        out.append(fact)
+    return out, {at[ids[0] if (ids := joined.get(i)) else i]: r for i, r in pointed.items()}
 
 
 def _life_settle(conn, ctx, text, facts, known, importance, scope):
@@ -5791,6 +5820,19 @@ def _life_settle(conn, ctx, text, facts, known, importance, scope):
     found = {i: [r for r in _life_clashes(rows, fact, areas) if r["id"] not in paired] for i, fact, areas in new}
     pointed = {i: _life_pointed(facts[i], rows_i, known) for i, rows_i in found.items() if rows_i}
     targets = [r["id"] for r in pointed.values() if r is not None]
+    owner = next((i for i, r in pointed.items() if r is not None), None) if len(set(targets)) == 1 else None
+    for i, fact, areas in new if owner is not None else ():
+        # 上周答辩过了 终于毕业了 / 换工作了 入职了京东: a clause of the same person and area beside the one change, which
+        # points at no other memory (or at none), says more of that change
+        if pointed.get(i) is None and fact.subject == facts[owner].subject and (
+                i in pointed and {r["id"] for r in found[i]} <= set(targets)
+                and not _LIFE_CHANGE_RE.search(_life_read(fact.text))
+                or i not in pointed and areas <= stated[owner]):
+            pointed[i] = pointed[owner]
+            targets.append(pointed[i]["id"])
+    if pointed and None not in pointed.values() and len(set(targets)) < len(targets):
+        facts, pointed = _life_join(facts, pointed)  # 上周答辩过了 终于毕业了: two clauses of one change
+        targets = [r["id"] for r in pointed.values()]
     if pointed and None not in pointed.values() and len(set(targets)) == len(targets):
         return None, *_life_merge(facts, stated, pointed)
     clashes = {r["id"]: r for rows_i in found.values() for r in rows_i}
@@ -5809,7 +5851,11 @@ def _life_settle(conn, ctx, text, facts, known, importance, scope):
 def _life_reasons(facts, known):
     """facts with each clause said of no one that states nothing (太累了, 复查了) joined to the one fact of the message
     that states a life area: the reason told beside a change (太累了 不减肥了 is one memory, 我不减肥了 太累了)."""
-    states = [i for i, f in enumerate(facts) if _life_stated(f, known)]
+    stated = [_life_stated(f, known) for f in facts]
+    states = [i for i, s in enumerate(stated) if s]
+    changes = [i for i in states if facts[i].attribute or _LIFE_CHANGE_RE.search(_life_read(facts[i].text))]
+    if len(states) > 1 and len(changes) == 1 and all(stated[i] == stated[changes[0]] for i in states):
+        states = changes  # 上个月答辩了 终于毕业了: 答辩 names the area too, the change is 毕业's
     bare = [i for i, f in enumerate(facts) if i not in states and f.subject == "我" and not f.attribute
             and not f.replaces and not re.match(f"我|{_REL_RE}", memory_self_words(f.text))]  # 俺有…: 我's own
     if len(states) != 1 or not bare or len(bare) + 1 != len(facts):
@@ -5849,7 +5895,7 @@ def _life_points(conn, ctx, text, clash=False):
     known = _known_subjects(conn, ctx)
     text = _ADDRESS_RE.sub(" ", text).strip() or text  # 兄弟们 我裸辞了: said to them, of the user
     facts = memory_leads([memory_fact(p, None, known) for p in memory_unlist(text)], None, known)
-    asked, facts, pointed = _life_settle(conn, ctx, text, facts, known, 1, None)
+    asked, facts, pointed = _life_settle(conn, ctx, text, _life_reasons(facts, known), known, 1, None)
     if asked is not None:
         return clash
     rows = [r for r in memory_list(conn, ctx) if r["type"] == "user_fact"]
@@ -6288,6 +6334,9 @@ def _forget_rows(conn, ctx, targets):
             conn.execute("DELETE FROM memories WHERE id = ?", (r["id"],))
             conn.execute("DELETE FROM memories_vec WHERE memory_id = ?", (r["id"],))
         memory_redact(conn, ctx.user_id, targets)
+        if ctx.message_id:  # 舍曲林那条删掉吧: the forget names what it forgets, so its own words go too
+            conn.execute("UPDATE messages SET text = ? WHERE id = ? AND user_id = ?",
+                         (FORGOTTEN_TEXT, ctx.message_id, ctx.user_id))
     ctx.forgotten = True
     return "已忘记：" + _quote(r["text"] for r in targets) + "（说“撤销”可以恢复）"
 
@@ -6709,14 +6758,19 @@ _LINE_IN_TEXT_RE = re.compile(r"(?<!\d)\d{1,2}号线")
 _CITY_IN_TEXT_RE = re.compile("|".join(sorted(_CITIES - {"老家", "本地", "外地", "国外"}, key=len, reverse=True)))
 #: A school year (初二, 高三, 大一, 研二, 碩一, 五年级), as a corrected value and inside a memory's words (我在七中读初二).
 _GRADE_RE = re.compile(r"(?:[初高大研博硕碩]|小学|研究生)[一二三四五六]|[一二三四五六]年级")
-#: Where a corrected value of a kind no attribute takes may go: kind -> its spot inside a memory's words (in this
-#: order of preference).
+#: A day of the week inside a memory's words (我们店周一不营业 / 礼拜六加班): where a corrected weekday may go.
+_WEEKDAY_IN_TEXT_RE = re.compile(r"(?:周|星期|礼拜)[一二三四五六日天1-7]|周末")
+#: A district or county said right after its city (杭州拱墅区 / 成都武侯区): where a corrected district may go.
+_DISTRICT_AFTER_CITY_RE = re.compile(r"[\u4e00-\u9fff]{1,3}?[区县]")
 #: A clock time inside a memory's words (我每天6点起床 / 晚上8点上瑜伽课): where a corrected time may go.
 _TIME_IN_TEXT_RE = re.compile(r"(?<![\d:：.])(?:\d{1,2}|[一二两三四五六七八九十]{1,3})(?:点(?:半|钟|\d{1,2}分?|[一二三]刻)?|[:：]\d{2})")
+#: Where a corrected value of a kind no attribute takes may go: kind -> its spot inside a memory's words (in this
+#: order of preference).
 _SPOT_RES = {"line": _LINE_IN_TEXT_RE, "grade": _GRADE_RE, "place": _CITY_IN_TEXT_RE, "measure": _MEASURE_RE,
-             "time": _TIME_IN_TEXT_RE}
+             "time": _TIME_IN_TEXT_RE, "weekday": _WEEKDAY_IN_TEXT_RE}
 #: How the bot names each kind of spot when it asks which one.
-_SPOT_NAMES = {"date": "日期", "line": "线路", "grade": "年级", "place": "地方", "measure": "数", "time": "时间"}
+_SPOT_NAMES = {"date": "日期", "line": "线路", "grade": "年级", "place": "地方", "measure": "数", "time": "时间",
+               "weekday": "星期"}
 
 
 def _ask_which_spot(conn, spots, value, what="日期"):
@@ -6755,11 +6809,31 @@ def _after_command(conn, ctx):
     return bool(before and before[0] == "command")
 
 
+#: How many of the speaker's messages before a correction are looked at for a value said but never stored.
+UNSAVED_LOOKBACK = 4
+
+
+def _unsaved_said(conn, ctx, spot_re, rows):
+    """The words of a recent message of the speaker's that said a value of the kind spot_re finds which no memory
+    holds (记住客户张总生日是5月20号, asked about and never answered), or None: a correction may be meant for it."""
+    said = conn.execute("SELECT text FROM messages WHERE session = ? AND user_id = ? AND role = 'user' AND id < ? "
+                        "ORDER BY id DESC LIMIT ?", (ctx.session, ctx.user_id, ctx.message_id or 1 << 62,
+                                                     UNSAVED_LOOKBACK)).fetchall()
+    kept = "\n".join(r["text"] for r in rows)
+    for (text,) in said:
+        if text != FORGOTTEN_TEXT and any(v not in kept for v in spot_re.findall(text)):
+            return re.sub(rf"^[^{_PUNCT}]{{0,4}}?记(?:住|一下|下来|下)[{_PUNCT}]*", "", text) or text
+    return None
+
+
 def memory_correct_value(conn, ctx, said, embed):
     """不对，是阿里 / 更正：是26: the value goes to the only memory it fits; several or none: a numbered
     question. Returns (reply, question)."""
     said, bare_said = said.strip(), re.sub(rf"(?<=\S)\s*[{PARTICLES}]+$", "", said.strip())
     said = bare_said if _value_kinds(bare_said) - {"thing"} else said  # 不對 是 5/21 啦: a date, the 啦 no part of it
+    day = _WEEKDAY_IN_TEXT_RE.match(said) or _TIME_IN_TEXT_RE.match(said)
+    if day and re.fullmatch(r"[\u4e00-\u9fff]{1,4}", said[day.end():]) and _value_kinds(said) == {"thing"}:
+        said = day.group()  # 更正：是周三休息 / 8点出门: the day or time; the words after it say again what the memory says
     whole = memory_fact("我" + said) if not said.startswith("我") else memory_fact(said)
     value = whole.value if whole.attribute and whole.value else re.sub(r"^(?:在|住在|对)|(?:工作|上班|过敏|的)$", "", said)
     rows = [r for r in memory_list(conn, ctx) if r["type"] != "group_fact"]
@@ -6768,6 +6842,7 @@ def memory_correct_value(conn, ctx, said, embed):
     last = next((r for r in rows if h and r["id"] == h[0]), None)
     bare = (_value_kinds(said) - {"thing"}) & _BARE_VALUE_KINDS  # 6岁 / 28 / 常州: whoever's memory it fits
     value = said if bare else value
+    spot_re = None
     if whole.attribute and not bare:  # 不对，是对芒果过敏: the allergy, whichever was said last
         fits = [r for r in rows if r["attribute"] == whole.attribute and r["subject"] == "我"]
     else:
@@ -6777,14 +6852,29 @@ def memory_correct_value(conn, ctx, said, embed):
         spots = [(r, d) for r in rows for d in spot_re.findall(r["text"]) if d != value] if spot_re else []
         if "measure" in kinds:  # 是160g: an amount in grams, never the 3L of water
             spots = [(r, d) for r, d in spots if _unit(d) == _unit(value)]
+        districts = [(r, d.group()) for r in rows for c in _CITY_IN_TEXT_RE.finditer(r["text"])
+                     if (d := _DISTRICT_AFTER_CITY_RE.match(r["text"], c.end())) and d.group() != value] \
+            if "place" in kinds and value[-1:] in "区县" else []
+        if len(districts) == 1 and all(r["id"] == districts[0][0]["id"] for r in fits):
+            # 不对 是滨江区 for 我住在杭州拱墅区: the district after the city, the city kept
+            return _set_spot(conn, ctx, districts[0][0], districts[0][1], value, embed), None
         # 更正 是11月1号 with a birthday and an anniversary: which date; 更正一下，是无锡 with 我在南京工作 and 我女儿在
         # 苏州读大学: which place (the one whose attribute is a place is no surer)
         if len(spots) > 1 or spots and not fits:
             what = next(_SPOT_NAMES[k] for k in ("date", *_SPOT_RES) if k in kinds)
+            unsaved = _unsaved_said(conn, ctx, spot_re, rows) if len(spots) == 1 else None
+            if unsaved:  # 记住客户张总生日是5月20号 was asked about, never stored: the user may mean that date
+                prompt, asked = _ask_which_spot(conn, spots, value, what)
+                asked["prompt"] = f"『{unsaved}』那句我还没记下（问过你要不要记）。" + prompt
+                return asked["prompt"], asked
             return _ask_which_spot(conn, spots, value, what) if len(spots) > 1 else (
                 _set_spot(conn, ctx, spots[0][0], spots[0][1], value, embed), None)
     if fits and "place" in _value_kinds(value):  # 我女儿在苏州读大学 names a place too, though it is no 现居地
         fits += [r for r in rows if r not in fits and any(c in r["text"] for c in _CITIES | _PROVINCES)]
+    unsaved = _unsaved_said(conn, ctx, spot_re, rows) if len(fits) == 1 and spot_re else None
+    if unsaved:  # 更正：是8月8号 with 我生日是7月7号 kept and 客户王总生日是3月3号 asked about, never stored
+        return _ask_which_value(conn, fits, value, f"『{unsaved}』那句我还没记下（问过你要不要记）。"
+                                                   f"你想把哪一条改成“{value}”？")
     if len(fits) == 1:
         return _set_value(conn, ctx, fits[0], value, embed), None
     if fits:
@@ -7817,6 +7907,49 @@ def _mistake_fix(text):
     return None
 
 
+#: Words that take back what was just said (不对 / 说错了 / 刚刚打错嘞 / 更正 / sorry), wherever they stand: cut from a
+#: correction said in parts.
+_TAKE_BACK_RE = re.compile(r"(?:嗯|额|呃|哎呀|哎|唉|诶)?(?:不对)+[额呃哦哈啊呀啦嘞哟]*"
+                           r"|(?:我|刚刚|刚才|刚)*(?:说|打|写|搞|讲|敲|弄)错(?:字)?(?:了|嘞|啦|咯|喽)?"
+                           r"|手滑了?|口误|笔误|(?:更正|纠正|改)一下|更正|纠正|sorry|oops|my bad", re.I)
+#: The value a correction takes back, said last (… 不是青岛 / 不是厦门哈): the old value.
+_TAKEN_BACK_RE = re.compile(rf"[{_PUNCT}]*不是([^{_PUNCT}不是]{{1,8}}?)[{PARTICLES}的]*$")
+
+
+def _correction_parts(text):
+    """A correction said in parts, in any order: a take-back word, the new words, maybe 不是 and the old value; None
+    when a part is missing. Settled by the memories (_settle_fix_parts).
+    Example: _correction_parts('不对额 是滨江区 刚刚打错嘞') -> ('fix_parts', {'new': '滨江区', 'old': ''})"""
+    if not _TAKE_BACK_RE.search(text):
+        return None
+    rest = _TAKE_BACK_RE.sub(" ", text)
+    old = _TAKEN_BACK_RE.search(rest)
+    new = re.sub(rf"^[{_PUNCT}]+|[{_PUNCT}{PARTICLES}]+$", "", rest[:old.start()] if old else rest)
+    new = re.sub(r"^(?:其实|应该)?是(?=.)", "", new)
+    if not 1 <= len(new) <= 12 or re.search(rf"[{_PUNCT}?？]|记|忘|删", new) or not old and (
+            len(new) > 8 or not (_value_kinds(new) - {"thing"} or _WEEKDAY_IN_TEXT_RE.match(new)
+                                 or _TIME_IN_TEXT_RE.match(new))):
+        return None  # two clauses left, a command's verb, or no value of a known kind (今天好累 打错了): not read here
+    return "fix_parts", {"new": new, "old": old.group(1) if old else ""}
+
+
+def _aligned_value(text, old, said):
+    """The word of said in the place old holds in a memory's text: the words around old find it.
+    Example: _aligned_value('我闺女在青岛上班', '青岛', '她在烟台上班') -> '烟台'"""
+    i = text.find(old)
+    before, after, start, end = text[:i], text[i + len(old):], 0, len(said)
+    for k in range(min(len(before), 4), 0, -1):
+        if before[-k:] in said:
+            start = said.find(before[-k:]) + k
+            break
+    for k in range(min(len(after), 4), 0, -1):
+        if said.find(after[:k], start) > start:
+            end = said.find(after[:k], start)
+            break
+    value = said[start:end]
+    return value if 1 <= len(value) <= 8 and value != old and not re.search(r"[我你他她它是不在]", value) else None
+
+
 def _loose_fix(text):
     """A loose correction read with its comment cut off, or None (the other rules read it).
     Example: _loose_fix('其实是4号线 老记混') -> ('update_fit', {'value': '4号线', 'strong': False})"""
@@ -7836,7 +7969,7 @@ def _loose_fix(text):
 
 
 #: The verbs of a forget said object first (钢琴忘掉 / 攀岩忘了吧).
-_LOOSE_FORGET_VERBS = "忘掉|忘了吧|忘掉吧|删掉|删了|删除|删掉吧|删了吧|别记了|别记|不记了|不用记了|不要记了|不要了"
+_LOOSE_FORGET_VERBS = "(?:别|不要|不用|甭|莫)再?记(?:住|着)?了?|忘掉|忘了吧|忘掉吧|删掉|删了|删除|删掉吧|删了吧|别记了|别记|不记了|不用记了|不要记了|不要了"
 #: A forget said object first, maybe with a reason or a laugh after it (钢琴忘掉 早就不弹了 / 攀岩忘了吧 就玩过一次 /
 #: 法语放弃了 别记了): what, the verb, the comment. 忘了 alone is chat (作业忘了); 忘了吧 asks.
 _LOOSE_FORGET_RE = re.compile(r"^(?!刚|上一条|第|这|那|算了|把|确认|帮|给|请|清|全|都|我$|你$)"
@@ -7869,6 +8002,7 @@ def _loose_forget(text):
         return None
     given_up = _GIVEN_UP_RE.search(text_simplified(m.group(1)))
     what = m.group(1)[:given_up.start()] if given_up and given_up.start() else m.group(1)
+    what = re.sub(r"(?<=.)的(?:事情|事体|事儿|事|东西|嘢|那些事)$", "", what)  # 大伟嘅嘢 (大伟的东西): 大伟
     if re.match(r"^(?:我|你|咱)", what) or re.search(r"记|忘|删|所有|全部|一切|都", what):
         return None  # 我的生日不用记了 / 关于我的都删了: the rules below
     return "forget_maybe", {"what": what}
@@ -7910,6 +8044,10 @@ def _as_written(parsed, read, said):
 _BULLET_RE = re.compile(r"(?m)^[^\S\n]*(?:[-*•·]|\d{1,2}[.、)）])[^\S\n]*(?=\S)")
 
 
+#: An old value taken back in English at a message's end (… not 杭州).
+_NOT_OLD_RE = re.compile(r"\s+not\s+([^\sA-Za-z]{1,8})$")
+
+
 def memory_parse(text, names=()):
     """Reads a message as a memory command: (kind, {named arguments}), or (None, {}) for chat.
     Example: memory_parse('记住，我住在北京') -> ('remember', {'text': '我住在北京'})"""
@@ -7941,6 +8079,7 @@ def _memory_parse_rules(text, names=()):
     t = re.sub(r"^@\S+\s+", "", t) if t.startswith("@") else t
     said = memory_pinyin(t.replace("（", "(").replace("）", ")"))  # 吉他那条shan le: 删了
     t = read = text_simplified(said)
+    t = _NOT_OLD_RE.sub(r" 不是\1", t) if " not " in t else t  # my bad 她在宁波读研 not 杭州: as 不是杭州
     # 係 before it is simplified to 系 (講錯咗 係29歲: 是29岁); most messages have no Cantonese word: t as it is
     reread = _CANTONESE_HINT_RE.search(said) or _DIALECT_HINT_RE.search(said)  # (侬 / 莫记到: DIALECT's words too)
     yue = text_simplified(memory_cantonese(said)) if reread else t
@@ -7980,7 +8119,14 @@ def _memory_parse_rules(text, names=()):
                                            _MEMORY_COMMAND_FIRST[False].match(bare)) if m]
     if rows:  # the first row that matches decides
         regex, command = _MEMORY_COMMAND_RES[min(rows)]
-        return _as_written(command.read(regex.match(t if command.tail else bare)) or (None, {}), read, said)
+        got = command.read(regex.match(t if command.tail else bare))
+        if got and got[0]:
+            return _as_written(got, read, said)
+    fix = _correction_parts(read) if _PART_WORD_RE.search(read) or "更正" in read else None
+    if fix:  # 不对不对我说错了她在烟台上班不是青岛: read from its parts, whatever their order
+        return _as_written(fix, read, said)
+    if rows:
+        return None, {}
     lead = _ADDRESS_LEAD_RE.match(read) if _ADDRESS_REST_RE.search(read) else None
     if lead:  # 小助手啊，你都记着我哪些事儿 / zsbd 你存了我哪些记忆: what follows the address, if it is a command
         return memory_parse(said[lead.end():], names)
@@ -8077,7 +8223,28 @@ def _settle_replace_said(conn, ctx, text, s, v, old, new):
     if v == "是" and len(spans) == 1:  # 我姨不是高血压 是糖尿病, and 我姨有高血压 is stored: its own verb stays
         o = spans.pop()
         return "replace_value", {"old": o, "new": o[:len(o) - len(old)] + new}
+    said = [t for t in texts if re.search(rf"(?<!\d){re.escape(old)}(?!\d)", t)]
+    if s and len(said) == 1 and not memory_has_subject(s) and re.fullmatch(r"[\d.]+", old):
+        # 更正 剂量是850的 不是500 for 我妈每天吃二甲双胍 一次500毫克: 剂量 names no one, the one 500 is the old value
+        return "replace_value", {"old": old, "new": re.sub(r"的$", "", new)}
+    value = _aligned_value(said[0], old, s + v + new) if s in ("她", "他", "它") and len(said) == 1 else None
+    if value:  # 说错了 她在宁波读研 不是杭州 for 我妹在杭州读研: 她 is whoever the one memory saying 杭州 is of
+        return "replace_value", {"old": old, "new": value}
     return ("update", {"text": text}) if s else ("replace_value", {"old": old, "new": new})
+
+
+def _settle_fix_parts(conn, ctx, new, old=""):
+    """不对不对我说错了她在烟台上班不是青岛: the one memory that says 青岛 takes the word in its place (several: asked;
+    none: chat). 不对额 是滨江区 刚刚打错嘞: the value goes where it fits, as 不对，是滨江区 (_settle_update_fit)."""
+    if not old:
+        return _settle_update_fit(conn, ctx, new, strong=True)
+    rows = [r for r in memory_list(conn, ctx) if r["type"] != "group_fact" and old in r["text"]]
+    if len(rows) != 1:
+        return ("replace_value", {"old": old, "new": new}) if rows else (None, {})
+    value = _aligned_value(rows[0]["text"], old, new)
+    cities = [c for c in _CITY_IN_TEXT_RE.findall(new) if c != old] if old in _CITIES else []
+    value = value or (cities[0] if len(cities) == 1 else new if _value_kinds(new) - {"thing"} else None)
+    return ("replace_value", {"old": old, "new": value}) if value else (None, {})
 
 
 def _settle_correct_last(conn, ctx, text):
@@ -8165,7 +8332,7 @@ MEMORY_SETTLE = {"ask": _settle_ask, "update_named": _settle_update_named, "upda
                  "undo_delete": _settle_undo_delete, "update_actually": _settle_update_actually,
                  "unsay": _settle_unsay, "replace_said": _settle_replace_said,
                  "forget_last_maybe": _settle_forget_last_maybe, "forget_value": _settle_forget_value,
-                 "wish_revoke": _settle_wish_revoke}
+                 "wish_revoke": _settle_wish_revoke, "fix_parts": _settle_fix_parts}
 
 
 # What the table above can't read. memory_normalise brings the common other ways of saying a command
@@ -8421,8 +8588,8 @@ MEMORY_REWRITES = [
     ("删", r"^删\s+([^\s，,。]{1,10})$", r"\1删掉"),  # 删 怕狗: as 怕狗删掉, a forget only where a memory says 怕狗
     ("记", rf"^(?:别|不要|不用)(?:再记(?:着|住|得)?|记(?:着|住|得))(?!错|混|乱|反|岔)(.+?)(?:了)?{_ANY_PARTICLE}*$", r"忘记\1"),
     # 别再记着我前任了 / 不要再記我前男友的事了
-    ("事", rf"^(?!刚才|刚刚|上一条|第|这|那|我的?事)(.{{1,10}}?)(?:的)?(?:事情|事|那些事|相关的事?)[{_PUNCT}]*{_FORGET_AFTER}{_ANY_PARTICLE}*$",
-     r"忘记\1的事"),  # 狗的事忘了吧
+    ("事", rf"^(?!刚才|刚刚|上一条|第|这|那|我的?事)(.{{1,10}}?)(?:的)?(?:事情|事体|事儿|事|那些事|相关的事?)[{_PUNCT}]*"
+          rf"{_FORGET_AFTER}{_ANY_PARTICLE}*$", r"忘记\1的事"),  # 狗的事忘了吧 / 阿杰的事体别再记着了
     ("不对 错了", rf"^(?!刚才|刚刚)(.+?){_POINTER}(?:不对|错了|记错了)[{_PUNCT}]*(?=我|她|他|它)", "更正一下，"),
     ("不是", rf"^(?:{_INTERJECTION}[{_PUNCT}]*)*(?:我)?"
             rf"(?:不对|错了|说错了|搞错了|记错了)[{_PUNCT}]*(不是[^，,。]+?[{_PUNCT}]+(?:而)?是[^，,。]+)$", r"更正：\1"),
@@ -8577,6 +8744,8 @@ def _told_fact(said):
     """The fact in what was said before a remember request at a message's end: the first piece about someone,
     after a lead-in (跟你说个好消息，我戒烟了); None when it is too short to be one.
     Example: _told_fact('跟你说个好消息，我戒烟了！') -> '记住，我戒烟了！'"""
+    if re.search(r"(?:不用|不要|别|甭|莫|唔使)再?$", said):
+        return None  # 大伟的嘢不用再 + 记住: asked not to remember it (the forget rules read it)
     said = _TELL_YOU_RE.sub("", said)  # the fact starts after a mark, or after a lead-in's particle
     lead = _LEAD_PARTICLE_RE.match(said)
     after = [said[x.end():] for x in re.finditer(f"[{_PUNCT}]+", said)] + ([said[lead.end():]] if lead else [])
@@ -9031,10 +9200,10 @@ def memory_normalise(text):
 
 #: A memory verb at a message's start (after 请 / 帮我 / 把 …): the message is about memory.
 _SHAPED_START_RE = re.compile(r"^(?:请|麻烦|帮我|给我|你|把|就|那)*(?:记住|记一下|记下|记着|记牢|记好|记得|忘记|忘掉|别记|不用记|"
-                              r"不要记|别再记|撤回|撤销|更正|纠正|修改|改成|改一下|删掉|删除|删了|删|不对|错了|说错(?!话)|记错|搞错|弄错|"
+                              r"不要记|别再记|撤回|撤销|更正|纠正|修改|改成|改一下|删掉|删除|删了|删|不对(?!劲)|错了|说错(?!话)|记错|搞错|弄错|"
                               r"更新|打错|写错|敲错|手滑|口误|笔误|(?i:typo))")
 #: Verbs that are about memory only when they point at one (删了那个游戏 is chat).
-_WEAK_VERB_RE = re.compile(r"^(?:请|麻烦|帮我|给我|你|把|就|那)*(?:纠正|修改|改成|改一下|删掉|删除|删了|删|不对|错了|说错(?!话)|搞错|弄错|更新|"
+_WEAK_VERB_RE = re.compile(r"^(?:请|麻烦|帮我|给我|你|把|就|那)*(?:纠正|修改|改成|改一下|删掉|删除|删了|删|不对(?!劲)|错了|说错(?!话)|搞错|弄错|更新|"
                            r"打错|写错|敲错|手滑|口误|笔误|(?i:typo))")
 #: What is done to a memory a pointer (那条, 第2条) points at.
 _SHAPED_VERBS = "(?:删|忘|改|不对|错|别记|不用记|不要|留着|更正|撤)"
@@ -9341,6 +9510,16 @@ _SIDE_JOB_RE = re.compile(r"^我?(?:现在|最近|周末|晚上|平时|下班后
                           r"[^，,。！!？?\s]{2,12}(?:兼职|打零工|打工|做兼职)")
 
 
+#: A quit said with no thing and no one (戒了 半年了 / 已经戒了 两个月了 / 早戒了): what was quit is the habit a memory holds.
+_BARE_QUIT_RE = re.compile(rf"(?:我)?(?:已经|早就|早|都|终于)?戒(?:掉)?了(?:[{_PUNCT}]*(?:有|都|快)?"
+                           rf"[一二两三四五六七八九十半\d]+个?多?(?:天|周|星期|礼拜|月|年)多?了?)?[{PARTICLES}{_PUNCT}{_EMOJI}]*")
+#: The habits a bare 戒了 may end, by the word a memory says it with (我一天一包烟 / 我每天喝二两白酒).
+_QUIT_HABITS = {"烟": "戒烟", "酒": "戒酒"}
+#: A job quit said with no job and no one (辞了 下个月去京东物流 / 已经辞职了): what follows is said with it.
+_BARE_RESIGN_RE = re.compile(rf"(?:我)?(?:已经|终于|刚|昨天|今天|上周|上个月)?辞(?:了|职了|工了)(?:[{_PUNCT}]+([^{_PUNCT}]{{1,16}}))?"
+                             rf"[{PARTICLES}{_PUNCT}{_EMOJI}]*")
+
+
 def memory_pointed_words(text):
     """Whether a message the rules read as chat may say that something one memory holds changed or was wrong: a change
     of state (戒了, 不…了, 毕业, 拿到, 退役 …) or 不是X 是Y. The cheap test every chat message takes; only then are the
@@ -9348,7 +9527,8 @@ def memory_pointed_words(text):
     t = _pointed_rewrite(_life_read(text))  # 我除咗牙套喇: Cantonese read as Mandarin, as the life rules read it
     return bool(_POINTED_FIX_RE.search(t) or _LIFE_CHANGE_RE.search(t)
                 or _LIFE_TURN_HINT_RE.search(t) and _LIFE_TURN_NEW_RE.search(t)
-                or _RETIRED_WORDS_RE.search(t) and _RETIRED_RE.match(t) or _SWITCH_RE.match(t) or _SIDE_JOB_RE.match(t))
+                or _RETIRED_WORDS_RE.search(t) and _RETIRED_RE.match(t) or _SWITCH_RE.match(t) or _SIDE_JOB_RE.match(t)
+                or "辞" in t and _BARE_RESIGN_RE.fullmatch(t.strip()))
 
 
 def memory_pointed(conn, ctx, text):
@@ -9436,6 +9616,26 @@ def _unsaid_owner(conn, ctx, said):
 def _pointed_quit(conn, ctx, t):
     """外卖不干了 with 我在美团送外卖: the one memory of the speaker's own naming the thing now says the quit (several:
     the update asks); else (None, {}). Example: 挖掘机不整了 -> ('update_number', {'n': 1, 'text': '我挖掘机不整了'})"""
+    resign = _BARE_RESIGN_RE.fullmatch(t.translate(_SIMPLIFIED).strip())
+    if resign:  # 辞了 下个月去京东物流 with 我在顺丰送快递: the one job of the speaker's own (two: asked)
+        rows = memory_list(conn, ctx)
+        jobs = [n for n, r in enumerate(rows, 1) if r["type"] == "user_fact" and r["subject"] == "我"
+                and (r["attribute"] in JOB_ATTRIBUTES or _WORKPLACE_RE.search(r["text"]) and "在家" not in r["text"]
+                     or re.match(r"我在", r["text"]) and any(c in r["text"] for c in _COMPANIES))]
+        said = "我辞职了" + (" " + resign.group(1) if resign.group(1) else "")
+        if len(jobs) == 1:
+            return "update_number", {"n": jobs[0], "text": said}
+        return ("pointed_ask", {"ids": [rows[n - 1]["id"] for n in jobs], "text": said}) if jobs else (None, {})
+    bare = _BARE_QUIT_RE.fullmatch(t.translate(_SIMPLIFIED).strip())
+    if bare:  # 戒了 半年了 with 我一天一包烟: the one habit of the speaker's own a quit can end (two: asked)
+        rows = memory_list(conn, ctx)
+        held = [(n, w) for n, r in enumerate(rows, 1) for w in _QUIT_HABITS if r["type"] == "user_fact"
+                and r["subject"] == "我" and w in r["text"] and not re.search("戒|不|没", r["text"])]
+        said = "我" + re.sub(rf"^我|[{_PUNCT}{_EMOJI}\s]+$", "", t).replace("戒", _QUIT_HABITS[held[0][1]], 1) \
+            if held else ""
+        if len(held) == 1:
+            return "update_number", {"n": held[0][0], "text": said.replace("戒烟掉", "戒烟").replace("戒酒掉", "戒酒")}
+        return ("pointed_ask", {"ids": [rows[n - 1]["id"] for n, _ in held], "text": said}) if held else (None, {})
     m = _QUIT_RE.search(t.translate(_SIMPLIFIED))
     if not m:
         return None, {}
