@@ -16,7 +16,7 @@ A line of FILE.jsonl:
      "chat_reply": "what the chat LLM answers in this conversation" (optional; default echo:<message>),
      "split": "dev|heldout" (optional), "note": "...",
      "expect_down": {...} (optional: what to expect instead with --llm down; "unchanged": true = the
-                    last turn changed no memory)}
+                    last turn changed no memory; a conversation that meets expect itself passes too)}
 
 What the last reply is: done = the user's memories (or their history: a confirmed no-op, an undo)
 changed during the turn (a confirmed no-op, 已经记着了, also passes as other); chat = the chat LLM was asked for it
@@ -145,6 +145,39 @@ class Trial:
             return mem, hist
         return self.runner.db(read)
 
+    @staticmethod
+    def _check(ex, replies, last, memories, before, after):
+        """(problems, wrong changes) of one expectation against a conversation's end: memories, last reply kind."""
+        problems, wrong = [], []
+        for s in ex.get("has", []):
+            if not any(s in m for m in memories):
+                problems.append(f"no memory has {s!r}")
+        # The bot asked and left the memories as they were: what is still there is unfinished, not a wrong change
+        # (the issue's wrong change is a memory changed or deleted that the user didn't point at, or an invented one).
+        held = last == "asks" and before == after
+        for s in ex.get("not_has", []):
+            bad = [m for m in memories if s in m]
+            if bad:
+                problems.append(f"{s!r} still in {bad}")
+                if not held:
+                    wrong.append(f"not_has {s!r}")
+        if ex.get("count") is not None and len(memories) != ex["count"]:
+            problems.append(f"{len(memories)} memories, wanted {ex['count']}")
+            if len(memories) > ex["count"] and not held:
+                wrong.append(f"count {len(memories)} > {ex['count']}")
+        # A confirmed no-op (已经记着了: only the history changed) is done by the definition above, and also what a
+        # writer means by other (a clear answer that changed no memory): three blind writers of three sets said other.
+        noop = last == "done" and before[0] == after[0]
+        if ex.get("last") and last != ex["last"] and not (noop and ex["last"] == "other"):
+            problems.append(f"last reply was {last}, wanted {ex['last']}")
+        for s in ex.get("reply_has", []):
+            if s not in replies[-1]:
+                problems.append(f"last reply lacks {s!r}")
+        for s in ex.get("reply_not_has", []):
+            if s in replies[-1]:
+                problems.append(f"last reply has {s!r}")
+        return problems, wrong
+
     def run(self, row):
         """Sends the turns; returns {replies, last (what the last reply was), memories, problems, wrong, plans,
         plan_prompts, requests (the bodies the LLM got meanwhile, background ones too)}."""
@@ -175,39 +208,14 @@ class Trial:
                     else "asks" if re.search(r"[？?]|吗|回复", reply)
                     else "lists" if numbered else "other")
         memories = [m[1] for m in self._state(user)[0]]
-        ex, problems, wrong = row["expect"], [], []
-        if self.mode == "down" and row.get("expect_down"):
-            ex = row["expect_down"]
-            if ex.get("unchanged") and before[0] != after[0]:
+        problems, wrong = self._check(row["expect"], replies, last, memories, before, after)
+        if self.mode == "down" and row.get("expect_down") and problems:
+            # expect_down relaxes what the LLM reader would do (ask, or leave things alone) for when it is down; a
+            # bot that still does what the user asked, every check of expect passed, has done better, not wrong
+            problems, wrong = self._check(row["expect_down"], replies, last, memories, before, after)
+            if row["expect_down"].get("unchanged") and before[0] != after[0]:
                 problems.append("the last turn changed memories with the LLM down")
                 wrong.append("changed with the LLM down")
-        for s in ex.get("has", []):
-            if not any(s in m for m in memories):
-                problems.append(f"no memory has {s!r}")
-        # The bot asked and left the memories as they were: what is still there is unfinished, not a wrong change
-        # (the issue's wrong change is a memory changed or deleted that the user didn't point at, or an invented one).
-        held = last == "asks" and before == after
-        for s in ex.get("not_has", []):
-            bad = [m for m in memories if s in m]
-            if bad:
-                problems.append(f"{s!r} still in {bad}")
-                if not held:
-                    wrong.append(f"not_has {s!r}")
-        if ex.get("count") is not None and len(memories) != ex["count"]:
-            problems.append(f"{len(memories)} memories, wanted {ex['count']}")
-            if len(memories) > ex["count"] and not held:
-                wrong.append(f"count {len(memories)} > {ex['count']}")
-        # A confirmed no-op (已经记着了: only the history changed) is done by the definition above, and also what a
-        # writer means by other (a clear answer that changed no memory): three blind writers of three sets said other.
-        noop = last == "done" and before[0] == after[0]
-        if ex.get("last") and last != ex["last"] and not (noop and ex["last"] == "other"):
-            problems.append(f"last reply was {last}, wanted {ex['last']}")
-        for s in ex.get("reply_has", []):
-            if s not in replies[-1]:
-                problems.append(f"last reply lacks {s!r}")
-        for s in ex.get("reply_not_has", []):
-            if s in replies[-1]:
-                problems.append(f"last reply has {s!r}")
         if row.get("prompt"):
             ask = row["prompt"]["ask"]
             self.client.event(int(user), ask)
