@@ -8443,9 +8443,8 @@ _SAY_WORDS = ("(?<![小传解演据说])说(?!说)|(?<![演开讲])讲(?![座师
 _SAID_GAP = (rf"(?:了|过|着)?(?:一?句|一声)?(?:话)?[{_PUNCT}“\"「『]*(?:你们|你|您|我|大家|同学们|孩子们)?"
              rf"(?:要|得|一定要|千万要|千万|务必|必须|可要|都给我|给我)?[{_PUNCT}]*")
 #: The words of saying right before a verb (the end of what precedes it), or someone asking the user to do it (老板让我
-#: 记一下 / bro 让我 remember / 朋友叫我备忘一下), or a line named before it is said (电影里那句 记住… / 歌词 …): group who is
-#: what the clause says before the words of saying.
-_SAID_BEFORE_RE = re.compile(rf"(?P<who>.*?)(?:(?:{_SAY_WORDS}){_SAID_GAP}|(?:让|叫|要|逼|教|提醒|叮嘱|嘱咐|喊)我\s*|"
+#: 记一下 / bro 让我 remember / 朋友叫我备忘一下), or a line named before it is said (电影里那句 记住… / 歌词 …).
+_SAID_BEFORE_RE = re.compile(rf"(?:(?:{_SAY_WORDS}){_SAID_GAP}|(?:让|叫|要|逼|教|提醒|叮嘱|嘱咐|喊)我\s*|"
                              rf"(?P<line>那句|这句|一句|台词|歌词|口号|标语|座右铭|名言|歌里|书里|电影里|剧里)(?:话)?(?:是|说|唱|写)?"
                              rf"[{_PUNCT}“\"「『]*)$")
 #: The marks that end a clause (a space does not: 我 bro 让我 remember …).
@@ -8464,10 +8463,11 @@ def _said_by_other(t, verb):
     """Whether the remember verb found at verb is someone else's words in a story: right after words of saying whose
     speaker is not talking to the bot, after X让我, or after a line named; not a bare request ending a message after a
     pause (客户说他下周来签合同，记一下: the fact is what the customer said, the request is the user's)."""
-    m = _SAID_BEFORE_RE.search(t[max(0, verb.start() - 24):verb.start()])
+    before = t[max(0, verb.start() - 24):verb.start()]
+    m = _SAID_BEFORE_RE.search(before)
     if not m:
         return False
-    who = _CLAUSE_END_RE.split(m.group("who"))[-1].strip()  # (a space is no pause: 我 bro 让我 remember)
+    who = _CLAUSE_END_RE.split(before[:m.start()])[-1].strip()  # what the clause says before (我 bro 让我: a space is no pause)
     if m.group("line"):
         return True
     if not who or _SAID_TO_BOT_RE.search(who):
