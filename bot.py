@@ -7991,17 +7991,19 @@ _ANY_PARTICLE = f"[{PARTICLES}]"
 #: mark / 备忘, 记著 (traditional), the IME's slips 记主 / 记往 / 纪住. Read as a request only where the whole clause is
 #: one (我记到起了 and 他叫我记到起 are not), or right before a fact about someone.
 _REMEMBER_VERB = (r"(?:记住|记一下下|记一下|记下来|记下|记低|记着|记著|记好|记牢|记一哈|记一手|记到起|记倒起|记到哈|记倒|记在心里|记心里|"
-                  r"记在小本本上|记个笔记|记一笔|记录一下|记录下|记个事儿?|记件事儿?|备忘|备个忘|备注|备个注|(?i:mark)|马克|记主|记往|记注|纪住|"
+                  r"记在小本本上|记个笔记|记一笔|记录一下|记录下|记个事儿?|记件事儿?|记上|备忘|备个忘|备注|备个注|(?i:mark)|马克|记主|记往|记注|纪住|"
                   r"(?<![A-Za-z])(?i:note|memo)(?=\s*(?:一下|下|一哈|[:：]|(?i:this|that)\b)))")
 #: Words that urge a request on (快点记下来!!! / 赶紧记一下 / 务必记住 / pls 记下): before or after who is asked, never
 #: part of the fact. 快 / 赶紧 / 赶快 also make a bare 记 a request (快记快记!!!).
 _REMEMBER_URGE = r"(?:快点儿?|快快|快(?=帮我|给我|替我)|赶紧的?|赶快|赶忙|麻溜儿?的?|务必|千万|(?i:pls|plz|please)\s*)"
+#: How a request is made polite (请 / 麻烦你 / 劳烦 / 拜托 / 求你了): before who is asked, never part of the fact.
+_REMEMBER_PLEASE = r"(?:请你|请您|请|麻烦你|麻烦您|麻烦|劳烦你?|劳驾|拜托你?|拜托了|烦请|求求你|求你了?)"
 #: A remember verb with what may urge it, as a request: 快记 / 赶紧记 (a bare 记 only so), or an urge and a verb.
 _REMEMBER_URGED = rf"(?:{_REMEMBER_URGE}|快)?(?:{_REMEMBER_VERB}|(?<=快|紧)记(?![\u4e00-\u9fff])|(?<=快|紧)记(?=快))"
 #: How a message may ask to remember (besides 记住): leads that stand for 记住 before the fact; 那你… / 再… / 也… /
 #: 顺便… / Cantonese 唔该 (please) before them, and 在 where the IME wrote it for 再 (在记一下, never 在记着).
 _REMEMBER_LEADS = (rf"(?:那|那就)?(?:这个|这件事|这事|这些|小本本)?(?:再|也|还)?{_REMEMBER_URGE}?"
-                   r"(?:请你|请您|请|麻烦|麻烦你|麻烦您|你|您|以后|唔该)?"
+                   rf"(?:{_REMEMBER_PLEASE}|你|您|以后|唔该)?"
                    r"(?:要|得|一定要|可要)?(?:再|也|顺便|在(?=帮我|给我|替我|记一下|记住|记下))?(?:帮我|给我|替我|帮忙)?\s*"
                    rf"(?:好好)?{_REMEMBER_URGED}\s*(?:点儿|点|一下|下)?")
 #: The same words at a message's end (我对虾过敏，记下来 / 我搬到深圳了，帮我记一下); glued to the words before them only
@@ -8102,7 +8104,7 @@ MEMORY_REWRITES = [
     ("记住", r"^(?:请[你您]?|麻烦[你您]?)(?:帮我|给我)?记住", "记住"),  # 请帮我记住我喜欢喝美式
     ("记注 记主 纪住 记往", r"^(?:记注|记主|纪住|记往)(?=[，,：:\s我])", "记住"),  # the IME's slip
     ("帮 给 替 嗯 呃 额 诶 欸 哎 咦 那个 这个 就是 然后 对了 话说 那啥 emm 记到起 记倒起 记一手 mark 备忘 note memo 快 赶",
-     rf"^(?:{_FILLER_WORDS}*(?:你|请|麻烦你?)?{_REMEMBER_URGE}?(?:帮我|给我|替我|帮忙)|{_FILLER_WORDS}+(?:你|请|麻烦你?)?|"
+     rf"^(?:{_FILLER_WORDS}*(?:你|{_REMEMBER_PLEASE})?{_REMEMBER_URGE}?(?:帮我|给我|替我|帮忙)|{_FILLER_WORDS}+(?:你|{_REMEMBER_PLEASE})?|"
                     rf"(?:你|请)?(?=记到起|记倒起|记一手|(?i:mark|note|memo)|备忘|备注|{_REMEMBER_URGE}|快记))\s*(?:好好)?"
                     rf"{_REMEMBER_URGED}\s*(?:点儿|点|一下|下)?[{PARTICLES}]*{_FILLER_WORDS}*"
                     rf"(?=我|{_REL_RE})", "记住，"),  # 帮我记着(啊)我… / 那个你帮我记一下就是我血压有点高 / 赶紧帮我记下我…
@@ -8328,7 +8330,7 @@ _STYLE_WISH_RE = re.compile(rf"^(?:你)?(?:以后|今后)?(?:你)?(?:(?P<d1>少|
 
 #: Verbs that ask to keep something only when a fact about someone follows (帮我存一下 我车位是B2-118 / 存个档 我妈血型是
 #: AB型); 帮我存一下这张图 is about a file, 存一下 我的照片 says nothing of anyone.
-_KEEP_LEAD_RE = re.compile(rf"^{_FILLER_WORDS}*(?:你|请|麻烦你?)?{_REMEMBER_URGE}?(?:帮我|给我|替我|帮忙)?{_REMEMBER_URGE}?\s*"
+_KEEP_LEAD_RE = re.compile(rf"^{_FILLER_WORDS}*(?:你|{_REMEMBER_PLEASE})?{_REMEMBER_URGE}?(?:帮我|给我|替我|帮忙)?{_REMEMBER_URGE}?\s*"
                            rf"(?:存一下|存下来|存下|存个档|存档|收藏一下|收藏)(?:吧|{_ANY_PARTICLE})*[{_PUNCT}]*(?=我|{_REL_RE})")
 #: What a kept fact says of its subject (是 / 叫 / 在 / 过敏 …).
 _KEEP_SAYS_RE = re.compile(r"是|叫|在|住|有|过敏|喜欢|爱|讨厌|怕|不|没")
