@@ -7369,6 +7369,10 @@ _PLACED_RE = re.compile(r"^(?!明天|今天|后天|晚上|早上|下午|中午|�
                         r"(?:放在|放到|搁在|收在|存在|锁在|塞在|藏在|挂在|停在)[^，,。!！?？]{1,20}$")
 
 
+#: What someone told of the user (今天老板说我升职了 / 医生说我有点贫血): the user's fact is what follows.
+_SAID_OF_ME_RE = re.compile(rf"^[^，,。!！?？我你]{{1,10}}?(?:说|讲|告诉我|跟我说)(?:了)?[{_PUNCT}]*(我(?!说|觉得|想|猜).{{2,}})$")
+
+
 def _read_remember(m):
     """记住，… (a strong word): the fact; the group's (本群…); or a question when it says nothing of anyone."""
     fact = _fact_said(m, _TIME_RE)
@@ -7378,6 +7382,9 @@ def _read_remember(m):
         return "group_remember", {"text": fact}
     if memory_has_subject(fact) or _PLACED_RE.match(fact):
         return "remember", {"text": fact}  # (备忘：无人机电池放在2号防潮箱里: where the user's things are)
+    said = _SAID_OF_ME_RE.match(fact)
+    if said:  # 医生说我有点贫血 (帮我记着): what was said of the user
+        return "remember", {"text": said.group(1)}
     return None if _BANTER_RE.search(fact) else ("ask", {"text": fact})
 
 
@@ -8448,7 +8455,7 @@ _SAID_GAP = (rf"(?:了|过|着)?(?:一?句|一声)?(?:话)?[{_PUNCT}“\"「『]
 #: 记一下 / bro 让我 remember / 朋友叫我备忘一下), or a line named before it is said (电影里那句 记住… / 歌词 …).
 _SAID_BEFORE_RE = re.compile(rf"(?:(?:{_SAY_WORDS}){_SAID_GAP}|(?:让|叫|要|逼|教|提醒|叮嘱|嘱咐|喊)我\s*|"
                              rf"(?P<line>那句|这句|一句|台词|歌词|口号|标语|座右铭|名言|歌里|书里|电影里|剧里)(?:话)?(?:是|说|唱|写)?"
-                             rf"[{_PUNCT}“\"「『]*)$")
+                             rf"[{_PUNCT}“\"「『]*|(?<![帮给替让叫要])(?P<own>我)(?:已经|早就|早|都|也|还|刚|刚刚|就)*)$")
 #: The marks that end a clause (a space does not: 我 bro 让我 remember …).
 _CLAUSE_END_RE = re.compile(r"[，,。.!！?？;；:：~～…]+")
 #: Who, saying it, speaks to the bot (我跟你说 记住… / 听我说 记住… / 我说 记住…): what follows is asked of it.
@@ -8458,7 +8465,7 @@ _QUOTED_SPAN_RE = re.compile(r"“[^”]*”|\"[^\"]*\"|「[^」]*」|『[^』]*
 #: Verbs of the other memory commands: a message with one is theirs to read, whatever it quotes.
 _OTHER_COMMAND_RE = re.compile(r"删|忘记|忘掉|更正|纠正|改成|撤销|撤回|别记|不用记|不要记|别再记")
 #: Characters without which no verb of a message is someone else's words (the cheap test first).
-_SAID_HINT_RE = re.compile(rf"[说讲喊叨嘱代待调吼骂育醒诉着道唱句词号语铭里“\"「『《‘]|[让叫要逼教]我")
+_SAID_HINT_RE = re.compile(rf"[说讲喊叨嘱代待调吼骂育醒诉着道唱句词号语铭里“\"「『《‘]|[让叫要逼教]我|我[已经早就都也还刚]*[记备]")
 
 
 def _said_by_other(t, verb):
@@ -8472,6 +8479,8 @@ def _said_by_other(t, verb):
     who = _CLAUSE_END_RE.split(before[:m.start()])[-1].strip()  # what the clause says before (我 bro 让我: a space is no pause)
     if m.group("line"):
         return True
+    if m.group("own"):  # 我已经记下来了 / 我都记着呢: the user's own doing
+        return bool(re.match(r"了|过|着呢|好了", t[verb.end():]))
     if not who or _SAID_TO_BOT_RE.search(who):
         return False
     rest = t[verb.end():]
