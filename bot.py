@@ -7572,7 +7572,8 @@ MEMORY_COMMANDS = [
                   _says("ask_what")),  # 记一下 and nothing else: what is asked, the next message is it
     MemoryCommand(rf"不是(?:的)?[{PARTICLES}]*[{_PUNCT}]+(?:应该)?是([^，,。;；我你他她它]{{1,12}})",
                   lambda m: ("update_fit", {"value": m.group(1).strip()})),  # 不是，是绿色: only when a memory takes it
-    MemoryCommand(rf"(?:/remember\b|remember(?:\s*[:：,，]|\s+(?:that|this)\b\s*[:：,，]?|(?=\s+(?:i|my|i'm)\b)|\s+(?=[我\u4e00-\u9fff]))|"
+    MemoryCommand(rf"(?:/remember\b|remember(?:\s*[:：,，]|\s+(?:that|this)\b\s*[:：,，]?|(?=\s+(?:i|my|i'm)\b)|"
+                  rf"\s+(?=[我\u4e00-\u9fff]))|"
                   rf"{_words_re(REMEMBER_WORDS)}){_PARTICLE}[{_PUNCT}]*(.+)", _read_remember, tail=True),
     MemoryCommand(rf"(?:{_words_re(REMEMBER_WEAK_WORDS)}){_PARTICLE}[{_PUNCT}]*(.+)", _read_remember_weak, tail=True),
 ]
@@ -8105,13 +8106,15 @@ MEMORY_REWRITES = [
     ("以后 今后", r"^((?:记住|记得)[，,：:\s]*)(以后|今后|从现在起|从今天起)你(?=要|得|别|不要|不许|必须|就|说话|回|跟我|和我|用|叫)",
      r"\1你\2"),  # 记住，以后你要用繁体字跟我说话
     ("小本本", r"^小本本(?:记下来|记好|记上|记一下)", "记住"),
-    ("记 note Note NOTE memo Memo 备注", rf"^(?:{_REMEMBER_LEADS}{_ANY_PARTICLE}*)?{_REMEMBER_LEADS}(?:了)?{_ANY_PARTICLE}*[{_PUNCT}]+(?=\S)",
+    ("记 note Note NOTE memo Memo 备注",
+     rf"^(?:{_REMEMBER_LEADS}{_ANY_PARTICLE}*)?{_REMEMBER_LEADS}(?:了)?{_ANY_PARTICLE}*[{_PUNCT}]+(?=\S)",
      "记住，"),
     # 帮我记着，… / 记牢了：… / 快记快记!!! … / note下 …
     ("记住", r"^(?:请[你您]?|麻烦[你您]?)(?:帮我|给我)?记住", "记住"),  # 请帮我记住我喜欢喝美式
     ("记注 记主 纪住 记往", r"^(?:记注|记主|纪住|记往)(?=[，,：:\s我])", "记住"),  # the IME's slip
     ("帮 给 替 嗯 呃 额 诶 欸 哎 咦 那个 这个 就是 然后 对了 话说 那啥 emm 记到起 记倒起 记一手 mark 备忘 note memo 快 赶",
-     rf"^(?:{_FILLER_WORDS}*(?:你|{_REMEMBER_PLEASE})?{_REMEMBER_URGE}?(?:帮我|给我|替我|帮忙)|{_FILLER_WORDS}+(?:你|{_REMEMBER_PLEASE})?|"
+     rf"^(?:{_FILLER_WORDS}*(?:你|{_REMEMBER_PLEASE})?{_REMEMBER_URGE}?(?:帮我|给我|替我|帮忙)|"
+                    rf"{_FILLER_WORDS}+(?:你|{_REMEMBER_PLEASE})?|"
                     rf"(?:你|请)?(?=记到起|记倒起|记一手|(?i:mark|note|memo)|备忘|备注|{_REMEMBER_URGE}|快记))\s*(?:好好)?"
                     rf"{_REMEMBER_URGED}\s*(?:点儿|点|一下|下)?[{PARTICLES}]*{_FILLER_WORDS}*"
                     rf"(?=我|{_REL_RE})", "记住，"),  # 帮我记着(啊)我… / 那个你帮我记一下就是我血压有点高 / 赶紧帮我记下我…
@@ -8337,7 +8340,8 @@ _STYLE_WISH_RE = re.compile(rf"^(?:你)?(?:以后|今后)?(?:你)?(?:(?P<d1>少|
 
 #: Verbs that ask to keep something only when a fact about someone follows (帮我存一下 我车位是B2-118 / 存个档 我妈血型是
 #: AB型); 帮我存一下这张图 is about a file, 存一下 我的照片 says nothing of anyone.
-_KEEP_LEAD_RE = re.compile(rf"^{_FILLER_WORDS}*(?:你|{_REMEMBER_PLEASE})?{_REMEMBER_URGE}?(?:帮我|给我|替我|帮忙)?{_REMEMBER_URGE}?\s*"
+_KEEP_LEAD_RE = re.compile(rf"^{_FILLER_WORDS}*(?:你|{_REMEMBER_PLEASE})?{_REMEMBER_URGE}?(?:帮我|给我|替我|帮忙)?"
+                           rf"{_REMEMBER_URGE}?\s*"
                            rf"(?:存一下|存下来|存下|存个档|存档|收藏一下|收藏)(?:吧|{_ANY_PARTICLE})*[{_PUNCT}]*(?=我|{_REL_RE})")
 #: What a kept fact says of its subject (是 / 叫 / 在 / 过敏 …).
 _KEEP_SAYS_RE = re.compile(r"是|叫|在|住|有|过敏|喜欢|爱|讨厌|怕|不|没")
@@ -8444,7 +8448,8 @@ def _remember_around(t):
 #: A remember verb as anyone may say it, to the bot or in a story (记住 / 记一下 / 备忘 / remember / note …).
 _NOTED_VERB_RE = re.compile(rf"{_REMEMBER_VERB}|记得|(?<![A-Za-z])(?i:remember|note|memo)(?![A-Za-z])")
 #: Words of saying that hand on someone else's words (经理天天喊 记住… / 阿公常常讲 记住喔… / 客户说 你记一下…): a verb right
-#: after one, with only a pause, who was told and an urging between, is what was said, not asked of the bot. Not 小说 传说 讲座.
+#: after one, with only a pause, who was told and an urging between, is what was said, not asked of the bot. Not 小说
+#: 传说 讲座.
 _SAY_WORDS = ("(?<![小传解演据说])说(?!说)|(?<![演开讲])讲(?![座师课讲])|喊|念叨|叨叨|唠叨|叮嘱|嘱咐|交代|交待|强调|吼|骂|教育|提醒|告诉|"
               "写着|写道|唱")
 #: What may stand between the words of saying and the verb said: 了 / 过 / 句, a pause or an opening quote, who was
@@ -8476,7 +8481,7 @@ def _said_by_other(t, verb):
     m = _SAID_BEFORE_RE.search(before)
     if not m:
         return False
-    who = _CLAUSE_END_RE.split(before[:m.start()])[-1].strip()  # what the clause says before (我 bro 让我: a space is no pause)
+    who = _CLAUSE_END_RE.split(before[:m.start()])[-1].strip()  # the clause before it (我 bro 让我: a space is no pause)
     if m.group("line"):
         return True
     if m.group("own"):  # 我已经记下来了 / 我都记着呢: the user's own doing
