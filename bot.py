@@ -8463,10 +8463,11 @@ _SAID_BEFORE_RE = re.compile(rf"(?:(?:{_SAY_WORDS}){_SAID_GAP}|(?:让|叫|要|�
                              rf"[{_PUNCT}“\"「『]*|(?<![帮给替让叫要])(?P<own>我)(?:已经|早就|早|都|也|还|刚|刚刚|就)*)$")
 #: The marks that end a clause (a space does not: 我 bro 让我 remember …).
 _CLAUSE_END_RE = re.compile(r"[，,。.!！?？;；:：~～…]+")
-#: Who, saying it, speaks to the bot (我跟你说 记住… / 听我说 记住… / 我想说 记住… / 最后说一句 记住…): what follows is
-#: asked of it.
+#: Who, saying it, speaks to the bot (我跟你说 记住… / 听我说 记住… / 我想说 记住… / 我刚说了 记住… / 最后说一句 记住…):
+#: what follows is asked of it.
 _SAID_TO_BOT_RE = re.compile(r"(?:跟|和|对|给|同|告诉)(?:你|您)$|(?:你|您)$|"
-                             r"^(?:我|听我)?(?:想|要|得|再|就|先|只|还|也|最后|顺便|另外|还有|多|总之|反正)*$")
+                             r"^(?:我|听我)?(?:想|要|得|再|就|先|只|还|也|刚才|刚刚|刚|都|已经|早就|之前|不是|最后|顺便|另外|还有|多|"
+                             r"总之|反正)*$")
 #: Spans in quotes (“记住我的名字”这句台词 / 《记住我》): a verb inside one is a word quoted.
 _QUOTED_SPAN_RE = re.compile(r"“[^”]*”|\"[^\"]*\"|「[^」]*」|『[^』]*』|《[^》]*》|‘[^’]*’")
 #: Verbs of the other memory commands: a message with one is theirs to read, whatever it quotes.
