@@ -7592,8 +7592,8 @@ _BOT_CALL_RE = re.compile(f"^(?:{_words_re(BOT_CALLS)})(?:[{_PUNCT}]+(?=\\S)|(?=
 _FILLER_RE = re.compile(rf"^(?:{FILLERS_RE})[{_PUNCT}]*(?={_words_re(COMMAND_WORDS)})")
 _LEAD_IN_RE = re.compile(rf"^([^，,。!！?？\n]{{0,20}}?)[{_PUNCT}]+(?={_words_re(REMEMBER_WORDS)}|remember\b)"
                          rf"|^[a-z]{{2,8}}(?=记住)", re.I)
-#: A command word said twice (记住记住，… / 撤销撤销 / 说错了说错了，…): once.
-_DOUBLED_RE = re.compile(rf"^({_words_re(COMMAND_WORDS + UPDATE_WORDS)})[{_PUNCT}]*\1")
+#: A command word said twice (记住记住，… / 撤销撤销 / 说错了说错了，… / 快记快记 / 记上记上 / 记下 记下): once.
+_DOUBLED_RE = re.compile(rf"^({_words_re(COMMAND_WORDS + UPDATE_WORDS)}|(?:快|赶紧)?记[上下住着好]?)[{_PUNCT}]*\1")
 _INTERJECTION_LEAD_RE = re.compile(rf"^(?:{_INTERJECTION}[{_PUNCT}]*)+(?={_words_re(COMMAND_WORDS + UPDATE_WORDS)}|"
                                    r"(?:不对|说错了|记错了)(?:[\s，,]*(?:不对|说错了|记错了))*[\s，,]*是)", re.I)  # 哦不对 是茶百道
 #: A short clause owning a mistake before 撤销 (删错了，撤销): the undo is the request.
@@ -7601,6 +7601,10 @@ _MISTAKE_LEAD_RE = re.compile(rf"^[啊哎呀哦诶]*[{_PUNCT}]*(?:(?:我)?(?:删
 #: What may follow 撤销 and asks nothing more (撤销吧 当我没说).
 _UNDO_TAIL_RE = re.compile(rf"^((?:撤销|撤回)(?:吧|了|一下)?)[{_PUNCT}]*(?:当我没说过?|我说错了|说错了|删错了|记错了)$")
 _LEAD_PRONOUN_RE = re.compile(rf"^((?:{_words_re(REMEMBER_WORDS)})[，,：:\s]*)(她|他|它)")
+
+
+#: The kinds a remember verb reads to: only these are checked for someone else's words (memory_not_asked).
+_ASKED_KINDS = frozenset({"remember", "ask", "ask_what", "group_remember"})
 
 
 #: Characters of a message the memory rules read: a memory is at most 500, so a longer head is no command, and
@@ -7789,8 +7793,6 @@ def memory_parse(text, names=()):
     t = re.sub(r"^@\S+\s+", "", t) if t.startswith("@") else t
     said = memory_pinyin(t.replace("（", "(").replace("）", ")"))  # 吉他那条shan le: 删了
     t = read = text_simplified(said)
-    if memory_not_asked(t):
-        return None, {}  # 经理天天喊 记住 客户就是上帝: someone else's words, nothing asked of the bot
     # 係 before it is simplified to 系 (講錯咗 係29歲: 是29岁); most messages have no Cantonese word: t as it is
     reread = _CANTONESE_HINT_RE.search(said) or _DIALECT_HINT_RE.search(said)  # (侬 / 莫记到: DIALECT's words too)
     yue = text_simplified(memory_cantonese(said)) if reread else t
@@ -7830,7 +7832,10 @@ def memory_parse(text, names=()):
                                            _MEMORY_COMMAND_FIRST[False].match(bare)) if m]
     if rows:  # the first row that matches decides
         regex, command = _MEMORY_COMMAND_RES[min(rows)]
-        return _as_written(command.read(regex.match(t if command.tail else bare)) or (None, {}), read, said)
+        parsed = command.read(regex.match(t if command.tail else bare)) or (None, {})
+        if parsed[0] in _ASKED_KINDS and memory_not_asked(read):
+            return None, {}  # 经理天天喊 记住 客户就是上帝: someone else's words, nothing asked of the bot
+        return _as_written(parsed, read, said)
     lead = _ADDRESS_LEAD_RE.match(read) if _ADDRESS_REST_RE.search(read) else None
     if lead:  # 小助手啊，你都记着我哪些事儿 / zsbd 你存了我哪些记忆: what follows the address, if it is a command
         return memory_parse(said[lead.end():], names)
@@ -8107,9 +8112,9 @@ MEMORY_REWRITES = [
      r"\1你\2"),  # 记住，以后你要用繁体字跟我说话
     ("小本本", r"^小本本(?:记下来|记好|记上|记一下)", "记住"),
     ("记 note Note NOTE memo Memo 备注",
-     rf"^(?:{_REMEMBER_LEADS}{_ANY_PARTICLE}*)?{_REMEMBER_LEADS}(?:了)?{_ANY_PARTICLE}*[{_PUNCT}]+(?=\S)",
+     rf"^{_REMEMBER_LEADS}(?:了)?{_ANY_PARTICLE}*[{_PUNCT}]+(?=\S)",
      "记住，"),
-    # 帮我记着，… / 记牢了：… / 快记快记!!! … / note下 …
+    # 帮我记着，… / 记牢了：… / note下 …
     ("记住", r"^(?:请[你您]?|麻烦[你您]?)(?:帮我|给我)?记住", "记住"),  # 请帮我记住我喜欢喝美式
     ("记注 记主 纪住 记往", r"^(?:记注|记主|纪住|记往)(?=[，,：:\s我])", "记住"),  # the IME's slip
     ("帮 给 替 嗯 呃 额 诶 欸 哎 咦 那个 这个 就是 然后 对了 话说 那啥 emm 记到起 记倒起 记一手 mark 备忘 note memo 快 赶",
