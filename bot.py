@@ -7603,6 +7603,16 @@ def _fact_said(m, allow=None):
 _GROUP_START_RE = re.compile(f"^(?:{_GROUP_WORDS_RE})")
 
 
+#: Where a thing is kept (冰岛那趟的无人机电池放在2号防潮箱里 / 车停在B2-118): a note of the user's own world, asked to be
+#: kept, needs no one named; not a plan said with a time (明天把钥匙放在门口: whose is asked).
+_PLACED_RE = re.compile(r"^(?!明天|今天|后天|晚上|早上|下午|中午|周|下周|下个|星期|礼拜|待会|一会|等会)[^我你他她它，,。!！?？]{1,20}?"
+                        r"(?:放在|放到|搁在|收在|存在|锁在|塞在|藏在|挂在|停在)[^，,。!！?？]{1,20}$")
+
+
+#: What someone told of the user (今天老板说我升职了 / 医生说我有点贫血): the user's fact is what follows.
+_SAID_OF_ME_RE = re.compile(rf"^[^，,。!！?？我你]{{1,10}}?(?:说|讲|告诉我|跟我说)(?:了)?[{_PUNCT}]*(我(?!说|觉得|想|猜).{{2,}})$")
+
+
 def _read_remember(m):
     """记住，… (a strong word): the fact; the group's (本群…); or a question when it says nothing of anyone."""
     fact = _fact_said(m, _TIME_RE)
@@ -7613,8 +7623,13 @@ def _read_remember(m):
     lines = [x for x in fact.splitlines() if x.strip()]
     if len(lines) >= 3 and re.fullmatch(r"[^，,。]{0,12}[：:]", lines[0].strip()):  # 以下几点：(a line each)
         fact, lines = "\n".join(lines[1:]), lines[1:]
-    if memory_has_subject(fact) or len(lines) >= 2:
-        return "remember", {"text": fact}  # 记住：(a line each) 相机是富士X100V …: a list asked for, one memory a line
+    if memory_has_subject(fact) or len(lines) >= 2 or _PLACED_RE.match(fact):
+        # 记住：(a line each) 相机是富士X100V …: a list asked for, one memory a line; 备忘：无人机电池放在2号防潮箱里:
+        # where the user's things are
+        return "remember", {"text": fact}
+    said = _SAID_OF_ME_RE.match(fact)
+    if said:  # 医生说我有点贫血 (帮我记着): what was said of the user
+        return "remember", {"text": said.group(1)}
     return None if _BANTER_RE.search(fact) else ("ask", {"text": fact})
 
 
@@ -7802,7 +7817,8 @@ MEMORY_COMMANDS = [
                   _says("ask_what")),  # 记一下 and nothing else: what is asked, the next message is it
     MemoryCommand(rf"不是(?:的)?[{PARTICLES}]*[{_PUNCT}]+(?:应该)?是([^，,。;；我你他她它]{{1,12}})",
                   lambda m: ("update_fit", {"value": m.group(1).strip()})),  # 不是，是绿色: only when a memory takes it
-    MemoryCommand(rf"(?:/remember\b|remember(?:\s*[:：,，]|\s+that\b|(?=\s+(?:i|my|i'm)\b)|\s+(?=[我\u4e00-\u9fff]))|"
+    MemoryCommand(rf"(?:/remember\b|remember(?:\s*[:：,，]|\s+(?:that|this)\b\s*[:：,，]?|(?=\s+(?:i|my|i'm)\b)|"
+                  rf"\s+(?=[我\u4e00-\u9fff]))|"
                   rf"{_words_re(REMEMBER_WORDS)}){_PARTICLE}[{_PUNCT}]*(.+)", _read_remember, tail=True),
     MemoryCommand(rf"(?:{_words_re(REMEMBER_WEAK_WORDS)}){_PARTICLE}[{_PUNCT}]*(.+)", _read_remember_weak, tail=True),
 ]
@@ -7821,8 +7837,8 @@ _BOT_CALL_RE = re.compile(f"^(?:{_words_re(BOT_CALLS)})(?:[{_PUNCT}]+(?=\\S)|(?=
 _FILLER_RE = re.compile(rf"^(?:{FILLERS_RE})[{_PUNCT}]*(?={_words_re(COMMAND_WORDS)})")
 _LEAD_IN_RE = re.compile(rf"^([^，,。!！?？\n]{{0,20}}?)[{_PUNCT}]+(?={_words_re(REMEMBER_WORDS)}|remember\b)"
                          rf"|^[a-z]{{2,8}}(?=记住)", re.I)
-#: A command word said twice (记住记住，… / 撤销撤销 / 说错了说错了，…): once.
-_DOUBLED_RE = re.compile(rf"^({_words_re(COMMAND_WORDS + UPDATE_WORDS)})[{_PUNCT}]*\1")
+#: A command word said twice (记住记住，… / 撤销撤销 / 说错了说错了，… / 快记快记 / 记上记上 / 记下 记下): once.
+_DOUBLED_RE = re.compile(rf"^({_words_re(COMMAND_WORDS + UPDATE_WORDS)}|(?:快|赶紧)?记[上下住着好]?)[{_PUNCT}]*\1")
 _INTERJECTION_LEAD_RE = re.compile(rf"^(?:{_INTERJECTION}[{_PUNCT}]*)+(?={_words_re(COMMAND_WORDS + UPDATE_WORDS)}|"
                                    r"(?:不对|说错了|记错了)(?:[\s，,]*(?:不对|说错了|记错了))*[\s，,]*是)", re.I)  # 哦不对 是茶百道
 #: A short clause owning a mistake before 撤销 (删错了，撤销): the undo is the request.
@@ -7830,6 +7846,10 @@ _MISTAKE_LEAD_RE = re.compile(rf"^[啊哎呀哦诶]*[{_PUNCT}]*(?:(?:我)?(?:删
 #: What may follow 撤销 and asks nothing more (撤销吧 当我没说).
 _UNDO_TAIL_RE = re.compile(rf"^((?:撤销|撤回)(?:吧|了|一下)?)[{_PUNCT}]*(?:当我没说过?|我说错了|说错了|删错了|记错了)$")
 _LEAD_PRONOUN_RE = re.compile(rf"^((?:{_words_re(REMEMBER_WORDS)})[，,：:\s]*)(她|他|它)")
+
+
+#: The kinds a remember verb reads to: only these are checked for someone else's words (memory_not_asked).
+_ASKED_KINDS = frozenset({"remember", "ask", "ask_what", "group_remember"})
 
 
 #: Characters of a message the memory rules read: a memory is at most 500, so a longer head is no command, and
@@ -8121,6 +8141,8 @@ def _memory_parse_rules(text, names=()):
         regex, command = _MEMORY_COMMAND_RES[min(rows)]
         got = command.read(regex.match(t if command.tail else bare))
         if got and got[0]:
+            if got[0] in _ASKED_KINDS and memory_not_asked(read):
+                return None, {}  # 经理天天喊 记住 客户就是上帝: someone else's words, nothing asked of the bot
             return _as_written(got, read, said)
     fix = _correction_parts(read) if _PART_WORD_RE.search(read) or "更正" in read else None
     if fix:  # 不对不对我说错了她在烟台上班不是青岛: read from its parts, whatever their order
@@ -8346,12 +8368,21 @@ _ANY_PARTICLE = f"[{PARTICLES}]"
 #: mark / 备忘, 记著 (traditional), the IME's slips 记主 / 记往 / 纪住. Read as a request only where the whole clause is
 #: one (我记到起了 and 他叫我记到起 are not), or right before a fact about someone.
 _REMEMBER_VERB = (r"(?:记住|记一下下|记一下|记下来|记下|记低|记着|记著|记好|记牢|记一哈|记一手|记到起|记倒起|记到哈|记倒|记在心里|记心里|"
-                  r"记在小本本上|记个笔记|记一笔|记录一下|记录下|备忘|备个忘|(?i:mark)|马克|记主|记往|记注|纪住)")
+                  r"记在小本本上|记个笔记|记一笔|记录一下|记录下|记个事儿?|记件事儿?|记上|备忘|备个忘|备注|备个注|(?i:mark)|马克|记主|记往|记注|纪住|"
+                  r"(?<![A-Za-z])(?i:note|memo)(?=\s*(?:一下|下|一哈|[:：]|(?i:this|that)\b)))")
+#: Words that urge a request on (快点记下来!!! / 赶紧记一下 / 务必记住 / pls 记下): before or after who is asked, never
+#: part of the fact. 快 / 赶紧 / 赶快 also make a bare 记 a request (快记快记!!!).
+_REMEMBER_URGE = r"(?:快点儿?|快快|快(?=帮我|给我|替我)|赶紧的?|赶快|赶忙|麻溜儿?的?|务必|千万|(?i:pls|plz|please)\s*)"
+#: How a request is made polite (请 / 麻烦你 / 劳烦 / 拜托 / 求你了): before who is asked, never part of the fact.
+_REMEMBER_PLEASE = r"(?:请你|请您|请|麻烦你|麻烦您|麻烦|劳烦你?|劳驾|拜托你?|拜托了|烦请|求求你|求你了?)"
+#: A remember verb with what may urge it, as a request: 快记 / 赶紧记 (a bare 记 only so), or an urge and a verb.
+_REMEMBER_URGED = rf"(?:{_REMEMBER_URGE}|快)?(?:{_REMEMBER_VERB}|(?<=快|紧)记(?![\u4e00-\u9fff])|(?<=快|紧)记(?=快))"
 #: How a message may ask to remember (besides 记住): leads that stand for 记住 before the fact; 那你… / 再… / 也… /
 #: 顺便… / Cantonese 唔该 (please) before them, and 在 where the IME wrote it for 再 (在记一下, never 在记着).
-_REMEMBER_LEADS = (r"(?:那|那就)?(?:这个|这件事|这事|这些|小本本)?(?:再|也|还)?(?:请你|请您|请|麻烦|麻烦你|麻烦您|你|您|以后|唔该)?"
-                   r"(?:要|得|一定要|可要)?(?:再|也|顺便|在(?=帮我|给我|替我|记一下|记住|记下))?(?:帮我|给我|替我|帮忙)?"
-                   rf"(?:好好)?{_REMEMBER_VERB}(?:点儿|点|一下|下)?")
+_REMEMBER_LEADS = (rf"(?:那|那就)?(?:这个|这件事|这事|这些|小本本)?(?:再|也|还)?{_REMEMBER_URGE}?"
+                   rf"(?:{_REMEMBER_PLEASE}|你|您|以后|唔该)?"
+                   r"(?:要|得|一定要|可要)?(?:再|也|顺便|在(?=帮我|给我|替我|记一下|记住|记下))?(?:帮我|给我|替我|帮忙)?\s*"
+                   rf"(?:好好)?{_REMEMBER_URGED}\s*(?:点儿|点|一下|下)?")
 #: The same words at a message's end (我对虾过敏，记下来 / 我搬到深圳了，帮我记一下); glued to the words before them only
 #: after a word that can end a fact and without 了 (全班都说记住了 / 我已经记住了 are said of someone, not asked).
 _REMEMBER_TAIL_RE = re.compile(rf"^(.{{2,}}?)(?:[{_PUNCT}]+(?:你|请|麻烦)?(?:帮我|给我|替我)?"
@@ -8508,13 +8539,18 @@ MEMORY_REWRITES = [
     ("以后 今后", r"^((?:记住|记得)[，,：:\s]*)(以后|今后|从现在起|从今天起)你(?=要|得|别|不要|不许|必须|就|说话|回|跟我|和我|用|叫)",
      r"\1你\2"),  # 记住，以后你要用繁体字跟我说话
     ("小本本", r"^小本本(?:记下来|记好|记上|记一下)", "记住"),
-    ("记", rf"^{_REMEMBER_LEADS}(?:了)?{_ANY_PARTICLE}*[{_PUNCT}]+(?=\S)", "记住，"),  # 帮我记着，… / 记牢了：…
+    ("记 note Note NOTE memo Memo 备注",
+     rf"^{_REMEMBER_LEADS}(?:了)?{_ANY_PARTICLE}*[{_PUNCT}]+(?=\S)",
+     "记住，"),
+    # 帮我记着，… / 记牢了：… / note下 …
     ("记住", r"^(?:请[你您]?|麻烦[你您]?)(?:帮我|给我)?记住", "记住"),  # 请帮我记住我喜欢喝美式
     ("记注 记主 纪住 记往", r"^(?:记注|记主|纪住|记往)(?=[，,：:\s我])", "记住"),  # the IME's slip
-    ("帮 给 替 嗯 呃 额 诶 欸 哎 咦 那个 这个 就是 然后 对了 话说 那啥 emm 记到起 记倒起 记一手 mark 备忘",
-     rf"^(?:{_FILLER_WORDS}*(?:你|请|麻烦你?)?(?:帮我|给我|替我|帮忙)|{_FILLER_WORDS}+(?:你|请|麻烦你?)?|(?:你|请)?"
-                    rf"(?=记到起|记倒起|记一手|(?i:mark)|备忘))(?:好好)?{_REMEMBER_VERB}(?:点儿|点|一下|下)?[{PARTICLES}]*{_FILLER_WORDS}*"
-                    rf"(?=我|{_REL_RE})", "记住，"),  # 帮我记着(啊)我… / 那个你帮我记一下就是我血压有点高
+    ("帮 给 替 嗯 呃 额 诶 欸 哎 咦 那个 这个 就是 然后 对了 话说 那啥 emm 记到起 记倒起 记一手 mark 备忘 note memo 快 赶",
+     rf"^(?:{_FILLER_WORDS}*(?:你|{_REMEMBER_PLEASE})?{_REMEMBER_URGE}?(?:帮我|给我|替我|帮忙)|"
+                    rf"{_FILLER_WORDS}+(?:你|{_REMEMBER_PLEASE})?|"
+                    rf"(?:你|请)?(?=记到起|记倒起|记一手|(?i:mark|note|memo)|备忘|备注|{_REMEMBER_URGE}|快记))\s*(?:好好)?"
+                    rf"{_REMEMBER_URGED}\s*(?:点儿|点|一下|下)?[{PARTICLES}]*{_FILLER_WORDS}*"
+                    rf"(?=我|{_REL_RE})", "记住，"),  # 帮我记着(啊)我… / 那个你帮我记一下就是我血压有点高 / 赶紧帮我记下我…
     ("叫我", r"^记住[，,：:\s]*(?:以后|今后)(?:你)?(?:就)?叫我", "记住，你以后叫我"),  # 记住以后叫我阿猫
     ("改成 改为 换成 应该是", rf"^(?:那个|把)?(?:我的)?({_words_re(_ATTRIBUTE_BY_WORD)})(?:改成|改为|换成|应该是)(.+)$", r"更正：\1是\2"),
     ("改成 改为 换成", rf"^(?:把)?(?!我|你|他|她|它|第|刚|那|这|(?:{_words_re(_ATTRIBUTE_BY_WORD)})(?:那|这|[{_PUNCT}]|改|换))"
@@ -8735,6 +8771,15 @@ _STYLE_WISH_RE = re.compile(rf"^(?:你)?(?:以后|今后)?(?:你)?(?:(?P<d1>少|
                             rf"(?:点|一点|些)?)(?:了)?{_ANY_PARTICLE}*(?:[{_PUNCT}]+[^，,。!！?？]{{0,8}})?$")
 
 
+#: Verbs that ask to keep something only when a fact about someone follows (帮我存一下 我车位是B2-118 / 存个档 我妈血型是
+#: AB型); 帮我存一下这张图 is about a file, 存一下 我的照片 says nothing of anyone.
+_KEEP_LEAD_RE = re.compile(rf"^{_FILLER_WORDS}*(?:你|{_REMEMBER_PLEASE})?{_REMEMBER_URGE}?(?:帮我|给我|替我|帮忙)?"
+                           rf"{_REMEMBER_URGE}?\s*"
+                           rf"(?:存一下|存下来|存下|存个档|存档|收藏一下|收藏)(?:吧|{_ANY_PARTICLE})*[{_PUNCT}]*(?=我|{_REL_RE})")
+#: What a kept fact says of its subject (是 / 叫 / 在 / 过敏 …).
+_KEEP_SAYS_RE = re.compile(r"是|叫|在|住|有|过敏|喜欢|爱|讨厌|怕|不|没")
+
+
 #: A subject and adverbs only (我已经 / 我也): what is left of 我已经记住了 when its verb is cut off, no fact.
 _SAID_NOTHING_RE = re.compile(rf"^[{_PUNCT}]*(?:好的|好|嗯+|行|ok)?[{_PUNCT}]*(?:我|我们|你|他|她)(?:已经|也|都|早就|早已|早|就|刚刚|刚|真的|"
                               rf"确实|肯定|一定|会|能|这次|这下)*[{_PUNCT}{PARTICLES}]*$", re.I)
@@ -8833,6 +8878,68 @@ def _remember_around(t):
     if told and (not after or _FEELING_RE.search(after)):  # not 记住 以后别劝我喝: a second thing asked, unclear
         return "记住，" + mark + told[3:]
     return None
+
+
+#: A remember verb as anyone may say it, to the bot or in a story (记住 / 记一下 / 备忘 / remember / note …).
+_NOTED_VERB_RE = re.compile(rf"{_REMEMBER_VERB}|记得|(?<![A-Za-z])(?i:remember|note|memo)(?![A-Za-z])")
+#: Words of saying that hand on someone else's words (经理天天喊 记住… / 阿公常常讲 记住喔… / 客户说 你记一下…): a verb right
+#: after one, with only a pause, who was told and an urging between, is what was said, not asked of the bot. Not 小说
+#: 传说 讲座.
+_SAY_WORDS = ("(?<![小传解演据说])说(?!说)|(?<![演开讲])讲(?![座师课讲])|喊|念叨|叨叨|唠叨|叮嘱|嘱咐|交代|交待|强调|吼|骂|教育|提醒|告诉|"
+              "写着|写道|唱")
+#: What may stand between the words of saying and the verb said: 了 / 过 / 句, a pause or an opening quote, who was
+#: told (你 in 客户说 你记一下 is the user), an urging (要 / 千万 / 给我).
+_SAID_GAP = (rf"(?:了|过|着)?(?:一?句|一声)?(?:话)?[{_PUNCT}“\"「『]*(?:你们|你|您|我|大家|同学们|孩子们)?"
+             rf"(?:要|得|一定要|千万要|千万|务必|必须|可要|都给我|给我)?[{_PUNCT}]*")
+#: The words of saying right before a verb (the end of what precedes it), or someone asking the user to do it (老板让我
+#: 记一下 / bro 让我 remember / 朋友叫我备忘一下), or a line named before it is said (电影里那句 记住… / 歌词 …).
+_SAID_BEFORE_RE = re.compile(rf"(?:(?:{_SAY_WORDS}){_SAID_GAP}|(?:让|叫|要|逼|教|提醒|叮嘱|嘱咐|喊)我\s*|"
+                             rf"(?P<line>那句|这句|台词|歌词|口号|标语|座右铭|名言|歌里|书里|电影里|剧里)(?:话)?(?:是|说|唱|写)?"
+                             rf"[{_PUNCT}“\"「『]*|(?<![帮给替让叫要])(?P<own>我)(?:已经|早就|早|都|也|还|刚|刚刚|就)*)$")
+#: The marks that end a clause (a space does not: 我 bro 让我 remember …).
+_CLAUSE_END_RE = re.compile(r"[，,。.!！?？;；:：~～…]+")
+#: Who, saying it, speaks to the bot (我跟你说 记住… / 听我说 记住… / 我想说 记住… / 我刚说了 记住… / 最后说一句 记住…):
+#: what follows is asked of it.
+_SAID_TO_BOT_RE = re.compile(r"(?:跟|和|对|给|同|告诉)(?:你|您)$|(?:你|您)$|"
+                             r"^(?:我|听我)?(?:想|要|得|再|就|先|只|还|也|刚才|刚刚|刚|都|已经|早就|之前|不是|最后|顺便|另外|还有|多|"
+                             r"总之|反正)*$")
+#: Spans in quotes (“记住我的名字”这句台词 / 《记住我》): a verb inside one is a word quoted.
+_QUOTED_SPAN_RE = re.compile(r"“[^”]*”|\"[^\"]*\"|「[^」]*」|『[^』]*』|《[^》]*》|‘[^’]*’")
+#: Verbs of the other memory commands: a message with one is theirs to read, whatever it quotes.
+_OTHER_COMMAND_RE = re.compile(r"删|忘记|忘掉|更正|纠正|改成|撤销|撤回|别记|不用记|不要记|别再记")
+#: Characters without which no verb of a message is someone else's words (the cheap test first).
+_SAID_HINT_RE = re.compile(rf"[说讲喊叨嘱代待调吼骂育醒诉着道唱句词号语铭里“\"「『《‘]|[让叫要逼教]我|我[已经早就都也还刚]*[记备]")
+
+
+def _said_by_other(t, verb):
+    """Whether the remember verb found at verb is someone else's words in a story: right after words of saying whose
+    speaker is not talking to the bot, after X让我, or after a line named; not a bare request ending a message after a
+    pause (客户说他下周来签合同，记一下: the fact is what the customer said, the request is the user's)."""
+    before = t[max(0, verb.start() - 24):verb.start()]
+    m = _SAID_BEFORE_RE.search(before)
+    if not m:
+        return False
+    who = _CLAUSE_END_RE.split(before[:m.start()])[-1].strip()  # the clause before it (我 bro 让我: a space is no pause)
+    if m.group("line"):
+        return True
+    if m.group("own"):  # 我已经记下来了 / 我都记着呢: the user's own doing
+        return bool(re.match(r"了|过|着呢|好了", t[verb.end():]))
+    if not who or _SAID_TO_BOT_RE.search(who):
+        return False
+    rest = t[verb.end():]
+    ends = not re.sub(rf"[{_PUNCT}{_EMOJI}{PARTICLES}了下吧]|一下", "", rest)
+    return not (ends and re.search(f"[{_PUNCT}]", m.group()))
+
+
+def memory_not_asked(text):
+    """Whether every remember verb of a message is someone else's words or a line quoted, so nothing is asked of the
+    bot (经理天天喊 记住 客户就是上帝 / 老板让我记一下会议纪要 / “记住我的名字”这句台词): chat.
+    Example: memory_not_asked('我妈老说记住要多喝水') -> True"""
+    if not _SAID_HINT_RE.search(text) or _OTHER_COMMAND_RE.search(text):
+        return False
+    verbs = list(_NOTED_VERB_RE.finditer(text))
+    quoted = [m.span() for m in _QUOTED_SPAN_RE.finditer(text)]
+    return bool(verbs) and all(any(a < v.start() < b for a, b in quoted) or _said_by_other(text, v) for v in verbs)
 
 
 def _undo_feeling(clause):
@@ -9161,6 +9268,10 @@ def memory_normalise(text):
         t = _remember_around(t) or t
     if _RECALL_VERB_RE.search(t) and _list_asked(t):  # 你是记得我哪些东西啦 讲来听看看: the list, asked in parts
         return "你记得我什么"
+    if "存" in t[:12] or "收藏" in t[:12]:  # 帮我存一下 我车位是B2-118: as 记住 (帮我存一下这张图 stays)
+        m = _KEEP_LEAD_RE.match(t)
+        if m and memory_has_subject(t[m.end():]) and _KEEP_SAYS_RE.search(t[m.end():]):
+            return "记住，" + t[m.end():]
     rows = _rewrite_rows(t)  # a row's words first: the rows whose words the message has, in order
     while rows:
         pattern, repl = _MEMORY_REWRITES[rows[0]]
@@ -9309,6 +9420,8 @@ def memory_shaped(conn, ctx, text):
     points at a stored memory or follows a memory change. Cantonese verbs are read as Mandarin here.
     Example: 删了那个游戏，太难玩了 -> False (no memory mentions 游戏)."""
     t = memory_cantonese(memory_pinyin(text.strip()).translate(_SIMPLIFIED))
+    if memory_not_asked(t):
+        return False  # 客户说 你记一下我电话 …: a story of what someone said, for chat
     whole = t  # what a weak verb's pointer is looked for in (说错了，是对芒果过敏，不是鸡蛋: 鸡蛋)
     start = _SHAPED_START_RE.match(t)
     if not start and not _SHAPED_ANY_RE.search(t) and not _SHAPED_END_RE.search(t):
