@@ -530,7 +530,7 @@ class NapCat:
                     text, self._text = self._text, ""
                     self._on_text(text)
             elif isinstance(ev, wse.Ping):
-                self._send_raw(self.ws.send(ev.response()))
+                self._answer(ev.response())
             elif isinstance(ev, wse.CloseConnection):
                 self.closed = True
 
@@ -546,6 +546,13 @@ class NapCat:
         with self._buf_lock:
             self.sock.sendall(data)
 
+    def _answer(self, event):
+        """Sends what the reader thread owes the server (an API answer, a pong), unless the test closed the
+        connection meanwhile: an answer racing close() is dropped, as a NapCat that is shutting down drops it."""
+        with self._buf_lock:
+            if self.ws.state is wsproto.connection.ConnectionState.OPEN:
+                self.sock.sendall(self.ws.send(event))
+
     def _on_text(self, data):
         call = json.loads(data)
         if call.get("action") in ("send_msg", "send_private_msg", "send_group_msg"):
@@ -554,8 +561,8 @@ class NapCat:
             self.sent.put(params)
         if not self.ack:
             return
-        self._send_raw(self.ws.send(wse.TextMessage(json.dumps(
-            {"status": "ok", "retcode": 0, "data": {"message_id": next(self._ids)}, "echo": call.get("echo")}))))
+        self._answer(wse.TextMessage(json.dumps(
+            {"status": "ok", "retcode": 0, "data": {"message_id": next(self._ids)}, "echo": call.get("echo")})))
 
     def event(self, user_id, text=None, *, group_id=None, message=None, fmt="array", nickname="测试用户", card="",
               at_bot=False, ascii_json=False, role="member"):
