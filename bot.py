@@ -2910,6 +2910,10 @@ _FEMALE = set("前女友 女朋友 老婆 未婚妻 妈妈 女儿 姐姐 妹妹 
 _MALE = set("前男友 男朋友 老公 未婚夫 爸爸 儿子 哥哥 弟弟 爷爷 外公 姥爷 舅舅 叔叔 表哥 表弟 堂哥 堂弟 好兄弟 孙子 外孙 "
             "公公 岳父 老丈人 姐夫 妹夫 侄子 外甥 姑父 姨父 大伯".split())
 _ANIMALS = set("猫 狗 兔子 仓鼠 鹦鹉 乌龟 金鱼 宠物".split())
+#: Animals people keep, by kind or breed (我养了只八哥叫来喜, 我养了条金毛): what a 养 memory keeps is a pet, whose
+#: death or loss (来喜前天走了) is a change of the user's pets.
+_PETS = _ANIMALS | set("八哥 鸟 小鸟 画眉 文鸟 鸽子 鹩哥 玄凤 虎皮 鱼 锦鲤 龟 蜥蜴 蛇 刺猬 龙猫 荷兰猪 豚鼠 兔 松鼠 雪貂 "
+                       "金毛 柯基 泰迪 哈士奇 柴犬 萨摩耶 边牧 拉布拉多 比熊 博美 布偶 英短 美短 橘猫 狸花".split())
 _REL_RE = "|".join(sorted(RELATIONS, key=len, reverse=True))
 #: Relations people name (我朋友阿强): the name becomes part of the subject, so two friends stay apart.
 _NAMED = set("朋友 好朋友 好兄弟 同事 同学 室友 闺蜜 发小 老师 领导 老板 上司 猫 狗 兔子 仓鼠 鹦鹉 乌龟 同桌 邻居".split())
@@ -3707,7 +3711,7 @@ LIFE_AREAS = {
            r"单身|恋爱|分手|结婚|离婚", "感情"),
     "怀孕": ("family.pregnancy health.pregnancy_baby", r"怀孕|怀上|备孕|出生|生了", "怀孕"),
     "宠物": ("pet.cat pet.dog pet.bird pet.fish_aquarium pet.reptile pet.small_mammal pet.vet_health",
-           r"养.{0,4}(?:猫|狗|宠物)", "宠物"),
+           rf"养.{{0,4}}(?:猫|狗|宠物|{'|'.join(sorted(_PETS, key=len, reverse=True))})", "宠物"),
     "驾照": ("transport.driving_license", r"学车|学开车|练车|驾照|驾考|驾校|科目[一二三四]|拿证", "在学 驾照"),
     "学业": ("study.university_major study.exam_gaokao_kaoyan study.study_abroad",
            r"读研|读博|读[初高大研博硕][一二三四五六]|在读|读\s*(?:E?MBA|MPA|研究生|硕士|博士|本科|大专)|毕业|上学|退学|休学|考研|"
@@ -9638,10 +9642,96 @@ def memory_pointed_words(text):
     of state (戒了, 不…了, 毕业, 拿到, 退役 …) or 不是X 是Y. The cheap test every chat message takes; only then are the
     speaker's memories read (memory_pointed)."""
     t = _pointed_rewrite(_life_read(text))  # 我除咗牙套喇: Cantonese read as Mandarin, as the life rules read it
-    return bool(_POINTED_FIX_RE.search(t) or _LIFE_CHANGE_RE.search(t)
+    return bool(_POINTED_FIX_RE.search(t) or _LIFE_CHANGE_RE.search(t) or _GONE_ANY_RE.search(t)
                 or _LIFE_TURN_HINT_RE.search(t) and _LIFE_TURN_NEW_RE.search(t)
                 or _RETIRED_WORDS_RE.search(t) and _RETIRED_RE.match(t) or _SWITCH_RE.match(t) or _SIDE_JOB_RE.match(t)
                 or "辞" in t and _BARE_RESIGN_RE.fullmatch(t.strip()))
+
+
+#: What may stand between what a memory names and the word that ends it (来喜前天走了, 瓦也退坑了): time and adverbs only,
+#: so 橘子今天吃了好多 胖死了 (a degree, not a death) never reads as one.
+_GONE_GAP = r"(?:前天|昨天|今天|昨晚|今早|今天早上|昨天晚上|上周|上礼拜|上个?月|前两天|前几天|刚刚|刚才|刚|已经|终于|早就|还是|也|都|" \
+            r"半夜|夜里|突然|就|彻底|正式|[\s，,]|这游戏|这个游戏|我)*"
+#: A state a memory keeps, ended by a message that names no memory verb: area -> (the words that end it, what the
+#: memory says for it to be that state, what the memory must be named by: "name" (a pet's name or kind), "object" (what
+#: is played), "" (nothing: 生啦 with the one 怀孕 memory)). 死了 only right after a name (胖死了 is a degree).
+_GONE_AREAS = {
+    "宠物": (r"走了|走咗|没了|冇咗|去世了?|过世了?|死了|死咗|不在了|丢了|跑丢了|飞走了|送人了|送走了|离开我们了|去(?:汪|喵)星(?:球)?了|"
+             r"当天使了|上天堂了|挂了",
+             r"养", "name"),
+    "怀孕": (r"生了|生啦|生咯|生嘞|生咗|生完了?|卸货了?|出生了|出世了|落地了|顺产了|剖了|剖腹产了|当妈了|当爸了",
+             r"怀孕|怀上|有喜|预产期|孕[早中晚]期|怀了", ""),
+    "游戏": (r"退坑了?|弃坑了?|出坑了?|卸载了?|卸了|删了游戏|(?<![A-Za-z])(?:afk|AFK|a)了|不玩了|不打了|戒了",
+             r"(?:天天|每天|一直|经常|在|主|爱|喜欢)?(?:玩|打|肝|入坑|沉迷|追)", "object"),
+}
+_GONE_MARK_RES = {a: re.compile(m) for a, (m, _, _) in _GONE_AREAS.items()}
+#: Any word that may end a kept state, the cheap test before the memories are read (memory_pointed_words).
+_GONE_ANY_RE = re.compile("|".join(m for m, _, _ in _GONE_AREAS.values()))
+#: A sigh or a cry after the news (唉 / 呜呜 / 😭): no part of what is kept.
+_GONE_SIGH_RE = re.compile(rf"[\s{_PUNCT}]*(?:唉+|哎+|呜+|哭了?|难受|好难过|難過|😭|😢|💔)*[\s{_PUNCT}]*$")
+
+
+def _gone_keys(area, row):
+    """The words a message must name for a memory to be the state it ends: a pet's name and kind (我养了只八哥叫来喜:
+    来喜, 八哥), what is played, one character too when it is the whole object (我天天打瓦: 瓦). Example: 宠物 -> {'来喜', '八哥'}"""
+    text = _life_read(row["text"])
+    if area == "宠物":
+        keys = set(re.findall(r"叫\s*([\u4e00-\u9fffA-Za-z]{1,6}?)(?=$|[，,。\s的])", text))
+        keys |= {w for w in _PETS if w in text and len(w) >= 2}
+        return keys if keys and re.search(rf"养|{'|'.join(_PETS)}", text) else set()
+    if area == "游戏":
+        m = re.search(rf"{_GONE_AREAS[area][1]}(?:的是|的|了)?\s*([\u4e00-\u9fffA-Za-z0-9]{{1,8}})$", text)
+        return {m.group(1)} if m else set()
+    return {""}
+
+
+def _gone_points(conn, ctx, t):
+    """(kind, arguments) for a message that says a state one memory keeps ended, said of what that memory names (来喜前天走了
+    with 我养了只八哥叫来喜, 瓦退坑了 with 我天天打瓦, 生啦 是个闺女 with 我怀孕五个月了): that memory replaced and said so
+    (life_replace), several: asked which (pointed_ask); None when none is (同事家的狗走了, 来喜今天好乖).
+    Example: 来喜前天走了 唉 with 我养了只八哥叫来喜 -> ('life_replace', {'old': that id, 'text': '我养的八哥来喜前天走了'})"""
+    read = _life_read(t)
+    if not _GONE_ANY_RE.search(read):
+        return None
+    hits = []
+    for row in memory_list(conn, ctx):
+        if row["type"] != "user_fact" or not row["text"].startswith("我"):
+            continue
+        text = _life_read(row["text"])
+        for area, (marks, says, _) in _GONE_AREAS.items():
+            if not _GONE_MARK_RES[area].search(read) or not re.search(says, text):
+                continue
+            keys = _gone_keys(area, row)
+            if area == "怀孕":
+                owner = re.match(r"我(?:的)?([\u4e00-\u9fff]{0,3}?)(?:已经|现在)?(?:怀孕|怀上|有喜|怀了|预产期|孕)", text)
+                who = rf"(?:我|{re.escape(owner.group(1))}|宝宝|娃|孩子|小孩)?" if owner and owner.group(1) else \
+                    r"(?:我|宝宝|娃|孩子|小孩)?"
+                if re.match(rf"^(?:终于|总算|已经)?{who}{_GONE_GAP}(?:{marks})", read):
+                    hits.append((row, area, ""))
+                continue
+            for key in sorted(keys, key=len, reverse=True):
+                lead = r"^(?:我的?|我家的?|俺家的?|咱家的?)?" if len(key) == 1 or area == "宠物" and key in _PETS else ""
+                if re.search(rf"{lead}{re.escape(key)}{_GONE_GAP}(?:{marks})", read) \
+                        or area == "游戏" and re.search(rf"(?:不玩|不打|卸了|卸载了?|退坑了?)\s*{re.escape(key)}", read):
+                    hits.append((row, area, key))
+                    break
+    rows = list({r["id"]: r for r, _, _ in hits}.values())
+    if not rows:
+        return None
+    said = _GONE_SIGH_RE.sub("", t.strip()) or t.strip()
+    row, area, key = hits[0]
+    if len(rows) > 1:
+        return "pointed_ask", {"ids": [r["id"] for r in rows], "text": said if said.startswith("我") else "我" + said}
+    if area == "宠物":
+        kind = next((w for w in sorted(_PETS, key=len, reverse=True) if w in row["text"] and w != key), "")
+        fact = said if said.startswith("我") else f"我养的{kind}{said}" if key not in _PETS else "我的" + said
+    elif area == "怀孕":
+        owner = re.match(r"我(?:的)?([\u4e00-\u9fff]{0,3}?)(?:已经|现在)?(?:怀孕|怀上|有喜|怀了|预产期|孕)", row["text"])
+        who = "我" + (owner.group(1) if owner else "")
+        fact = said if said.startswith(who) else who + re.sub(r"^我", "", said)
+    else:
+        fact = said if said.startswith("我") else "我" + said
+    return "life_replace", {"old": row["id"], "text": fact}
 
 
 def memory_pointed(conn, ctx, text):
@@ -9694,6 +9784,9 @@ def memory_pointed(conn, ctx, text):
         return "switch_ask", {"value": t[switch.start(1):switch.end(1)], "said": t}
     if _TEMPORARY_STOP_RE.search(t.translate(_SIMPLIFIED)):
         return None, {}  # 原神今天不玩了 好累: for today, no change of what 我天天玩原神 says
+    gone = _gone_points(conn, ctx, t)
+    if gone:  # 来喜前天走了 / 瓦退坑了 / 生啦: the one memory of that state, replaced
+        return gone
     if _LIFE_CHANGE_RE.search(_life_read(t)) or _LIFE_TURN_NEW_RE.search(_life_read(t)) or _SIDE_JOB_RE.match(t):
         told = _POINTED_TELL_RE.match(t.translate(_SIMPLIFIED))
         said = t[told.end():] if told and told.end() < len(t) else t  # 跟你說 我碩士畢業了啦: what is told
@@ -12346,6 +12439,13 @@ async def _memory_pointed_ask(app, ctx, ids, text):
     return reply
 
 
+async def _memory_life_replace(app, ctx, old, text):
+    """来喜前天走了, and one memory keeps that pet: it is replaced and the reply says which."""
+    cap = 0 if ctx.superuser else app.cfg.MEMORY_MAX_PER_USER
+    return await app.db.run(lambda c: memory_life_answer(c, ctx, {"ids": [old], "text": text}, 1, app.vec, cap=cap),
+                            write=True)
+
+
 async def _memory_replace(app, ctx, old, new):
     """更正：不是芹菜，是韭菜."""
     reply, question = await app.db.run(lambda c: memory_replace_value(c, ctx, old, new, app.vec), write=True)
@@ -12462,6 +12562,7 @@ MEMORY_ACTIONS = {
     "replace_value": MemoryAction(_memory_replace),
     "switch_ask": MemoryAction(_memory_switch_ask),
     "pointed_ask": MemoryAction(_memory_pointed_ask),
+    "life_replace": MemoryAction(_memory_life_replace),
     "group_forget": MemoryAction(_memory_group_forget, ("memory_group",)),
     "group_forget_text": MemoryAction(_memory_group_forget_text, ("memory_group",)),
     "group_remember": MemoryAction(_memory_group_remember, ("memory_group",), pictures=True),
