@@ -9643,6 +9643,7 @@ def memory_pointed_words(text):
     speaker's memories read (memory_pointed)."""
     t = _pointed_rewrite(_life_read(text))  # 我除咗牙套喇: Cantonese read as Mandarin, as the life rules read it
     return bool(_POINTED_FIX_RE.search(t) or _LIFE_CHANGE_RE.search(t) or _GONE_ANY_RE.search(t)
+                or _BARE_FIX_RE.match(t)
                 or _LIFE_TURN_HINT_RE.search(t) and _LIFE_TURN_NEW_RE.search(t)
                 or _RETIRED_WORDS_RE.search(t) and _RETIRED_RE.match(t) or _SWITCH_RE.match(t) or _SIDE_JOB_RE.match(t)
                 or "辞" in t and _BARE_RESIGN_RE.fullmatch(t.strip()))
@@ -9669,6 +9670,28 @@ _GONE_MARK_RES = {a: re.compile(m) for a, (m, _, _) in _GONE_AREAS.items()}
 _GONE_ANY_RE = re.compile("|".join(m for m, _, _ in _GONE_AREAS.values()))
 #: A sigh or a cry after the news (唉 / 呜呜 / 😭): no part of what is kept.
 _GONE_SIGH_RE = re.compile(rf"[\s{_PUNCT}]*(?:唉+|哎+|呜+|哭了?|难受|好难过|難過|😭|😢|💔)*[\s{_PUNCT}]*$")
+
+
+#: A correction that names only the right value (不是，是东南大学 / 不对 是中信建投): what it replaces is the word of a memory
+#: the new value holds (南大 in 东南大学), found by _contained_spot.
+_BARE_FIX_RE = re.compile(rf"^(?:啊|哎呀?|诶|呃|额|嗯)?[{_PUNCT}\s]*(?:不是|不对|错了|搞错了|弄错了|整错了)(?:的|啦|了|哦|噢)?"
+                          rf"[{_PUNCT}\s]+(?:是|应该是|其实是)\s*([^{_PUNCT}\s]{{2,16}}?)[{PARTICLES}{_PUNCT}\s]*$")
+
+
+def _contained_spot(conn, ctx, value):
+    """The one word of the speaker's memories a corrected value holds whole (南大 in 东南大学, 中信 in 中信建投), the
+    longest of each memory; None when no memory or several have one. Example: 东南大学 with 我报的南大计算机 -> '南大'"""
+    plain = _PLAIN_CHARS | _COMMON_CHARS
+    spots = set()
+    for r in memory_list(conn, ctx):
+        if r["type"] == "group_fact" or value in r["text"]:
+            continue
+        n = len(r["text"])
+        words = [r["text"][i:j] for i in range(n) for j in range(i + 2, min(n, i + len(value) - 1) + 1)]
+        words = [w for w in words if w in value and not set(w) <= plain and not re.search(rf"[{_PUNCT}\s]", w)]
+        if words:
+            spots.add(max(words, key=len))
+    return spots.pop() if len(spots) == 1 else None
 
 
 def _gone_keys(area, row):
@@ -9771,6 +9794,10 @@ def memory_pointed(conn, ctx, text):
             kind, args = _settle_replace_maybe(conn, ctx, value, new.strip())
             if kind:
                 return kind, args
+    bare = _BARE_FIX_RE.match(t)
+    spot = bare and _contained_spot(conn, ctx, bare.group(1))
+    if spot:  # 不是，是东南大学 with 我报的南大计算机: the word it holds, replaced
+        return "replace_value", {"old": spot, "new": bare.group(1)}
     switch = _SWITCH_RE.match(t.translate(_SIMPLIFIED))
     spot = switch and _switch_spot(conn, ctx, switch.group(1))
     if spot:  # 其实我现在转官服了 with 我玩的是B服: that word replaced
