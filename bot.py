@@ -2801,7 +2801,10 @@ _CANTONESE_HINT_RE = re.compile("[咗而紧緊低错錯鍾钟唔食飲饮係喺�
 #: 别再记着我前任, 侬 = 你, 好伐 = 好吗, 阿拉儿子 = 我的儿子, …伐 at the end = 吗), and Taiwan's 唸 / 念 of a school (唸大二,
 #: 念研究所, 唸書 = 读), not the 念 of 想念 or 纪念.
 DIALECT = {"莫再记到": "别再记着", "莫记到": "别记着", "莫再记": "别再记", "莫记": "别记", "侬": "你", "好伐": "好吗",
-           "阿拉": "我的", "伐": "吗", "唸": "读", "念": "读"}
+           "阿拉": "我的", "伐": "吗", "唸": "读", "念": "读",
+           # Shanghainese pointers and removals (大闸蟹迭条删脱伊 = 大闸蟹这条删掉它)
+           "迭条": "这条", "迭个": "这个", "迭句": "这句", "删脱伊": "删掉它", "删脱": "删掉", "忘脱伊": "忘掉它", "忘脱": "忘掉",
+           "去脱伊": "去掉它", "去脱": "去掉"}
 #: The words other than 我 a user says of themself, read as 我: 俺 (俺家 / 俺们 = 我们), 偶 (net slang), 咱 (咱家; 咱们 /
 #: 咱俩 stay we), 本人, 人家 (said of oneself), 老子, 本宝宝. The last four are longer than 我: a place in the reading is
 #: found again in the user's words by _said_span.
@@ -2813,14 +2816,14 @@ _SELF_WORDS = (r"俺|(?<![配木玩佳对无人布])偶(?![尔然像遇数发合
                rf"{_CLAUSE_START}人家(?![^，,。！!？?\n]*[我他她])(?!说|都)|"
                rf"{_CLAUSE_START}老子(?![^，,。！!？?\n]*我)(?!说|曰|的|道)")
 _SELF_WORDS_RE = re.compile(_SELF_WORDS)
-_DIALECT_RE = re.compile(r"莫再记到|莫记到|莫再记|莫记|侬|好伐|阿拉(?=儿子|女儿|老公|老婆|爸爸|妈妈|姆妈|娘|囡囡|小囡|孙子|孙女)|"
+_DIALECT_RE = re.compile(r"迭条|迭个|迭句|删脱伊|删脱|忘脱伊|忘脱|去脱伊|去脱|莫再记到|莫记到|莫再记|莫记|侬|好伐|阿拉(?=儿子|女儿|老公|老婆|爸爸|妈妈|姆妈|娘|囡囡|小囡|孙子|孙女)|"
                          r"伐(?=[\s啦呀哦呢嘛～~？?！!。.]*$)|(?<![纪紀怀懷想思悼挂掛惦留观觀信概意执執杂雜])[唸念]"
                          r"(?=[书書]|大[一二三四学學]|研|高[一二三中]|[国國][小中]|初[一二三中]|小[学學]|博士|[硕碩]士|幼稚)|" + _SELF_WORDS)
 #: Characters of DIALECT's and SELF_WORDS' words: a message without any (most) is not searched for the words (本 / 老 /
 #: 人 only before 人 / 宝 / 子 / 家; one character class first, which the regex engine scans for fast).
 _SELF_HINT = "[{}俺偶咱本老人](?:(?<=[本老人])(?=[人宝子家])|(?<![本老人]))"
 _SELF_HINT_RE = re.compile(_SELF_HINT.format(""))
-_DIALECT_HINT_RE = re.compile(_SELF_HINT.format("莫侬伐拉唸念"))
+_DIALECT_HINT_RE = re.compile(_SELF_HINT.format("莫侬伐拉唸念迭脱"))
 
 
 def memory_self_words(text):
@@ -6373,13 +6376,19 @@ def memory_update_number(conn, ctx, n, text, embed):
     return f"已把“{old['text']}”改成“{fact.text}”。（说“撤销”可以改回去）"
 
 
+#: A memory whose object is one character said last, after what is done with it (我主玩瑶, 我天天打瓦): that character is
+#: its whole object, which a message may point at it by (把瑶那条rm掉).
+_ONE_OBJECT_RE = re.compile(r"(?:玩|打|肝|吃|喝|追|练|学|用)(?:的是|的|了)?\s*([\u4e00-\u9fff])$")
+
+
 def _whole_word_rows(rows, word):
     """The memories a one-character word is the whole thing of: its value, what it likes or fears, its pet (虾 is
     我对虾过敏's, not 我喜欢吃虾饺's), so one character never points at every memory it is part of.
     Example: _whole_word_rows(rows, '虾') -> [the row of 我对虾过敏]"""
     return [r for r in rows if r["value"] and word in (r["value"], Fact(r["text"], r["subject"], r["attribute"],
                                                                          r["value"]).key)
-            or r["attribute"] == "宠物" and (_pet_of(r["value"] or "") or ("",))[0] == word]
+            or r["attribute"] == "宠物" and (_pet_of(r["value"] or "") or ("",))[0] == word
+            or (_ONE_OBJECT_RE.search(r["text"]) or [None, None])[1] == word]
 
 
 #: A child or grandchild told apart by age (我小儿子 / 大闺女 / 二孙子): the memory that says it is theirs.
