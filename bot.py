@@ -9609,6 +9609,8 @@ POINTED_REWRITES = [
     (rf"(^|[{_PUNCT}\s])([^{_PUNCT}\s我你他她它]{{1,4}})我(?:已经)?(?=戒了|戒掉了)", r"\1\2"),  # 烟我戒了: 烟戒了
     # 老子不干了 辞职了 …: the bare quit says what the resignation beside it does (one fact, not two)
     (rf"^(?:老子|劳资|老娘|本人|俺|我)?(?:不干了|不做了)[{_PUNCT}\s]+(?=[^{_PUNCT}\s]*(?:辞职|离职|辞工|裸辞))", ""),
+    # 累死了 / 胖死了 / 笑死了: a degree, no death (旺仔累死了 with 我家狗叫旺仔 is chat)
+    (r"([累胖气笑热冷饿困烦吵忙馋美帅乐疼痛丑急渴晒撑吓闷酸冻愁臭爽萌爱蠢懒难])死(?:了|啦|咯|喽)", r"\1得很"),
 ]
 _POINTED_REWRITES = [(re.compile(p), r) for p, r in POINTED_REWRITES]
 #: Words that say a thing is given up for good in plain talk (外卖不干了 / 挖掘机不整了 / 工地不去了).
@@ -9651,7 +9653,8 @@ def memory_pointed_words(text):
     of state (戒了, 不…了, 毕业, 拿到, 退役 …) or 不是X 是Y. The cheap test every chat message takes; only then are the
     speaker's memories read (memory_pointed)."""
     t = _pointed_rewrite(_life_read(text))  # 我除咗牙套喇: Cantonese read as Mandarin, as the life rules read it
-    return bool(_POINTED_FIX_RE.search(t) or _LIFE_CHANGE_RE.search(t) or _GONE_ANY_RE.search(t)
+    return bool(_POINTED_FIX_RE.search(t) or _LIFE_CHANGE_RE.search(t)
+                or _GONE_ANY_RE.search(_GONE_PARTICLE_RE.sub("了", t))
                 or _BARE_FIX_RE.match(t)
                 or _LIFE_TURN_HINT_RE.search(t) and _LIFE_TURN_NEW_RE.search(t)
                 or _RETIRED_WORDS_RE.search(t) and _RETIRED_RE.match(t) or _SWITCH_RE.match(t) or _SIDE_JOB_RE.match(t)
@@ -9671,10 +9674,12 @@ _GONE_AREAS = {
              r"养", "name"),
     "怀孕": (r"生了|生啦|生咯|生嘞|生咗|生完了?|卸货了?|出生了|出世了|落地了|顺产了|剖了|剖腹产了|当妈了|当爸了",
              r"怀孕|怀上|有喜|预产期|孕[早中晚]期|怀了", ""),
-    "游戏": (r"退坑了?|弃坑了?|出坑了?|卸载了?|卸了|删了游戏|(?<![A-Za-z])(?:afk|AFK|a)了|不玩了|不打了|戒了",
+    "游戏": (r"退坑了?|弃坑了?|出坑了?|卸载了?|卸了|删了游戏|(?<![A-Za-z])(?:afk|AFK|a)了|不玩了|不打了|不肝了|不追了|弃了|戒了",
              r"(?:天天|每天|一直|经常|在|主|爱|喜欢)?(?:玩|打|肝|入坑|沉迷|追)", "object"),
 }
 _GONE_MARK_RES = {a: re.compile(m) for a, (m, _, _) in _GONE_AREAS.items()}
+#: Particles said where 了 is (生啦, 不玩啦, 走咯): read as 了 by the end words.
+_GONE_PARTICLE_RE = re.compile(r"(?<=[\u4e00-\u9fff])(?:啦|咯|喽|嘞|咧)")
 #: Any word that may end a kept state, the cheap test before the memories are read (memory_pointed_words).
 _GONE_ANY_RE = re.compile("|".join(m for m, _, _ in _GONE_AREAS.values()))
 #: A sigh or a cry after the news (唉 / 呜呜 / 😭): no part of what is kept.
@@ -9722,7 +9727,7 @@ def _gone_points(conn, ctx, t):
     with 我养了只八哥叫来喜, 瓦退坑了 with 我天天打瓦, 生啦 是个闺女 with 我怀孕五个月了): that memory replaced and said so
     (life_replace), several: asked which (pointed_ask); None when none is (同事家的狗走了, 来喜今天好乖).
     Example: 来喜前天走了 唉 with 我养了只八哥叫来喜 -> ('life_replace', {'old': that id, 'text': '我养的八哥来喜前天走了'})"""
-    read = _life_read(t)
+    read = _GONE_PARTICLE_RE.sub("了", _life_read(t))  # 瓦我不玩啦: 不玩了
     if not _GONE_ANY_RE.search(read):
         return None
     hits = []
