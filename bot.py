@@ -9671,7 +9671,7 @@ _GONE_GAP = r"(?:前天|昨天|今天|昨晚|今早|今天早上|昨天晚上|�
 _GONE_AREAS = {
     "宠物": (r"走了|走咗|没了|冇咗|去世了?|过世了?|死了|死咗|不在了|丢了|跑丢了|飞走了|送人了|送走了|离开我们了|去(?:汪|喵)星(?:球)?了|"
              r"当天使了|上天堂了|挂了",
-             r"养", "name"),
+             "养|" + "|".join(sorted(_PETS, key=len, reverse=True)), "name"),
     "怀孕": (r"生了|生啦|生咯|生嘞|生咗|生完了?|卸货了?|出生了|出世了|落地了|顺产了|剖了|剖腹产了|当妈了|当爸了",
              r"怀孕|怀上|有喜|预产期|孕[早中晚]期|怀了", ""),
     "游戏": (r"退坑了?|弃坑了?|出坑了?|卸载了?|卸了|删了游戏|(?<![A-Za-z])(?:afk|AFK|a)了|不玩了|不打了|不肝了|不追了|弃了|戒了",
@@ -9755,6 +9755,10 @@ def _gone_points(conn, ctx, t):
     rows = list({r["id"]: r for r, _, _ in hits}.values())
     if not rows:
         return None
+    areas = {a for _, a, _ in hits}  # 咪咪和旺仔都走了: every memory of that state the message names is asked about
+    others = [r for r in memory_list(conn, ctx) if r["id"] not in {x["id"] for x in rows} and r["type"] == "user_fact"]
+    rows += [r for r in others if any(re.search(_GONE_AREAS[a][1], _life_read(r["text"]))
+                                      and any(k and k in read for k in _gone_keys(a, r)) for a in areas)]
     said = _GONE_SIGH_RE.sub("", t.strip()) or t.strip()
     row, area, key = hits[0]
     if len(rows) > 1:
