@@ -2801,7 +2801,10 @@ _CANTONESE_HINT_RE = re.compile("[咗而紧緊低错錯鍾钟唔食飲饮係喺�
 #: 别再记着我前任, 侬 = 你, 好伐 = 好吗, 阿拉儿子 = 我的儿子, …伐 at the end = 吗), and Taiwan's 唸 / 念 of a school (唸大二,
 #: 念研究所, 唸書 = 读), not the 念 of 想念 or 纪念.
 DIALECT = {"莫再记到": "别再记着", "莫记到": "别记着", "莫再记": "别再记", "莫记": "别记", "侬": "你", "好伐": "好吗",
-           "阿拉": "我的", "伐": "吗", "唸": "读", "念": "读"}
+           "阿拉": "我的", "伐": "吗", "唸": "读", "念": "读",
+           # Shanghainese pointers and removals (大闸蟹迭条删脱伊 = 大闸蟹这条删掉它)
+           "迭条": "这条", "迭个": "这个", "迭句": "这句", "删脱伊": "删掉它", "删脱": "删掉", "忘脱伊": "忘掉它", "忘脱": "忘掉",
+           "去脱伊": "去掉它", "去脱": "去掉"}
 #: The words other than 我 a user says of themself, read as 我: 俺 (俺家 / 俺们 = 我们), 偶 (net slang), 咱 (咱家; 咱们 /
 #: 咱俩 stay we), 本人, 人家 (said of oneself), 老子, 本宝宝. The last four are longer than 我: a place in the reading is
 #: found again in the user's words by _said_span.
@@ -2813,14 +2816,14 @@ _SELF_WORDS = (r"俺|(?<![配木玩佳对无人布])偶(?![尔然像遇数发合
                rf"{_CLAUSE_START}人家(?![^，,。！!？?\n]*[我他她])(?!说|都)|"
                rf"{_CLAUSE_START}老子(?![^，,。！!？?\n]*我)(?!说|曰|的|道)")
 _SELF_WORDS_RE = re.compile(_SELF_WORDS)
-_DIALECT_RE = re.compile(r"莫再记到|莫记到|莫再记|莫记|侬|好伐|阿拉(?=儿子|女儿|老公|老婆|爸爸|妈妈|姆妈|娘|囡囡|小囡|孙子|孙女)|"
+_DIALECT_RE = re.compile(r"迭条|迭个|迭句|删脱伊|删脱|忘脱伊|忘脱|去脱伊|去脱|莫再记到|莫记到|莫再记|莫记|侬|好伐|阿拉(?=儿子|女儿|老公|老婆|爸爸|妈妈|姆妈|娘|囡囡|小囡|孙子|孙女)|"
                          r"伐(?=[\s啦呀哦呢嘛～~？?！!。.]*$)|(?<![纪紀怀懷想思悼挂掛惦留观觀信概意执執杂雜])[唸念]"
                          r"(?=[书書]|大[一二三四学學]|研|高[一二三中]|[国國][小中]|初[一二三中]|小[学學]|博士|[硕碩]士|幼稚)|" + _SELF_WORDS)
 #: Characters of DIALECT's and SELF_WORDS' words: a message without any (most) is not searched for the words (本 / 老 /
 #: 人 only before 人 / 宝 / 子 / 家; one character class first, which the regex engine scans for fast).
 _SELF_HINT = "[{}俺偶咱本老人](?:(?<=[本老人])(?=[人宝子家])|(?<![本老人]))"
 _SELF_HINT_RE = re.compile(_SELF_HINT.format(""))
-_DIALECT_HINT_RE = re.compile(_SELF_HINT.format("莫侬伐拉唸念"))
+_DIALECT_HINT_RE = re.compile(_SELF_HINT.format("莫侬伐拉唸念迭脱"))
 
 
 def memory_self_words(text):
@@ -2910,6 +2913,10 @@ _FEMALE = set("前女友 女朋友 老婆 未婚妻 妈妈 女儿 姐姐 妹妹 
 _MALE = set("前男友 男朋友 老公 未婚夫 爸爸 儿子 哥哥 弟弟 爷爷 外公 姥爷 舅舅 叔叔 表哥 表弟 堂哥 堂弟 好兄弟 孙子 外孙 "
             "公公 岳父 老丈人 姐夫 妹夫 侄子 外甥 姑父 姨父 大伯".split())
 _ANIMALS = set("猫 狗 兔子 仓鼠 鹦鹉 乌龟 金鱼 宠物".split())
+#: Animals people keep, by kind or breed (我养了只八哥叫来喜, 我养了条金毛): what a 养 memory keeps is a pet, whose
+#: death or loss (来喜前天走了) is a change of the user's pets.
+_PETS = _ANIMALS | set("八哥 鸟 小鸟 画眉 文鸟 鸽子 鹩哥 玄凤 虎皮 鱼 锦鲤 龟 蜥蜴 蛇 刺猬 龙猫 荷兰猪 豚鼠 兔 松鼠 雪貂 "
+                       "金毛 柯基 泰迪 哈士奇 柴犬 萨摩耶 边牧 拉布拉多 比熊 博美 布偶 英短 美短 橘猫 狸花".split())
 _REL_RE = "|".join(sorted(RELATIONS, key=len, reverse=True))
 #: Relations people name (我朋友阿强): the name becomes part of the subject, so two friends stay apart.
 _NAMED = set("朋友 好朋友 好兄弟 同事 同学 室友 闺蜜 发小 老师 领导 老板 上司 猫 狗 兔子 仓鼠 鹦鹉 乌龟 同桌 邻居".split())
@@ -3707,7 +3714,7 @@ LIFE_AREAS = {
            r"单身|恋爱|分手|结婚|离婚", "感情"),
     "怀孕": ("family.pregnancy health.pregnancy_baby", r"怀孕|怀上|备孕|出生|生了", "怀孕"),
     "宠物": ("pet.cat pet.dog pet.bird pet.fish_aquarium pet.reptile pet.small_mammal pet.vet_health",
-           r"养.{0,4}(?:猫|狗|宠物)", "宠物"),
+           rf"养.{{0,4}}(?:猫|狗|宠物|{'|'.join(sorted(_PETS, key=len, reverse=True))})", "宠物"),
     "驾照": ("transport.driving_license", r"学车|学开车|练车|驾照|驾考|驾校|科目[一二三四]|拿证", "在学 驾照"),
     "学业": ("study.university_major study.exam_gaokao_kaoyan study.study_abroad",
            r"读研|读博|读[初高大研博硕][一二三四五六]|在读|读\s*(?:E?MBA|MPA|研究生|硕士|博士|本科|大专)|毕业|上学|退学|休学|考研|"
@@ -6369,13 +6376,19 @@ def memory_update_number(conn, ctx, n, text, embed):
     return f"已把“{old['text']}”改成“{fact.text}”。（说“撤销”可以改回去）"
 
 
+#: A memory whose object is one character said last, after what is done with it (我主玩瑶, 我天天打瓦): that character is
+#: its whole object, which a message may point at it by (把瑶那条rm掉).
+_ONE_OBJECT_RE = re.compile(r"(?:玩|打|肝|吃|喝|追|练|学|用)(?:的是|的|了)?\s*([\u4e00-\u9fff])$")
+
+
 def _whole_word_rows(rows, word):
     """The memories a one-character word is the whole thing of: its value, what it likes or fears, its pet (虾 is
     我对虾过敏's, not 我喜欢吃虾饺's), so one character never points at every memory it is part of.
     Example: _whole_word_rows(rows, '虾') -> [the row of 我对虾过敏]"""
     return [r for r in rows if r["value"] and word in (r["value"], Fact(r["text"], r["subject"], r["attribute"],
                                                                          r["value"]).key)
-            or r["attribute"] == "宠物" and (_pet_of(r["value"] or "") or ("",))[0] == word]
+            or r["attribute"] == "宠物" and (_pet_of(r["value"] or "") or ("",))[0] == word
+            or (_ONE_OBJECT_RE.search(r["text"]) or [None, None])[1] == word]
 
 
 #: A child or grandchild told apart by age (我小儿子 / 大闺女 / 二孙子): the memory that says it is theirs.
@@ -9596,6 +9609,8 @@ POINTED_REWRITES = [
     (rf"(^|[{_PUNCT}\s])([^{_PUNCT}\s我你他她它]{{1,4}})我(?:已经)?(?=戒了|戒掉了)", r"\1\2"),  # 烟我戒了: 烟戒了
     # 老子不干了 辞职了 …: the bare quit says what the resignation beside it does (one fact, not two)
     (rf"^(?:老子|劳资|老娘|本人|俺|我)?(?:不干了|不做了)[{_PUNCT}\s]+(?=[^{_PUNCT}\s]*(?:辞职|离职|辞工|裸辞))", ""),
+    # 累死了 / 胖死了 / 笑死了: a degree, no death (旺仔累死了 with 我家狗叫旺仔 is chat)
+    (r"([累胖气笑热冷饿困烦吵忙馋美帅乐疼痛丑急渴晒撑吓闷酸冻愁臭爽萌爱蠢懒难])死(?:了|啦|咯|喽)", r"\1得很"),
 ]
 _POINTED_REWRITES = [(re.compile(p), r) for p, r in POINTED_REWRITES]
 #: Words that say a thing is given up for good in plain talk (外卖不干了 / 挖掘机不整了 / 工地不去了).
@@ -9639,9 +9654,125 @@ def memory_pointed_words(text):
     speaker's memories read (memory_pointed)."""
     t = _pointed_rewrite(_life_read(text))  # 我除咗牙套喇: Cantonese read as Mandarin, as the life rules read it
     return bool(_POINTED_FIX_RE.search(t) or _LIFE_CHANGE_RE.search(t)
+                or _GONE_ANY_RE.search(_GONE_PARTICLE_RE.sub("了", t))
+                or _BARE_FIX_RE.match(t)
                 or _LIFE_TURN_HINT_RE.search(t) and _LIFE_TURN_NEW_RE.search(t)
                 or _RETIRED_WORDS_RE.search(t) and _RETIRED_RE.match(t) or _SWITCH_RE.match(t) or _SIDE_JOB_RE.match(t)
                 or "辞" in t and _BARE_RESIGN_RE.fullmatch(t.strip()))
+
+
+#: What may stand between what a memory names and the word that ends it (来喜前天走了, 瓦也退坑了): time and adverbs only,
+#: so 橘子今天吃了好多 胖死了 (a degree, not a death) never reads as one.
+_GONE_GAP = r"(?:前天|昨天|今天|昨晚|今早|今天早上|昨天晚上|上周|上礼拜|上个?月|前两天|前几天|刚刚|刚才|刚|已经|终于|早就|还是|也|都|" \
+            r"半夜|夜里|突然|就|彻底|正式|[\s，,]|这游戏|这个游戏|我)*"
+#: A state a memory keeps, ended by a message that names no memory verb: area -> (the words that end it, what the
+#: memory says for it to be that state, what the memory must be named by: "name" (a pet's name or kind), "object" (what
+#: is played), "" (nothing: 生啦 with the one 怀孕 memory)). 死了 only right after a name (胖死了 is a degree).
+_GONE_AREAS = {
+    "宠物": (r"走了|走咗|没了|冇咗|去世了?|过世了?|死了|死咗|不在了|丢了|跑丢了|飞走了|送人了|送走了|离开我们了|去(?:汪|喵)星(?:球)?了|"
+             r"当天使了|上天堂了|挂了",
+             "养|" + "|".join(sorted(_PETS, key=len, reverse=True)), "name"),
+    "怀孕": (r"生了|生啦|生咯|生嘞|生咗|生完了?|卸货了?|出生了|出世了|落地了|顺产了|剖了|剖腹产了|当妈了|当爸了",
+             r"怀孕|怀上|有喜|预产期|孕[早中晚]期|怀了", ""),
+    "游戏": (r"退坑了?|弃坑了?|出坑了?|卸载了?|卸了|删了游戏|(?<![A-Za-z])(?:afk|AFK|a)了|不玩了|不打了|不肝了|不追了|弃了|戒了",
+             r"(?:天天|每天|一直|经常|在|主|爱|喜欢)?(?:玩|打|肝|入坑|沉迷|追)", "object"),
+}
+_GONE_MARK_RES = {a: re.compile(m) for a, (m, _, _) in _GONE_AREAS.items()}
+#: Particles said where 了 is (生啦, 不玩啦, 走咯): read as 了 by the end words.
+_GONE_PARTICLE_RE = re.compile(r"(?<=[\u4e00-\u9fff])(?:啦|咯|喽|嘞|咧)")
+#: Any word that may end a kept state, the cheap test before the memories are read (memory_pointed_words).
+_GONE_ANY_RE = re.compile("|".join(m for m, _, _ in _GONE_AREAS.values()))
+#: A sigh or a cry after the news (唉 / 呜呜 / 😭): no part of what is kept.
+_GONE_SIGH_RE = re.compile(rf"[\s{_PUNCT}]*(?:唉+|哎+|呜+|哭了?|难受|好难过|難過|😭|😢|💔)*[\s{_PUNCT}]*$")
+
+
+#: A correction that names only the right value (不是，是东南大学 / 不对 是中信建投): what it replaces is the word of a memory
+#: the new value holds (南大 in 东南大学), found by _contained_spot.
+_BARE_FIX_RE = re.compile(rf"^(?:啊|哎呀?|诶|呃|额|嗯)?[{_PUNCT}\s]*(?:不是|不对|错了|搞错了|弄错了|整错了)(?:的|啦|了|哦|噢)?"
+                          rf"[{_PUNCT}\s]+(?:是|应该是|其实是)\s*([^{_PUNCT}\s]{{2,16}}?)[{PARTICLES}{_PUNCT}\s]*$")
+
+
+def _contained_spot(conn, ctx, value):
+    """The one word of the speaker's memories a corrected value holds whole (南大 in 东南大学, 中信 in 中信建投), the
+    longest of each memory; None when no memory or several have one. Example: 东南大学 with 我报的南大计算机 -> '南大'"""
+    plain = _PLAIN_CHARS | _COMMON_CHARS
+    spots = set()
+    for r in memory_list(conn, ctx):
+        if r["type"] == "group_fact" or value in r["text"]:
+            continue
+        n = len(r["text"])
+        words = [r["text"][i:j] for i in range(n) for j in range(i + 2, min(n, i + len(value) - 1) + 1)]
+        words = [w for w in words if w in value and not set(w) <= plain and not re.search(rf"[{_PUNCT}\s]", w)]
+        if words:
+            spots.add(max(words, key=len))
+    return spots.pop() if len(spots) == 1 else None
+
+
+def _gone_keys(area, row):
+    """The words a message must name for a memory to be the state it ends: a pet's name and kind (我养了只八哥叫来喜:
+    来喜, 八哥), what is played, one character too when it is the whole object (我天天打瓦: 瓦). Example: 宠物 -> {'来喜', '八哥'}"""
+    text = _life_read(row["text"])
+    if area == "宠物":
+        keys = set(re.findall(r"叫\s*([\u4e00-\u9fffA-Za-z]{1,6}?)(?=$|[，,。\s的])", text))
+        keys |= {w for w in _PETS if w in text and len(w) >= 2}
+        return keys if keys and re.search(rf"养|{'|'.join(_PETS)}", text) else set()
+    if area == "游戏":
+        m = re.search(rf"{_GONE_AREAS[area][1]}(?:的是|的|了)?\s*([\u4e00-\u9fffA-Za-z0-9]{{1,8}})$", text)
+        return {m.group(1)} if m else set()
+    return {""}
+
+
+def _gone_points(conn, ctx, t):
+    """(kind, arguments) for a message that says a state one memory keeps ended, said of what that memory names (来喜前天走了
+    with 我养了只八哥叫来喜, 瓦退坑了 with 我天天打瓦, 生啦 是个闺女 with 我怀孕五个月了): that memory replaced and said so
+    (life_replace), several: asked which (pointed_ask); None when none is (同事家的狗走了, 来喜今天好乖).
+    Example: 来喜前天走了 唉 with 我养了只八哥叫来喜 -> ('life_replace', {'old': that id, 'text': '我养的八哥来喜前天走了'})"""
+    read = _GONE_PARTICLE_RE.sub("了", _life_read(t))  # 瓦我不玩啦: 不玩了
+    if not _GONE_ANY_RE.search(read):
+        return None
+    hits = []
+    for row in memory_list(conn, ctx):
+        if row["type"] != "user_fact" or not row["text"].startswith("我"):
+            continue
+        text = _life_read(row["text"])
+        for area, (marks, says, _) in _GONE_AREAS.items():
+            if not _GONE_MARK_RES[area].search(read) or not re.search(says, text):
+                continue
+            keys = _gone_keys(area, row)
+            if area == "怀孕":
+                owner = re.match(r"我(?:的)?([\u4e00-\u9fff]{0,3}?)(?:已经|现在)?(?:怀孕|怀上|有喜|怀了|预产期|孕)", text)
+                who = rf"(?:我|{re.escape(owner.group(1))}|宝宝|娃|孩子|小孩)?" if owner and owner.group(1) else \
+                    r"(?:我|宝宝|娃|孩子|小孩)?"
+                if re.match(rf"^(?:终于|总算|已经)?{who}{_GONE_GAP}(?:{marks})", read):
+                    hits.append((row, area, ""))
+                continue
+            for key in sorted(keys, key=len, reverse=True):
+                lead = r"^(?:我的?|我家的?|俺家的?|咱家的?)?" if len(key) == 1 or area == "宠物" and key in _PETS else ""
+                if re.search(rf"{lead}{re.escape(key)}{_GONE_GAP}(?:{marks})", read) \
+                        or area == "游戏" and re.search(rf"(?:不玩|不打|卸了|卸载了?|退坑了?)\s*{re.escape(key)}", read):
+                    hits.append((row, area, key))
+                    break
+    rows = list({r["id"]: r for r, _, _ in hits}.values())
+    if not rows:
+        return None
+    areas = {a for _, a, _ in hits}  # 咪咪和旺仔都走了: every memory of that state the message names is asked about
+    others = [r for r in memory_list(conn, ctx) if r["id"] not in {x["id"] for x in rows} and r["type"] == "user_fact"]
+    rows += [r for r in others if any(re.search(_GONE_AREAS[a][1], _life_read(r["text"]))
+                                      and any(k and k in read for k in _gone_keys(a, r)) for a in areas)]
+    said = _GONE_SIGH_RE.sub("", t.strip()) or t.strip()
+    row, area, key = hits[0]
+    if len(rows) > 1:
+        return "pointed_ask", {"ids": [r["id"] for r in rows], "text": said if said.startswith("我") else "我" + said}
+    if area == "宠物":
+        kind = next((w for w in sorted(_PETS, key=len, reverse=True) if w in row["text"] and w != key), "")
+        fact = said if said.startswith("我") else f"我养的{kind}{said}" if key not in _PETS else "我的" + said
+    elif area == "怀孕":
+        owner = re.match(r"我(?:的)?([\u4e00-\u9fff]{0,3}?)(?:已经|现在)?(?:怀孕|怀上|有喜|怀了|预产期|孕)", row["text"])
+        who = "我" + (owner.group(1) if owner else "")
+        fact = said if said.startswith(who) else who + re.sub(r"^我", "", said)
+    else:
+        fact = said if said.startswith("我") else "我" + said
+    return "life_replace", {"old": row["id"], "text": fact}
 
 
 def memory_pointed(conn, ctx, text):
@@ -9681,6 +9812,10 @@ def memory_pointed(conn, ctx, text):
             kind, args = _settle_replace_maybe(conn, ctx, value, new.strip())
             if kind:
                 return kind, args
+    bare = _BARE_FIX_RE.match(t)
+    spot = bare and _contained_spot(conn, ctx, bare.group(1))
+    if spot:  # 不是，是东南大学 with 我报的南大计算机: the word it holds, replaced
+        return "replace_value", {"old": spot, "new": bare.group(1)}
     switch = _SWITCH_RE.match(t.translate(_SIMPLIFIED))
     spot = switch and _switch_spot(conn, ctx, switch.group(1))
     if spot:  # 其实我现在转官服了 with 我玩的是B服: that word replaced
@@ -9694,6 +9829,9 @@ def memory_pointed(conn, ctx, text):
         return "switch_ask", {"value": t[switch.start(1):switch.end(1)], "said": t}
     if _TEMPORARY_STOP_RE.search(t.translate(_SIMPLIFIED)):
         return None, {}  # 原神今天不玩了 好累: for today, no change of what 我天天玩原神 says
+    gone = _gone_points(conn, ctx, t)
+    if gone:  # 来喜前天走了 / 瓦退坑了 / 生啦: the one memory of that state, replaced
+        return gone
     if _LIFE_CHANGE_RE.search(_life_read(t)) or _LIFE_TURN_NEW_RE.search(_life_read(t)) or _SIDE_JOB_RE.match(t):
         told = _POINTED_TELL_RE.match(t.translate(_SIMPLIFIED))
         said = t[told.end():] if told and told.end() < len(t) else t  # 跟你說 我碩士畢業了啦: what is told
@@ -12346,6 +12484,13 @@ async def _memory_pointed_ask(app, ctx, ids, text):
     return reply
 
 
+async def _memory_life_replace(app, ctx, old, text):
+    """来喜前天走了, and one memory keeps that pet: it is replaced and the reply says which."""
+    cap = 0 if ctx.superuser else app.cfg.MEMORY_MAX_PER_USER
+    return await app.db.run(lambda c: memory_life_answer(c, ctx, {"ids": [old], "text": text}, 1, app.vec, cap=cap),
+                            write=True)
+
+
 async def _memory_replace(app, ctx, old, new):
     """更正：不是芹菜，是韭菜."""
     reply, question = await app.db.run(lambda c: memory_replace_value(c, ctx, old, new, app.vec), write=True)
@@ -12462,6 +12607,7 @@ MEMORY_ACTIONS = {
     "replace_value": MemoryAction(_memory_replace),
     "switch_ask": MemoryAction(_memory_switch_ask),
     "pointed_ask": MemoryAction(_memory_pointed_ask),
+    "life_replace": MemoryAction(_memory_life_replace),
     "group_forget": MemoryAction(_memory_group_forget, ("memory_group",)),
     "group_forget_text": MemoryAction(_memory_group_forget_text, ("memory_group",)),
     "group_remember": MemoryAction(_memory_group_remember, ("memory_group",), pictures=True),
