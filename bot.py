@@ -4172,6 +4172,9 @@ _SLANG_TAIL_RE = re.compile(r"(?<=[^A-Za-z0-9\s])(?<![玩打看追听叫是用])
 _REASON_TAIL_RE = re.compile(r"([\s，,]+)((?:跟|和|与)[^\s，,]{1,8}(?:冲突|相克|犯冲|反应)|(?:因为|由于|不然|否则|吃了|喝了|一吃|"
                              r"一喝|(?:医生|大夫)说).{1,16}|会(?:过敏|痛风|胖|长胖|拉肚子|肚子疼|胃疼|头疼|长痘|上火|"
                              r"犯病|发作|加重|难受|不舒服|失眠|吐|起疹子|喘).{0,8})[。！!~～]*$")
+#: Marks of a clause (an aspect, a degree, a feeling, 就/都/才) no item of a list has: after a spaced list, a clause with
+#: one of them is a comment or why (…还有动物内脏 痛风犯了要命 / …和青椒 挑食挑得厉害 / …还有可乐 一喝就睡不着).
+_CLAUSE_MARK_CHARS = set("了着过就得很太被要会都刚才又起完真超挺")
 #: Two of one kind told apart by size (我俩娃 大的叫乐乐 小的叫安安 / 我家俩猫 大的叫咪咪 小的叫球球): the owner, the
 #: noun and the names.
 _BIG_SMALL_RE = re.compile(r"^(我(?:家)?)(?:有|养了|养着|养)?(?:俩|两(?:个|只|条)|2(?:个|只|条))([\u4e00-\u9fff]{1,3}?)[，,：:\s]*"
@@ -4401,6 +4404,23 @@ def _frame_split(t):
     return None
 
 
+def _list_comment_tail(t):
+    """The items of a spaced list each with the clause after it that is no item (its why or a feeling), or None.
+    Example: _list_comment_tail('我怕蛇 蜘蛛 还有老鼠 小时候被吓过') -> ['我怕蛇 小时候被吓过', …, '我怕老鼠 小时候被吓过']"""
+    m = re.match(r"^(\S.*?)(\s+)([^\s，,。；;]{3,12})$", t)
+    if not m or re.search(r"[，,。；;]", t) or not set(m.group(3)) & _CLAUSE_MARK_CHARS:
+        return None
+    head, last = m.group(1), m.group(3)
+    if memory_has_subject(last) or memory_fact("我" + last).attribute is not None or _LIST_SEP_RE.search(last) \
+            or _echo_clause(last, head) or not re.search(r"\s|和|还有|以及", head):
+        return None  # 我喜欢猫 狗 在学日语 / 我去过冰岛和挪威 还没去过芬兰: a fact of its own; 我老婆怕狗: someone else's
+    items = memory_unlist(head)
+    kinds = {memory_fact(i).attribute for i in items}
+    if len(items) < 2 or len(kinds) > 1 or None in kinds:
+        return None  # 我叫阿杰 今年29 在星沙开了家健身房: facts of their own, no values of one list
+    return [i + m.group(2) + last for i in items]
+
+
 def memory_unlist(text):
     """One fact per subject and per value, also inside a clause; then memory_split.
     Example: memory_unlist('我和我老婆都喜欢爬山') -> ['我喜欢爬山', '我老婆喜欢爬山']"""
@@ -4413,6 +4433,9 @@ def memory_unlist(text):
     if m and m.start() > 0:  # 我妈不能吃西柚 香蕉 和菠菜 跟药冲突: the why said with each thing, as after a comma
         items = memory_unlist(t[:m.start()])  # (我不能吃海鲜 会过敏: one thing and its why, one memory)
         return [i + m.group(1) + m.group(2) for i in items] if len(items) > 1 else [t]
+    said = _list_comment_tail(t)
+    if said:  # 我不能吃海鲜 啤酒 还有动物内脏 痛风犯了要命: the why said with each thing, never a thing of its own
+        return said
     read = memory_self_words(t)
     if read != t:  # 俺有俩孙子 大的叫虎子 小的叫豆豆: read with 我, each fact said back with the user's 俺
         back = _said_table(read, t)
