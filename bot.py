@@ -4077,8 +4077,10 @@ def _one_job(said, second):
 _TRADE_CLAUSE_RE = re.compile(r"^(?:卖|经营|主营|批发|代理|开)(?!心|始|玩笑|车|会|学|工|门|着|了)(?!.*的$)[\u4e00-\u9fff]{2,}")
 
 
-#: A clause after a comma that says where one works and as what (32岁，在东莞电子厂做线长): a fact of its own.
-_JOB_CLAUSE_RE = re.compile(r"^在[\u4e00-\u9fff]{2,12}?(?:做|当|干)[\u4e00-\u9fff]{1,6}$")
+#: A clause after a comma that says where one works and as what (32岁，在东莞电子厂做线长) or what one runs, sells,
+#: teaches or mends there (在星沙开了家健身房 / 在菜市场卖菜 / 在驾校教车 / 在工地开塔吊): a fact of its own.
+_JOB_CLAUSE_RE = re.compile(r"^在[\u4e00-\u9fff]{2,12}?(?:做|当|干|卖|教|修|开(?:了|着)?一?[家个间辆]|"
+                            r"开(?!心|会|始|玩笑|车|学|工|门|着|了))[\u4e00-\u9fff]{1,6}$")
 #: Clauses of one shape about different things (我胃不好 颈椎也不好 腰也不行): each a fact of its own.
 _PARALLEL_END_RE = re.compile(r"^[\u4e00-\u9fff]{1,4}?也?(不好|不行|不舒服|有毛病|有问题)$")
 #: Where memory_split cuts: punctuation, 、 before a new fact, a space after a word or after a number said after a word
