@@ -3841,7 +3841,7 @@ def _pronoun_fits(pronoun, subject):
 
 #: What a fact may start with that says nothing of whom it is about (这个很重要：… / (公开)…), and a first person.
 _IMPORTANT_LEAD_RE = re.compile(r"^(?:这个|这件事|这)?(?:很|非常|超级|特别)?重要[" + _PUNCT + r"]*")
-_PUBLIC_MARK_RE = re.compile(r"^\((?:公开)\)|^【公开】")
+_PUBLIC_MARK_RE = re.compile(rf"^(?:\((?:公开)\)|【公开】)[{_PUNCT}]*")  # (公开)：我是律师: the colon goes with it
 _FIRST_PERSON_RE = re.compile(r"^(?:我|咱|本人|i\b|i'm\b|my\b)", re.I)
 #: The other starts of a fact about someone (他… / 你叫… / 小美是我女朋友), compiled once: memory_has_subject reads
 #: most messages.
@@ -4600,7 +4600,7 @@ def memory_options(fact):
     for mark in ("(公开)", "【公开】", "公开：", "公开:"):
         if mark in fact:
             fact, scope = fact.replace(mark, "").strip(), "public"
-    return fact.strip(" ，,。"), importance, scope
+    return fact.strip(" ，,。：:"), importance, scope
 
 
 def _specifics(text):
@@ -7609,9 +7609,10 @@ def _object_ok(arg, allow=None):
     return bool(arg) and not (_NOT_AN_OBJECT_RE.match(arg) and not (allow and re.match(allow, arg)))
 
 
-#: Marks at a fact's end, and the numbers of a list's lines (1. 2、): no part of what is remembered.
+#: Marks at a fact's end, and the numbers of a list's lines (1. 2、): no part of what is remembered; a number then a dot
+#: then a digit is a date or an amount (12.21初试 / 3.15体检), no list number.
 _MARKS_END_RE = re.compile(rf"[{_PUNCT}]+$")
-_LIST_NUMBER_RE = re.compile(r"(?m)^\s*(?:(?:\d{1,2}|[一二三四五六七八九十])[.、)）]|[-•*·](?=\s))\s*")
+_LIST_NUMBER_RE = re.compile(r"(?m)^\s*(?:(?:\d{1,2}|[一二三四五六七八九十])[.、)）](?!\d)|[-•*·](?=\s))\s*")
 
 
 def _fact_said(m, allow=None):
