@@ -7860,6 +7860,10 @@ _COMMAND_WORD_RE = re.compile(f"(?:{_words_re(COMMAND_WORDS)})")
 #: of the message.
 BOT_CALLS = "小机器人 机器人 小助手 助手 小可爱".split()
 _BOT_CALL_RE = re.compile(f"^(?:{_words_re(BOT_CALLS)})(?:[{_PUNCT}]+(?=\\S)|(?={_COMMAND_WORD_RE.pattern}))")
+#: The bot called in a voice message's lead, with fillers, a particle and 你 (那个小助手啊你帮我记一下… / 机器人呀 您给我记…):
+#: no part of what is asked.
+_CALL_LEAD_RE = re.compile(rf"^(?:(?:{FILLERS_RE}|那个)[{_PUNCT}]*)*(?:{_words_re(BOT_CALLS)})[啊呀哈呢诶欸喂哎]*[{_PUNCT}]*"
+                           r"(?:你|您)?(?=帮|给|替)")
 _FILLER_RE = re.compile(rf"^(?:{FILLERS_RE})[{_PUNCT}]*(?={_words_re(COMMAND_WORDS)})")
 _LEAD_IN_RE = re.compile(rf"^([^，,。!！?？\n]{{0,20}}?)[{_PUNCT}]+(?={_words_re(REMEMBER_WORDS)}|remember\b)"
                          rf"|^[a-z]{{2,8}}(?=记住)", re.I)
@@ -8122,6 +8126,7 @@ def _memory_parse_rules(text, names=()):
             break
     else:
         t = _BOT_CALL_RE.sub("", t) if t[:1] in "小机助" else t
+        t = _CALL_LEAD_RE.sub("", t) if t[:1] in "小机助那嗯呃诶欸" else t  # 那个小助手啊你帮我记一下…
     t = re.sub(r"^@\S+\s+", "", t) if t.startswith("@") else t
     said = memory_pinyin(t.replace("（", "(").replace("）", ")"))  # 吉他那条shan le: 删了
     t = read = text_simplified(said)
