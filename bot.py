@@ -7564,6 +7564,8 @@ PENDING_SECONDS = 300
 WIPE_CONFIRM_SECONDS = 120
 #: What confirms 忘记关于我的一切.
 _CONFIRM_WIPE = "确认删除"
+#: The reply to a no (算了 / 取消 / 还是别删了) while 确认删除 is awaited.
+WIPE_KEPT_REPLY = "好的，不删了，你的记忆都还在。"
 #: A particle after a remember word (记住呀，… / 记得噢 我…), taken only before a pause or a subject, so
 #: 记住哈尔滨… and 记住吧台… keep their first character.
 _PARTICLE = rf"(?:[{PARTICLES}](?=[{_PUNCT}]|我|你|您|本群|{_REL_RE}))?"
@@ -12532,6 +12534,11 @@ async def reply_memory(app, ctx, text, card):
         asked = app.memory_asked.pop(key)
         asked = None
     names = [c["name"] for c in app.characters.get()["cards"].values()] + app.cfg.nicknames
+    wiping = time.monotonic() - app.wipe_asked.get(ctx.user_id, -WIPE_CONFIRM_SECONDS) <= WIPE_CONFIRM_SECONDS
+    if wiping and memory_answer_read({"action": "forget", "ids": [], "text": ""}, text) == ("n",):
+        app.wipe_asked.pop(ctx.user_id, None)  # 算了算了 不删了: the wipe asked for is called off, and said so
+        await _mark_command(app, ctx)
+        return WIPE_KEPT_REPLY
     work = _show_work_asked(text)
     named = None if work or not _SHOW_WORK_KNOW_RE.search(text) else _show_work_named(text)
     if work or named and await app.db.run(memory_mentions, ctx, named):  # 你怎么知道的 / 你怎么晓得小宝奶过敏的
