@@ -8062,6 +8062,8 @@ def _loose_forget(text):
 
 #: A run of three or more punctuation marks or spaces (！！！): the rules read it as its first.
 _MARK_RUN_RE = re.compile(rf"([{_PUNCT}?？])[{_PUNCT}?？]{{2,}}")
+#: A forget verb said twice or more (删了删了 / 删掉，删掉 / 忘了忘了): said once.
+_VERB_TWICE_RE = re.compile(rf"((?:删|忘|去|划|抹)(?:了|掉|除)|删)(?:[{_PUNCT}]*\1)+")
 
 
 #: The words a forget points with (蝦那條 is read as 虾那条).
@@ -8121,6 +8123,7 @@ def _memory_parse_rules(text, names=()):
     t = text.strip()[:MEMORY_PARSE_CHARS]
     t = _BULLET_RE.sub("", t) if "\n" in t else t  # 记住：\n- 我住在杭州\n- 对花粉过敏: one fact a line
     t = _MARK_RUN_RE.sub(r"\1", t) if _MARK_RUN_RE.search(t) else t
+    t = _VERB_TWICE_RE.sub(r"\1", t) if _VERB_TWICE_RE.search(t) else t  # 林同学那条删了删了: 删了
     for name in sorted(names, key=len, reverse=True):  # "小满，记住…": the character's name first
         if name and t.startswith(name) and len(t) > len(name) and (t[len(name)] in " ，,:：~～!！" or re.match(
                 _COMMAND_WORD_RE, t[len(name):])):
