@@ -7864,7 +7864,8 @@ BOT_CALLS = "小机器人 机器人 小助手 助手 小可爱".split()
 _BOT_CALL_RE = re.compile(f"^(?:{_words_re(BOT_CALLS)})(?:[{_PUNCT}]+(?=\\S)|(?={_COMMAND_WORD_RE.pattern}))")
 #: The bot called in a voice message's lead, with fillers, a particle and 你 (那个小助手啊你帮我记一下… / 机器人呀 您给我记…):
 #: no part of what is asked (fillers one character at a time, bounded: 嗯 × 1,500 must not backtrack).
-_CALL_LEAD_RE = re.compile(rf"^(?:(?:哈|嘿|嗯|呃|诶|欸|那个|对了)[{_PUNCT}]{{0,3}}){{0,8}}(?:{_words_re(BOT_CALLS)})[啊呀哈呢诶欸喂哎]*[{_PUNCT}]*"
+_CALL_LEAD_RE = re.compile(rf"^(?:(?:哈|嘿|嗯|呃|诶|欸|那个|对了)[{_PUNCT}]{{0,3}}){{0,8}}"
+                           rf"(?:{_words_re(BOT_CALLS)})[啊呀哈呢诶欸喂哎]*[{_PUNCT}]*"
                            r"(?:你|您)?(?=帮|给|替)")
 _FILLER_RE = re.compile(rf"^(?:{FILLERS_RE})[{_PUNCT}]*(?={_words_re(COMMAND_WORDS)})")
 _LEAD_IN_RE = re.compile(rf"^([^，,。!！?？\n]{{0,20}}?)[{_PUNCT}]+(?={_words_re(REMEMBER_WORDS)}|remember\b)"
