@@ -3848,7 +3848,7 @@ def _pronoun_fits(pronoun, subject):
 
 #: What a fact may start with that says nothing of whom it is about (这个很重要：… / (公开)…), and a first person.
 _IMPORTANT_LEAD_RE = re.compile(r"^(?:这个|这件事|这)?(?:很|非常|超级|特别)?重要[" + _PUNCT + r"]*")
-_PUBLIC_MARK_RE = re.compile(r"^\((?:公开)\)|^【公开】")
+_PUBLIC_MARK_RE = re.compile(rf"^(?:\((?:公开)\)|【公开】)[{_PUNCT}]*")  # (公开)：我是律师: the colon goes with it
 _FIRST_PERSON_RE = re.compile(r"^(?:我|咱|本人|i\b|i'm\b|my\b)", re.I)
 #: The other starts of a fact about someone (他… / 你叫… / 小美是我女朋友), compiled once: memory_has_subject reads
 #: most messages.
@@ -4084,8 +4084,10 @@ def _one_job(said, second):
 _TRADE_CLAUSE_RE = re.compile(r"^(?:卖|经营|主营|批发|代理|开)(?!心|始|玩笑|车|会|学|工|门|着|了)(?!.*的$)[\u4e00-\u9fff]{2,}")
 
 
-#: A clause after a comma that says where one works and as what (32岁，在东莞电子厂做线长): a fact of its own.
-_JOB_CLAUSE_RE = re.compile(r"^在[\u4e00-\u9fff]{2,12}?(?:做|当|干)[\u4e00-\u9fff]{1,6}$")
+#: A clause after a comma that says where one works and as what (32岁，在东莞电子厂做线长) or what one runs, sells,
+#: teaches or mends there (在星沙开了家健身房 / 在菜市场卖菜 / 在驾校教车 / 在工地开塔吊): a fact of its own.
+_JOB_CLAUSE_RE = re.compile(r"^在[\u4e00-\u9fff]{2,12}?(?:做|当|干|卖|教|修|开(?:了|着)?一?[家个间辆]|"
+                            r"开(?!心|会|始|玩笑|车|学|工|门|着|了))[\u4e00-\u9fff]{1,6}$")
 #: Clauses of one shape about different things (我胃不好 颈椎也不好 腰也不行): each a fact of its own.
 _PARALLEL_END_RE = re.compile(r"^[\u4e00-\u9fff]{1,4}?也?(不好|不行|不舒服|有毛病|有问题)$")
 #: Where memory_split cuts: punctuation, 、 before a new fact, a space after a word or after a number said after a word
@@ -4179,6 +4181,9 @@ _SLANG_TAIL_RE = re.compile(r"(?<=[^A-Za-z0-9\s])(?<![玩打看追听叫是用])
 _REASON_TAIL_RE = re.compile(r"([\s，,]+)((?:跟|和|与)[^\s，,]{1,8}(?:冲突|相克|犯冲|反应)|(?:因为|由于|不然|否则|吃了|喝了|一吃|"
                              r"一喝|(?:医生|大夫)说).{1,16}|会(?:过敏|痛风|胖|长胖|拉肚子|肚子疼|胃疼|头疼|长痘|上火|"
                              r"犯病|发作|加重|难受|不舒服|失眠|吐|起疹子|喘).{0,8})[。！!~～]*$")
+#: Marks of a clause (an aspect, a degree, a feeling, 就/都/才) no item of a list has: after a spaced list, a clause with
+#: one of them is a comment or why (…还有动物内脏 痛风犯了要命 / …和青椒 挑食挑得厉害 / …还有可乐 一喝就睡不着).
+_CLAUSE_MARK_CHARS = set("了着过就得很太被要会都刚才又起完真超挺")
 #: Two of one kind told apart by size (我俩娃 大的叫乐乐 小的叫安安 / 我家俩猫 大的叫咪咪 小的叫球球): the owner, the
 #: noun and the names.
 _BIG_SMALL_RE = re.compile(r"^(我(?:家)?)(?:有|养了|养着|养)?(?:俩|两(?:个|只|条)|2(?:个|只|条))([\u4e00-\u9fff]{1,3}?)[，,：:\s]*"
@@ -4408,6 +4413,23 @@ def _frame_split(t):
     return None
 
 
+def _list_comment_tail(t):
+    """The items of a spaced list each with the clause after it that is no item (its why or a feeling), or None.
+    Example: _list_comment_tail('我怕蛇 蜘蛛 还有老鼠 小时候被吓过') -> ['我怕蛇 小时候被吓过', …, '我怕老鼠 小时候被吓过']"""
+    m = re.match(r"^(\S.*?)(\s+)([^\s，,。；;]{3,12})$", t)
+    if not m or re.search(r"[，,。；;]", t) or not set(m.group(3)) & _CLAUSE_MARK_CHARS:
+        return None
+    head, last = m.group(1), m.group(3)
+    if memory_has_subject(last) or memory_fact("我" + last).attribute is not None or _LIST_SEP_RE.search(last) \
+            or _echo_clause(last, head) or not re.search(r"\s|和|还有|以及", head):
+        return None  # 我喜欢猫 狗 在学日语 / 我去过冰岛和挪威 还没去过芬兰: a fact of its own; 我老婆怕狗: someone else's
+    items = memory_unlist(head)
+    kinds = {memory_fact(i).attribute for i in items}
+    if len(items) < 2 or len(kinds) > 1 or None in kinds:
+        return None  # 我叫阿杰 今年29 在星沙开了家健身房: facts of their own, no values of one list
+    return [i + m.group(2) + last for i in items]
+
+
 def memory_unlist(text):
     """One fact per subject and per value, also inside a clause; then memory_split.
     Example: memory_unlist('我和我老婆都喜欢爬山') -> ['我喜欢爬山', '我老婆喜欢爬山']"""
@@ -4420,6 +4442,9 @@ def memory_unlist(text):
     if m and m.start() > 0:  # 我妈不能吃西柚 香蕉 和菠菜 跟药冲突: the why said with each thing, as after a comma
         items = memory_unlist(t[:m.start()])  # (我不能吃海鲜 会过敏: one thing and its why, one memory)
         return [i + m.group(1) + m.group(2) for i in items] if len(items) > 1 else [t]
+    said = _list_comment_tail(t)
+    if said:  # 我不能吃海鲜 啤酒 还有动物内脏 痛风犯了要命: the why said with each thing, never a thing of its own
+        return said
     read = memory_self_words(t)
     if read != t:  # 俺有俩孙子 大的叫虎子 小的叫豆豆: read with 我, each fact said back with the user's 俺
         back = _said_table(read, t)
@@ -4582,7 +4607,7 @@ def memory_options(fact):
     for mark in ("(公开)", "【公开】", "公开：", "公开:"):
         if mark in fact:
             fact, scope = fact.replace(mark, "").strip(), "public"
-    return fact.strip(" ，,。"), importance, scope
+    return fact.strip(" ，,。：:"), importance, scope
 
 
 def _specifics(text):
@@ -7552,6 +7577,8 @@ PENDING_SECONDS = 300
 WIPE_CONFIRM_SECONDS = 120
 #: What confirms 忘记关于我的一切.
 _CONFIRM_WIPE = "确认删除"
+#: The reply to a no (算了 / 取消 / 还是别删了) while 确认删除 is awaited.
+WIPE_KEPT_REPLY = "好的，不删了，你的记忆都还在。"
 #: A particle after a remember word (记住呀，… / 记得噢 我…), taken only before a pause or a subject, so
 #: 记住哈尔滨… and 记住吧台… keep their first character.
 _PARTICLE = rf"(?:[{PARTICLES}](?=[{_PUNCT}]|我|你|您|本群|{_REL_RE}))?"
@@ -7597,9 +7624,10 @@ def _object_ok(arg, allow=None):
     return bool(arg) and not (_NOT_AN_OBJECT_RE.match(arg) and not (allow and re.match(allow, arg)))
 
 
-#: Marks at a fact's end, and the numbers of a list's lines (1. 2、): no part of what is remembered.
+#: Marks at a fact's end, and the numbers of a list's lines (1. 2、): no part of what is remembered; a number then a dot
+#: then a digit is a date or an amount (12.21初试 / 3.15体检), no list number.
 _MARKS_END_RE = re.compile(rf"[{_PUNCT}]+$")
-_LIST_NUMBER_RE = re.compile(r"(?m)^\s*(?:(?:\d{1,2}|[一二三四五六七八九十])[.、)）]|[-•*·](?=\s))\s*")
+_LIST_NUMBER_RE = re.compile(r"(?m)^\s*(?:(?:\d{1,2}|[一二三四五六七八九十])[.、)）](?!\d)|[-•*·](?=\s))\s*")
 
 
 def _fact_said(m, allow=None):
@@ -7847,6 +7875,11 @@ _COMMAND_WORD_RE = re.compile(f"(?:{_words_re(COMMAND_WORDS)})")
 #: of the message.
 BOT_CALLS = "小机器人 机器人 小助手 助手 小可爱".split()
 _BOT_CALL_RE = re.compile(f"^(?:{_words_re(BOT_CALLS)})(?:[{_PUNCT}]+(?=\\S)|(?={_COMMAND_WORD_RE.pattern}))")
+#: The bot called in a voice message's lead, with fillers, a particle and 你 (那个小助手啊你帮我记一下… / 机器人呀 您给我记…):
+#: no part of what is asked (fillers one character at a time, bounded: 嗯 × 1,500 must not backtrack).
+_CALL_LEAD_RE = re.compile(rf"^(?:(?:哈|嘿|嗯|呃|诶|欸|那个|对了)[{_PUNCT}]{{0,3}}){{0,8}}"
+                           rf"(?:{_words_re(BOT_CALLS)})[啊呀哈呢诶欸喂哎]*[{_PUNCT}]*"
+                           r"(?:你|您)?(?=帮|给|替)")
 _FILLER_RE = re.compile(rf"^(?:{FILLERS_RE})[{_PUNCT}]*(?={_words_re(COMMAND_WORDS)})")
 _LEAD_IN_RE = re.compile(rf"^([^，,。!！?？\n]{{0,20}}?)[{_PUNCT}]+(?={_words_re(REMEMBER_WORDS)}|remember\b)"
                          rf"|^[a-z]{{2,8}}(?=记住)", re.I)
@@ -8043,6 +8076,8 @@ def _loose_forget(text):
 
 #: A run of three or more punctuation marks or spaces (！！！): the rules read it as its first.
 _MARK_RUN_RE = re.compile(rf"([{_PUNCT}?？])[{_PUNCT}?？]{{2,}}")
+#: A forget verb said twice or more (删了删了 / 删掉，删掉 / 忘了忘了): said once.
+_VERB_TWICE_RE = re.compile(rf"((?:删|忘|去|划|抹)(?:了|掉|除)|删)(?:[{_PUNCT}]*\1)+")
 
 
 #: The words a forget points with (蝦那條 is read as 虾那条).
@@ -8102,6 +8137,7 @@ def _memory_parse_rules(text, names=()):
     t = text.strip()[:MEMORY_PARSE_CHARS]
     t = _BULLET_RE.sub("", t) if "\n" in t else t  # 记住：\n- 我住在杭州\n- 对花粉过敏: one fact a line
     t = _MARK_RUN_RE.sub(r"\1", t) if _MARK_RUN_RE.search(t) else t
+    t = _VERB_TWICE_RE.sub(r"\1", t) if _VERB_TWICE_RE.search(t) else t  # 林同学那条删了删了: 删了
     for name in sorted(names, key=len, reverse=True):  # "小满，记住…": the character's name first
         if name and t.startswith(name) and len(t) > len(name) and (t[len(name)] in " ，,:：~～!！" or re.match(
                 _COMMAND_WORD_RE, t[len(name):])):
@@ -8109,6 +8145,7 @@ def _memory_parse_rules(text, names=()):
             break
     else:
         t = _BOT_CALL_RE.sub("", t) if t[:1] in "小机助" else t
+        t = _CALL_LEAD_RE.sub("", t) if t[:1] in "小机助那嗯呃诶欸" else t  # 那个小助手啊你帮我记一下…
     t = re.sub(r"^@\S+\s+", "", t) if t.startswith("@") else t
     said = memory_pinyin(t.replace("（", "(").replace("）", ")"))  # 吉他那条shan le: 删了
     t = read = text_simplified(said)
@@ -12647,6 +12684,11 @@ async def reply_memory(app, ctx, text, card):
         asked = app.memory_asked.pop(key)
         asked = None
     names = [c["name"] for c in app.characters.get()["cards"].values()] + app.cfg.nicknames
+    wiping = time.monotonic() - app.wipe_asked.get(ctx.user_id, -WIPE_CONFIRM_SECONDS) <= WIPE_CONFIRM_SECONDS
+    if wiping and memory_answer_read({"action": "forget", "ids": [], "text": ""}, text) == ("n",):
+        app.wipe_asked.pop(ctx.user_id, None)  # 算了算了 不删了: the wipe asked for is called off, and said so
+        await _mark_command(app, ctx)
+        return WIPE_KEPT_REPLY
     work = _show_work_asked(text)
     named = None if work or not _SHOW_WORK_KNOW_RE.search(text) else _show_work_named(text)
     if work or named and await app.db.run(memory_mentions, ctx, named):  # 你怎么知道的 / 你怎么晓得小宝奶过敏的
