@@ -9759,6 +9759,10 @@ def _gone_keys(area, row):
     return {""}
 
 
+#: Whose pregnancy a memory keeps (我怀孕五个月了: 我; 我老婆怀孕了: 老婆): the owner a birth is said of.
+_PREGNANT_OWNER_RE = re.compile(r"我(?:的)?([\u4e00-\u9fff]{0,3}?)(?:已经|现在)?(?:怀孕|怀上|有喜|怀了|预产期|孕)")
+
+
 def _gone_points(conn, ctx, t):
     """(kind, arguments) for a message that says a state one memory keeps ended, said of what that memory names (来喜前天走了
     with 我养了只八哥叫来喜, 瓦退坑了 with 我天天打瓦, 生啦 是个闺女 with 我怀孕五个月了): that memory replaced and said so
@@ -9767,8 +9771,8 @@ def _gone_points(conn, ctx, t):
     read = _GONE_PARTICLE_RE.sub("了", _life_read(t))  # 瓦我不玩啦: 不玩了
     if not _GONE_ANY_RE.search(read):
         return None
-    hits = []
-    for row in memory_list(conn, ctx):
+    hits, mems = [], memory_list(conn, ctx)
+    for row in mems:
         if row["type"] != "user_fact" or not row["text"].startswith("我"):
             continue
         text = _life_read(row["text"])
@@ -9777,7 +9781,7 @@ def _gone_points(conn, ctx, t):
                 continue
             keys = _gone_keys(area, row)
             if area == "怀孕":
-                owner = re.match(r"我(?:的)?([\u4e00-\u9fff]{0,3}?)(?:已经|现在)?(?:怀孕|怀上|有喜|怀了|预产期|孕)", text)
+                owner = _PREGNANT_OWNER_RE.match(text)
                 who = rf"(?:我|{re.escape(owner.group(1))}|宝宝|娃|孩子|小孩)?" if owner and owner.group(1) else \
                     r"(?:我|宝宝|娃|孩子|小孩)?"
                 if re.match(rf"^(?:终于|总算|已经)?{who}{_GONE_GAP}(?:{marks})", read):
@@ -9793,7 +9797,7 @@ def _gone_points(conn, ctx, t):
     if not rows:
         return None
     areas = {a for _, a, _ in hits}  # 咪咪和旺仔都走了: every memory of that state the message names is asked about
-    others = [r for r in memory_list(conn, ctx) if r["id"] not in {x["id"] for x in rows} and r["type"] == "user_fact"]
+    others = [r for r in mems if r["id"] not in {x["id"] for x in rows} and r["type"] == "user_fact"]
     rows += [r for r in others if any(re.search(_GONE_AREAS[a][1], _life_read(r["text"]))
                                       and any(k and k in read for k in _gone_keys(a, r)) for a in areas)]
     said = _GONE_SIGH_RE.sub("", t.strip()) or t.strip()
@@ -9804,7 +9808,7 @@ def _gone_points(conn, ctx, t):
         kind = next((w for w in sorted(_PETS, key=len, reverse=True) if w in row["text"] and w != key), "")
         fact = said if said.startswith("我") else f"我养的{kind}{said}" if key not in _PETS else "我的" + said
     elif area == "怀孕":
-        owner = re.match(r"我(?:的)?([\u4e00-\u9fff]{0,3}?)(?:已经|现在)?(?:怀孕|怀上|有喜|怀了|预产期|孕)", row["text"])
+        owner = _PREGNANT_OWNER_RE.match(row["text"])
         who = "我" + (owner.group(1) if owner else "")
         fact = said if said.startswith(who) else who + re.sub(r"^我", "", said)
     else:
