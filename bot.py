@@ -7608,8 +7608,19 @@ def _numbered(kind, **fixed):
 
 
 def _read_numbers(m):
-    """忘掉第1条和第3条 / 把第2条删了: the numbers, in the order said."""
-    return "forget_numbers", {"numbers": [_cn_number(n) for n in re.findall(_NUM, next(g for g in m.groups() if g))]}
+    """忘掉第1条和第3条 / 把第2条删了: the numbers, in the order said. 忘记一一 / 忘记七七: a name of number characters,
+    no number (_named_like_number): forgotten by its words when a memory says them."""
+    said = next(g for g in m.groups() if g)
+    if _named_like_number(said):
+        return "forget_maybe", {"what": said.strip()}
+    return "forget_numbers", {"numbers": [_cn_number(n) for n in re.findall(_NUM, said)]}
+
+
+def _named_like_number(said):
+    """Whether the numbers of a forget are a name said in number characters (一一, 七七, 三三: a child's or a pet's),
+    with no 第 or 条 to make them a number. Example: _named_like_number('一一') -> True"""
+    word = said.strip()
+    return len(word) == 2 and word[0] == word[1] and word[0] in _CN_ONES
 
 
 def _read_group_forget_text(m):
