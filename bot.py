@@ -7916,7 +7916,8 @@ MEMORY_PARSE_CHARS = 600
 
 #: A loose correction with its value first and maybe a comment after it (不对 是无锡 你晓得伐 / 更正：28 上个月刚过完生日 /
 #: 其实是4号线 老记混 / 不是 是绿色): the lead (strong, weak), 是, the value, the comment.
-_LOOSE_FIX_RE = re.compile(rf"^(?:((?:不对|错了|说错了|记错了)(?:[{_PUNCT}]*(?:不对|错了|说错了|记错了))*|更正一下|更正|纠正一下)|"
+_LOOSE_FIX_RE = re.compile(rf"^(?:((?:不对|错了|说错了|记错了)(?:[{_PUNCT}]*(?:不对|错了|说错了|记错了))*|更正一下|更正下|更正|纠正一下|"
+                           rf"纠正下)|"
                            rf"(其实|不是(?:的|啦|啊)?))(?:不对)?[{PARTICLES}]*[{_PUNCT}]*"
                            rf"(?:应该|其实)?(是)?\s*([^{_PUNCT}是我你他她它]{{1,12}})(?:[{_PUNCT}{_EMOJI}]+(.{{1,24}}))?$")
 
@@ -8034,6 +8035,7 @@ def _loose_fix(text):
     if not m:
         return None
     value, tail = re.sub(r"(?<=.)(?:了|啦|呢|哦|的)+$", "", m.group(4)), m.group(5)
+    value = _AGE_NOW_RE.sub("", value) if value[:2] in ("今年", "现在") else value  # 更正 今年30了: the age
     kinds = _value_kinds(value) - {"thing"}
     if m.group(1) and m.group(1).startswith(("更正", "纠正")) and m.group(3) and not tail:
         return None  # 更正：是南京 — read as before
@@ -8043,6 +8045,10 @@ def _loose_fix(text):
     if m.group(1) and m.group(1).startswith(("更正", "纠正")):
         return "update_last", {"value": value}
     return "update_fit", {"value": value, "strong": bool(m.group(1))}
+
+
+#: 今年 / 现在 before an age said as a correction (更正 今年30了 刚过完生日): the age is the value.
+_AGE_NOW_RE = re.compile(r"^(?:今年|现在)(?=(?:\d{1,3}|[一二两三四五六七八九十]{1,3})岁?$)")
 
 
 #: The verbs of a forget said object first (钢琴忘掉 / 攀岩忘了吧).
