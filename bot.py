@@ -4291,6 +4291,18 @@ def _one_kind(items):
     return all(k & kinds[0] for k in kinds[1:])
 
 
+#: A verb a thing is done with, said once before several things (钓鲫鱼 鲤鱼 还有翘嘴): the things are a list.
+_DONE_TO_THINGS_RE = re.compile(r"^(?:钓|养|种)[\u4e00-\u9fff]{1,4}$")
+
+
+def _verb_things(value, rest):
+    """Whether a spaced list ending in 还有 follows one thing done (钓鲫鱼 / 养多肉): words of up to four characters,
+    no time or company. Example: _verb_things('钓鲫鱼', ['鲤鱼还有翘嘴']) -> True"""
+    items = [i for c in rest for i in _LIST_SEP_RE.split(c)]
+    return bool(_DONE_TO_THINGS_RE.match(value)) and "还有" in rest[-1] and all(
+        re.fullmatch(r"[\u4e00-\u9fff]{1,4}", i) and not _TIME_OR_COMPANY_RE.search(i) for i in items)
+
+
 def _one_kind_known(items):
     """Whether the items of a list whose topic is known share the first's broad topic, at least one does, and the
     rest are of no topic and no time or company (痛风 高血脂 还有轻度脂肪肝). Example: _one_kind_known(['打篮球', '周末',
@@ -4430,6 +4442,22 @@ def _list_comment_tail(t):
     return [i + m.group(2) + last for i in items]
 
 
+#: Two people who share a fact (我和我老婆都… / 我跟我姐都…): the one, the other, what they share.
+_BOTH_RE = re.compile(r"^(.+?)(?:和|跟|与|、|还有|以及|\s+)(.+?)(?:都|也都|俩都|两个都|仨都)(.+)$")
+
+
+def _both_written(piece):
+    """Two people who share a fact, said in traditional characters or Cantonese (我跟我姊都… / 我同我老公都…): one
+    fact each as the user wrote it, or None. Example: _both_written('我同我老公都鍾意行山') -> ['我鍾意行山', '我老公鍾意行山']"""
+    read = text_simplified(memory_cantonese(piece))
+    m = _BOTH_RE.match(read) if read != piece and len(read) == len(piece) else None
+    whos = [_one_subject(m.group(1)), _one_subject(m.group(2))] if m else []
+    if not all(whos) or not whos:
+        return None
+    back = _said_table(read, piece)
+    return [who.translate(back) + piece[m.start(3):] for who in whos]
+
+
 def memory_unlist(text):
     """One fact per subject and per value, also inside a clause; then memory_split.
     Example: memory_unlist('我和我老婆都喜欢爬山') -> ['我喜欢爬山', '我老婆喜欢爬山']"""
@@ -4494,7 +4522,8 @@ def memory_unlist(text):
         r"^[\u4e00-\u9fff]{1,6}(?:和|还有|以及)[\u4e00-\u9fff]{1,6}$", chain[-1]) and (_one_kind(
             [first.value] + [i for c in chain[1:] for i in _LIST_SEP_RE.split(c)])
             or _EATEN_LIST_RE.search(chain[0]) and not any(_TIME_OR_COMPANY_RE.search(c) for c in chain[1:])
-            or _one_kind_known([first.value] + [i for c in chain[1:] for i in _LIST_SEP_RE.split(c)]))
+            or _one_kind_known([first.value] + [i for c in chain[1:] for i in _LIST_SEP_RE.split(c)])
+            or _verb_things(first.value, chain[1:]))
     # a value's kind: sport, diet … after a comma; after a space (which also starts a comment: 我喜欢吃火锅 冬天)
     # the same topic, or a word no topic knows of one character (葱, 蒜)
     kind = lambda x: {a if spaced else a.split(".")[0] for a in memory_areas(x, message=True)}  # noqa: E731
@@ -4529,6 +4558,10 @@ def memory_unlist(text):
         if m and _one_subject(m.group(1)) and _one_subject(m.group(2)):  # 我和我老婆都喜欢爬山
             out += [_one_subject(m.group(1)) + m.group(3), _one_subject(m.group(2)) + m.group(3)]
             continue
+        both = _both_written(piece) if "都" in piece and (not m or len(m.groups()) == 3) else None
+        if both:  # 我跟我姊都在台積電上班 / 我同我老公都鍾意行山: read as Mandarin, each said as written
+            out += both
+            continue
         whos = _subjects_named(m.group(1) + "、" + m.group(2)) if m and len(m.groups()) == 3 else None
         if whos:  # 我和室友小林、小周都是湖南人
             out += [who + m.group(3) for who in whos]
@@ -4556,8 +4589,8 @@ def memory_unlist(text):
                 and not any(_CLAUSE_NOT_ITEM_RE.match(i) or _REASON_CLAUSE_RE.search(i) or _TIME_OR_COMPANY_RE.search(i)
                             for i in items[1:]):
             # 《猫和老鼠》 is one; 不吃素了 医生说我贫血: a reason, no second thing not eaten
-            verb = re.match(r"^(?:吃|喝|看|玩|听)", items[0])  # 吃苹果、香蕉: 吃香蕉
-            out += [simple.replace(fact.value, (verb.group() if verb and not re.match(r"^(?:吃|喝|看|玩|听)", i) else "")
+            verb = re.match(r"^(?:吃|喝|看|玩|听|钓)", items[0])  # 吃苹果、香蕉: 吃香蕉 (钓鲫鱼、鲤鱼: 钓鲤鱼)
+            out += [simple.replace(fact.value, (verb.group() if verb and not re.match(r"^(?:吃|喝|看|玩|听|钓)", i) else "")
                                    + i.strip()).translate(back) for i in items]  # 还有 鸡皮: 鸡皮
             continue
         values = _split_values(simple)
@@ -6864,6 +6897,34 @@ def _unsaved_said(conn, ctx, spot_re, rows):
     return None
 
 
+#: A district named in a memory's words (我住朝阳区 / 我公司在海淀区), not a housing estate or a park (东湖小区 / 园区).
+_DISTRICT_WORD_RE = re.compile(r"[\u4e00-\u9fff]{2,3}(?<![小社园景校])[区县]")
+#: A verb said before the first of several things (吃苹果 香蕉 / 钓鲫鱼 鲤鱼): no part of the thing.
+_ITEM_VERB_RE = re.compile(r"^(?:吃|喝|看|玩|听|钓|打|养|弹)")
+
+
+def _list_items(row, value):
+    """The things a memory's value lists (吃苹果 香蕉 / 芒果、菠萝), when a one-thing value corrects one of them;
+    [] when it lists one. Example: _list_items({'text': '我喜欢吃苹果 香蕉', 'value': '吃苹果 香蕉'}, '橙子') -> ['苹果', '香蕉']"""
+    said = row["value"] or ""
+    if not re.search(r"\s|、|和|还有", said) or re.search(r"\s|、|和|还有", value):
+        return []
+    items = [_ITEM_VERB_RE.sub("", i) for i in re.split(r"\s+|、|和|还有", said) if i]
+    if len(items) < 2 or not all(1 <= len(i) <= 8 and row["text"].count(i) == 1 for i in items) or value in items:
+        return []
+    return items
+
+
+def _ask_which_item(conn, row, items, value):
+    """A numbered question: which of the things one memory lists should become value (the answer goes to _set_spot)."""
+    asked = {"action": "set_value", "ids": [row["id"]] * len(items), "value": value, "text": value, "spots": items,
+             "choices": items, "mine": []}
+    listing = "\n".join(f"{n}. {i}" for n, i in enumerate(items, 1))
+    asked["prompt"] = (f"“{row['text']}”里说了好几样，你想把哪一样改成“{value}”？\n{listing}\n"
+                       f"回复序号就行（比如“1”），说“算了”就不改。")
+    return asked["prompt"], asked
+
+
 def memory_correct_value(conn, ctx, said, embed):
     """不对，是阿里 / 更正：是26: the value goes to the only memory it fits; several or none: a numbered
     question. Returns (reply, question)."""
@@ -6913,6 +6974,11 @@ def memory_correct_value(conn, ctx, said, embed):
     if unsaved:  # 更正：是8月8号 with 我生日是7月7号 kept and 客户王总生日是3月3号 asked about, never stored
         return _ask_which_value(conn, fits, value, f"『{unsaved}』那句我还没记下（问过你要不要记）。"
                                                    f"你想把哪一条改成“{value}”？")
+    if fits and value[-1:] in "区县":  # 更正 是丰台区 with 我住朝阳区 and 我公司在海淀区: either district may be meant
+        fits += [r for r in rows if r not in fits and _DISTRICT_WORD_RE.search(r["text"])]
+    items = _list_items(fits[0], value) if len(fits) == 1 else []
+    if items:  # 更正 是橙子 for 我喜欢吃苹果 香蕉: which of the things said together, never all of them
+        return _ask_which_item(conn, fits[0], items, value)
     if len(fits) == 1:
         return _set_value(conn, ctx, fits[0], value, embed), None
     if fits:
@@ -6966,6 +7032,9 @@ def _last_spot(last, value):
         words = {w for w in words if all(a.isdigit() == b.isdigit() for a, b in zip(w, value))} or words
     if len(words) == 1 and text.count(next(iter(words))) == 1:
         return words.pop()
+    number = _one_number(text, value) if not words and value[:1].isdigit() else None
+    if number:  # 是125 after 我血压是130 / 是8斤 after 6斤: the one number it says, in the same unit
+        return number
     slot = last["value"] or (_IS_SLOT_RE.fullmatch(text) or [None, None])[1]  # 我主玩的是原神: what follows its 是
     if slot and text.count(slot) == 1 and not re.search("[，,；;]", text) and not words and (
             re.fullmatch(r"[\u4e00-\u9fff]{2,6}", value) and re.fullmatch(r"[\u4e00-\u9fff]{2,6}", slot)
@@ -6978,6 +7047,14 @@ def _last_spot(last, value):
     if _LATIN_NAME_RE.fullmatch(value) and len(latin) == 1 and text.count(latin[0]) == 1 and not words:
         return latin[0]
     return None
+
+
+def _one_number(text, value):
+    """The one number in text said with the same unit as value (a number, maybe a unit after it), or None.
+    Example: _one_number('我血压是130', '125') -> '130'"""
+    m = re.fullmatch(r"\d+(?:\.\d+)?([^\d\s.]{0,2})", value)
+    found = re.findall(rf"(?<![\d.])\d+(?:\.\d+)?{re.escape(m.group(1))}(?![\d.])", text) if m else []
+    return found[0] if len(found) == 1 and text.count(found[0]) == 1 and found[0] != value else None
 
 
 #: A memory of the user's that names something of theirs (我大号叫孤城 / 我游戏ID叫夜刃 / 我的网名是…): the name.
@@ -7917,7 +7994,7 @@ MEMORY_PARSE_CHARS = 600
 #: A loose correction with its value first and maybe a comment after it (不对 是无锡 你晓得伐 / 更正：28 上个月刚过完生日 /
 #: 其实是4号线 老记混 / 不是 是绿色): the lead (strong, weak), 是, the value, the comment.
 _LOOSE_FIX_RE = re.compile(rf"^(?:((?:不对|错了|说错了|记错了)(?:[{_PUNCT}]*(?:不对|错了|说错了|记错了))*|更正一下|更正下|更正|纠正一下|"
-                           rf"纠正下)|"
+                           rf"纠正下|[Cc]orrection)|"
                            rf"(其实|不是(?:的|啦|啊)?))(?:不对)?[{PARTICLES}]*[{_PUNCT}]*"
                            rf"(?:应该|其实)?(是)?\s*([^{_PUNCT}是我你他她它]{{1,12}})(?:[{_PUNCT}{_EMOJI}]+(.{{1,24}}))?$")
 
