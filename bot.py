@@ -5530,6 +5530,34 @@ def _topic_named(candidates, fact):
     return old, fact
 
 
+#: Someone said to be of a place (我老婆是贵州的 / 我姊是台南的): whose, the place.
+_ORIGIN_SAID_RE = re.compile(r"(.{1,8}?)是([\u4e00-\u9fff]{2,4}?)的")
+
+
+def _origin_said(conn, ctx, text):
+    """A correction saying someone is of a place (我老婆是贵州的), said as the memory it corrects says where they are
+    from (我老婆是重庆人: 我老婆是贵州人); as said when no memory says it so (我媳妇是东北的 finds its like as it is)."""
+    m = _ORIGIN_SAID_RE.fullmatch(text.strip())
+    if not m or m.group(2) not in _CITIES and m.group(2) not in _PROVINCES:
+        return text
+    said = any(re.fullmatch(rf"{re.escape(m.group(1))}是[\u4e00-\u9fff]{{2,4}}人", r["text"]) for r in memory_list(conn, ctx))
+    return f"{m.group(1)}是{m.group(2)}人" if said else text
+
+
+#: Whose a fact of the speaker's own thing is (我用的竿子是… / 我的车牌是…): cut before its topic.
+_OWN_TOPIC_RE = re.compile(r"^我的?([^是，,。\s]{2,8}?)是.")
+
+
+def _new_topic(rows, fact):
+    """Whether a correction that fits no memory says a thing of the user's that no memory talks of (更正：我用的竿子是
+    光威的 with only 我常去的钓点是青龙湖): stored as new and said so, not asked. Example: its topic 用的竿子 shares no
+    two characters with any memory's words."""
+    m = _OWN_TOPIC_RE.match(fact.text) if fact.subject == "我" else None
+    topic = m.group(1).replace("的", "") if m else ""
+    pairs = {topic[i:i + 2] for i in range(len(topic) - 1)}
+    return len(topic) >= 2 and not any(p in r["text"] for r in rows for p in pairs)
+
+
 def memory_remember(conn, ctx, text, embed, *, update=False, importance=1, scope=None, cap=0, areas=False):
     """Stores (or, as an update, corrects) each fact of text; returns (reply, question) where question
     is a pending which-one question or None. embed(text) gives a vector or None. A new memory is
@@ -5545,6 +5573,7 @@ def memory_remember(conn, ctx, text, embed, *, update=False, importance=1, scope
     known = _known_subjects(conn, ctx)
     text = _CHAR_NOTE_RE.sub("", text).strip() or text  # 我叫王晓明 晓是破晓的晓: the name, without how it is written
     text = _ADDRESS_RE.sub(" ", text).strip() or text  # 姐妹们 我戒烟了: who is told, not a fact
+    text = _origin_said(conn, ctx, text) if update and text.endswith("的") else text  # 我老婆是贵州的: 贵州人
     facts = memory_leads([memory_fact(p, last, known) for p in memory_unlist(text)], last, known)
     if len(facts) > MEMORY_FACTS_PER_MESSAGE:  # 记住：我喜欢A、B、C… x 123: as many memories and expansion calls
         return (f"这一条里有{len(facts)}件事，一次最多记{MEMORY_FACTS_PER_MESSAGE}件，这次什么也没记。"
@@ -5600,7 +5629,7 @@ def memory_remember(conn, ctx, text, embed, *, update=False, importance=1, scope
                 replaced.append((old["text"], fact.text))
                 written.add(old["id"])
                 continue
-            if update and not fact.attribute and not fact.replaces:
+            if update and not fact.attribute and not fact.replaces and not _new_topic(rows, fact):
                 asked = {"action": "store", "text": fact.text, "importance": importance, "ids": [],
                          "prompt": f"我没找到要更正的记忆。要我把『{fact.text}』记成新的一条吗？要的话回复“要”。"}
                 continue
