@@ -8080,6 +8080,7 @@ def _mistake_fix(text):
         rest = [c for c in clauses if c not in owned]
         if len(owned) == 1 and 1 <= len(rest) <= 2:
             said = "，".join(rest)
+            said = re.sub(rf"^{_INTERJECTION}+(?=不是)", "", said) if "不是" in said[:6] else said  # 欸不是新莊啦
             said = re.sub(f"^不是[{PARTICLES}的]+，(?:而)?(?=是)", "", said)  # 不是哦 是绵阳 搞错了: no value taken back
             if re.fullmatch(rf"(?:不是[^{_PUNCT}]{{1,12}}，(?:而)?是|是[^{_PUNCT}]{{1,12}}，不是)[^{_PUNCT}]{{1,12}}", said):
                 return "更正一下，" + said  # 不是X 是Y: the value it takes back named
