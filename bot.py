@@ -7064,6 +7064,9 @@ def _last_spot(last, value):
     number = _one_number(text, value) if not words and value[:1].isdigit() else None
     if number:  # 是125 after 我血压是130 / 是8斤 after 6斤: the one number it says, in the same unit
         return number
+    part = _refined_or_named(text, last["value"], value) if not words else None
+    if part:  # 是玉林西路 after 我店子在玉林路 / 是中伦 after 我在金杜律师事务所执业: the road, the firm's name
+        return part
     slot = last["value"] or (_IS_SLOT_RE.fullmatch(text) or [None, None])[1]  # 我主玩的是原神: what follows its 是
     if slot and text.count(slot) == 1 and not re.search("[，,；;]", text) and not words and (
             re.fullmatch(r"[\u4e00-\u9fff]{2,6}", value) and re.fullmatch(r"[\u4e00-\u9fff]{2,6}", slot)
@@ -7076,6 +7079,37 @@ def _last_spot(last, value):
     if _LATIN_NAME_RE.fullmatch(value) and len(latin) == 1 and text.count(latin[0]) == 1 and not words:
         return latin[0]
     return None
+
+
+#: What an institution's name ends in (金杜律师事务所 / 招商银行): a correction may name only the part before it.
+_INSTITUTION_END_RE = re.compile(r"(?:律师事务所|会计师事务所|事务所|研究所|设计院|研究院|公司|集团|银行|医院|工作室)$")
+#: An institution's name in a memory's words (我在金杜律师事务所执业): the name, after where one is.
+_INSTITUTION_NAMED_RE = re.compile(r"(?:在|是|于)([\u4e00-\u9fff]{2,4}?)" + _INSTITUTION_END_RE.pattern[:-1])
+
+
+def _refined_or_named(text, slot, value):
+    """The word of a memory just stored that value says more exactly (玉林路 -> 玉林西路: its head, its end and its
+    characters in order), or the name of the institution its value is when value is a bare name (金杜律师事务所 ->
+    中伦: 金杜); None when not exactly one. Example: _refined_or_named('我店子在玉林路', None, '玉林西路') -> '玉林路'"""
+    if not re.fullmatch(r"[\u4e00-\u9fff]{2,8}", value):
+        return None
+    found = {text[i:j] for i in range(len(text) - 2) if text.startswith(value[:2], i)
+             for j in range(i + 3, min(len(text), i + len(value) - 1) + 1) if text[j - 1] == value[-1]
+             and _in_order(text[i:j], value)}
+    if len(found) == 1 and text.count(next(iter(found))) == 1:
+        return found.pop()
+    if _INSTITUTION_END_RE.search(value) or len(value) > 4:
+        return None
+    end = _INSTITUTION_END_RE.search(slot or "")
+    named = _INSTITUTION_NAMED_RE.findall(text) if not end else []
+    name = slot[:end.start()] if end else named[0] if len(named) == 1 else ""
+    return name if 2 <= len(name) <= 4 and text.count(name) == 1 and name != value else None
+
+
+def _in_order(word, value):
+    """Whether every character of word is in value, in the same order. Example: _in_order('玉林路', '玉林西路') -> True"""
+    rest = iter(value)
+    return all(ch in rest for ch in word)
 
 
 def _one_number(text, value):
