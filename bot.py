@@ -8360,8 +8360,33 @@ def _memory_parse_rules(text, names=()):
     lead = _ADDRESS_LEAD_RE.match(read) if _ADDRESS_REST_RE.search(read) else None
     if lead:  # 小助手啊，你都记着我哪些事儿 / zsbd 你存了我哪些记忆: what follows the address, if it is a command
         return memory_parse(said[lead.end():], names)
+    moved = _MOVED_RE.fullmatch(_strip_tail(read)) if "搬" in read else None
+    if moved:  # 俺爸搬郑州去了: the place of the one memory that says where 俺爸 lives (_settle_moved)
+        return _as_written(("moved", {"who": moved.group(1), "place": moved.group(2)}), read, said)
     wish = _wish_from_parts(read) if _WISH_WHAT_RE.search(read) else None
     return _as_written(("remember", {"text": wish}), read, said) if wish else (None, {})
+
+
+#: Someone moved (俺爸搬郑州去了 / 我妈搬到西安去了 / 我搬去深圳了): who, the place.
+_MOVED_RE = re.compile(rf"((?:我|俺|咱)(?:的|家)?(?:{_REL_RE})?)(?:已经|刚|也)?搬(?:家)?(?:到|去|回|回到)?"
+                       r"([\u4e00-\u9fff]{2,4}?)(?:去|来)?了")
+#: Where a memory says someone lives or is (俺爸住开封 / 我爸妈在洛阳): the place.
+_LIVES_IN_RE = re.compile(r"(?:住在|住|在)([\u4e00-\u9fff]{2,4}?)(?=$|[\s，,。]|上班|工作|打工|读书|上学|生活|定居)")
+
+
+def _settle_moved(conn, ctx, who, place):
+    """俺爸搬郑州去了: the one memory saying where who lives (俺爸住开封, not 俺妈住开封) takes the new place; none or
+    several: chat, as before (我搬砖去了 names no place a memory holds)."""
+    if place not in _CITIES and place not in _PROVINCES and not re.search("[区县市镇]$", place):
+        return None, {}
+    rows = [r for r in memory_list(conn, ctx) if r["type"] == "user_fact" and r["text"].startswith(who)
+            and not re.match(rf"{re.escape(who)}(?:{_REL_RE})", r["text"]) and _LIVES_IN_RE.search(r["text"])]
+    if len(rows) != 1:
+        return None, {}
+    old = _LIVES_IN_RE.search(rows[0]["text"]).group(1)
+    if old == place or rows[0]["text"].count(old) != 1:
+        return None, {}
+    return "replace_value", {"old": rows[0]["text"], "new": rows[0]["text"].replace(old, place)}
 
 
 def _settle_ask(conn, ctx, text):
@@ -8562,7 +8587,7 @@ MEMORY_SETTLE = {"ask": _settle_ask, "update_named": _settle_update_named, "upda
                  "undo_delete": _settle_undo_delete, "update_actually": _settle_update_actually,
                  "unsay": _settle_unsay, "replace_said": _settle_replace_said,
                  "forget_last_maybe": _settle_forget_last_maybe, "forget_value": _settle_forget_value,
-                 "wish_revoke": _settle_wish_revoke, "fix_parts": _settle_fix_parts}
+                 "wish_revoke": _settle_wish_revoke, "fix_parts": _settle_fix_parts, "moved": _settle_moved}
 
 
 # What the table above can't read. memory_normalise brings the common other ways of saying a command

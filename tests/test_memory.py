@@ -147,7 +147,7 @@ KIND_EXAMPLES = {
     "update_number": "把第1条改成我住在咸阳", "correct_last": "说错了，是我姐对猫过敏", "undo_delete": "恢复刚才删的那条",
     "unsay": "当我没说😅", "replace_said": "更正一下 小儿子在重庆 不在成都", "forget_last_maybe": "刚才那个删了",
     "update_actually": "其实我现在住在上海了", "forget_value": "忘记来福", "wish_revoke": "别叫我Kiki了",
-    "fix_parts": "不对不对我说错了她在烟台上班不是青岛",
+    "fix_parts": "不对不对我说错了她在烟台上班不是青岛", "moved": "俺爸搬郑州去了",
 }
 
 
