@@ -4442,6 +4442,8 @@ def _list_comment_tail(t):
     return [i + m.group(2) + last for i in items]
 
 
+#: A thing named by what it is like (生的东西 / 凉的食物): an item of a list though it says 的.
+_KIND_OF_THING_RE = re.compile(r"[\u4e00-\u9fff]{1,2}的(?:东西|食物|饮料)")
 #: Two people who share a fact (我和我老婆都… / 我跟我姐都…): the one, the other, what they share.
 _BOTH_RE = re.compile(r"^(.+?)(?:和|跟|与|、|还有|以及|\s+)(.+?)(?:都|也都|俩都|两个都|仨都)(.+)$")
 
@@ -4583,7 +4585,8 @@ def memory_unlist(text):
         spaced_items = [x for i in items for x in re.split(r"(?<=[\u4e00-\u9fff])\s+(?=[\u4e00-\u9fff])", i.strip())]
         if len(items) > 1 and len(spaced_items) > len(items) and _one_kind(spaced_items):
             items = spaced_items  # 海鲜 羊肉 还有辣椒: the spaces before 还有 part values as it does
-        if fact.attribute in _LISTED_ATTRIBUTES and len(items) > 1 and not re.search("[的《》「」“”\"]", fact.value) \
+        if fact.attribute in _LISTED_ATTRIBUTES and len(items) > 1 and not re.search("[《》「」“”\"]", fact.value) \
+                and all("的" not in i or _KIND_OF_THING_RE.fullmatch(i.strip()) for i in items) \
                 and all(1 <= len(i) <= 8 or _LATIN_ITEM_RE.fullmatch(_DEGREE_LEAD_RE.sub("", i.strip()))
                         for i in items) and simple.count(fact.value) == 1 \
                 and not any(_CLAUSE_NOT_ITEM_RE.match(i) or _REASON_CLAUSE_RE.search(i) or _TIME_OR_COMPANY_RE.search(i)
