@@ -2685,7 +2685,7 @@ STRIKE_WORDS = "划掉 抹掉 抹去 勾掉 清掉".split()
 #: never by the rules alone.
 _CODE_DELETE_RE = re.compile(r"(?<![A-Za-z])(?:rm|del)(?![A-Za-z])", re.I)
 #: Words that start a correction (更正一下，… / 我说错了，…).
-UPDATE_WORDS = ("更新一下 更正一下 纠正一下 修改一下 改一下 更新下 更正下 纠正下 修改下 更新 更正 纠正 修改 改成 "
+UPDATE_WORDS = ("更新一下 更正一下 纠正一下 修改一下 改一下 更新下 更正下 纠正下 修改下 改下 更新 更正 纠正 修改 改成 "
                 "我说错了 说错了 我搞错了 搞错了 我记错了 记错了").split()
 #: Ways to own a slip in what was said (打错了 是快手 / 是初三 我说错了 / 手滑 是5月21号): each marks a correction.
 MISTAKE_WORDS = "说错 记错 搞错 弄错 写错 打错字 打错 敲错 按错 输错 记岔 说岔 手滑 手抖 口误 笔误 typo".split()
