@@ -2790,7 +2790,8 @@ CANTONESE = {"除咗": "摘了", "咗去": "到了", "而家": "现在", "戴緊
              "甚麼": "什么", "甚么": "什么",
              "咗": "了", "喺": "在", "冇": "没", "唔": "不", "嘅": "的", "佢": "他", "嗰": "那", "係": "是", "哋": "们",
              "嚟": "来", "喇叭": "喇叭", "喇嘛": "喇嘛", "喇": "啦",
-             "阿爸": "爸爸", "阿媽": "妈妈", "阿妈": "妈妈", "老豆": "爸爸", "細佬": "弟弟", "细佬": "弟弟", "細妹": "妹妹",
+             "阿爸": "爸爸", "阿媽": "妈妈", "阿妈": "妈妈", "阿妹": "妹妹", "阿姐": "姐姐", "阿哥": "哥哥", "老豆": "爸爸",
+             "細佬": "弟弟", "细佬": "弟弟", "細妹": "妹妹",
              "细妹": "妹妹", "講嘢": "说话", "讲嘢": "说话", "同我": "跟我", "同埋": "以及", "啲咩": "啲咩", "啲嘢": "啲嘢", "啲": "点"}
 _CANTONESE_RE = re.compile("|".join(sorted(CANTONESE, key=len, reverse=True)))
 #: One character of each word of CANTONESE: a message without any (most) is not searched for the words (a few µs).
@@ -4456,8 +4457,8 @@ def _both_written(piece):
     whos = [_one_subject(m.group(1)), _one_subject(m.group(2))] if m else []
     if not all(whos) or not whos:
         return None
-    back = _said_table(read, piece)
-    return [who.translate(back) + piece[m.start(3):] for who in whos]
+    said = [piece[m.start(k):m.end(k)] for k in (1, 2)]  # 我阿妹 as written (read 我妹妹)
+    return [(w if w.startswith(("我", "俺")) else "我" + w) + piece[m.start(3):] for w in said]
 
 
 def memory_unlist(text):
@@ -8481,6 +8482,9 @@ def _settle_replace_said(conn, ctx, text, s, v, old, new):
     if v == "是" and len(spans) == 1:  # 我姨不是高血压 是糖尿病, and 我姨有高血压 is stored: its own verb stays
         o = spans.pop()
         return "replace_value", {"old": o, "new": o[:len(o) - len(old)] + new}
+    said_as = next(iter(spans)) if len(spans) == 1 and v != "是" else ""
+    if v and said_as.find(v) > 0:  # 我阿妹唔鍾意羽毛球 佢鍾意游水, and 我阿妹鍾意打羽毛球 is stored: whose + verb + new
+        return "replace_value", {"old": said_as, "new": said_as[:said_as.find(v) + len(v)] + new}
     said = [t for t in texts if re.search(rf"(?<!\d){re.escape(old)}(?!\d)", t)]
     if s and len(said) == 1 and not memory_has_subject(s) and re.fullmatch(r"[\d.]+", old):
         # 更正 剂量是850的 不是500 for 我妈每天吃二甲双胍 一次500毫克: 剂量 names no one, the one 500 is the old value
