@@ -7068,7 +7068,7 @@ def _last_spot(last, value):
     number = _one_number(text, value) if not words and value[:1].isdigit() else None
     if number:  # 是125 after 我血压是130 / 是8斤 after 6斤: the one number it says, in the same unit
         return number
-    part = _refined_or_named(text, last["value"], value) if not words else None
+    part = _refined_or_named(text, last["value"], value) or _same_end(text, value) if not words else None
     if part:  # 是玉林西路 after 我店子在玉林路 / 是中伦 after 我在金杜律师事务所执业: the road, the firm's name
         return part
     slot = last["value"] or (_IS_SLOT_RE.fullmatch(text) or [None, None])[1]  # 我主玩的是原神: what follows its 是
@@ -7108,6 +7108,17 @@ def _refined_or_named(text, slot, value):
     named = _INSTITUTION_NAMED_RE.findall(text) if not end else []
     name = slot[:end.start()] if end else named[0] if len(named) == 1 else ""
     return name if 2 <= len(name) <= 4 and text.count(name) == 1 and name != value else None
+
+
+def _same_end(text, value):
+    """The word of text that ends as value does in two characters or more and is as long (春熙路旁边 for 太古里旁边), or
+    None. Example: _same_end('我屋头在春熙路旁边', '太古里旁边') -> '春熙路旁边'"""
+    for k in range(len(value) - 2, 1, -1):
+        at = text.find(value[-k:])
+        head = text[at - (len(value) - k):at] if at >= len(value) - k and text.count(value[-k:]) == 1 else ""
+        if head and head != value[:-k] and re.fullmatch(r"[^\s我你他她它在是的，,。]{2,4}", head):
+            return head + value[-k:]
+    return None
 
 
 def _in_order(word, value):
