@@ -5544,7 +5544,8 @@ def _origin_said(conn, ctx, text):
     m = _ORIGIN_SAID_RE.fullmatch(text.strip())
     if not m or m.group(2) not in _CITIES and m.group(2) not in _PROVINCES:
         return text
-    said = any(re.fullmatch(rf"{re.escape(m.group(1))}是[\u4e00-\u9fff]{{2,4}}人", r["text"]) for r in memory_list(conn, ctx))
+    whose = re.escape(m.group(1))
+    said = any(re.fullmatch(rf"{whose}是[\u4e00-\u9fff]{{2,4}}人", r["text"]) for r in memory_list(conn, ctx))
     return f"{m.group(1)}是{m.group(2)}人" if said else text
 
 
