@@ -7103,8 +7103,8 @@ def _refined_or_named(text, slot, value):
              and _in_order(text[i:j], value)}
     if len(found) == 1 and text.count(next(iter(found))) == 1:
         return found.pop()
-    if _INSTITUTION_END_RE.search(value) or len(value) > 4:
-        return None
+    if _INSTITUTION_END_RE.search(value) or len(value) > 4 or _value_kinds(value) - {"thing", "company"}:
+        return None  # 不对 是小王 after 我在招商银行上班: a person's name is no bank's
     end = _INSTITUTION_END_RE.search(slot or "")
     named = _INSTITUTION_NAMED_RE.findall(text) if not end else []
     name = slot[:end.start()] if end else named[0] if len(named) == 1 else ""
@@ -7132,7 +7132,7 @@ def _one_number(text, value):
     """The one number in text said with the same unit as value (a number, maybe a unit after it), or None.
     Example: _one_number('我血压是130', '125') -> '130'"""
     m = re.fullmatch(r"\d+(?:\.\d+)?([^\d\s.]{0,2})", value)
-    found = re.findall(rf"(?<![\d.])\d+(?:\.\d+)?{re.escape(m.group(1))}(?![\d.])", text) if m else []
+    found = re.findall(rf"(?<![\d.])\d+(?:\.\d+)?{re.escape(m.group(1))}(?![\d.万千百亿])", text) if m else []
     return found[0] if len(found) == 1 and text.count(found[0]) == 1 and found[0] != value else None
 
 
@@ -8386,21 +8386,32 @@ def _memory_parse_rules(text, names=()):
 #: Someone moved (俺爸搬郑州去了 / 我妈搬到西安去了 / 我搬去深圳了): who, the place.
 _MOVED_RE = re.compile(rf"((?:我|俺|咱)(?:的|家)?(?:{_REL_RE})?)(?:已经|刚|也)?搬(?:家)?(?:到|去|回|回到)?"
                        r"([\u4e00-\u9fff]{2,4}?)(?:去|来)?了")
-#: Where a memory says someone lives or is (俺爸住开封 / 我爸妈在洛阳): the place.
-_LIVES_IN_RE = re.compile(r"(?:住在|住|在)([\u4e00-\u9fff]{2,4}?)(?=$|[\s，,。]|上班|工作|打工|读书|上学|生活|定居)")
+#: Where a memory says someone lives (俺爸住开封 / 我爸妈在洛阳 / 我哥在深圳定居): the place.
+_LIVES_IN_RE = re.compile(r"(?:住在|住|在)([\u4e00-\u9fff]{2,4}?)(?=$|[\s，,。]|生活|定居|安家)")
+#: Where a memory says someone works or studies (俺哥在郑州打工 / 我在北京上班): a move may not change it, so it is asked.
+_WORKS_IN_RE = re.compile(r"在([\u4e00-\u9fff]{2,4}?)(?:上班|工作|打工|读书|上学|读研|上大学)")
+
+
+def _is_place(word):
+    """Whether a word names a city, a province or a district. Example: _is_place('郑州打工') -> False"""
+    return word in _CITIES or word in _PROVINCES or bool(re.fullmatch(r"[\u4e00-\u9fff]{1,4}[区县市镇]", word))
 
 
 def _settle_moved(conn, ctx, who, place):
     """俺爸搬郑州去了: the one memory saying where who lives (俺爸住开封, not 俺妈住开封) takes the new place; none or
     several: chat, as before (我搬砖去了 names no place a memory holds)."""
-    if place not in _CITIES and place not in _PROVINCES and not re.search("[区县市镇]$", place):
+    if not _is_place(place):
         return None, {}
-    rows = [r for r in memory_list(conn, ctx) if r["type"] == "user_fact" and r["text"].startswith(who)
-            and not re.match(rf"{re.escape(who)}(?:{_REL_RE})", r["text"]) and _LIVES_IN_RE.search(r["text"])]
+    theirs = [r for r in memory_list(conn, ctx) if r["type"] == "user_fact" and r["text"].startswith(who)
+              and not re.match(rf"{re.escape(who)}(?:{_REL_RE})", r["text"])]
+    rows = [r for r in theirs if _LIVES_IN_RE.search(r["text"]) and _is_place(_LIVES_IN_RE.search(r["text"]).group(1))]
+    works = [(r, m.group(1)) for r in theirs for m in [_WORKS_IN_RE.search(r["text"])] if m and _is_place(m.group(1))]
+    if not rows and len(works) == 1 and works[0][1] != place:  # 俺哥在郑州打工, 俺哥搬到深圳了: asked, never guessed
+        return "moved_ask", {"id": works[0][0]["id"], "old": works[0][1], "place": place}
     if len(rows) != 1:
         return None, {}
     old = _LIVES_IN_RE.search(rows[0]["text"]).group(1)
-    if old == place or rows[0]["text"].count(old) != 1:
+    if old == place or rows[0]["text"].count(old) != 1 or not _is_place(old):
         return None, {}
     return "replace_value", {"old": rows[0]["text"], "new": rows[0]["text"].replace(old, place)}
 
@@ -8607,6 +8618,17 @@ MEMORY_SETTLE = {"ask": _settle_ask, "update_named": _settle_update_named, "upda
                  "unsay": _settle_unsay, "replace_said": _settle_replace_said,
                  "forget_last_maybe": _settle_forget_last_maybe, "forget_value": _settle_forget_value,
                  "wish_revoke": _settle_wish_revoke, "fix_parts": _settle_fix_parts, "moved": _settle_moved}
+
+
+def memory_moved_ask(conn, ctx, id, old, place):
+    """俺哥搬到深圳了 with 俺哥在郑州打工: whether that memory's place should now be place, asked (the answer goes to
+    _set_spot). Returns (question, asked)."""
+    rows = [r for r in memory_list(conn, ctx) if r["id"] == id]
+    if not rows:
+        return "那条记忆已经不在了。", None
+    prompt = f"“{rows[0]['text']}”要改成在{place}吗？回复“1”就改，说“算了”就不改。"
+    return prompt, {"action": "set_value", "ids": [id], "value": place, "text": place, "spots": [old],
+                    "choices": [rows[0]["text"]], "mine": [], "prompt": prompt}
 
 
 # What the table above can't read. memory_normalise brings the common other ways of saying a command
@@ -12675,6 +12697,13 @@ async def _memory_forget_last(app, ctx):
     return await app.db.run(memory_forget_last, ctx, write=True)
 
 
+async def _memory_moved_ask(app, ctx, id, old, place):
+    """俺哥搬到深圳了 with 俺哥在郑州打工: asked whether that memory's place changes."""
+    reply, question = await app.db.run(lambda c: memory_moved_ask(c, ctx, id, old, place), write=True)
+    _remember_question(app, (ctx.user_id, ctx.session), question)
+    return reply
+
+
 async def _memory_update_last(app, ctx, value):
     """不对，是南京: the value goes to the memory it fits (or a numbered question)."""
     reply, question = await app.db.run(lambda c: memory_correct_value(c, ctx, value, app.vec), write=True)
@@ -12843,6 +12872,7 @@ MEMORY_ACTIONS = {
     "scope": MemoryAction(_memory_scope),
     "forget_last": MemoryAction(_memory_forget_last),
     "update_last": MemoryAction(_memory_update_last),
+    "moved_ask": MemoryAction(_memory_moved_ask),
     "update_attr": MemoryAction(_memory_update_attr, pictures=True),
     "forget_numbers": MemoryAction(_memory_forget_numbers),
     "update_number": MemoryAction(_memory_update_number, pictures=True),

@@ -176,7 +176,7 @@ def test_every_kind_has_a_handler_that_takes_its_arguments(kind, text):
 #: Kinds no command's words are read into, only a message memory_pointed reads as pointing at a memory (其实我现在转日服了
 #: with 国服 and 美服 kept: which is asked), and the memory_commands.jsonl rows that reach each.
 POINTED_KINDS = {"switch_ask": ("switch-two-spots-ask-1", "switch-no-spot-ask-1"), "pointed_ask": ("life-quit-two-ask",),
-                 "life_replace": ("v20-pet-gone-1", "v20-baby-born-1")}
+                 "life_replace": ("v20-pet-gone-1", "v20-baby-born-1"), "moved_ask": ("i20y-moved-work-ask-1",)}
 
 
 def test_every_action_is_reached():
