@@ -9675,11 +9675,18 @@ _SIDE_JOB_RE = re.compile(r"^我?(?:现在|最近|周末|晚上|平时|下班后
                           r"[^，,。！!？?\s]{2,12}(?:兼职|打零工|打工|做兼职)")
 
 
-#: A quit said with no thing and no one (戒了 半年了 / 已经戒了 两个月了 / 早戒了): what was quit is the habit a memory holds.
-_BARE_QUIT_RE = re.compile(rf"(?:我)?(?:已经|早就|早|都|终于)?戒(?:掉)?了(?:[{_PUNCT}]*(?:有|都|快)?"
-                           rf"[一二两三四五六七八九十半\d]+个?多?(?:天|周|星期|礼拜|月|年)多?了?)?[{PARTICLES}{_PUNCT}{_EMOJI}]*")
-#: The habits a bare 戒了 may end, by the word a memory says it with (我一天一包烟 / 我每天喝二两白酒).
-_QUIT_HABITS = {"烟": "戒烟", "酒": "戒酒"}
+#: A quit said with no thing and no one, in parts: a time or adverb lead, 戒(掉)了 (said twice: 戒啦戒啦), how long ago
+#: (俩月了), then maybe a remark of its own (媳妇天天唠叨 / 医生不让喝): what was quit is the habit a memory holds.
+_BARE_QUIT_RE = re.compile(rf"(?:我)?(?:已经|早就|早|都|终于|最近|刚|前阵子|上个?月|去年|今年)*戒(?:掉)?(?:了|啦|咯|喽)"
+                           rf"(?:[{_PUNCT}]*戒(?:掉)?(?:了|啦|咯|喽))?(?P<rest>(?:[{_PUNCT}]*(?:有|都|快|已经)?"
+                           rf"[一二两俩仨三四五六七八九十半\d]+个?多?(?:天|周|星期|礼拜|月|年)多?了?)?"
+                           rf"(?:[{_PUNCT}]+[^{_PUNCT}？?]{{1,16}}){{0,2}})[{PARTICLES}{_PUNCT}{_EMOJI}]*")
+#: A remark after a bare quit that asks or doubts (戒了 你呢 / 戒了吗 / 戒了 没多久又抽了): no quit told.
+_QUIT_DOUBT_RE = re.compile(r"吗|呢|没|又|复吸|还在|你")
+#: What a habit a memory states is of (我一天一包烟 / 我每天两罐红牛 / 我一天三杯奶茶), longest first: the thing a quit ends.
+QUIT_HABIT_THINGS = sorted("烟 酒 咖啡 奶茶 可乐 红牛 槟榔 饮料 夜宵 宵夜 零食 甜食 快乐水".split(), key=len, reverse=True)
+#: How a memory says a habit and not a thing it has (我一天一包烟, 我天天喝奶茶, not 我在酒店上班): a verb or an amount.
+_HABIT_AMOUNT_RE = re.compile(rf"抽|吸|喝|嚼|吃|{_LIFE_N}(?:包|杯|瓶|罐|根|支|斤|两|听|盒)|每天|天天|一天|每晚|每周")
 #: A job quit said with no job and no one (辞了 下个月去京东物流 / 已经辞职了): what follows is said with it.
 _BARE_RESIGN_RE = re.compile(rf"(?:我)?(?:已经|终于|刚|昨天|今天|上周|上个月)?辞(?:了|职了|工了)(?:[{_PUNCT}]+([^{_PUNCT}]{{1,16}}))?"
                              rf"[{PARTICLES}{_PUNCT}{_EMOJI}]*")
@@ -9905,6 +9912,35 @@ def _unsaid_owner(conn, ctx, said):
     return rows[0]["subject"] + said if len(rows) == 1 and rows[0]["subject"] != "我" else said
 
 
+def _quit_habit(text):
+    """The thing a memory's habit is of, that a bare 戒了 ends; None when it states no habit or one already ended.
+    Example: _quit_habit('我一天两罐红牛') -> '红牛'; _quit_habit('我在酒店上班') -> None"""
+    t = text.translate(_SIMPLIFIED)
+    if re.search("戒|不|没", t) or not _HABIT_AMOUNT_RE.search(t):
+        return None
+    thing = next((w for w in QUIT_HABIT_THINGS if w in t), None)
+    return thing or ("酒" if re.search(rf"喝{_LIFE_N}[杯瓶口两]", t) else None)  # 我晚上要喝两杯: drink
+
+
+def _pointed_bare_quit(conn, ctx, t):
+    """A bare quit (戒了 俩月了 媳妇天天唠叨) with the habits of the speaker's own it may end: one is replaced by the quit
+    with the remark said after it, several are asked about; None when it is no bare quit or no habit is kept.
+    Example: 戒了 俩月了 with 我一天一包烟 -> ('update_number', {'n': 1, 'text': '我戒烟了 俩月了'})"""
+    read = t.translate(_SIMPLIFIED).strip()
+    bare = _BARE_QUIT_RE.fullmatch(read)
+    if not bare or _QUIT_DOUBT_RE.search(bare.group("rest")):
+        return None
+    rows = memory_list(conn, ctx)
+    held = [(n, thing) for n, r in enumerate(rows, 1) if r["type"] == "user_fact" and r["subject"] == "我"
+            for thing in [_quit_habit(r["text"])] if thing]
+    if not held:
+        return None
+    rest = re.sub(rf"[{PARTICLES}{_PUNCT}{_EMOJI}]+$", "", t.strip()[bare.start("rest"):bare.end("rest")])
+    if len(held) == 1:
+        return "update_number", {"n": held[0][0], "text": f"我戒{held[0][1]}了{rest}"}
+    return "pointed_ask", {"ids": [rows[n - 1]["id"] for n, _ in held], "text": f"我戒了{rest}"}
+
+
 def _pointed_quit(conn, ctx, t):
     """外卖不干了 with 我在美团送外卖: the one memory of the speaker's own naming the thing now says the quit (several:
     the update asks); else (None, {}). Example: 挖掘机不整了 -> ('update_number', {'n': 1, 'text': '我挖掘机不整了'})"""
@@ -9918,16 +9954,9 @@ def _pointed_quit(conn, ctx, t):
         if len(jobs) == 1:
             return "update_number", {"n": jobs[0], "text": said}
         return ("pointed_ask", {"ids": [rows[n - 1]["id"] for n in jobs], "text": said}) if jobs else (None, {})
-    bare = _BARE_QUIT_RE.fullmatch(t.translate(_SIMPLIFIED).strip())
-    if bare:  # 戒了 半年了 with 我一天一包烟: the one habit of the speaker's own a quit can end (two: asked)
-        rows = memory_list(conn, ctx)
-        held = [(n, w) for n, r in enumerate(rows, 1) for w in _QUIT_HABITS if r["type"] == "user_fact"
-                and r["subject"] == "我" and w in r["text"] and not re.search("戒|不|没", r["text"])]
-        said = "我" + re.sub(rf"^我|[{_PUNCT}{_EMOJI}\s]+$", "", t).replace("戒", _QUIT_HABITS[held[0][1]], 1) \
-            if held else ""
-        if len(held) == 1:
-            return "update_number", {"n": held[0][0], "text": said.replace("戒烟掉", "戒烟").replace("戒酒掉", "戒酒")}
-        return ("pointed_ask", {"ids": [rows[n - 1]["id"] for n, _ in held], "text": said}) if held else (None, {})
+    quit = _pointed_bare_quit(conn, ctx, t) if "戒" in t else None
+    if quit:  # 戒了 俩月了 媳妇天天唠叨 with 我一天一包烟: the one habit of the speaker's own it ends (two: asked)
+        return quit
     m = _QUIT_RE.search(t.translate(_SIMPLIFIED))
     if not m:
         return None, {}
