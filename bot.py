@@ -3671,7 +3671,8 @@ LIFE_STATES = [
            rf"喝{_LIFE_N}(?:次|顿|瓶|杯)酒)"),
     ("感情", r"(?:现在|目前|已经|又|还是|一直|刚|终于|正在|在)*(?:是)?(?:单身(?:狗)?|脱单|有(?:女朋友|男朋友|女友|男友|对象)|谈恋爱|恋爱|在恋爱|已婚|"
            r"结婚|离婚|订婚|分手|(?:们|俩)(?:已经)?分(?:手)?|"
-           r"(?:和|跟)(?:我的?)?(?:女朋友|男朋友|女友|男友|对象|老婆|老公|前任)?\S{0,4}?(?:分手|分|离婚|结婚|在一起))"),
+           r"(?:和|跟)(?:我的?)?(?:女朋友|男朋友|女友|男友|对象|老婆|老公|前任)?\S{0,4}?(?:分手|分|离婚|结婚|在一起|"
+           r"(?:掰|吹)(?=了|啦)))"),
     ("学业", r"(?:现在|目前|已经|还|正|刚)*(?:在)?(?:读研|读博|读大学|上大学|读高中|上高中|"
            r"(?:大学|本科|研究生|硕士|博士|高中|初中|大专|专科)?毕业|考研|准备考\S{1,5}|备考\S{0,5}|考上\S{0,5}|"
            r"休学|复学|退学|保研)"),
@@ -3750,7 +3751,7 @@ _LIFE_MORE_RE = re.compile(r"^(?:还|也|另外|同时)")
 #: of that one's, or its area by its own words), the rules replace that memory instead of asking.
 _LIFE_CHANGE_RE = re.compile(r"不再|不(?!想|太想|愿|打算|舍得)\S{1,6}?了|戒|没了|放弃|改了|换了|改名|好了|治好|痊愈|康复|拿到|考到|考过|考上|上岸|出生|"
                              r"正常了|退役|摘了|摘掉|滴酒不沾了|下来了|工作找到|找到(?:了)?工作|"
-                             r"生了|去世|走了|死了|不在了|分手|分了|离婚|毕业|辞职|离职|辞工|被裁|裸辞|跳槽|入职|换了?个?(?:新)?工作|"
+                             r"生了|去世|走了|死了|不在了|分手|分了|掰了|(?:和|跟)\S{1,6}吹了|离婚|毕业|辞职|离职|辞工|被裁|裸辞|跳槽|入职|换了?个?(?:新)?工作|"
                              r"退休|搬|开荤|复吸|有(?:女|男)朋友了|有对象了|脱单")
 #: Life states said as one of a pair of opposites: (the new state's words, the words of the state it ends, whether
 #: the two must also name the same thing). A new fact saying the first ends the one memory of the same person that
@@ -5472,6 +5473,22 @@ _CHAR_NOTE_RE = re.compile(rf"(?<=\S)[{_PUNCT}]+(?:其中的?)?([\u4e00-\u9fff])
 #: 准备…, 姐妹们我退坑了): no fact (我家人们都很好 keeps its 家人们).
 _ADDRESS_RE = re.compile(rf"(?:^|(?<=[{_PUNCT}\s了啦]))(?:家人们|姐妹们|兄弟们|宝子们|集美们|老铁们|朋友们|各位|大家)"
                          rf"(?:[{_PUNCT}\s]+|$|(?<=们)(?=我))")
+#: A remark said to others after what is told, a clause of its own (我和阿杰分手了 姐妹们别劝了 / 家人们谁懂啊 / 你们别问了):
+#: a plural address, or 你们/大家 asked to do something; no part of the fact.
+_ASIDE_RE = re.compile(rf"[{_PUNCT}]+(?:(?:家人们|姐妹们|兄弟们|宝子们|集美们|老铁们|铁子们|哥几个|姐几个|哥们儿?|xdm|各位)"
+                       rf"|(?:你们|大家|大伙儿?)(?:都|也|就)?(?:别|不要|莫|甭|谁懂|懂|快|帮))[^{_PUNCT}]*(?=[{_PUNCT}]|$)",
+                       re.I)
+#: A word one of those remarks has: the cheap test before _ASIDE_RE.
+_ASIDE_WORDS = ("们", "各位", "几个", "大家", "大伙", "xdm")
+
+
+def memory_without_aside(text):
+    """text without the remarks said to others after it. Example: '我和阿杰分手了 姐妹们别劝了' -> '我和阿杰分手了'"""
+    if not any(w in text for w in _ASIDE_WORDS):
+        return text
+    return _ASIDE_RE.sub("", text).strip() or text
+
+
 #: Most facts one message may store (a hostile tester's one 490-character 记住 made 123 memories, each an expansion
 #: call); more is answered, nothing stored.
 MEMORY_FACTS_PER_MESSAGE = 30
@@ -5511,7 +5528,7 @@ def memory_remember(conn, ctx, text, embed, *, update=False, importance=1, scope
         return f"“{m.group(1)}”是指谁呀？说全一点吧，比如“记住，我女朋友喜欢吃草莓蛋糕”。", None
     known = _known_subjects(conn, ctx)
     text = _CHAR_NOTE_RE.sub("", text).strip() or text  # 我叫王晓明 晓是破晓的晓: the name, without how it is written
-    text = _ADDRESS_RE.sub(" ", text).strip() or text  # 姐妹们 我戒烟了: who is told, not a fact
+    text = _ADDRESS_RE.sub(" ", memory_without_aside(text)).strip() or text  # 姐妹们 我戒烟了: who is told, not a fact
     facts = memory_leads([memory_fact(p, last, known) for p in memory_unlist(text)], last, known)
     if len(facts) > MEMORY_FACTS_PER_MESSAGE:  # 记住：我喜欢A、B、C… x 123: as many memories and expansion calls
         return (f"这一条里有{len(facts)}件事，一次最多记{MEMORY_FACTS_PER_MESSAGE}件，这次什么也没记。"
@@ -5925,7 +5942,7 @@ def _life_points(conn, ctx, text, clash=False):
     then it is the user's own, and a 记住 replaces that memory. clash: also when several memories may be the one it
     changes (我的猫走了 with two cats): a 记住 then asks which."""
     known = _known_subjects(conn, ctx)
-    text = _ADDRESS_RE.sub(" ", text).strip() or text  # 兄弟们 我裸辞了: said to them, of the user
+    text = _ADDRESS_RE.sub(" ", memory_without_aside(text)).strip() or text  # 兄弟们 我裸辞了: said to them, of the user
     facts = memory_leads([memory_fact(p, None, known) for p in memory_unlist(text)], None, known)
     asked, facts, pointed = _life_settle(conn, ctx, text, _life_reasons(facts, known), known, 1, None)
     if asked is not None:
