@@ -8820,7 +8820,7 @@ _REMEMBER_WEAK_CLAUSE_RE = re.compile(rf"(?:你|您)?(?:要|得|一定要|一定
                                       rf"{_ANY_PARTICLE}*")
 #: A clause beside a request that says nothing to keep: fillers, emphasis (很重要的 / 千万别忘了), particles.
 _EMPTY_CLAUSE_RE = re.compile(rf"(?:{_FILLER_WORDS}|您好|你好|还有|另外|(?:谢谢|多谢|感谢)[你您]?|麻烦[你您]了|"
-                              rf"{_IMPORTANT_WHAT}?{_IMPORTANT_VERY}*重要(?:的)?|"
+                              rf"{_IMPORTANT_WHAT}?{_IMPORTANT_VERY}*重要(?:的)?(?:事情?|事儿)?|"
                               rf"千万别忘了?|一定要?记住|别忘了|别(?:搞|弄|记)错了?|[{PARTICLES}])+")
 #: What a remark after the request says (心里好难受 / 哈哈哈开心死了 / 好担心啊): a feeling, never the fact.
 _FEELING_RE = re.compile(r"难受|难过|伤心|心疼|心痛|舍不得|好想|想[她他它你]|担心|害怕|紧张|开心|高兴|激动|兴奋|爽|晦气|烦|累死|"
@@ -9288,11 +9288,23 @@ def _wish_taken_back(text):
 _EXCLAIM_TAIL_RE = re.compile(r"[！!]+$")
 
 
+#: Whom a request is said to, glued before it (姐妹帮我记着 / 家人们帮我记一下 / 亲爱的记一下): no part of the request.
+_VOCATIVE_LEAD_RE = re.compile(r"^(?:姐妹们?|家人们|兄弟们?|宝子们?|集美们?|老铁们?|铁子们?|亲爱的|宝贝儿?|宝宝|哥们儿?|姐们儿?|"
+                               r"xdm)(?=帮我|帮忙|给我|麻烦|请|记|你帮|你给|你记)", re.I)
+#: The first characters of those addresses: the cheap test before _VOCATIVE_LEAD_RE.
+_VOCATIVE_FIRST = set("姐家兄宝集老铁亲哥xX")
+
+
+def _without_vocative(t):
+    """t without an address glued before its request. Example: _without_vocative('姐妹帮我记着 …') -> '帮我记着 …'"""
+    return _VOCATIVE_LEAD_RE.sub("", t, count=1) or t if t[:1] in _VOCATIVE_FIRST else t
+
+
 def memory_normalise(text):
     """A memory message in the canonical wording the command table reads (chat is left alone).
     Example: memory_normalise('记住咯，我喜欢吃辣') -> '记住，我喜欢吃辣'
     Example: memory_normalise('榴莲那条忘掉吧') -> '忘记榴莲那条'"""
-    t = text.strip()
+    t = _without_vocative(text.strip())  # 家人们帮我记一下 …: whom it is said to, no part of it
     t = t.replace("错啦", "错了") if "错啦" in t else t  # 说错啦 是绝区零: 啦 is 了 + 啊
     t = _SORRY_LEAD_RE.sub("", t) or t  # 哎呀，不好意思，我说错了，… / my bad 说错了，…: the correction itself
     if t.startswith(("您好", "你好")):  # 您好，请您记住…: the greeting is no part of what is asked
