@@ -4118,6 +4118,10 @@ _HOW_OFTEN_RE = re.compile(r"^(?:基本上?|差不多|大概)?(?:每|一)(?:天|
                            r"(?:去|来|吃|喝|玩|练|跑)?(?:个|上)?[一两二三四五六七八九十几\d]+(?:次|回|趟|顿)(?:左右)?$")
 
 
+#: A clause that says only when its subject was born (96年的 / 03年生 / 1998年出生的): a fact of its own.
+_BIRTH_YEAR_CLAUSE_RE = re.compile(r"^(?:是)?(?:19|20)?\d{2}年(?:的|生的?|出生的?)$")
+
+
 def memory_split(text):
     """One fact per piece: clauses without their own subject inherit it; a clause that adds only
     detail stays with its fact, as it was written.
@@ -4147,6 +4151,7 @@ def memory_split(text):
             candidate = (subject if subject in ("我", "你") else _subject_lead(pieces[-1])) + clause
         attribute = memory_fact(candidate).attribute
         standalone = not _HOW_OFTEN_RE.match(clause) and attribute \
+            or "年" in clause and _BIRTH_YEAR_CLAUSE_RE.match(clause) \
             or _echo_clause(clause, pieces[-1]) and not memory_has_subject(clause) \
             or memory_has_subject(clause) and not m and len(clause) >= 4 and re.search(r"[，,；;。]", sep) \
             and _subject_of(clause)[0] != subject and not _REASON_CLAUSE_RE.search(clause) \
