@@ -3745,8 +3745,9 @@ _LIFE_STOPS_RE = re.compile(r"^(?:现在|已经|也|以后)?(.{0,3}?)(?:不再|�
                             r"^(.{2,12}?)\s*(?:已经|终于|也)?退役(?:了|啦)?$")
 #: A verb before 好了 that makes it "done", not "well again" (房子买好了, 手续办好了).
 _DONE_RE = re.compile(r"(?:买|做|弄|办|搞|修|装|写|订|定|谈|排|准备|收拾|装修)$")
-#: How a new fact says it is one more, not a change (我还养了一只狗).
-_LIFE_MORE_RE = re.compile(r"^(?:还|也|另外|同时)")
+#: How a new fact says it is one more, not a change (我还养了一只狗), also after where (我家还有只兔子 / 我屋头还有只猫 /
+#: 店里又养了只狗): 还/也/又 before having or keeping.
+_LIFE_MORE_RE = re.compile(r"^(?:还|也|另外|同时)|^[^\s，,。还也又]{1,4}?(?:还|也|又)(?:有|养|捡|添|领养|收养)")
 #: How a new fact says that a state changed or ended: with one stored memory of its subject it points at (a word
 #: of that one's, or its area by its own words), the rules replace that memory instead of asking.
 _LIFE_CHANGE_RE = re.compile(r"不再|不(?!想|太想|愿|打算|舍得)\S{1,6}?了|戒|没了|放弃|改了|换了|改名|好了|治好|痊愈|康复|拿到|考到|考过|考上|上岸|出生|"
