@@ -9598,7 +9598,8 @@ def _shaped_points(conn, ctx, t):
     words = text_content_words(t) | {w for w in re.findall(r"[\u4e00-\u9fff]{2}", t) if not set(w) & _PLAIN_CHARS}
     rows = memory_list(conn, ctx)
     # 说错了 不是虾 是蟹: one character points only where it is the whole value of exactly one memory
-    return any(w in r["text"] for r in rows for w in words if len(w) >= 2
+    # (the words come lowercased: GPW那条rm掉 names 我用的鼠标是GPW二代 by its letters in any case)
+    return any(w in r["text"].lower() for r in rows for w in words if len(w) >= 2
                and not re.fullmatch(r"(?:那条|这条|那个|这个|记忆|删了|删掉|改成|不对|错了|记住|忘记)", w)) \
         or any(len(_whole_word_rows(rows, c)) == 1 for c in set(re.findall(r"[\u4e00-\u9fff]", t)) - _PLAIN_CHARS)
 
@@ -10237,7 +10238,7 @@ def memory_fallback(conn, ctx, text, hint=""):
     head = (hint.rstrip("？?。") + "？\n") if hint else ""
     words = {w for w in text_content_words(t) | set(re.findall(r"[\u4e00-\u9fff]{2}", t))
              if not re.fullmatch(r"(?:那条|这条|那个|这个|记忆|删了|删掉|改成|不对|错了|记住|忘记|一下|帮我)", w)}
-    named = [r for r in rows if any(w in r["text"] for w in words)]
+    named = [r for r in rows if any(w in r["text"].lower() for w in words)]  # (text_content_words: lowercased)
     named = named or (_job_rows(rows) if _JOB_QUIT_RE.search(t) else [])  # 老子不干了 …: the jobs kept
     pointed = re.search(rf"第\s*({_NUM})\s*[条个]", t)
     if pointed and 1 <= _cn_number(pointed.group(1)) <= len(rows):  # 把第二条改成… / 第二条过时了: that one
