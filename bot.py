@@ -7155,7 +7155,8 @@ def memory_answer_read(asked, text):
     choices = asked.get("choices") or []
     spaced = _strip_tail(text.translate(_SIMPLIFIED))
     one = rf"第?\s*{_NUM}\s*[条个项号]?"
-    if asked["action"] == "forget" and re.fullmatch(rf"{one}(?:(?:[{_PUNCT}和跟及还有]+|(?<=[条个项号])){one})+"
+    if (asked["action"] == "forget" or asked.get("several")) and re.fullmatch(
+            rf"{one}(?:(?:[{_PUNCT}和跟及还有]+|(?<=[条个项号])){one})+"
                                                     rf"(?:都删|删掉|删了|删)?", spaced):
         return ("pick", sorted({_cn_number(n) - 1 for n in re.findall(_NUM, spaced)}))  # 1和2 / 第一条、第三条 / 1 2
     m = re.fullmatch(rf"(?:第|选|就|是|就是|选第)?({_NUM})(?:条|个|项|号)?", t)
@@ -7167,7 +7168,8 @@ def memory_answer_read(asked, text):
         if _AREA_REPLACE_RE.search(t):
             return ("pick", [0]) if len(asked["ids"]) == 1 else ("unclear",)
     if _ANSWER_ALL_RE.fullmatch(t):
-        return ("pick", list(range(len(choices)))) if asked["action"] == "forget" else ("unclear",)
+        return ("pick", list(range(len(choices)))) if asked["action"] == "forget" or asked.get("several") \
+            else ("unclear",)
     if _ANSWER_FIRST_RE.fullmatch(t):
         return ("pick", [0])
     if _ANSWER_LAST_RE.fullmatch(t):
@@ -7182,6 +7184,22 @@ def memory_answer_read(asked, text):
         return (said,)
     named = _answer_named(choices, t)
     return None if named is None else ("pick", named) if len(named) == 1 else ("unclear",)
+
+
+def _replace_several(conn, ctx, rows, text, embed):
+    """都退坑了, answered 1 2: the first of rows now says text, the others go, as one undoable change; the reply."""
+    if not rows:
+        return "那几条记忆已经不在了。"
+    fact = memory_fact(text)
+    vec = embed(fact.text)
+    with db_tx(conn, durable=True):
+        batch = _history(conn, ctx, 0, rows[0]["id"], "update", rows[0])
+        _memory_rewrite(conn, rows[0], fact, vec, 1, rows[0]["scope"])
+        for r in rows[1:]:
+            _history(conn, ctx, batch, r["id"], "delete", r)
+            conn.execute("DELETE FROM memories WHERE id = ?", (r["id"],))
+            conn.execute("DELETE FROM memories_vec WHERE memory_id = ?", (r["id"],))
+    return f"已把{_quote(r['text'] for r in rows)}改成“{fact.text}”。（说“撤销”可以改回去）"
 
 
 def memory_answer(conn, ctx, asked, text, embed, cap=0):
@@ -7217,10 +7235,12 @@ def memory_answer(conn, ctx, asked, text, embed, cap=0):
     if bad:
         asked["keep"] = True  # the question still waits for a number that is one of its own
         return f"只有1到{choices}可以选哦。"
-    if len(said[1]) > 1:  # 都删了吧 / 1和2: only a forget takes several
+    if len(said[1]) > 1:  # 都删了吧 / 1和2: only a forget takes several, and a change said of them all (都退坑了)
         rows = _rows(conn, [asked["ids"][n] for n in said[1]])
         if len(rows) != len(said[1]):
             return "那几条记忆有的已经不在了，这次先不删。"
+        if asked["action"] == "replace":
+            return _replace_several(conn, ctx, [r for r in rows if _visible(ctx, r)], asked["text"], embed)
         return _forget_rows(conn, ctx, [r for r in rows if _visible(ctx, r)])
     n = said[1][0] + 1
     if asked["action"] == "area":
@@ -9806,6 +9826,24 @@ def _gone_keys(area, row):
 _PREGNANT_OWNER_RE = re.compile(r"我(?:的)?([\u4e00-\u9fff]{0,3}?)(?:已经|现在)?(?:怀孕|怀上|有喜|怀了|预产期|孕)")
 
 
+#: An end of playing said of all that is played, naming none (都退坑了 / 俩都弃坑了 / 全都不玩了): every game kept is asked.
+_GONE_ALL_RE = re.compile(rf"^(?:我)?(?:俩|两个|仨|三个|全部|全)?(?:都|全都|全)(?:已经)?(?:{_GONE_AREAS['游戏'][0]})")
+
+
+def _gone_all_ask(conn, ctx, t):
+    """('pointed_ask', …) with every memory of what the speaker plays when an end is said of them all and two or more
+    are kept (都退坑了 with 我天天打王者 and 我也玩吃鸡): which ones, asked, never one of them guessed; else None."""
+    read = _GONE_PARTICLE_RE.sub("了", _life_read(t.strip()))
+    if "都" not in read and "全" not in read or not _GONE_ALL_RE.match(read):
+        return None
+    rows = [r for r in memory_list(conn, ctx) if r["type"] == "user_fact" and r["text"].startswith("我")
+            and re.search(_GONE_AREAS["游戏"][1], _life_read(r["text"])) and _gone_keys("游戏", r)]
+    said = _GONE_SIGH_RE.sub("", t.strip()) or t.strip()
+    said = re.sub(r"^我?(?:俩|两个|仨|三个)", "", said)  # 俩都弃坑了: 我都弃坑了 (我俩 would be "we two")
+    return ("pointed_ask", {"ids": [r["id"] for r in rows], "text": "我" + re.sub("^我", "", said), "several": True}) \
+        if len(rows) > 1 else None
+
+
 def _gone_points(conn, ctx, t):
     """(kind, arguments) for a message that says a state one memory keeps ended, said of what that memory names (来喜前天走了
     with 我养了只八哥叫来喜, 瓦退坑了 with 我天天打瓦, 生啦 是个闺女 with 我怀孕五个月了): that memory replaced and said so
@@ -9913,8 +9951,8 @@ def memory_pointed(conn, ctx, text):
         return "switch_ask", {"value": t[switch.start(1):switch.end(1)], "said": t}
     if _TEMPORARY_STOP_RE.search(t.translate(_SIMPLIFIED)):
         return None, {}  # 原神今天不玩了 好累: for today, no change of what 我天天玩原神 says
-    gone = _gone_points(conn, ctx, t)
-    if gone:  # 来喜前天走了 / 瓦退坑了 / 生啦: the one memory of that state, replaced
+    gone = _gone_all_ask(conn, ctx, t) or _gone_points(conn, ctx, t)
+    if gone:  # 来喜前天走了 / 瓦退坑了 / 生啦: the one memory of that state, replaced (都退坑了 with two games: asked)
         return gone
     if _LIFE_CHANGE_RE.search(_life_read(t)) or _LIFE_TURN_NEW_RE.search(_life_read(t)) or _SIDE_JOB_RE.match(t):
         told = _POINTED_TELL_RE.match(t.translate(_SIMPLIFIED))
@@ -10005,9 +10043,13 @@ def _pointed_quit(conn, ctx, t):
     return ("pointed_ask", {"ids": [rows[n - 1]["id"] for n in named], "text": said}) if named else (None, {})
 
 
-def memory_pointed_ask(conn, ctx, ids, text):
-    """吉他不整了 with 我在学吉他 and 我的吉他是雅马哈的: which one now says text, asked. Returns (reply, question)."""
-    asked = _which_question(conn, {"action": "replace", "ids": ids, "text": text})
+def memory_pointed_ask(conn, ctx, ids, text, several=False):
+    """吉他不整了 with 我在学吉他 and 我的吉他是雅马哈的: which one now says text, asked. Returns (reply, question).
+    several: said of them all (都退坑了), so the answer may pick several (1 2 / 都): _replace_several."""
+    asked = _which_question(conn, {"action": "replace", "ids": ids, "text": text, "several": several})
+    if several:
+        asked["prompt"] = asked["prompt"].replace("是哪一条？", "是哪几条？").replace(
+            "回复序号就行（比如“1”）", "回复序号就行（比如“1 2”，都是就说“都”）")
     return asked["prompt"], asked
 
 
@@ -12583,9 +12625,9 @@ async def _memory_switch_ask(app, ctx, value, said):
     return reply
 
 
-async def _memory_pointed_ask(app, ctx, ids, text):
-    """吉他不整了, and several memories name 吉他: which one now says it is asked."""
-    reply, question = await app.db.run(memory_pointed_ask, ctx, ids, text)
+async def _memory_pointed_ask(app, ctx, ids, text, several=False):
+    """吉他不整了, and several memories name 吉他: which one now says it is asked (都退坑了: which ones)."""
+    reply, question = await app.db.run(memory_pointed_ask, ctx, ids, text, several)
     _remember_question(app, (ctx.user_id, ctx.session), question)
     return reply
 
