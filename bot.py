@@ -9830,6 +9830,14 @@ _PREGNANT_OWNER_RE = re.compile(r"我(?:的)?([\u4e00-\u9fff]{0,3}?)(?:已经|�
 _GONE_ALL_RE = re.compile(rf"^(?:我)?(?:俩|两个|仨|三个|全部|全)?(?:都|全都|全)(?:已经)?(?:{_GONE_AREAS['游戏'][0]})")
 
 
+#: Whose a thing is said to be, when not the speaker's (隔壁的八哥死了 / 同事家的咪咪走了 / 小明的小花走了), right before it:
+#: someone else's, whatever a memory names the same.
+_OTHER_OWNER_RE = re.compile(rf"(?:(?:隔壁|邻居|同事|朋友|闺蜜|室友|对门|楼下|楼上|别人|人家|他|她)(?:们)?(?:家|那家)?(?:的|那)?"
+                             rf"|(?<![我家])的)[^{_PUNCT}]{{0,2}}$")
+#: Those owners first in a message (隔壁的… / 同事家的… / 楼下那家的…): what it tells of is theirs.
+_OTHER_OWNER_LEAD_RE = re.compile(r"^(?:隔壁|邻居|同事|朋友|闺蜜|室友|对门|楼下|楼上|别人|人家)(?:们)?(?:家|那家)?的")
+
+
 def _gone_all_ask(conn, ctx, t):
     """('pointed_ask', …) with every memory of what the speaker plays when an end is said of them all and two or more
     are kept (都退坑了 with 我天天打王者 and 我也玩吃鸡): which ones, asked, never one of them guessed; else None."""
@@ -9870,7 +9878,10 @@ def _gone_points(conn, ctx, t):
                 continue
             for key in sorted(keys, key=len, reverse=True):
                 lead = r"^(?:我的?|我家的?|俺家的?|咱家的?)?" if len(key) == 1 or area == "宠物" and key in _PETS else ""
-                if re.search(rf"{lead}{re.escape(key)}{_GONE_GAP}(?:{marks})", read) \
+                said = re.search(rf"{lead}{re.escape(key)}{_GONE_GAP}(?:{marks})", read)
+                if said and "的" in read[:said.start()] and _OTHER_OWNER_RE.search(read[:said.start()]):
+                    continue  # 小明的小花走了 with 我养了只猫叫小花: someone else's 小花
+                if said \
                         or area == "游戏" and re.search(rf"(?:不玩|不打|卸了|卸载了?|退坑了?)\s*{re.escape(key)}", read):
                     hits.append((row, area, key))
                     break
@@ -9951,6 +9962,8 @@ def memory_pointed(conn, ctx, text):
         return "switch_ask", {"value": t[switch.start(1):switch.end(1)], "said": t}
     if _TEMPORARY_STOP_RE.search(t.translate(_SIMPLIFIED)):
         return None, {}  # 原神今天不玩了 好累: for today, no change of what 我天天玩原神 says
+    if _OTHER_OWNER_LEAD_RE.match(t) and "我" not in t:
+        return None, {}  # 隔壁的八哥死了 with 我养了只鹦鹉叫八哥: someone else's, chat
     gone = _gone_all_ask(conn, ctx, t) or _gone_points(conn, ctx, t)
     if gone:  # 来喜前天走了 / 瓦退坑了 / 生啦: the one memory of that state, replaced (都退坑了 with two games: asked)
         return gone
