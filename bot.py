@@ -3963,8 +3963,8 @@ _CHEERS = r"绝绝子|yyds|绝了|太香了|爱了爱了|好耶|xswl|awsl"
 
 #: memory_fact's patterns, compiled once (it reads every fact stored): what ends a fact and is no part of it (。 🎉 嘿嘿
 #: 绝绝子); 我不是X，是Y; 是X，不是我; X，不是Y (the value it replaces, marks cut off); 我有个朋友叫阿杰; 我叫我女朋友小猪;
-#: what ends a value and is no part of it (也…了).
-_FACT_END_RE = re.compile(rf"(?:[。.!！~～{_EMOJI}]|(?<=.{{3}})[{_FACT_PARTICLES}]|(?<=.{{3}})[\s，,]+(?i:{_CHEERS})"
+#: what ends a value and is no part of it (也…了). A particle right after 叫 and one character is the name's (二哈).
+_FACT_END_RE = re.compile(rf"(?:[。.!！~～{_EMOJI}]|(?<=.{{3}})(?<!叫)(?<!叫.)[{_FACT_PARTICLES}]|(?<=.{{3}})[\s，,]+(?i:{_CHEERS})"
                           rf"|(?:(?<=[了啦])|[\s，,]+)[嘿嘻呵]{{2,}})+$")
 _FACT_NOT_BUT_RE = re.compile(rf"^(我|我的)?不是(.+?)[{_PUNCT}]+(?:而|其实)?是(.+)$")
 _FACT_NOT_ME_RE = re.compile(rf"^是(.+?)[{_PUNCT}]+不是(我|你)$")
@@ -4095,7 +4095,8 @@ _PARALLEL_END_RE = re.compile(r"^[\u4e00-\u9fff]{1,4}?也?(不好|不行|不舒�
 #: Where memory_split cuts: punctuation, 、 before a new fact, a space after a word or after a number said after a word
 #: (我叫林小雨 今年15 在读初三) and before a word.
 _SPLIT_RE = re.compile(r"([，,；;。\n～~]+|、(?=[我对生住在是有喜讨养])|(?:(?<=[\u4e00-\u9fff])|(?<=[\u4e00-\u9fff]\d)|"
-                       r"(?<=[\u4e00-\u9fff]\d\d))\s+(?=[\u4e00-\u9fff]{2}))")
+                       r"(?<=[\u4e00-\u9fff]\d\d))\s+(?=[\u4e00-\u9fff]{2})|"
+                       r"(?<=[\u4e00-\u9fff])\s+(?=(?:19|20)?\d{2}年(?:的|生|出生)))")  # 我叫张三 00年的: a birth year
 
 
 #: Verbs a clause may say again, or deny, of the same subject (我去过冰岛和挪威 还没去过芬兰 / 我会开车 会做饭 / 我吃牛肉
@@ -9733,7 +9734,8 @@ _SIDE_JOB_RE = re.compile(r"^我?(?:现在|最近|周末|晚上|平时|下班后
 
 #: A quit said with no thing and no one, in parts: a time or adverb lead, 戒(掉)了 (said twice: 戒啦戒啦), how long ago
 #: (俩月了), then maybe a remark of its own (媳妇天天唠叨 / 医生不让喝): what was quit is the habit a memory holds.
-_BARE_QUIT_RE = re.compile(rf"(?:我)?(?:已经|早就|早|都|终于|最近|刚|前阵子|上个?月|去年|今年)*戒(?:掉)?(?:了|啦|咯|喽)"
+_BARE_QUIT_RE = re.compile(rf"(?:我)?(?:已经|早就|早|都|终于|最近|刚|前阵子|上个?月|去年|今年|现在|目前)*"
+                           rf"(?:戒(?:掉)?|不(?:再)?(?P<verb>抽|吸|喝|嚼))(?:了|啦|咯|喽)"
                            rf"(?:[{_PUNCT}]*戒(?:掉)?(?:了|啦|咯|喽))?(?P<rest>(?:[{_PUNCT}]*(?:有|都|快|已经)?"
                            rf"[一二两俩仨三四五六七八九十半\d]+个?多?(?:天|周|星期|礼拜|月|年)多?了?)?"
                            rf"(?:[{_PUNCT}]+[^{_PUNCT}？?]{{1,16}}){{0,2}})[{PARTICLES}{_PUNCT}{_EMOJI}]*")
@@ -9741,6 +9743,11 @@ _BARE_QUIT_RE = re.compile(rf"(?:我)?(?:已经|早就|早|都|终于|最近|刚
 _QUIT_DOUBT_RE = re.compile(r"吗|呢|没|又|复吸|还在|你")
 #: What a habit a memory states is of (我一天一包烟 / 我每天两罐红牛 / 我一天三杯奶茶), longest first: the thing a quit ends.
 QUIT_HABIT_THINGS = sorted("烟 酒 咖啡 奶茶 可乐 红牛 槟榔 饮料 夜宵 宵夜 零食 甜食 快乐水".split(), key=len, reverse=True)
+#: What makes a bare 不抽了 / 不喝了 a state and not a moment's (现在不抽了 / 已经不喝了 / 不喝了 俩月了).
+_QUIT_LASTING_RE = re.compile(r"现在|目前|已经|早就|再也|以后|从此|终于|不再|"
+                              r"[\d一二两俩仨三四五六七八九十半几]个?多?(?:天|周|星期|礼拜|月|年)")
+#: The verb each habit's thing takes, so a bare 不抽了 ends only smoking and 不喝了 only a drink (烟: 抽/吸).
+QUIT_THING_VERBS = {"烟": "抽吸", "槟榔": "吃嚼", "夜宵": "吃", "宵夜": "吃", "零食": "吃", "甜食": "吃"}
 #: How a memory says a habit and not a thing it has (我一天一包烟, 我天天喝奶茶, not 我在酒店上班): a verb or an amount.
 _HABIT_AMOUNT_RE = re.compile(rf"抽|吸|喝|嚼|吃|{_LIFE_N}(?:包|杯|瓶|罐|根|支|斤|两|听|盒)|每天|天天|一天|每晚|每周")
 #: A job quit said with no job and no one (辞了 下个月去京东物流 / 已经辞职了): what follows is said with it.
@@ -10018,14 +10025,18 @@ def _pointed_bare_quit(conn, ctx, t):
     if not bare or _QUIT_DOUBT_RE.search(bare.group("rest")):
         return None
     rows = memory_list(conn, ctx)
+    verb = bare.group("verb")  # 不喝了: only a drink (any thing with no verb of its own is drunk)
     held = [(n, thing) for n, r in enumerate(rows, 1) if r["type"] == "user_fact" and r["subject"] == "我"
-            for thing in [_quit_habit(r["text"])] if thing]
+            for thing in [_quit_habit(r["text"])] if thing and (not verb or verb in QUIT_THING_VERBS.get(thing, "喝"))]
     if not held:
         return None
     rest = re.sub(rf"[{PARTICLES}{_PUNCT}{_EMOJI}]+$", "", t.strip()[bare.start("rest"):bare.end("rest")])
+    said = f"不{verb}" if verb else "戒"
+    if verb and not _QUIT_LASTING_RE.search(read):  # 不喝了 alone may be for tonight: asked, never replaced
+        return "pointed_ask", {"ids": [rows[n - 1]["id"] for n, _ in held], "text": f"我{said}{held[0][1]}了{rest}"}
     if len(held) == 1:
-        return "update_number", {"n": held[0][0], "text": f"我戒{held[0][1]}了{rest}"}
-    return "pointed_ask", {"ids": [rows[n - 1]["id"] for n, _ in held], "text": f"我戒了{rest}"}
+        return "update_number", {"n": held[0][0], "text": f"我{said}{held[0][1]}了{rest}"}
+    return "pointed_ask", {"ids": [rows[n - 1]["id"] for n, _ in held], "text": f"我{said}了{rest}"}
 
 
 def _pointed_quit(conn, ctx, t):
@@ -10041,7 +10052,7 @@ def _pointed_quit(conn, ctx, t):
         if len(jobs) == 1:
             return "update_number", {"n": jobs[0], "text": said}
         return ("pointed_ask", {"ids": [rows[n - 1]["id"] for n in jobs], "text": said}) if jobs else (None, {})
-    quit = _pointed_bare_quit(conn, ctx, t) if "戒" in t else None
+    quit = _pointed_bare_quit(conn, ctx, t) if "戒" in t or "不" in t else None
     if quit:  # 戒了 俩月了 媳妇天天唠叨 with 我一天一包烟: the one habit of the speaker's own it ends (two: asked)
         return quit
     m = _QUIT_RE.search(t.translate(_SIMPLIFIED))
