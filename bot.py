@@ -9915,6 +9915,10 @@ def _gone_points(conn, ctx, t):
     return "life_replace", {"old": row["id"], "text": fact}
 
 
+#: A message of one clause that asks (分手了吗 / 你戒烟了？ / 来喜走了么): no change told.
+_ONE_QUESTION_RE = re.compile(rf"[^{_PUNCT}？?]+(?:吗|么|嘛)?[？?]*[{PARTICLES}]*(?<=[吗么？?])[{_PUNCT}？?]*")
+
+
 def memory_pointed(conn, ctx, text):
     """A message the rules read as chat that points at the speaker's memories and says one changed or was wrong, as
     README's tables promise without a command word: (kind, arguments) to act on, or (None, {}) for chat.
@@ -9924,6 +9928,8 @@ def memory_pointed(conn, ctx, text):
     (今天吉他课好累) or a change no memory holds (我妈戒烟了) stays chat.
     Example: 整岔劈了 不是翠花 是秀芬 with 我对象叫翠花 -> ('replace_value', {'old': '翠花', 'new': '秀芬'})"""
     t = _pointed_rewrite(text.strip())
+    if _ONE_QUESTION_RE.fullmatch(t):
+        return None, {}  # 分手了吗 / 戒烟了？: a question tells no change
     if memory_shaped_words(t, weak=True):
         return None, {}  # 法語放棄了 別記了 / 豆豆那条改一下: a request in words of its own is the net's and the plan's
     m = _RETIRED_RE.match(t.translate(_SIMPLIFIED))
@@ -10016,6 +10022,37 @@ def _quit_habit(text):
     return thing or ("酒" if re.search(rf"喝{_LIFE_N}[杯瓶口两]", t) else None)  # 我晚上要喝两杯: drink
 
 
+#: A breakup said with no one named (分了 / 已经分手了 俩月了 / 掰了 别问 / 离了): the one partner a memory keeps.
+_BARE_BREAKUP_RE = re.compile(rf"(?:我们?|我俩|俺俩)?(?:已经|早就|早|都|终于|刚|上周|上个?月|前几天|前两天|昨天|前天|最近)*"
+                              rf"(?P<how>分手|分|掰|吹|离婚|离)(?:了|啦|咯|喽)(?P<rest>(?:[{_PUNCT}]+[^{_PUNCT}？?]{{1,16}}){{0,2}})"
+                              rf"[{PARTICLES}{_PUNCT}{_EMOJI}]*")
+#: A word of those breakups: the cheap test before _BARE_BREAKUP_RE.
+_BREAKUP_WORD_RE = re.compile(r"[分掰吹离][手婚]?(?:了|啦|咯|喽)")
+#: The partner a memory keeps (我女朋友叫小琪 / 我有对象了 / 我老婆是老师); 离(婚) takes a spouse only.
+_PARTNER_RE = re.compile(r"女朋友|男朋友|女友|男友|对象|老婆|老公|媳妇|爱人|丈夫|妻子")
+_SPOUSE_RE = re.compile(r"老婆|老公|媳妇|爱人|丈夫|妻子")
+
+
+def _pointed_bare_breakup(conn, ctx, t):
+    """A breakup naming no one (分了 / 掰了 别问了) with the partners of the speaker's own kept: one is replaced by it,
+    several (or a word that may mean something else: 分了, 掰了) are asked about; None when it is no bare breakup or
+    no partner is kept.
+    Example: 分了 with 我女朋友叫小琪 -> ('update_number', {'n': 1, 'text': '我分手了'})"""
+    read = t.translate(_SIMPLIFIED).strip()
+    bare = _BARE_BREAKUP_RE.fullmatch(read)
+    if not bare or _QUIT_DOUBT_RE.search(bare.group("rest")):
+        return None
+    spouse = bare.group("how").startswith("离")
+    rows = memory_list(conn, ctx)
+    held = [n for n, r in enumerate(rows, 1) if r["type"] == "user_fact" and r["subject"] in ("我", *_PARTNER_RE.findall(
+        r["text"])) and (_SPOUSE_RE if spouse else _PARTNER_RE).search(r["text"]) and not re.search("前|分|离", r["text"])]
+    rest = re.sub(rf"[{PARTICLES}{_PUNCT}{_EMOJI}]+$", "", t.strip()[bare.start("rest"):bare.end("rest")])
+    said = f"我{'离婚' if spouse else '分手'}了{rest}"
+    if len(held) == 1 and bare.group("how") in ("分手", "离婚"):  # (分了 一人一半 may be a pizza's: asked)
+        return "update_number", {"n": held[0], "text": said}
+    return ("pointed_ask", {"ids": [rows[n - 1]["id"] for n in held], "text": said}) if held else None
+
+
 def _pointed_bare_quit(conn, ctx, t):
     """A bare quit (戒了 俩月了 媳妇天天唠叨) with the habits of the speaker's own it may end: one is replaced by the quit
     with the remark said after it, several are asked about; None when it is no bare quit or no habit is kept.
@@ -10053,6 +10090,7 @@ def _pointed_quit(conn, ctx, t):
             return "update_number", {"n": jobs[0], "text": said}
         return ("pointed_ask", {"ids": [rows[n - 1]["id"] for n in jobs], "text": said}) if jobs else (None, {})
     quit = _pointed_bare_quit(conn, ctx, t) if "戒" in t or "不" in t else None
+    quit = quit or (_pointed_bare_breakup(conn, ctx, t) if len(t) <= 40 and _BREAKUP_WORD_RE.search(t) else None)
     if quit:  # 戒了 俩月了 媳妇天天唠叨 with 我一天一包烟: the one habit of the speaker's own it ends (two: asked)
         return quit
     m = _QUIT_RE.search(t.translate(_SIMPLIFIED))
