@@ -5482,7 +5482,7 @@ _ADDRESS_RE = re.compile(rf"(?:^|(?<=[{_PUNCT}\s了啦]))(?:家人们|姐妹们|
                          rf"(?:[{_PUNCT}\s]+|$|(?<=们)(?=我))")
 #: A remark said to others after what is told, a clause of its own (我和阿杰分手了 姐妹们别劝了 / 家人们谁懂啊 / 你们别问了):
 #: a plural address, or 你们/大家 asked to do something; no part of the fact.
-_ASIDE_RE = re.compile(rf"[{_PUNCT}]+(?:(?:家人们|姐妹们|兄弟们|宝子们|集美们|老铁们|铁子们|哥几个|姐几个|哥们儿?|xdm|各位)"
+_ASIDE_RE = re.compile(rf"[{_PUNCT}]+(?:(?:家人们|姐妹们|兄弟们|宝子们|集美们|老铁们|铁子们|哥几个|姐几个|xdm|各位)"
                        rf"|(?:你们|大家|大伙儿?)(?:都|也|就)?(?:别|不要|莫|甭|谁懂|懂|快|帮))[^{_PUNCT}]*(?=[{_PUNCT}]|$)",
                        re.I)
 #: A word one of those remarks has: the cheap test before _ASIDE_RE.
