@@ -3964,8 +3964,8 @@ _CHEERS = r"绝绝子|yyds|绝了|太香了|爱了爱了|好耶|xswl|awsl"
 #: memory_fact's patterns, compiled once (it reads every fact stored): what ends a fact and is no part of it (。 🎉 嘿嘿
 #: 绝绝子); 我不是X，是Y; 是X，不是我; X，不是Y (the value it replaces, marks cut off); 我有个朋友叫阿杰; 我叫我女朋友小猪;
 #: what ends a value and is no part of it (也…了). A particle right after 叫 and one character is the name's (二哈).
-_FACT_END_RE = re.compile(rf"(?:[。.!！~～{_EMOJI}]|(?<=.{{3}})(?<!叫)(?<!叫.)[{_FACT_PARTICLES}]|(?<=.{{3}})[\s，,]+(?i:{_CHEERS})"
-                          rf"|(?:(?<=[了啦])|[\s，,]+)[嘿嘻呵]{{2,}})+$")
+_FACT_END_RE = re.compile(rf"(?:[。.!！~～{_EMOJI}]|(?<=.{{3}})(?<!叫)(?<!叫.)[{_FACT_PARTICLES}]"
+                          rf"|(?<=.{{3}})[\s，,]+(?i:{_CHEERS})|(?:(?<=[了啦])|[\s，,]+)[嘿嘻呵]{{2,}})+$")
 _FACT_NOT_BUT_RE = re.compile(rf"^(我|我的)?不是(.+?)[{_PUNCT}]+(?:而|其实)?是(.+)$")
 _FACT_NOT_ME_RE = re.compile(rf"^是(.+?)[{_PUNCT}]+不是(我|你)$")
 _FACT_BUT_NOT_RE = re.compile(rf"^(.+?)[{_PUNCT}]+(?:而)?不(?:是|叫|在(?![了乎意]))(.+)$")
