@@ -9732,17 +9732,19 @@ _SIDE_JOB_RE = re.compile(r"^我?(?:现在|最近|周末|晚上|平时|下班后
                           r"[^，,。！!？?\s]{2,12}(?:兼职|打零工|打工|做兼职)")
 
 
-#: A quit said with no thing and no one, in parts: a time or adverb lead, 戒(掉)了 (said twice: 戒啦戒啦), how long ago
-#: (俩月了), then maybe a remark of its own (媳妇天天唠叨 / 医生不让喝): what was quit is the habit a memory holds.
-_BARE_QUIT_RE = re.compile(rf"(?:我)?(?:已经|早就|早|都|终于|最近|刚|前阵子|上个?月|去年|今年|现在|目前)*"
-                           rf"(?:戒(?:掉)?|不(?:再)?(?P<verb>抽|吸|喝|嚼))(?:了|啦|咯|喽)"
+#: What a habit a memory states is of (我一天一包烟 / 我每天两罐红牛 / 我一天三杯奶茶), longest first: the thing a quit ends.
+QUIT_HABIT_THINGS = sorted("烟 酒 啤酒 白酒 红酒 咖啡 奶茶 可乐 红牛 槟榔 饮料 夜宵 宵夜 零食 甜食 快乐水".split(), key=len, reverse=True)
+#: A quit said with no one, in parts: maybe the thing (咖啡早戒啦), a time or adverb lead, 戒(掉)了 (said twice: 戒啦戒啦),
+#: how long ago (俩月了), then maybe a remark of its own (媳妇天天唠叨 / 医生不让喝): what was quit is the habit a memory
+#: holds (of that thing, when one is named).
+_BARE_QUIT_RE = re.compile(rf"(?:我)?(?P<thing>{'|'.join(QUIT_HABIT_THINGS)})?"
+                           rf"(?:我|也|已经|早就|早|都|终于|最近|刚|前阵子|上个?月|去年|今年|现在|目前)*"
+                           rf"(?:戒(?:掉)?|不(?:再)?(?P<verb>抽|吸|喝|嚼))(?:了|啦|咯|喽)[{PARTICLES}]*"
                            rf"(?:[{_PUNCT}]*戒(?:掉)?(?:了|啦|咯|喽))?(?P<rest>(?:[{_PUNCT}]*(?:有|都|快|已经)?"
                            rf"[一二两俩仨三四五六七八九十半\d]+个?多?(?:天|周|星期|礼拜|月|年)多?了?)?"
                            rf"(?:[{_PUNCT}]+[^{_PUNCT}？?]{{1,16}}){{0,2}})[{PARTICLES}{_PUNCT}{_EMOJI}]*")
 #: A remark after a bare quit that asks or doubts (戒了 你呢 / 戒了吗 / 戒了 没多久又抽了): no quit told.
 _QUIT_DOUBT_RE = re.compile(r"吗|呢|没|又|复吸|还在|你")
-#: What a habit a memory states is of (我一天一包烟 / 我每天两罐红牛 / 我一天三杯奶茶), longest first: the thing a quit ends.
-QUIT_HABIT_THINGS = sorted("烟 酒 咖啡 奶茶 可乐 红牛 槟榔 饮料 夜宵 宵夜 零食 甜食 快乐水".split(), key=len, reverse=True)
 #: What makes a bare 不抽了 / 不喝了 a state and not a moment's (现在不抽了 / 已经不喝了 / 不喝了 俩月了).
 _QUIT_LASTING_RE = re.compile(r"现在|目前|已经|早就|再也|以后|从此|终于|不再|"
                               r"[\d一二两俩仨三四五六七八九十半几]个?多?(?:天|周|星期|礼拜|月|年)")
@@ -10057,17 +10059,19 @@ def _pointed_bare_quit(conn, ctx, t):
     """A bare quit (戒了 俩月了 媳妇天天唠叨) with the habits of the speaker's own it may end: one is replaced by the quit
     with the remark said after it, several are asked about; None when it is no bare quit or no habit is kept.
     Example: 戒了 俩月了 with 我一天一包烟 -> ('update_number', {'n': 1, 'text': '我戒烟了 俩月了'})"""
-    read = t.translate(_SIMPLIFIED).strip()
+    read = _life_read(t.strip())  # 戒咗 三個月: Cantonese and traditional read as Mandarin
     bare = _BARE_QUIT_RE.fullmatch(read)
     if not bare or _QUIT_DOUBT_RE.search(bare.group("rest")):
         return None
     rows = memory_list(conn, ctx)
-    verb = bare.group("verb")  # 不喝了: only a drink (any thing with no verb of its own is drunk)
+    verb, named = bare.group("verb"), bare.group("thing")  # 不喝了: only a drink (a thing with no verb of its own)
     held = [(n, thing) for n, r in enumerate(rows, 1) if r["type"] == "user_fact" and r["subject"] == "我"
-            for thing in [_quit_habit(r["text"])] if thing and (not verb or verb in QUIT_THING_VERBS.get(thing, "喝"))]
+            for thing in [_quit_habit(r["text"])] if thing and (not verb or verb in QUIT_THING_VERBS.get(thing, "喝"))
+            and (not named or named in thing or thing in named)]  # (酒戒了 with 两瓶啤酒; 啤酒戒了 with 喝两杯酒)
     if not held:
         return None
-    rest = re.sub(rf"[{PARTICLES}{_PUNCT}{_EMOJI}]+$", "", t.strip()[bare.start("rest"):bare.end("rest")])
+    said = t.strip() if len(t.strip()) == len(read) else read  # the user's characters, where they line up
+    rest = re.sub(rf"[{PARTICLES}{_PUNCT}{_EMOJI}]+$", "", said[bare.start("rest"):bare.end("rest")])
     said = f"不{verb}" if verb else "戒"
     if verb and not _QUIT_LASTING_RE.search(read):  # 不喝了 alone may be for tonight: asked, never replaced
         return "pointed_ask", {"ids": [rows[n - 1]["id"] for n, _ in held], "text": f"我{said}{held[0][1]}了{rest}"}
