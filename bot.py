@@ -6682,6 +6682,26 @@ def memory_forget_near(conn, ctx, what):
     return asked["prompt"], asked
 
 
+def memory_forget_typo(conn, ctx, what):
+    """A forget whose words name no memory but differ by one character from words of a few (螺狮粉 for 螺蛳粉, 3 to 8
+    characters): those are asked about by number, never deleted unasked; None when none or too many are that near.
+    Example: 螺狮粉那条, with 我喜欢吃螺蛳粉 kept -> 你说的是这条吗？1. 我喜欢吃螺蛳粉"""
+    said = text_simplified(re.sub(r"^我的?|(?:那条|这条|那个|这个|的事)$", "", what.strip()))
+    if not 3 <= len(said) <= 8 or not re.fullmatch(f"[{_CJK}]+", said):
+        return None
+    n = len(said)
+    rows = [r for r in memory_list(conn, ctx) for text in [text_simplified(r["text"])] if any(
+        sum(a != b for a, b in zip(said, text[i:i + n])) == 1 for i in range(len(text) - n + 1))]
+    if not 0 < len(rows) <= MEMORY_NEAR_MAX:
+        return None
+    asked = _choices({"action": "forget", "ids": sorted(r["id"] for r in rows), "text": what},
+                     rows := _rows(conn, sorted(r["id"] for r in rows)))
+    listing = "\n".join(f"{k}. {r['text']}" for k, r in enumerate(rows, 1))
+    which = "这条" if len(rows) == 1 else "哪一条"
+    asked["prompt"] = f"我没有找到“{what[:30]}”这条记忆。你说的是{which}吗？\n{listing}\n回复序号就删掉，说“算了”就不删。"
+    return asked["prompt"], asked
+
+
 def memory_forget_last(conn, ctx):
     """忘记我刚才说的: deletes what the last change stored."""
     h = conn.execute("SELECT * FROM memory_history WHERE user_id = ? AND undone = 0 AND action IN ('insert', 'update') "
@@ -12679,6 +12699,7 @@ async def _memory_forget(app, ctx, what):
         if done:
             return done
         near = await app.db.run(memory_forget_near, ctx, what)  # else the user is asked about 我有…, never told 没找到
+        near = near or await app.db.run(memory_forget_typo, ctx, what)  # 螺狮粉那条 for 我喜欢吃螺蛳粉: asked
         return await reply_memory_plan(app, ctx, what, near or (reply, None))
     _remember_question(app, (ctx.user_id, ctx.session), question)
     return reply
