@@ -5487,13 +5487,21 @@ _ASIDE_RE = re.compile(rf"[{_PUNCT}]+(?:(?:家人们|姐妹们|兄弟们|宝子�
                        re.I)
 #: A word one of those remarks has: the cheap test before _ASIDE_RE.
 _ASIDE_WORDS = ("们", "各位", "几个", "大家", "大伙", "xdm")
+#: A clause after a pause that asks back (记住我喜欢猫 你呢 你喜欢猫吗 / …你觉得呢): a question, never a fact.
+_ASKED_BACK_RE = re.compile(rf"[{_PUNCT}]+[^{_PUNCT}？?]*(?:吗|呢|么|[？?])[{PARTICLES}？?]*(?=[{_PUNCT}]|$)")
+#: A last clause that only says how the user feels about it (…要去拔牙 好怕怕 / …好紧张): no part of the fact.
+_FEELING_TAIL_RE = re.compile(rf"[{_PUNCT}]+(?:好|太|真|超|有点|很|巨)?(?:怕怕|害怕|好怕|慌|紧张|激动|期待|忐忑|开心|难过|伤心|担心)"
+                              rf"(?:啊|呀|哦|死了|死|滴)?[{PARTICLES}{_EMOJI}]*$")
 
 
 def memory_without_aside(text):
-    """text without the remarks said to others after it. Example: '我和阿杰分手了 姐妹们别劝了' -> '我和阿杰分手了'"""
-    if not any(w in text for w in _ASIDE_WORDS):
-        return text
-    return _ASIDE_RE.sub("", text).strip() or text
+    """text without the remarks after it said to others (姐妹们别劝了), asked back (你呢) or felt (好怕怕).
+    Example: '我和阿杰分手了 姐妹们别劝了' -> '我和阿杰分手了'"""
+    if any(w in text for w in _ASIDE_WORDS):
+        text = _ASIDE_RE.sub("", text).strip() or text
+    if any(c in text for c in "吗呢么?？"):
+        text = _ASKED_BACK_RE.sub("", text).strip() or text
+    return _FEELING_TAIL_RE.sub("", text).strip() or text if text[-1:] in "怕慌张动待忑心过忧啊呀哦死滴" else text
 
 
 #: Most facts one message may store (a hostile tester's one 490-character 记住 made 123 memories, each an expansion
