@@ -3670,9 +3670,10 @@ LIFE_STATES = [
            rf"烟瘾(?:挺|很|特别|比较|超)?大(?:的)?|抽{_LIFE_N}(?:包|根|支)(?:烟)?|{_LIFE_N}(?:包|根|支)烟)"),
     ("饮酒", rf"{_LIFE_HOW_OFTEN}(?:喝酒|戒了酒|酗酒|滴酒不沾|把?酒戒(?:掉)?|戒酒{_LIFE_QUIT_FOR}|"
            rf"喝{_LIFE_N}(?:次|顿|瓶|杯)酒)"),
-    ("感情", r"(?:现在|目前|已经|又|还是|一直|刚|终于|正在|在)*(?:是)?(?:单身(?:狗)?|脱单|有(?:女朋友|男朋友|女友|男友|对象)|谈恋爱|恋爱|在恋爱|已婚|"
+    ("感情", r"(?:现在|目前|已经|又|还是|一直|刚|终于|正在|在|恢复|重新|回归)*(?:是)?(?:单身(?:狗)?|脱单|有(?:女朋友|男朋友|女友|男友|对象)|谈恋爱|恋爱|在恋爱|已婚|"
            r"结婚|离婚|订婚|分手|(?:们|俩)(?:已经)?分(?:手)?|"
-           r"(?:和|跟)(?:我的?)?(?:女朋友|男朋友|女友|男友|对象|老婆|老公|前任)?\S{0,4}?(?:分手|分|离婚|结婚|在一起))"),
+           r"(?:和|跟)(?:我的?)?(?:女朋友|男朋友|女友|男友|对象|老婆|老公|前任)?\S{0,4}?(?:分手|分|离婚|结婚|在一起|"
+           r"(?:掰|吹)(?=了|啦)))"),
     ("学业", r"(?:现在|目前|已经|还|正|刚)*(?:在)?(?:读研|读博|读大学|上大学|读高中|上高中|"
            r"(?:大学|本科|研究生|硕士|博士|高中|初中|大专|专科)?毕业|考研|准备考\S{1,5}|备考\S{0,5}|考上\S{0,5}|"
            r"休学|复学|退学|保研)"),
@@ -3745,13 +3746,14 @@ _LIFE_STOPS_RE = re.compile(r"^(?:现在|已经|也|以后)?(.{0,3}?)(?:不再|�
                             r"^(.{2,12}?)\s*(?:已经|终于|也)?退役(?:了|啦)?$")
 #: A verb before 好了 that makes it "done", not "well again" (房子买好了, 手续办好了).
 _DONE_RE = re.compile(r"(?:买|做|弄|办|搞|修|装|写|订|定|谈|排|准备|收拾|装修)$")
-#: How a new fact says it is one more, not a change (我还养了一只狗).
-_LIFE_MORE_RE = re.compile(r"^(?:还|也|另外|同时)")
+#: How a new fact says it is one more, not a change (我还养了一只狗), also after where (我家还有只兔子 / 我屋头还有只猫 /
+#: 店里又养了只狗): 还/也/又 before having or keeping.
+_LIFE_MORE_RE = re.compile(r"^(?:还|也|另外|同时)|^[^\s，,。还也又]{1,4}?(?:还|也|又)(?:有|养|捡|添|领养|收养)")
 #: How a new fact says that a state changed or ended: with one stored memory of its subject it points at (a word
 #: of that one's, or its area by its own words), the rules replace that memory instead of asking.
 _LIFE_CHANGE_RE = re.compile(r"不再|不(?!想|太想|愿|打算|舍得)\S{1,6}?了|戒|没了|放弃|改了|换了|改名|好了|治好|痊愈|康复|拿到|考到|考过|考上|上岸|出生|"
                              r"正常了|退役|摘了|摘掉|滴酒不沾了|下来了|工作找到|找到(?:了)?工作|"
-                             r"生了|去世|走了|死了|不在了|分手|分了|离婚|毕业|辞职|离职|辞工|被裁|裸辞|跳槽|入职|换了?个?(?:新)?工作|"
+                             r"生了|去世|走了|死了|不在了|分手|分了|掰了|(?:和|跟)\S{1,6}吹了|单身了|离婚|毕业|辞职|离职|辞工|被裁|裸辞|跳槽|入职|换了?个?(?:新)?工作|"
                              r"退休|搬|开荤|复吸|有(?:女|男)朋友了|有对象了|脱单")
 #: Life states said as one of a pair of opposites: (the new state's words, the words of the state it ends, whether
 #: the two must also name the same thing). A new fact saying the first ends the one memory of the same person that
@@ -3962,9 +3964,9 @@ _CHEERS = r"绝绝子|yyds|绝了|太香了|爱了爱了|好耶|xswl|awsl"
 
 #: memory_fact's patterns, compiled once (it reads every fact stored): what ends a fact and is no part of it (。 🎉 嘿嘿
 #: 绝绝子); 我不是X，是Y; 是X，不是我; X，不是Y (the value it replaces, marks cut off); 我有个朋友叫阿杰; 我叫我女朋友小猪;
-#: what ends a value and is no part of it (也…了).
-_FACT_END_RE = re.compile(rf"(?:[。.!！~～{_EMOJI}]|(?<=.{{3}})[{_FACT_PARTICLES}]|(?<=.{{3}})[\s，,]+(?i:{_CHEERS})"
-                          rf"|(?:(?<=[了啦])|[\s，,]+)[嘿嘻呵]{{2,}})+$")
+#: what ends a value and is no part of it (也…了). A particle right after 叫 and one character is the name's (二哈).
+_FACT_END_RE = re.compile(rf"(?:[。.!！~～{_EMOJI}]|(?<=.{{3}})(?<!叫)(?<!叫.)[{_FACT_PARTICLES}]"
+                          rf"|(?<=.{{3}})[\s，,]+(?i:{_CHEERS})|(?:(?<=[了啦])|[\s，,]+)[嘿嘻呵]{{2,}})+$")
 _FACT_NOT_BUT_RE = re.compile(rf"^(我|我的)?不是(.+?)[{_PUNCT}]+(?:而|其实)?是(.+)$")
 _FACT_NOT_ME_RE = re.compile(rf"^是(.+?)[{_PUNCT}]+不是(我|你)$")
 _FACT_BUT_NOT_RE = re.compile(rf"^(.+?)[{_PUNCT}]+(?:而)?不(?:是|叫|在(?![了乎意]))(.+)$")
@@ -4094,7 +4096,8 @@ _PARALLEL_END_RE = re.compile(r"^[\u4e00-\u9fff]{1,4}?也?(不好|不行|不舒�
 #: Where memory_split cuts: punctuation, 、 before a new fact, a space after a word or after a number said after a word
 #: (我叫林小雨 今年15 在读初三) and before a word.
 _SPLIT_RE = re.compile(r"([，,；;。\n～~]+|、(?=[我对生住在是有喜讨养])|(?:(?<=[\u4e00-\u9fff])|(?<=[\u4e00-\u9fff]\d)|"
-                       r"(?<=[\u4e00-\u9fff]\d\d))\s+(?=[\u4e00-\u9fff]{2}))")
+                       r"(?<=[\u4e00-\u9fff]\d\d))\s+(?=[\u4e00-\u9fff]{2})|"
+                       r"(?<=[\u4e00-\u9fff])\s+(?=(?:19|20)?\d{2}年(?:的|生|出生)))")  # 我叫张三 00年的: a birth year
 
 
 #: Verbs a clause may say again, or deny, of the same subject (我去过冰岛和挪威 还没去过芬兰 / 我会开车 会做饭 / 我吃牛肉
@@ -4116,6 +4119,10 @@ def _echo_clause(clause, before):
 #: A clause that only says how often the thing before is done (我喜欢吃火锅 每周都要去一次): part of that fact.
 _HOW_OFTEN_RE = re.compile(r"^(?:基本上?|差不多|大概)?(?:每|一)(?:天|周|星期|礼拜|个?月|年)(?:都|至少|最少)?(?:要|会|得)?"
                            r"(?:去|来|吃|喝|玩|练|跑)?(?:个|上)?[一两二三四五六七八九十几\d]+(?:次|回|趟|顿)(?:左右)?$")
+
+
+#: A clause that says only when its subject was born (96年的 / 03年生 / 1998年出生的): a fact of its own.
+_BIRTH_YEAR_CLAUSE_RE = re.compile(r"^(?:是)?(?:19|20)?\d{2}年(?:的|生的?|出生的?)$")
 
 
 def memory_split(text):
@@ -4147,6 +4154,7 @@ def memory_split(text):
             candidate = (subject if subject in ("我", "你") else _subject_lead(pieces[-1])) + clause
         attribute = memory_fact(candidate).attribute
         standalone = not _HOW_OFTEN_RE.match(clause) and attribute \
+            or "年" in clause and _BIRTH_YEAR_CLAUSE_RE.match(clause) \
             or _echo_clause(clause, pieces[-1]) and not memory_has_subject(clause) \
             or memory_has_subject(clause) and not m and len(clause) >= 4 and re.search(r"[，,；;。]", sep) \
             and _subject_of(clause)[0] != subject and not _REASON_CLAUSE_RE.search(clause) \
@@ -5509,6 +5517,30 @@ _CHAR_NOTE_RE = re.compile(rf"(?<=\S)[{_PUNCT}]+(?:其中的?)?([\u4e00-\u9fff])
 #: 准备…, 姐妹们我退坑了): no fact (我家人们都很好 keeps its 家人们).
 _ADDRESS_RE = re.compile(rf"(?:^|(?<=[{_PUNCT}\s了啦]))(?:家人们|姐妹们|兄弟们|宝子们|集美们|老铁们|朋友们|各位|大家)"
                          rf"(?:[{_PUNCT}\s]+|$|(?<=们)(?=我))")
+#: A remark said to others after what is told, a clause of its own (我和阿杰分手了 姐妹们别劝了 / 家人们谁懂啊 / 你们别问了):
+#: a plural address, or 你们/大家 asked to do something; no part of the fact.
+_ASIDE_RE = re.compile(rf"[{_PUNCT}]+(?:(?:家人们|姐妹们|兄弟们|宝子们|集美们|老铁们|铁子们|哥几个|姐几个|xdm|各位)"
+                       rf"|(?:你们|大家|大伙儿?)(?:都|也|就)?(?:别|不要|莫|甭|谁懂|懂|快|帮))[^{_PUNCT}]*(?=[{_PUNCT}]|$)",
+                       re.I)
+#: A word one of those remarks has: the cheap test before _ASIDE_RE.
+_ASIDE_WORDS = ("们", "各位", "几个", "大家", "大伙", "xdm")
+#: A clause after a pause that asks back (记住我喜欢猫 你呢 你喜欢猫吗 / …你觉得呢): a question, never a fact.
+_ASKED_BACK_RE = re.compile(rf"[{_PUNCT}]+[^{_PUNCT}？?]*(?:吗|呢|么|[？?])[{PARTICLES}？?]*(?=[{_PUNCT}]|$)")
+#: A last clause that only says how the user feels about it (…要去拔牙 好怕怕 / …好紧张): no part of the fact.
+_FEELING_TAIL_RE = re.compile(rf"[{_PUNCT}]+(?:好|太|真|超|有点|很|巨)?(?:怕怕|害怕|好怕|慌|紧张|激动|期待|忐忑|开心|难过|伤心|担心)"
+                              rf"(?:啊|呀|哦|死了|死|滴)?[{PARTICLES}{_EMOJI}]*$")
+
+
+def memory_without_aside(text):
+    """text without the remarks after it said to others (姐妹们别劝了), asked back (你呢) or felt (好怕怕).
+    Example: '我和阿杰分手了 姐妹们别劝了' -> '我和阿杰分手了'"""
+    if any(w in text for w in _ASIDE_WORDS):
+        text = _ASIDE_RE.sub("", text).strip() or text
+    if any(c in text for c in "吗呢么?？"):
+        text = _ASKED_BACK_RE.sub("", text).strip() or text
+    return _FEELING_TAIL_RE.sub("", text).strip() or text if text[-1:] in "怕慌张动待忑心过忧啊呀哦死滴" else text
+
+
 #: Most facts one message may store (a hostile tester's one 490-character 记住 made 123 memories, each an expansion
 #: call); more is answered, nothing stored.
 MEMORY_FACTS_PER_MESSAGE = 30
@@ -5577,7 +5609,7 @@ def memory_remember(conn, ctx, text, embed, *, update=False, importance=1, scope
         return f"“{m.group(1)}”是指谁呀？说全一点吧，比如“记住，我女朋友喜欢吃草莓蛋糕”。", None
     known = _known_subjects(conn, ctx)
     text = _CHAR_NOTE_RE.sub("", text).strip() or text  # 我叫王晓明 晓是破晓的晓: the name, without how it is written
-    text = _ADDRESS_RE.sub(" ", text).strip() or text  # 姐妹们 我戒烟了: who is told, not a fact
+    text = _ADDRESS_RE.sub(" ", memory_without_aside(text)).strip() or text  # 姐妹们 我戒烟了: who is told, not a fact
     text = _origin_said(conn, ctx, text) if update and text.endswith("的") else text  # 我老婆是贵州的: 贵州人
     facts = memory_leads([memory_fact(p, last, known) for p in memory_unlist(text)], last, known)
     if len(facts) > MEMORY_FACTS_PER_MESSAGE:  # 记住：我喜欢A、B、C… x 123: as many memories and expansion calls
@@ -5992,7 +6024,7 @@ def _life_points(conn, ctx, text, clash=False):
     then it is the user's own, and a 记住 replaces that memory. clash: also when several memories may be the one it
     changes (我的猫走了 with two cats): a 记住 then asks which."""
     known = _known_subjects(conn, ctx)
-    text = _ADDRESS_RE.sub(" ", text).strip() or text  # 兄弟们 我裸辞了: said to them, of the user
+    text = _ADDRESS_RE.sub(" ", memory_without_aside(text)).strip() or text  # 兄弟们 我裸辞了: said to them, of the user
     facts = memory_leads([memory_fact(p, None, known) for p in memory_unlist(text)], None, known)
     asked, facts, pointed = _life_settle(conn, ctx, text, _life_reasons(facts, known), known, 1, None)
     if asked is not None:
@@ -6725,6 +6757,26 @@ def memory_forget_near(conn, ctx, what):
     return asked["prompt"], asked
 
 
+def memory_forget_typo(conn, ctx, what):
+    """A forget whose words name no memory but differ by one character from words of a few (螺狮粉 for 螺蛳粉, 3 to 8
+    characters): those are asked about by number, never deleted unasked; None when none or too many are that near.
+    Example: 螺狮粉那条, with 我喜欢吃螺蛳粉 kept -> 你说的是这条吗？1. 我喜欢吃螺蛳粉"""
+    said = text_simplified(re.sub(r"^我的?|(?:那条|这条|那个|这个|的事)$", "", what.strip()))
+    if not 3 <= len(said) <= 8 or not re.fullmatch(f"[{_CJK}]+", said):
+        return None
+    n = len(said)
+    rows = [r for r in memory_list(conn, ctx) for text in [text_simplified(r["text"])] if any(
+        sum(a != b for a, b in zip(said, text[i:i + n])) == 1 for i in range(len(text) - n + 1))]
+    if not 0 < len(rows) <= MEMORY_NEAR_MAX:
+        return None
+    asked = _choices({"action": "forget", "ids": sorted(r["id"] for r in rows), "text": what},
+                     rows := _rows(conn, sorted(r["id"] for r in rows)))
+    listing = "\n".join(f"{k}. {r['text']}" for k, r in enumerate(rows, 1))
+    which = "这条" if len(rows) == 1 else "哪一条"
+    asked["prompt"] = f"我没有找到“{what[:30]}”这条记忆。你说的是{which}吗？\n{listing}\n回复序号就删掉，说“算了”就不删。"
+    return asked["prompt"], asked
+
+
 def memory_forget_last(conn, ctx):
     """忘记我刚才说的: deletes what the last change stored."""
     h = conn.execute("SELECT * FROM memory_history WHERE user_id = ? AND undone = 0 AND action IN ('insert', 'update') "
@@ -7288,7 +7340,8 @@ def memory_answer_read(asked, text):
     choices = asked.get("choices") or []
     spaced = _strip_tail(text.translate(_SIMPLIFIED))
     one = rf"第?\s*{_NUM}\s*[条个项号]?"
-    if asked["action"] == "forget" and re.fullmatch(rf"{one}(?:(?:[{_PUNCT}和跟及还有]+|(?<=[条个项号])){one})+"
+    if (asked["action"] == "forget" or asked.get("several")) and re.fullmatch(
+            rf"{one}(?:(?:[{_PUNCT}和跟及还有]+|(?<=[条个项号])){one})+"
                                                     rf"(?:都删|删掉|删了|删)?", spaced):
         return ("pick", sorted({_cn_number(n) - 1 for n in re.findall(_NUM, spaced)}))  # 1和2 / 第一条、第三条 / 1 2
     m = re.fullmatch(rf"(?:第|选|就|是|就是|选第)?({_NUM})(?:条|个|项|号)?", t)
@@ -7300,7 +7353,8 @@ def memory_answer_read(asked, text):
         if _AREA_REPLACE_RE.search(t):
             return ("pick", [0]) if len(asked["ids"]) == 1 else ("unclear",)
     if _ANSWER_ALL_RE.fullmatch(t):
-        return ("pick", list(range(len(choices)))) if asked["action"] == "forget" else ("unclear",)
+        return ("pick", list(range(len(choices)))) if asked["action"] == "forget" or asked.get("several") \
+            else ("unclear",)
     if _ANSWER_FIRST_RE.fullmatch(t):
         return ("pick", [0])
     if _ANSWER_LAST_RE.fullmatch(t):
@@ -7315,6 +7369,22 @@ def memory_answer_read(asked, text):
         return (said,)
     named = _answer_named(choices, t)
     return None if named is None else ("pick", named) if len(named) == 1 else ("unclear",)
+
+
+def _replace_several(conn, ctx, rows, text, embed):
+    """都退坑了, answered 1 2: the first of rows now says text, the others go, as one undoable change; the reply."""
+    if not rows:
+        return "那几条记忆已经不在了。"
+    fact = memory_fact(text)
+    vec = embed(fact.text)
+    with db_tx(conn, durable=True):
+        batch = _history(conn, ctx, 0, rows[0]["id"], "update", rows[0])
+        _memory_rewrite(conn, rows[0], fact, vec, 1, rows[0]["scope"])
+        for r in rows[1:]:
+            _history(conn, ctx, batch, r["id"], "delete", r)
+            conn.execute("DELETE FROM memories WHERE id = ?", (r["id"],))
+            conn.execute("DELETE FROM memories_vec WHERE memory_id = ?", (r["id"],))
+    return f"已把{_quote(r['text'] for r in rows)}改成“{fact.text}”。（说“撤销”可以改回去）"
 
 
 def memory_answer(conn, ctx, asked, text, embed, cap=0):
@@ -7350,10 +7420,12 @@ def memory_answer(conn, ctx, asked, text, embed, cap=0):
     if bad:
         asked["keep"] = True  # the question still waits for a number that is one of its own
         return f"只有1到{choices}可以选哦。"
-    if len(said[1]) > 1:  # 都删了吧 / 1和2: only a forget takes several
+    if len(said[1]) > 1:  # 都删了吧 / 1和2: only a forget takes several, and a change said of them all (都退坑了)
         rows = _rows(conn, [asked["ids"][n] for n in said[1]])
         if len(rows) != len(said[1]):
             return "那几条记忆有的已经不在了，这次先不删。"
+        if asked["action"] == "replace":
+            return _replace_several(conn, ctx, [r for r in rows if _visible(ctx, r)], asked["text"], embed)
         return _forget_rows(conn, ctx, [r for r in rows if _visible(ctx, r)])
     n = said[1][0] + 1
     if asked["action"] == "area":
@@ -8923,7 +8995,7 @@ def _rewrite_rows(t, after=-1):
 
 #: 以后叫我X / 你说话要…: what the user wants of the character (kept as an agreement with it).
 _WISH_RES = [(re.compile(r"^(?:算了|不对)?[，,\s]*(?:还是)?(?:你)?(?:以后|今后|从现在起|从今天起)?(?:请)?(?:你)?(?:就)?(?:要|得|可以)?(?:还是)?"
-                         r"(?:改|换)?(?:成)?(?:叫|喊|称呼)我(?!起床|一声|吃|去|来|干|做|帮|回|别)"
+                         r"(?:改|换)?(?:成)?(?:叫|喊|称呼)我(?!起床|一声|吃|去|来|干|做|帮|回|别|什么|啥|谁|哪个|咋|怎么)"  # (叫我啥好: asked)
                          r"(?![^，,。!！?？]*(?:约定|那个|这个|那条|这条|删|取消|作废|不要了|不用了))"  # a pointer: no name
                          rf"([^，,。!！?？]{{1,10}}?)(?:就行|就好|就可以)?{_ANY_PARTICLE}?$"), "记住，你以后叫我{0}"),
              (re.compile(r"^(?=你|以后|今后|从)(?:你)?(?:以后|今后|从现在起|从今天起)?(?:你)?(?:就)?(?:改|换)?叫"
@@ -9027,7 +9099,7 @@ _REMEMBER_WEAK_CLAUSE_RE = re.compile(rf"(?:你|您)?(?:要|得|一定要|一定
                                       rf"{_ANY_PARTICLE}*")
 #: A clause beside a request that says nothing to keep: fillers, emphasis (很重要的 / 千万别忘了), particles.
 _EMPTY_CLAUSE_RE = re.compile(rf"(?:{_FILLER_WORDS}|您好|你好|还有|另外|(?:谢谢|多谢|感谢)[你您]?|麻烦[你您]了|"
-                              rf"{_IMPORTANT_WHAT}?{_IMPORTANT_VERY}*重要(?:的)?|"
+                              rf"{_IMPORTANT_WHAT}?{_IMPORTANT_VERY}*重要(?:的)?(?:事情?|事儿)?|"
                               rf"千万别忘了?|一定要?记住|别忘了|别(?:搞|弄|记)错了?|[{PARTICLES}])+")
 #: What a remark after the request says (心里好难受 / 哈哈哈开心死了 / 好担心啊): a feeling, never the fact.
 _FEELING_RE = re.compile(r"难受|难过|伤心|心疼|心痛|舍不得|好想|想[她他它你]|担心|害怕|紧张|开心|高兴|激动|兴奋|爽|晦气|烦|累死|"
@@ -9495,11 +9567,23 @@ def _wish_taken_back(text):
 _EXCLAIM_TAIL_RE = re.compile(r"[！!]+$")
 
 
+#: Whom a request is said to, glued before it (姐妹帮我记着 / 家人们帮我记一下 / 亲爱的记一下): no part of the request.
+_VOCATIVE_LEAD_RE = re.compile(r"^(?:姐妹们?|家人们|兄弟们?|宝子们?|集美们?|老铁们?|铁子们?|亲爱的|宝贝儿?|宝宝|哥们儿?|姐们儿?|"
+                               r"xdm)(?=帮我|帮忙|给我|麻烦|请|记|你帮|你给|你记)", re.I)
+#: The first characters of those addresses: the cheap test before _VOCATIVE_LEAD_RE.
+_VOCATIVE_FIRST = set("姐家兄宝集老铁亲哥xX")
+
+
+def _without_vocative(t):
+    """t without an address glued before its request. Example: _without_vocative('姐妹帮我记着 …') -> '帮我记着 …'"""
+    return _VOCATIVE_LEAD_RE.sub("", t, count=1) or t if t[:1] in _VOCATIVE_FIRST else t
+
+
 def memory_normalise(text):
     """A memory message in the canonical wording the command table reads (chat is left alone).
     Example: memory_normalise('记住咯，我喜欢吃辣') -> '记住，我喜欢吃辣'
     Example: memory_normalise('榴莲那条忘掉吧') -> '忘记榴莲那条'"""
-    t = text.strip()
+    t = _without_vocative(text.strip())  # 家人们帮我记一下 …: whom it is said to, no part of it
     t = t.replace("错啦", "错了") if "错啦" in t else t  # 说错啦 是绝区零: 啦 is 了 + 啊
     t = _SORRY_LEAD_RE.sub("", t) or t  # 哎呀，不好意思，我说错了，… / my bad 说错了，…: the correction itself
     if t.startswith(("您好", "你好")):  # 您好，请您记住…: the greeting is no part of what is asked
@@ -9787,7 +9871,8 @@ def _shaped_points(conn, ctx, t):
     words = text_content_words(t) | {w for w in re.findall(r"[\u4e00-\u9fff]{2}", t) if not set(w) & _PLAIN_CHARS}
     rows = memory_list(conn, ctx)
     # 说错了 不是虾 是蟹: one character points only where it is the whole value of exactly one memory
-    return any(w in r["text"] for r in rows for w in words if len(w) >= 2
+    # (the words come lowercased: GPW那条rm掉 names 我用的鼠标是GPW二代 by its letters in any case)
+    return any(w in r["text"].lower() for r in rows for w in words if len(w) >= 2
                and not re.fullmatch(r"(?:那条|这条|那个|这个|记忆|删了|删掉|改成|不对|错了|记住|忘记)", w)) \
         or any(len(_whole_word_rows(rows, c)) == 1 for c in set(re.findall(r"[\u4e00-\u9fff]", t)) - _PLAIN_CHARS)
 
@@ -9899,11 +9984,26 @@ _SIDE_JOB_RE = re.compile(r"^我?(?:现在|最近|周末|晚上|平时|下班后
                           r"[^，,。！!？?\s]{2,12}(?:兼职|打零工|打工|做兼职)")
 
 
-#: A quit said with no thing and no one (戒了 半年了 / 已经戒了 两个月了 / 早戒了): what was quit is the habit a memory holds.
-_BARE_QUIT_RE = re.compile(rf"(?:我)?(?:已经|早就|早|都|终于)?戒(?:掉)?了(?:[{_PUNCT}]*(?:有|都|快)?"
-                           rf"[一二两三四五六七八九十半\d]+个?多?(?:天|周|星期|礼拜|月|年)多?了?)?[{PARTICLES}{_PUNCT}{_EMOJI}]*")
-#: The habits a bare 戒了 may end, by the word a memory says it with (我一天一包烟 / 我每天喝二两白酒).
-_QUIT_HABITS = {"烟": "戒烟", "酒": "戒酒"}
+#: What a habit a memory states is of (我一天一包烟 / 我每天两罐红牛 / 我一天三杯奶茶), longest first: the thing a quit ends.
+QUIT_HABIT_THINGS = sorted("烟 酒 啤酒 白酒 红酒 咖啡 奶茶 可乐 红牛 槟榔 饮料 夜宵 宵夜 零食 甜食 快乐水".split(), key=len, reverse=True)
+#: A quit said with no one, in parts: maybe the thing (咖啡早戒啦), a time or adverb lead, 戒(掉)了 (said twice: 戒啦戒啦),
+#: how long ago (俩月了), then maybe a remark of its own (媳妇天天唠叨 / 医生不让喝): what was quit is the habit a memory
+#: holds (of that thing, when one is named).
+_BARE_QUIT_RE = re.compile(rf"(?:我)?(?P<thing>{'|'.join(QUIT_HABIT_THINGS)})?"
+                           rf"(?:我|也|已经|早就|早|都|终于|最近|刚|前阵子|上个?月|去年|今年|现在|目前)*"
+                           rf"(?:戒(?:掉)?|不(?:再)?(?P<verb>抽|吸|喝|嚼))(?:了|啦|咯|喽)[{PARTICLES}]*"
+                           rf"(?:[{_PUNCT}]*戒(?:掉)?(?:了|啦|咯|喽))?(?P<rest>(?:[{_PUNCT}]*(?:有|都|快|已经)?"
+                           rf"[一二两俩仨三四五六七八九十半\d]+个?多?(?:天|周|星期|礼拜|月|年)多?了?)?"
+                           rf"(?:[{_PUNCT}]+[^{_PUNCT}？?]{{1,16}}){{0,2}})[{PARTICLES}{_PUNCT}{_EMOJI}]*")
+#: A remark after a bare quit that asks or doubts (戒了 你呢 / 戒了吗 / 戒了 没多久又抽了): no quit told.
+_QUIT_DOUBT_RE = re.compile(r"吗|呢|没|又|复吸|还在|你")
+#: What makes a bare 不抽了 / 不喝了 a state and not a moment's (现在不抽了 / 已经不喝了 / 不喝了 俩月了).
+_QUIT_LASTING_RE = re.compile(r"现在|目前|已经|早就|再也|以后|从此|终于|不再|"
+                              r"[\d一二两俩仨三四五六七八九十半几]个?多?(?:天|周|星期|礼拜|月|年)")
+#: The verb each habit's thing takes, so a bare 不抽了 ends only smoking and 不喝了 only a drink (烟: 抽/吸).
+QUIT_THING_VERBS = {"烟": "抽吸", "槟榔": "吃嚼", "夜宵": "吃", "宵夜": "吃", "零食": "吃", "甜食": "吃"}
+#: How a memory says a habit and not a thing it has (我一天一包烟, 我天天喝奶茶, not 我在酒店上班): a verb or an amount.
+_HABIT_AMOUNT_RE = re.compile(rf"抽|吸|喝|嚼|吃|{_LIFE_N}(?:包|杯|瓶|罐|根|支|斤|两|听|盒)|每天|天天|一天|每晚|每周")
 #: A job quit said with no job and no one (辞了 下个月去京东物流 / 已经辞职了): what follows is said with it.
 _BARE_RESIGN_RE = re.compile(rf"(?:我)?(?:已经|终于|刚|昨天|今天|上周|上个月)?辞(?:了|职了|工了)(?:[{_PUNCT}]+([^{_PUNCT}]{{1,16}}))?"
                              rf"[{PARTICLES}{_PUNCT}{_EMOJI}]*")
@@ -9987,6 +10087,32 @@ def _gone_keys(area, row):
 _PREGNANT_OWNER_RE = re.compile(r"我(?:的)?([\u4e00-\u9fff]{0,3}?)(?:已经|现在)?(?:怀孕|怀上|有喜|怀了|预产期|孕)")
 
 
+#: An end of playing said of all that is played, naming none (都退坑了 / 俩都弃坑了 / 全都不玩了): every game kept is asked.
+_GONE_ALL_RE = re.compile(rf"^(?:我)?(?:俩|两个|仨|三个|全部|全)?(?:都|全都|全)(?:已经)?(?:{_GONE_AREAS['游戏'][0]})")
+
+
+#: Whose a thing is said to be, when not the speaker's (隔壁的八哥死了 / 同事家的咪咪走了 / 小明的小花走了), right before it:
+#: someone else's, whatever a memory names the same.
+_OTHER_OWNER_RE = re.compile(rf"(?:(?:隔壁|邻居|同事|朋友|闺蜜|室友|对门|楼下|楼上|别人|人家|他|她)(?:们)?(?:家|那家)?(?:的|那)?"
+                             rf"|(?<![我家])的)[^{_PUNCT}]{{0,2}}$")
+#: Those owners first in a message (隔壁的… / 同事家的… / 楼下那家的…): what it tells of is theirs.
+_OTHER_OWNER_LEAD_RE = re.compile(r"^(?:隔壁|邻居|同事|朋友|闺蜜|室友|对门|楼下|楼上|别人|人家)(?:们)?(?:家|那家)?的")
+
+
+def _gone_all_ask(conn, ctx, t):
+    """('pointed_ask', …) with every memory of what the speaker plays when an end is said of them all and two or more
+    are kept (都退坑了 with 我天天打王者 and 我也玩吃鸡): which ones, asked, never one of them guessed; else None."""
+    read = _GONE_PARTICLE_RE.sub("了", _life_read(t.strip()))
+    if "都" not in read and "全" not in read or not _GONE_ALL_RE.match(read):
+        return None
+    rows = [r for r in memory_list(conn, ctx) if r["type"] == "user_fact" and r["text"].startswith("我")
+            and re.search(_GONE_AREAS["游戏"][1], _life_read(r["text"])) and _gone_keys("游戏", r)]
+    said = _GONE_SIGH_RE.sub("", t.strip()) or t.strip()
+    said = re.sub(r"^我?(?:俩|两个|仨|三个)", "", said)  # 俩都弃坑了: 我都弃坑了 (我俩 would be "we two")
+    return ("pointed_ask", {"ids": [r["id"] for r in rows], "text": "我" + re.sub("^我", "", said), "several": True}) \
+        if len(rows) > 1 else None
+
+
 def _gone_points(conn, ctx, t):
     """(kind, arguments) for a message that says a state one memory keeps ended, said of what that memory names (来喜前天走了
     with 我养了只八哥叫来喜, 瓦退坑了 with 我天天打瓦, 生啦 是个闺女 with 我怀孕五个月了): that memory replaced and said so
@@ -10013,7 +10139,10 @@ def _gone_points(conn, ctx, t):
                 continue
             for key in sorted(keys, key=len, reverse=True):
                 lead = r"^(?:我的?|我家的?|俺家的?|咱家的?)?" if len(key) == 1 or area == "宠物" and key in _PETS else ""
-                if re.search(rf"{lead}{re.escape(key)}{_GONE_GAP}(?:{marks})", read) \
+                said = re.search(rf"{lead}{re.escape(key)}{_GONE_GAP}(?:{marks})", read)
+                if said and "的" in read[:said.start()] and _OTHER_OWNER_RE.search(read[:said.start()]):
+                    continue  # 小明的小花走了 with 我养了只猫叫小花: someone else's 小花
+                if said \
                         or area == "游戏" and re.search(rf"(?:不玩|不打|卸了|卸载了?|退坑了?)\s*{re.escape(key)}", read):
                     hits.append((row, area, key))
                     break
@@ -10040,6 +10169,10 @@ def _gone_points(conn, ctx, t):
     return "life_replace", {"old": row["id"], "text": fact}
 
 
+#: A message of one clause that asks (分手了吗 / 你戒烟了？ / 来喜走了么): no change told.
+_ONE_QUESTION_RE = re.compile(rf"[^{_PUNCT}？?]+(?:吗|么|嘛)?[？?]*[{PARTICLES}]*(?<=[吗么？?])[{_PUNCT}？?]*")
+
+
 def memory_pointed(conn, ctx, text):
     """A message the rules read as chat that points at the speaker's memories and says one changed or was wrong, as
     README's tables promise without a command word: (kind, arguments) to act on, or (None, {}) for chat.
@@ -10049,6 +10182,8 @@ def memory_pointed(conn, ctx, text):
     (今天吉他课好累) or a change no memory holds (我妈戒烟了) stays chat.
     Example: 整岔劈了 不是翠花 是秀芬 with 我对象叫翠花 -> ('replace_value', {'old': '翠花', 'new': '秀芬'})"""
     t = _pointed_rewrite(text.strip())
+    if _ONE_QUESTION_RE.fullmatch(t):
+        return None, {}  # 分手了吗 / 戒烟了？: a question tells no change
     if memory_shaped_words(t, weak=True):
         return None, {}  # 法語放棄了 別記了 / 豆豆那条改一下: a request in words of its own is the net's and the plan's
     m = _RETIRED_RE.match(t.translate(_SIMPLIFIED))
@@ -10094,8 +10229,10 @@ def memory_pointed(conn, ctx, text):
         return "switch_ask", {"value": t[switch.start(1):switch.end(1)], "said": t}
     if _TEMPORARY_STOP_RE.search(t.translate(_SIMPLIFIED)):
         return None, {}  # 原神今天不玩了 好累: for today, no change of what 我天天玩原神 says
-    gone = _gone_points(conn, ctx, t)
-    if gone:  # 来喜前天走了 / 瓦退坑了 / 生啦: the one memory of that state, replaced
+    if _OTHER_OWNER_LEAD_RE.match(t) and "我" not in t:
+        return None, {}  # 隔壁的八哥死了 with 我养了只鹦鹉叫八哥: someone else's, chat
+    gone = _gone_all_ask(conn, ctx, t) or _gone_points(conn, ctx, t)
+    if gone:  # 来喜前天走了 / 瓦退坑了 / 生啦: the one memory of that state, replaced (都退坑了 with two games: asked)
         return gone
     if _LIFE_CHANGE_RE.search(_life_read(t)) or _LIFE_TURN_NEW_RE.search(_life_read(t)) or _SIDE_JOB_RE.match(t):
         told = _POINTED_TELL_RE.match(t.translate(_SIMPLIFIED))
@@ -10129,6 +10266,72 @@ def _unsaid_owner(conn, ctx, said):
     return rows[0]["subject"] + said if len(rows) == 1 and rows[0]["subject"] != "我" else said
 
 
+def _quit_habit(text):
+    """The thing a memory's habit is of, that a bare 戒了 ends; None when it states no habit or one already ended.
+    Example: _quit_habit('我一天两罐红牛') -> '红牛'; _quit_habit('我在酒店上班') -> None"""
+    t = text.translate(_SIMPLIFIED)
+    if re.search("戒|不|没", t) or not _HABIT_AMOUNT_RE.search(t):
+        return None
+    thing = next((w for w in QUIT_HABIT_THINGS if w in t), None)
+    return thing or ("酒" if re.search(rf"喝{_LIFE_N}[杯瓶口两]", t) else None)  # 我晚上要喝两杯: drink
+
+
+#: A breakup said with no one named (分了 / 已经分手了 俩月了 / 掰了 别问 / 离了): the one partner a memory keeps.
+_BARE_BREAKUP_RE = re.compile(rf"(?:我们?|我俩|俺俩)?(?:已经|早就|早|都|终于|刚|上周|上个?月|前几天|前两天|昨天|前天|最近)*"
+                              rf"(?P<how>分手|分|掰|吹|离婚|离)(?:了|啦|咯|喽)(?P<rest>(?:[{_PUNCT}]+[^{_PUNCT}？?]{{1,16}}){{0,2}})"
+                              rf"[{PARTICLES}{_PUNCT}{_EMOJI}]*")
+#: A word of those breakups: the cheap test before _BARE_BREAKUP_RE.
+_BREAKUP_WORD_RE = re.compile(r"[分掰吹离][手婚]?(?:了|啦|咯|喽)")
+#: The partner a memory keeps (我女朋友叫小琪 / 我有对象了 / 我老婆是老师); 离(婚) takes a spouse only.
+_PARTNER_RE = re.compile(r"女朋友|男朋友|女友|男友|对象|老婆|老公|媳妇|爱人|丈夫|妻子")
+_SPOUSE_RE = re.compile(r"老婆|老公|媳妇|爱人|丈夫|妻子")
+
+
+def _pointed_bare_breakup(conn, ctx, t):
+    """A breakup naming no one (分了 / 掰了 别问了) with the partners of the speaker's own kept: one is replaced by it,
+    several (or a word that may mean something else: 分了, 掰了) are asked about; None when it is no bare breakup or
+    no partner is kept.
+    Example: 分了 with 我女朋友叫小琪 -> ('update_number', {'n': 1, 'text': '我分手了'})"""
+    read = t.translate(_SIMPLIFIED).strip()
+    bare = _BARE_BREAKUP_RE.fullmatch(read)
+    if not bare or _QUIT_DOUBT_RE.search(bare.group("rest")):
+        return None
+    spouse = bare.group("how").startswith("离")
+    rows = memory_list(conn, ctx)
+    held = [n for n, r in enumerate(rows, 1) if r["type"] == "user_fact" and r["subject"] in ("我", *_PARTNER_RE.findall(
+        r["text"])) and (_SPOUSE_RE if spouse else _PARTNER_RE).search(r["text"]) and not re.search("前|分|离", r["text"])]
+    rest = re.sub(rf"[{PARTICLES}{_PUNCT}{_EMOJI}]+$", "", t.strip()[bare.start("rest"):bare.end("rest")])
+    said = f"我{'离婚' if spouse else '分手'}了{rest}"
+    if len(held) == 1 and bare.group("how") in ("分手", "离婚"):  # (分了 一人一半 may be a pizza's: asked)
+        return "update_number", {"n": held[0], "text": said}
+    return ("pointed_ask", {"ids": [rows[n - 1]["id"] for n in held], "text": said}) if held else None
+
+
+def _pointed_bare_quit(conn, ctx, t):
+    """A bare quit (戒了 俩月了 媳妇天天唠叨) with the habits of the speaker's own it may end: one is replaced by the quit
+    with the remark said after it, several are asked about; None when it is no bare quit or no habit is kept.
+    Example: 戒了 俩月了 with 我一天一包烟 -> ('update_number', {'n': 1, 'text': '我戒烟了 俩月了'})"""
+    read = _life_read(t.strip())  # 戒咗 三個月: Cantonese and traditional read as Mandarin
+    bare = _BARE_QUIT_RE.fullmatch(read)
+    if not bare or _QUIT_DOUBT_RE.search(bare.group("rest")):
+        return None
+    rows = memory_list(conn, ctx)
+    verb, named = bare.group("verb"), bare.group("thing")  # 不喝了: only a drink (a thing with no verb of its own)
+    held = [(n, thing) for n, r in enumerate(rows, 1) if r["type"] == "user_fact" and r["subject"] == "我"
+            for thing in [_quit_habit(r["text"])] if thing and (not verb or verb in QUIT_THING_VERBS.get(thing, "喝"))
+            and (not named or named in thing or thing in named)]  # (酒戒了 with 两瓶啤酒; 啤酒戒了 with 喝两杯酒)
+    if not held:
+        return None
+    said = t.strip() if len(t.strip()) == len(read) else read  # the user's characters, where they line up
+    rest = re.sub(rf"[{PARTICLES}{_PUNCT}{_EMOJI}]+$", "", said[bare.start("rest"):bare.end("rest")])
+    said = f"不{verb}" if verb else "戒"
+    if verb and not _QUIT_LASTING_RE.search(read):  # 不喝了 alone may be for tonight: asked, never replaced
+        return "pointed_ask", {"ids": [rows[n - 1]["id"] for n, _ in held], "text": f"我{said}{held[0][1]}了{rest}"}
+    if len(held) == 1:
+        return "update_number", {"n": held[0][0], "text": f"我{said}{held[0][1]}了{rest}"}
+    return "pointed_ask", {"ids": [rows[n - 1]["id"] for n, _ in held], "text": f"我{said}了{rest}"}
+
+
 def _pointed_quit(conn, ctx, t):
     """外卖不干了 with 我在美团送外卖: the one memory of the speaker's own naming the thing now says the quit (several:
     the update asks); else (None, {}). Example: 挖掘机不整了 -> ('update_number', {'n': 1, 'text': '我挖掘机不整了'})"""
@@ -10142,16 +10345,10 @@ def _pointed_quit(conn, ctx, t):
         if len(jobs) == 1:
             return "update_number", {"n": jobs[0], "text": said}
         return ("pointed_ask", {"ids": [rows[n - 1]["id"] for n in jobs], "text": said}) if jobs else (None, {})
-    bare = _BARE_QUIT_RE.fullmatch(t.translate(_SIMPLIFIED).strip())
-    if bare:  # 戒了 半年了 with 我一天一包烟: the one habit of the speaker's own a quit can end (two: asked)
-        rows = memory_list(conn, ctx)
-        held = [(n, w) for n, r in enumerate(rows, 1) for w in _QUIT_HABITS if r["type"] == "user_fact"
-                and r["subject"] == "我" and w in r["text"] and not re.search("戒|不|没", r["text"])]
-        said = "我" + re.sub(rf"^我|[{_PUNCT}{_EMOJI}\s]+$", "", t).replace("戒", _QUIT_HABITS[held[0][1]], 1) \
-            if held else ""
-        if len(held) == 1:
-            return "update_number", {"n": held[0][0], "text": said.replace("戒烟掉", "戒烟").replace("戒酒掉", "戒酒")}
-        return ("pointed_ask", {"ids": [rows[n - 1]["id"] for n, _ in held], "text": said}) if held else (None, {})
+    quit = _pointed_bare_quit(conn, ctx, t) if "戒" in t or "不" in t else None
+    quit = quit or (_pointed_bare_breakup(conn, ctx, t) if len(t) <= 40 and _BREAKUP_WORD_RE.search(t) else None)
+    if quit:  # 戒了 俩月了 媳妇天天唠叨 with 我一天一包烟: the one habit of the speaker's own it ends (two: asked)
+        return quit
     m = _QUIT_RE.search(t.translate(_SIMPLIFIED))
     if not m:
         return None, {}
@@ -10164,9 +10361,13 @@ def _pointed_quit(conn, ctx, t):
     return ("pointed_ask", {"ids": [rows[n - 1]["id"] for n in named], "text": said}) if named else (None, {})
 
 
-def memory_pointed_ask(conn, ctx, ids, text):
-    """吉他不整了 with 我在学吉他 and 我的吉他是雅马哈的: which one now says text, asked. Returns (reply, question)."""
-    asked = _which_question(conn, {"action": "replace", "ids": ids, "text": text})
+def memory_pointed_ask(conn, ctx, ids, text, several=False):
+    """吉他不整了 with 我在学吉他 and 我的吉他是雅马哈的: which one now says text, asked. Returns (reply, question).
+    several: said of them all (都退坑了), so the answer may pick several (1 2 / 都): _replace_several."""
+    asked = _which_question(conn, {"action": "replace", "ids": ids, "text": text, "several": several})
+    if several:
+        asked["prompt"] = asked["prompt"].replace("是哪一条？", "是哪几条？").replace(
+            "回复序号就行（比如“1”）", "回复序号就行（比如“1 2”，都是就说“都”）")
     return asked["prompt"], asked
 
 
@@ -10397,7 +10598,7 @@ def memory_fallback(conn, ctx, text, hint=""):
     head = (hint.rstrip("？?。") + "？\n") if hint else ""
     words = {w for w in text_content_words(t) | set(re.findall(r"[\u4e00-\u9fff]{2}", t))
              if not re.fullmatch(r"(?:那条|这条|那个|这个|记忆|删了|删掉|改成|不对|错了|记住|忘记|一下|帮我)", w)}
-    named = [r for r in rows if any(w in r["text"] for w in words)]
+    named = [r for r in rows if any(w in r["text"].lower() for w in words)]  # (text_content_words: lowercased)
     named = named or (_job_rows(rows) if _JOB_QUIT_RE.search(t) else [])  # 老子不干了 …: the jobs kept
     pointed = re.search(rf"第\s*({_NUM})\s*[条个]", t)
     if pointed and 1 <= _cn_number(pointed.group(1)) <= len(rows):  # 把第二条改成… / 第二条过时了: that one
@@ -12737,6 +12938,7 @@ async def _memory_forget(app, ctx, what):
         if done:
             return done
         near = await app.db.run(memory_forget_near, ctx, what)  # else the user is asked about 我有…, never told 没找到
+        near = near or await app.db.run(memory_forget_typo, ctx, what)  # 螺狮粉那条 for 我喜欢吃螺蛳粉: asked
         return await reply_memory_plan(app, ctx, what, near or (reply, None))
     _remember_question(app, (ctx.user_id, ctx.session), question)
     return reply
@@ -12749,9 +12951,9 @@ async def _memory_switch_ask(app, ctx, value, said):
     return reply
 
 
-async def _memory_pointed_ask(app, ctx, ids, text):
-    """吉他不整了, and several memories name 吉他: which one now says it is asked."""
-    reply, question = await app.db.run(memory_pointed_ask, ctx, ids, text)
+async def _memory_pointed_ask(app, ctx, ids, text, several=False):
+    """吉他不整了, and several memories name 吉他: which one now says it is asked (都退坑了: which ones)."""
+    reply, question = await app.db.run(memory_pointed_ask, ctx, ids, text, several)
     _remember_question(app, (ctx.user_id, ctx.session), question)
     return reply
 
