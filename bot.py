@@ -7230,10 +7230,11 @@ def memory_replace_value(conn, ctx, old_value, new_value, embed):
     if not rows:
         return f"我没有记着“{old_value}”，什么也没改。", None
     rows = (_whole_word_rows(rows, old_value) if len(old_value) == 1 else []) or rows  # 不是虾: not 虾饺
-    if len(rows) > 1:
-        asked = _which_question(conn, {"action": "replace", "ids": [r["id"] for r in rows],
-                                       "text": rows[0]["text"].replace(old_value, new_value, 1)})
-        return asked["prompt"], asked
+    if len(rows) > 1:  # the one picked takes the value in its own words (not the first one's text: a wrong change)
+        value = re.sub(r"^(?:是|在|对)", "", new_value) or new_value
+        prompt, asked = _ask_which_value(conn, rows, value, f"有几条都说着“{old_value}”，你想把哪一条里的“{old_value}”改成“{value}”？")
+        asked["spots"] = [old_value] * len(rows)
+        return prompt, asked
     old = rows[0]
     said = memory_fact(("" if new_value.startswith("我") else _mine(old["subject"])) + new_value)
     if said.attribute and said.attribute == old["attribute"]:
