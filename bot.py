@@ -7272,7 +7272,7 @@ _ANSWER_VOCAB = sorted(((w, kind) for kind, words in _ANSWER_WORDS.items() for w
 _ANSWER_FIRST_RE = re.compile(r"(?:就|是|选|就是)?(?:前面|上面|前一|头一|第一)(?:那|一)?(?:个|条|项)?")
 _ANSWER_LAST_RE = re.compile(r"(?:就|是|选|就是)?(?:后面|下面|后一|最后|最后一|最下面)(?:那|一)?(?:个|条|项)?")
 #: Answers that take every choice (都删 / 全部 / 两个都删了).
-_ANSWER_ALL_RE = re.compile(r"(?:两个|两条|几个|几条|这些|这两个|这两条)?(?:都|全|全部|全都)(?:是|删|删了|删掉|忘了|忘掉)?了?")
+_ANSWER_ALL_RE = re.compile(r"(?:两个|两条|几个|几条|这些|这两个|这两条)?(?:都|全|全部|全都)(?:是|删|删了|删掉|忘了|忘掉|改|改了|改掉|换)?了?")
 #: Answers that pick the speaker's own (我的 / 我自己那条).
 _ANSWER_MINE_RE = re.compile(r"(?:是|就是)?(?:我|我自己|我本人)(?:的|自己的)?(?:那个|那条)?")
 #: Words that point at a choice (猫的那个 / 纪念日那条): with them, the rest of a short answer names one.
@@ -7341,10 +7341,10 @@ def memory_answer_read(asked, text):
     choices = asked.get("choices") or []
     spaced = _strip_tail(text.translate(_SIMPLIFIED))
     one = rf"第?\s*{_NUM}\s*[条个项号]?"
-    if (asked["action"] == "forget" or asked.get("several")) and re.fullmatch(
-            rf"{one}(?:(?:[{_PUNCT}和跟及还有]+|(?<=[条个项号])){one})+"
-                                                    rf"(?:都删|删掉|删了|删)?", spaced):
-        return ("pick", sorted({_cn_number(n) - 1 for n in re.findall(_NUM, spaced)}))  # 1和2 / 第一条、第三条 / 1 2
+    if re.fullmatch(rf"{one}(?:(?:[{_PUNCT}和跟及还有]+|(?<=[条个项号])){one})+(?:都删|删掉|删了|删|都改|改了|改)?", spaced):
+        if asked["action"] == "forget" or asked.get("several"):  # 1和2 / 第一条、第三条 / 1 2
+            return ("pick", sorted({_cn_number(n) - 1 for n in re.findall(_NUM, spaced)}))
+        return ("unclear",)  # 1和2 to a question that changes one: asked again, not dropped into chat
     m = re.fullmatch(rf"(?:第|选|就|是|就是|选第)?({_NUM})(?:条|个|项|号)?", t)
     if m:
         return ("pick", [_cn_number(m.group(1)) - 1])
