@@ -2655,6 +2655,8 @@ _EMOJI = "\U0001F000-\U0001FAFF\u2600-\u27BF\u200d\ufe0f"
 _KAOMOJI = r"[(（][^()（）\u4e00-\u9fffA-Za-z0-9]{1,12}[)）]"
 #: Particles a command word or a whole command may end with (记住哦, 记得噢, 撤销一下吧): every rule uses this list.
 PARTICLES = "哦喔噢啊呀吖啦嘛哈呢吧呗哟咯嘞喽捏嗷噻撒咧"
+#: Particles of other dialects a question may end with (你晓得我些啥子喃 四川 / 你晓得我么子啰 湖南 / 你點知我怕狗㗎 粤语).
+DIALECT_PARTICLES = "喃 啰 囉 嗦 哒 㗎 啫 喎 噶 嘅 呐 唦 蛮"
 #: How a user says that what they tell is important (这个很重要的 / 超重要 / 真的非常重要): a mark, never the fact's
 #: words. What it is about, then how much (both optional alone; a remark after a fact needs one, or a pause, before it).
 _IMPORTANT_WHAT = "(?:这个|这件事|这事|这条|这)"
@@ -5402,7 +5404,18 @@ def memory_group_list(conn, ctx):
 
 
 #: What a show-the-work question names (你咋知道我怕蛇 / 你怎么晓得我在杭州上班的): the words after 知道.
-_SHOW_WORK_NAMED_RE = re.compile(r"(?:知道|晓得|记得|说的)(?:我的?|我家)([^，,。!！?？]{1,20}?)的?$")
+_SHOW_WORK_NAMED_RE = re.compile(r"(?:知道|晓得|记得|说的|知)(?:我的?|我家)([^，,。!！?？]{1,20}?)[的额嘅]?$")
+
+
+#: A dialect's particle at a question's end (你咋个晓得我对花生过敏喃 / 你點知我怕狗㗎 / 侬哪能晓得我血糖高额？).
+_SHOW_WORK_DIALECT_TAIL_RE = re.compile(rf"(?:{'|'.join(DIALECT_PARTICLES.split())})+(?=[{_PUNCT}?？]*$)")
+
+
+def _show_work_text(text):
+    """A how-do-you-know question as the rules read it: Cantonese and Shanghainese read as Mandarin, simplified, with
+    no particle at its end. Example: _show_work_text('你點知我怕狗㗎') -> '你咋知我怕狗'"""
+    shown = _strip_tail(memory_cantonese(text).translate(_SIMPLIFIED).replace("您", "你"))
+    return _strip_tail(_SHOW_WORK_DIALECT_TAIL_RE.sub("", shown)) if _SHOW_WORK_DIALECT_TAIL_RE.search(shown) else shown
 
 
 def _memories_saying(rows, said):
@@ -5421,7 +5434,7 @@ def memory_show_work(conn, ctx, ids, text=""):
     rows = memory_list(conn, ctx)
     numbers = {r["id"]: n for n, r in enumerate(rows, 1)}
     used = [(numbers[i], r) for i in ids for r in _rows(conn, [i]) if i in numbers]
-    named = _SHOW_WORK_NAMED_RE.search(memory_self_words(_strip_tail(text.translate(_SIMPLIFIED)))) if text else None
+    named = _SHOW_WORK_NAMED_RE.search(memory_self_words(_show_work_text(text))) if text else None
     saying = _memories_saying(rows, named.group(1)) if named and not used else []
     if saying:
         return "你让我记住过这些：\n" + "\n".join(f"{numbers[r['id']]}. {r['text']}" for r in saying) + \
@@ -8482,12 +8495,13 @@ _LIST_WORDS = ("你 我 的 关于 有关 都 还 现在 目前 到底 一共 �
 _RECALL_KEEP_VERBS = ("记 记得 记着 记住 记住了 记了 记下 记下了 记到 记倒 记录 存 存了 存着 存下 保存 保存了 备忘 备忘录 记忆 "
                       "remember remembered memorize memorized memory memories memo memos stored store saved saves save "
                       "跟你说过 跟你讲过 告诉过你 和你说过 记忆库").split()
-_RECALL_KNOW_VERBS = "知道 晓得 了解 掌握 know knew".split()
+_RECALL_KNOW_VERBS = "知道 晓得 了解 掌握 清楚 知 know knew".split()  # 知: Cantonese 你知我啲咩
 #: What is asked: a what / which / how much word, or a way to ask to be shown (列一下 / 讲来听 / list / show me).
 _RECALL_ASKS = ("啥 啥子 什么 哪些 哪几 哪几条 几条 几件 多少 多少条 乜 乜嘢 咩 嘢 "
                 "列 列出 列出来 列一下 列个 清单 单子 列表 一览 看看 看下 看一下 瞧瞧 瞧 瞅瞅 瞅 康康 讲来 说来 讲嚟 摆 摆来 "
                 "摆一哈 念 念念 发我 发给我 说说 讲讲 唠唠 说下 讲下 说一下 讲一下 告诉我 查 查查 查一下 "
-                "神马 几多 what anything everything list show").split()
+                "神马 几多 what anything everything list show "
+                "么子 么事 啥玩意 啥玩意儿 玩意儿 啥物事 物事 哪样 啥东东").split()  # 湖南 / 武汉 / 东北 / 上海 / 贵州: 什么
 #: Asks that need a thing kept beside them (你还记得我的事吗; 你还记得我吗 is chat).
 _RECALL_WEAK_ASKS = "吗 么 嘛 有没有 ? ？".split()
 _RECALL_THINGS = "东西 東西 事 事情 事儿 记忆 信息 资料 数据 记录 内容 情况 备忘 memories memory stuff things".split()
@@ -8497,7 +8511,7 @@ _RECALL_SMALL = ("你 您 你们 侬 仲 的 关于 有关 对 都 还 现在 �
                  "跟你说过 跟你讲过 告诉过你 告诉你 和你说过 是 有 些 一些 点 啲 个 条 几 所有 全部 一切 都有 "
                  "给我 给 听 听听 听下 听看看 看 下 一下 一哈 来 嚟 讲 说 把 这 那 了 咗 吗 呢 啊 呀 吧 嘛 哦 呗 啦 咯 哈 "
                  "噢 喔 哇 嘞 捏 撒 噻 咧 么 想看看 想知道 可以 让我 请问 请 u you ya do does did have has can could about tell "
-                 "pls please plz "
+                 "pls please plz " + DIALECT_PARTICLES + " "
                  "all 一下 的话 儿").split()
 #: Characters past which a message is no request for the list said in parts (the longest in the tables has 33).
 RECALL_ASK_CHARS = 40
@@ -10280,8 +10294,11 @@ _SHOW_WORK_FROM_RE = re.compile(
 _SHOW_WORK_WHO_RE = re.compile(r"(?:你)?(?:是)?(?:听)?谁(?P<you>跟你|和你|给你|对你|告诉你|告诉的)?(?:说|讲)?(?:过)?(?:的)?"
                                r"(?P<what>[^，,。!！?？]{0,20})")
 #: How the bot came to know (你是从哪看来我在减肥的 / 你打哪儿听来的): what it knows is the user's (我…) or not said.
-_SHOW_WORK_HOW_RE = re.compile(r"(?:这个|这事|这些|那个)?(?:你)?(?:是)?(?:怎么|咋|从哪(?:儿|里)?|打哪(?:儿)?|哪来|为什么|为啥|凭什么|凭啥)(?:会|能)?"
-                               r"(?:知道|晓得|得知|看来|听来|看到|听到|记得|听说)(?:的)?(?P<what>[^，,。!！?？]{0,20})|"
+#: How, in Mandarin and the dialects (咋个 四川, 哪能 上海, 哪门 湖南, 咋整 东北; 點 粤语 is read 咋 by CANTONESE).
+SHOW_WORK_HOW_WORDS = ("怎么 咋个 咋样 咋整 咋地 咋滴 咋 怎个 怎样 怎地 如何 哪能 哪门 从哪儿 从哪里 从哪 打哪儿 打哪 哪来 "
+                       "为什么 为啥 凭什么 凭啥").split()
+_SHOW_WORK_HOW_RE = re.compile(rf"(?:这个|这事|这些|那个)?(?:你)?(?:是)?(?:{'|'.join(SHOW_WORK_HOW_WORDS)})(?:会|能)?"
+                               r"(?:知道|晓得|得知|看来|听来|看到|听到|记得|听说|知)(?:的)?(?P<what>[^，,。!！?？]{0,20})|"
                                r"(?i:how (?:do|did|would) (?:you|u) know|who told (?:you|u)|where did (?:you|u) get)"
                                r"(?i: that| this| it| about me)?(?P<en>)")
 
@@ -10320,7 +10337,7 @@ def _show_work_clause(clause):
 def _show_work_asked(text):
     """Whether a message asks which memories the last reply used, in one clause or several that each ask it.
     Example: _show_work_asked('你怎么知道我怕水的？根据哪条说的🤔') -> True"""
-    shown = _strip_tail(memory_cantonese(text).translate(_SIMPLIFIED).replace("您", "你"))  # 请问您是根据哪条… / 俺 / 點知
+    shown = _show_work_text(text)  # 请问您是根据哪条… / 俺 / 點知 / …喃
     asks = _show_work_clause
     if asks(_SHOW_WORK_LEAD_RE.sub("", shown)):  # 你怎么知道的
         return True
@@ -10338,7 +10355,7 @@ def _show_work_named(text):
     """Who or what a how-do-you-know question names when it is not the user (你怎么晓得小宝奶过敏的？): the first two
     characters, which a memory must mention for it to be asked of the memories (你怎么知道今天下雨的 is chat).
     Example: _show_work_named('你怎么晓得小宝奶过敏的？') -> '小宝'"""
-    shown = _SHOW_WORK_LEAD_RE.sub("", _strip_tail(memory_cantonese(text).translate(_SIMPLIFIED).replace("您", "你")))
+    shown = _SHOW_WORK_LEAD_RE.sub("", _show_work_text(text))
     m = _SHOW_WORK_HOW_RE.fullmatch(shown)
     what = (m.group("what") or "") if m else ""
     return what[:2] if len(what) >= 4 and what.endswith("的") and not re.match(r"这|那|怎么|我|俺", what) else None
