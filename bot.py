@@ -3798,7 +3798,7 @@ ATTRIBUTE_KINDS = {"现居地": {"place"}, "老家": {"place"}, "工作城市": 
                    "会说": {"thing"}}
 #: What is said of the character that is a wish of the user's (你是我的猫娘, 你每句话结尾要带喵).
 _WISH_REST_RE = re.compile(r"^(?:以后|今后)?(?:就)?(?:跟我|和我|对我)?(?:说话|回复|回答|讲话|聊天|每句话|回我|回消息|要|得|别|不要|不许|必须|"
-                           r"是我的|当我的|扮演|假装|用|带|叫|喊|称呼|称我|自称|莫|甭|少|多)")
+                           r"是我[^，,。\s我你他她]{0,2}的|当我的|扮演|假装|用|带|叫|喊|称呼|称我|自称|莫|甭|少|多)")  # 是我养的小狗
 
 
 # -- Facts -------------------------------------------------------
@@ -8133,6 +8133,10 @@ def memory_parse(text, names=()):
     """Reads a message as a memory command: (kind, {named arguments}), or (None, {}) for chat.
     Example: memory_parse('记住，我住在北京') -> ('remember', {'text': '我住在北京'})"""
     kind, args = _memory_parse_rules(text, names)
+    pointed = _wish_pointed_back(text) if kind in (None, "remember", "forget_maybe", "forget") and any(
+        w in text for w in WISH_NOUNS) else None
+    if pointed:  # 小狗那个设定不要了 / 称呼那个不用了: the wish it names goes, never another memory
+        return "wish_revoke", {"what": pointed, "otherwise": [kind, args]}
     back = _wish_taken_back(text) if _WISH_UNDO_WORD_RE.search(text) and (kind in (None, "remember") or kind == (
         "forget_maybe") and _WISH_NOUN_RE.search(text)) else None  # 猫娘那个设定不要了, not 雪糕那条不要了: a wish
     if back:  # 算了 还是别叫我 Lulu 了: the wish that says Lulu goes, when there is one; else what the words said
@@ -8392,13 +8396,31 @@ def _settle_wish_revoke(conn, ctx, what, otherwise):
     said = re.sub(r"\s", "", text_simplified(what)).lower()
     stem = re.sub(r"(?<=..)(?:话|味|腔|口音|风格?|语)$", "", said)  # 东北话: a wish of 东北味 too
     rows = memory_list(conn, ctx)
-    ids = {r["id"] for r in memory_wishes(conn, ctx)}
+    wishes = memory_wishes(conn, ctx)
+    ids = {r["id"] for r in wishes}
     numbers = [n for n, r in enumerate(rows, 1) if r["id"] in ids and _wish_asks_for(r["text"], stem)]
+    numbers = numbers or [n for n, r in enumerate(rows, 1) if r["id"] in _wish_rows_named(wishes, said)]
+    numbers = _wish_said_with(rows, wishes, numbers) if numbers else numbers
     if numbers:
         return "forget_numbers", {"numbers": numbers}
     kind, args = otherwise
     settle = MEMORY_SETTLE.get(kind)
     return settle(conn, ctx, **args) if settle else (kind, args)
+
+
+def _wish_rows_named(wishes, noun):
+    """The ids of the wishes a noun names: how the user is called for 称呼 / 外号 / 昵称; none for any other word.
+    Example: _wish_rows_named(rows, '称呼') -> {12} (12: 你以后叫我小王子)"""
+    return {r["id"] for r in wishes if r["attribute"] == "称呼用户"} if noun in WISH_CALL_NOUNS else set()
+
+
+def _wish_said_with(rows, wishes, numbers):
+    """numbers (of rows, 1-based) with the other wishes said in the same message as a role wish among them (你是我养的
+    小狗 with 你每句话结尾带个汪): one setting, taken back whole; a call or a manner wish stays on its own."""
+    role = {r["source_message_id"] for n in numbers for r in [rows[n - 1]]
+            if r["source_message_id"] is not None and re.match(r"你(?:以后|今后)?(?:就)?是", r["text"])}
+    ids = {r["id"] for r in wishes if r["source_message_id"] in role}
+    return sorted(set(numbers) | {n for n, r in enumerate(rows, 1) if r["id"] in ids})
 
 
 def _wish_asks_for(wish, stem):
@@ -8430,7 +8452,7 @@ _ANY_PARTICLE = f"[{PARTICLES}]"
 #: Every verb that asks the bot to remember, however it is said: Sichuan 记到起 / 记倒起 / 记到哈 (= 记住), slang 记一手 /
 #: mark / 备忘, 记著 (traditional), the IME's slips 记主 / 记往 / 纪住. Read as a request only where the whole clause is
 #: one (我记到起了 and 他叫我记到起 are not), or right before a fact about someone.
-_REMEMBER_VERB = (r"(?:记住|记一下下|记一下|记下来|记下|记低|记着|记著|记好|记牢|记一哈|记一手|记到起|记倒起|记到哈|记倒|记在心里|记心里|"
+_REMEMBER_VERB = (r"(?:记住|记一下下|记一下|记下来|记下|记低|记着|记著|记好|记牢|记一哈|记一手|记到起|记倒起|记到哈|记倒|记到(?=[\s，,：:]|我|俺)|记在心里|记心里|"
                   r"记在小本本上|记个笔记|记一笔|记录一下|记录下|记个事儿?|记件事儿?|记上|备忘|备个忘|备注|备个注|(?i:mark)|马克|记主|记往|记注|纪住|"
                   r"(?<![A-Za-z])(?i:note|memo)(?=\s*(?:一下|下|一哈|[:：]|(?i:this|that)\b)))")
 #: Words that urge a request on (快点记下来!!! / 赶紧记一下 / 务必记住 / pls 记下): before or after who is asked, never
@@ -9279,6 +9301,33 @@ def _wish_taken_back(text):
     if not what or re.match(rf"这|那|什么|啥|谁|[了{PARTICLES}]+$", what):
         return None  # 你别叫了: no name
     return what, bool(said[0].groupdict().get("me"))
+
+
+#: What a wish is called when it is taken back by name (那个称呼 / 小狗那个设定 / 猫娘的人设 / 叫我的外号), traditional
+#: characters read as simplified: the words each pointed take-back has, one search of a few substrings.
+WISH_NOUNS = ("称呼", "稱呼", "设定", "設定", "人设", "人設", "约定", "約定", "外号", "外號", "昵称", "暱稱", "昵稱")
+#: Nouns that name how the user is called (称呼那个不用了): every wish that says how to call the user.
+WISH_CALL_NOUNS = ("称呼", "外号", "昵称")
+#: Words that say a wish is no longer wanted (不要了 / 取消 / 作废 / 删掉 / 唔要 / 算了).
+WISH_NO_LONGER = ("不要了 不用了 不需要了 算了 免了 拉倒 取消 撤销 撤回 作废 废了 删了 删掉 删除 去掉 去了 清掉 不要 不用 "
+                  "唔要 唔使 停了 停掉 别要了 可以不要了 可以取消了 可以删了").split()
+#: A take-back said of a wish by its noun, in any order: what (小狗 / 猫娘 / 叫我X, or nothing), a pointer or 的, the
+#: noun, then the no-longer word (小狗那个设定不要了 / 那个称呼取消吧 / 把猫娘人设删了).
+_WISH_POINTED_BACK_RE = re.compile(
+    rf"^(?:把|那个|这个|你的|你)?(?P<x>[^{_PUNCT}]{{0,10}}?)(?:的)?(?:那个|这个|那条|这条)?"
+    rf"(?P<noun>{'|'.join(WISH_NOUNS)})(?:那个|这个|那条|这条)?(?:就|也|还是|给我|可以)?"
+    rf"(?:{'|'.join(sorted(WISH_NO_LONGER, key=len, reverse=True))})(?:掉|了)?(?:吧|啦|了)?{_ANY_PARTICLE}*$")
+
+
+def _wish_pointed_back(text):
+    """What a take-back of a wish named by its noun points at: the words before the noun, or the noun itself when
+    none (称呼那个不用了 -> 称呼); None when the message is not one.
+    Example: _wish_pointed_back('小狗那个设定不要了') -> '小狗'"""
+    m = _WISH_POINTED_BACK_RE.match(_strip_tail(text_simplified(text).strip()))
+    if not m:
+        return None
+    x = re.sub(r"^(?:我们的|我们|我的|你的)", "", m.group("x"))
+    return x if x and not re.match(r"这|那|什么|啥|[了的]$", x) else m.group("noun")
 
 
 #: Exclamation marks at a message's end (以后叫我大美女！！！): no part of a wish.
