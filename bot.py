@@ -2656,7 +2656,7 @@ _KAOMOJI = r"[(（][^()（）\u4e00-\u9fffA-Za-z0-9]{1,12}[)）]"
 #: Particles a command word or a whole command may end with (记住哦, 记得噢, 撤销一下吧): every rule uses this list.
 PARTICLES = "哦喔噢啊呀吖啦嘛哈呢吧呗哟咯嘞喽捏嗷噻撒咧"
 #: Particles of other dialects a question may end with (你晓得我些啥子喃 四川 / 你晓得我么子啰 湖南 / 你點知我怕狗㗎 粤语).
-DIALECT_PARTICLES = "喃 啰 囉 嗦 哒 㗎 啫 喎 噶 嘅 呐 唦 蛮"
+DIALECT_PARTICLES = "喃 啰 囉 嗦 哒 㗎 啫 喎 噶 嘅 呐 唦"
 #: How a user says that what they tell is important (这个很重要的 / 超重要 / 真的非常重要): a mark, never the fact's
 #: words. What it is about, then how much (both optional alone; a remark after a fact needs one, or a pause, before it).
 _IMPORTANT_WHAT = "(?:这个|这件事|这事|这条|这)"
@@ -2793,10 +2793,10 @@ CANTONESE = {"除咗": "摘了", "咗去": "到了", "而家": "现在", "戴緊
              "咗": "了", "喺": "在", "冇": "没", "唔": "不", "嘅": "的", "佢": "他", "嗰": "那", "係": "是", "哋": "们",
              "嚟": "来", "喇叭": "喇叭", "喇嘛": "喇嘛", "喇": "啦",
              "阿爸": "爸爸", "阿媽": "妈妈", "阿妈": "妈妈", "老豆": "爸爸", "細佬": "弟弟", "细佬": "弟弟", "細妹": "妹妹",
-             "细妹": "妹妹", "講嘢": "说话", "讲嘢": "说话", "同我": "跟我", "同埋": "以及", "啲咩": "啲咩", "啲嘢": "啲嘢", "啲": "点"}
+             "细妹": "妹妹", "講嘢": "说话", "讲嘢": "说话", "覆我": "回我", "同我": "跟我", "同埋": "以及", "啲咩": "啲咩", "啲嘢": "啲嘢", "啲": "点"}
 _CANTONESE_RE = re.compile("|".join(sorted(CANTONESE, key=len, reverse=True)))
 #: One character of each word of CANTONESE: a message without any (most) is not searched for the words (a few µs).
-_CANTONESE_HINT_RE = re.compile("[咗而紧緊低错錯鍾钟唔食飲饮係喺冇嘅佢嗰哋嚟喇阿豆佬細细嘢同啲乜點甚]")
+_CANTONESE_HINT_RE = re.compile("[咗而紧緊低错錯鍾钟唔食飲饮係喺冇嘅佢嗰哋嚟喇阿豆佬細细嘢同啲乜點甚覆]")
 
 
 #: Words of Shanghai- and Hunan-accented Mandarin read as Mandarin, one character for one as CANTONESE is (莫再记到我前任 =
@@ -8133,6 +8133,8 @@ def memory_parse(text, names=()):
     """Reads a message as a memory command: (kind, {named arguments}), or (None, {}) for chat.
     Example: memory_parse('记住，我住在北京') -> ('remember', {'text': '我住在北京'})"""
     kind, args = _memory_parse_rules(text, names)
+    if kind == "remember" and ("叫" in text or "喊" in text or "称呼" in text) and _WISH_CALL_ASKED_RE.search(args["text"]):
+        return None, {}  # 以后你叫我什么好呢: a question about a name, not a wish (nothing to keep yet)
     pointed = _wish_pointed_back(text) if kind in (None, "remember", "forget_maybe", "forget") and any(
         w in text for w in WISH_NOUNS) else None
     if pointed:  # 小狗那个设定不要了 / 称呼那个不用了: the wish it names goes, never another memory
@@ -8737,7 +8739,8 @@ def _rewrite_rows(t, after=-1):
 _WISH_RES = [(re.compile(r"^(?:算了|不对)?[，,\s]*(?:还是)?(?:你)?(?:以后|今后|从现在起|从今天起)?(?:请)?(?:你)?(?:就)?(?:要|得|可以)?(?:还是)?"
                          r"(?:改|换)?(?:成)?(?:叫|喊|称呼)我(?!起床|一声|吃|去|来|干|做|帮|回|别)"
                          r"(?![^，,。!！?？]*(?:约定|那个|这个|那条|这条|删|取消|作废|不要了|不用了))"  # a pointer: no name
-                         rf"([^，,。!！?？]{{1,10}}?)(?:就行|就好|就可以)?{_ANY_PARTICLE}?$"), "记住，你以后叫我{0}"),
+                         rf"([^，,。!！?？]{{1,10}}?)(?:就行|就好|就可以)?[{PARTICLES}{DIALECT_PARTICLES}]?$"),
+              "记住，你以后叫我{0}"),  # 就好囉: 台湾 / 粤语 囉
              (re.compile(r"^(?=你|以后|今后|从)(?:你)?(?:以后|今后|从现在起|从今天起)?(?:你)?(?:就)?(?:改|换)?叫"
                          rf"(?!我|他|她|它|什么|啥|谁|人|醒|外卖|车)([^，,。!！?？]{{1,6}}?)(?:了)?{_ANY_PARTICLE}?$"), "记住，你以后叫{0}"),
              (re.compile(r"^(?:你的名字(?:以后|就)?(?:叫|是|改成|改叫)|(?:我想|我要)?给你(?:改|换|起)(?:个|一个)?(?:名字?|新名字)[，,\s]*(?:就)?叫)"
@@ -8748,7 +8751,7 @@ _WISH_RES = [(re.compile(r"^(?:算了|不对)?[，,\s]*(?:还是)?(?:你)?(?:以
                          r"(?:能不能|可不可以|可以)?((?:跟我|和我|对我)?(?:每次|每条|每句)?"
                          r"(?:说话|回复我?|回答我?|讲话|聊天|回消息|回我(?:消息)?|(?<=每句)话|(?<=每条)消息|消息(?=里|中))"
                          r"(?:的时候|时|里|中)?(?:的)?(?:结尾|末尾|最后|开头|前面)?(?:都)?"
-                         r"(?:(?:要|得(?!很|真|太|挺|好|不错)|别|不要|不许|可以|尽量|能|多|少|带|加|放|用(?!到|了)|简短|短|长|温柔|正式"
+                         r"(?:(?:要|得(?!很|真|太|挺|好|不错)|别|不要|不用|不许|可以|尽量|能|多|少|带|加|放|用(?!到|了)|简短|短|长|温柔|正式"
                          r"|直接|先(?=给|说|讲|回|告诉)|只(?=给|说|讲|回)).*"
                          rf"|[^，,。!！?？吗]{{1,6}}(?:一点|一些|点儿?)))(?:就行|就好|就可以)?{_ANY_PARTICLE}?$"), "记住，你以后{0}"),
              (re.compile(r"^(?:你)?(?:以后|今后|从现在起|从今天起)(?:你)?((?:别|不要|不许|少|多|尽量)(?:再)?(?:用|发|叫|带|加|放|说).+"
@@ -8790,13 +8793,16 @@ _WISH_LEAD_RE = re.compile(rf"^(?:[嗯呃额{_PUNCT}]|那个|就是)*[你您](?=
 #: A wish's words said otherwise, read as the words the wish rules know: 往后 / 从今往后 (以后) before what is wished,
 #: 管我叫X (叫我X), 莫 (别, Sichuan) before how the character talks.
 _WISH_SAID_OTHERWISE = [
-    (re.compile(r"^(你)?(?:从今往后|往后)(?=你|就|叫|喊|称呼|管我叫|说话|讲话|回|别|不要|莫|少|多|每次|跟我|和我)"), r"\1以后"),
+    (re.compile(r"^(你)?(?:从今往后|往后|之后)(?=你|就|都|叫|喊|称呼|管我叫|说话|讲话|回|别|不要|莫|少|多|每次|跟我|和我)"),
+     r"\1以后"),  # 之後叫我凱哥就好囉: 台湾 之後 as 以后
+    (re.compile(r"(?<=以后)都(?=叫我|喊我|称呼我)"), ""),  # 以后都叫我小安: 都 adds nothing
     (re.compile(r"(?:(?<=^)|(?<=[你就后]))管我叫"), "叫我"),
     (re.compile(r"(?<=[话复我后你])莫(?=再|那么|这么|用|叫|喊|说|发|带|加|放)"), "别")]
 #: Words without which a message has none of them (one search before the rows).
-_WISH_OTHERWISE_WORD_RE = re.compile(r"往后|管我叫|莫")
+_WISH_OTHERWISE_WORD_RE = re.compile(r"往后|管我叫|莫|之后|以后都")
 #: How the character should talk, said again in a clause of its own beside the wish (简单点 / 温柔一点): part of it.
-_WISH_MANNER_RE = re.compile(rf"^(?:再|稍微)?[^{_PUNCT}我你他她它]{{1,4}}(?:一点|一些|点儿?){_ANY_PARTICLE}*$")
+_WISH_MANNER_RE = re.compile(rf"^(?:再|稍微)?[^{_PUNCT}我你他她它]{{1,4}}(?:一点|一些|点儿?)(?:就得|得|就行|就好|就可以)?"
+                             rf"{_ANY_PARTICLE}*$")  # 簡單啲得啦: 粤语 得 = 就行
 #: How long a reply may be, said in a clause beside a wish (三句话以内 / 两句话就够 / 最多100字): part of the wish.
 _WISH_LIMIT_RE = re.compile(rf"^(?:控制在|最多|不超过|不要超过|别超过|就)?(?:[一二两三四五六七八九十百千]+|\d+)(?:句话|句|个字|字|行|段)"
                             rf"(?:以内|之内|左右|以下|内|就够了?|就行了?|就好了?|就可以了?)?{_ANY_PARTICLE}*$")
@@ -9238,6 +9244,27 @@ _CALL_ME_RE = re.compile(r"^(?:(?:you|u) can |pls |please )?call me ([a-z][\w-]{
                          r"(?: from now on| pls| please| thx)?$", re.I)
 
 
+#: Please / thanks in English at a clause's end (回复也短一点 pls): manners, no part of the wish.
+_WISH_EN_POLITE_RE = re.compile(rf"(?:[{_PUNCT}]*(?i:pls|please|plz|thx|thanks))+$")
+
+
+def _wish_call_me_and(t):
+    """A name asked for in English (call me X) and, after a pause, more wishes of how to reply, each its own clause;
+    None when a clause is no wish to the character.
+    Example: _wish_call_me_and('you can call me Kev from now on, 回复也短一点 pls') -> '你以后叫我Kev，你以后回复也短一点'"""
+    clauses = [c.strip() for c in re.split(r"[，,；;。]", t) if c.strip()]
+    m = _CALL_ME_RE.match(_strip_tail(clauses[0])) if len(clauses) > 1 else None
+    if not m:
+        return None
+    wishes = [f"你以后叫我{m.group(1)}"]
+    for c in clauses[1:]:
+        c = re.sub(r"^(?:你|以后|也|还有|另外|and)+", "", _strip_tail(_WISH_EN_POLITE_RE.sub("", c).strip()))
+        if not c or not _WISH_WHAT_RE.search(c) or "我" in _WISH_ME_OBJECT_RE.sub("", c) or _WISH_OTHER_RE.search(c):
+            return None  # call me Kev, 我明天出差: news, not a wish
+        wishes.append("你以后" + c)
+    return "，".join(wishes)
+
+
 def _wish_from_parts(t):
     """The wishes said in parts the wish rules don't read, one for each clause that asks something of the character (a
     clause that asks nothing stays with the wish before it, a why is dropped); None when the message is not one.
@@ -9245,6 +9272,9 @@ def _wish_from_parts(t):
     m = _CALL_ME_RE.match(_strip_tail(t.strip()))
     if m:
         return f"你以后叫我{m.group(1)}"
+    both = _wish_call_me_and(t) if "call me" in t.lower() else None
+    if both:  # you can call me Kev from now on, 回复也短一点 pls
+        return both
     lead = _WISH_WHEN_LEAD_RE.match(t).end()
     when = _WISH_WHEN_RE.match(t, lead)
     if not when or len(t) > 40 or re.search(r"什么|啥|怎么|谁|哪|[？?]", t) or _WISH_OTHER_RE.search(t):
@@ -9317,6 +9347,11 @@ _WISH_POINTED_BACK_RE = re.compile(
     rf"^(?:把|那个|这个|你的|你)?(?P<x>[^{_PUNCT}]{{0,10}}?)(?:的)?(?:那个|这个|那条|这条)?"
     rf"(?P<noun>{'|'.join(WISH_NOUNS)})(?:那个|这个|那条|这条)?(?:就|也|还是|给我|可以)?"
     rf"(?:{'|'.join(sorted(WISH_NO_LONGER, key=len, reverse=True))})(?:掉|了)?(?:吧|啦|了)?{_ANY_PARTICLE}*$")
+
+
+#: A call wish whose name is a question word (你以后叫我什么好 / 以后喊我啥呢 / 称呼我哪个好): asked, not wished.
+_WISH_CALL_ASKED_RE = re.compile(r"^(?:你)?(?:以后|今后)?(?:你)?(?:就|打算|想|要|该|应该)?(?:叫|喊|称呼)我"
+                                 r"(?:什么|啥|啥子|么子|哪个|哪样|咩|乜嘢|谁)")
 
 
 def _wish_pointed_back(text):
