@@ -8133,6 +8133,9 @@ def memory_parse(text, names=()):
     """Reads a message as a memory command: (kind, {named arguments}), or (None, {}) for chat.
     Example: memory_parse('记住，我住在北京') -> ('remember', {'text': '我住在北京'})"""
     kind, args = _memory_parse_rules(text, names)
+    relayed = _relayed_request(text) if kind is None and "你" in text and text.startswith("我") else None
+    if relayed:  # 我老公说 你帮他记一下 他周五要体检: asked of the bot through someone; the user says whether to keep it
+        return "ask", {"text": relayed}
     if kind == "remember" and ("叫" in text or "喊" in text or "称呼" in text) and _WISH_CALL_ASKED_RE.search(args["text"]):
         return None, {}  # 以后你叫我什么好呢: a question about a name, not a wish (nothing to keep yet)
     pointed = _wish_pointed_back(text) if kind in (None, "remember", "forget_maybe", "forget") and any(
@@ -8978,7 +8981,8 @@ _NOTED_VERB_RE = re.compile(rf"{_REMEMBER_VERB}|记得|(?<![A-Za-z])(?i:remember
 #: after one, with only a pause, who was told and an urging between, is what was said, not asked of the bot. Not 小说
 #: 传说 讲座.
 _SAY_WORDS = ("(?<![小传解演据说])说(?!说)|(?<![演开讲])讲(?![座师课讲])|喊|念叨|叨叨|唠叨|叮嘱|嘱咐|交代|交待|强调|吼|骂|教育|提醒|告诉|"
-              "写着|写道|唱")
+              "写着|写道|唱|"
+              "(?<![说电讲句的笑对废好坏情大闲实真假鬼神童佳茶])话(?![题筒费剧语])")  # 我阿媽成日話 記住…: 粤语 话 = 说
 #: What may stand between the words of saying and the verb said: 了 / 过 / 句, a pause or an opening quote, who was
 #: told (你 in 客户说 你记一下 is the user), an urging (要 / 千万 / 给我).
 _SAID_GAP = (rf"(?:了|过|着)?(?:一?句|一声)?(?:话)?[{_PUNCT}“\"「『]*(?:你们|你|您|我|大家|同学们|孩子们)?"
@@ -9000,7 +9004,7 @@ _QUOTED_SPAN_RE = re.compile(r"“[^”]*”|\"[^\"]*\"|「[^」]*」|『[^』]*
 #: Verbs of the other memory commands: a message with one is theirs to read, whatever it quotes.
 _OTHER_COMMAND_RE = re.compile(r"删|忘记|忘掉|更正|纠正|改成|撤销|撤回|别记|不用记|不要记|别再记")
 #: Characters without which no verb of a message is someone else's words (the cheap test first).
-_SAID_HINT_RE = re.compile(rf"[说讲喊叨嘱代待调吼骂育醒诉着道唱句词号语铭里“\"「『《‘]|[让叫要逼教]我|我[已经早就都也还刚]*[记备]")
+_SAID_HINT_RE = re.compile(rf"[说讲话喊叨嘱代待调吼骂育醒诉着道唱句词号语铭里“\"「『《‘]|[让叫要逼教]我|我[已经早就都也还刚]*[记备]")
 
 
 def _said_by_other(t, verb):
@@ -9347,6 +9351,28 @@ _WISH_POINTED_BACK_RE = re.compile(
     rf"^(?:把|那个|这个|你的|你)?(?P<x>[^{_PUNCT}]{{0,10}}?)(?:的)?(?:那个|这个|那条|这条)?"
     rf"(?P<noun>{'|'.join(WISH_NOUNS)})(?:那个|这个|那条|这条)?(?:就|也|还是|给我|可以)?"
     rf"(?:{'|'.join(sorted(WISH_NO_LONGER, key=len, reverse=True))})(?:掉|了)?(?:吧|啦|了)?{_ANY_PARTICLE}*$")
+
+
+#: Someone close to the user passing a request on to the bot (我老公说 你帮他记一下 他周五要体检 / 我妈让你记住她下周
+#: 复查): who, a word of saying or asking, 你, a remember verb, then what they said of themself.
+_RELAYED_RE = re.compile(rf"^我的?(?P<who>{_REL_RE}|[妈爸哥姐弟妹])(?:刚才|刚刚|刚|也|还|非|一直)*(?:说|讲|让|叫|要|托|请|喊)+"
+                         rf"(?:我)?(?:跟你说|告诉你)?[{_PUNCT}]*(?:让|叫|要)?(?:你|您)(?:帮|给|替)?(?:他|她|我)?"
+                         rf"(?:记一下|记住|记下|记着|记好|备忘一下)[{_PUNCT}]*(?P<fact>[^{_PUNCT}].{{1,40}})$")
+
+
+def _relayed_request(text):
+    """What a request passed on by someone close asks the bot to keep, said of them (他/她 read as 我老公 …); None when
+    the message is not one or the fact is said of someone else. Example: _relayed_request('我老公说 你帮他记一下 他周五要体检')
+    -> '我老公周五要体检'"""
+    m = _RELAYED_RE.match(text_simplified(text).strip())
+    if not m:
+        return None
+    fact = _strip_tail(m.group("fact"))
+    if fact.startswith("你") or re.match(rf"(?:{_REL_RE})", fact) and not fact.startswith(m.group("who")):
+        return None  # 我妈说 你记一下 我爸…: the rules' and the plan's to read
+    if fact.startswith("我"):
+        return fact  # 我妈让你记住我下周考试: the user, asked whether to keep it
+    return "我" + (fact if fact.startswith(m.group("who")) else m.group("who") + re.sub(r"^(?:他|她)", "", fact))
 
 
 #: A call wish whose name is a question word (你以后叫我什么好 / 以后喊我啥呢 / 称呼我哪个好): asked, not wished.
