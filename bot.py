@@ -8138,8 +8138,8 @@ def memory_parse(text, names=()):
         return "ask", {"text": relayed}
     if kind == "remember" and ("叫" in text or "喊" in text or "称呼" in text) and _WISH_CALL_ASKED_RE.search(args["text"]):
         return None, {}  # 以后你叫我什么好呢: a question about a name, not a wish (nothing to keep yet)
-    pointed = _wish_pointed_back(text) if kind in (None, "remember", "forget_maybe", "forget") and any(
-        w in text for w in WISH_NOUNS) else None
+    pointed = _wish_pointed_back(text) if kind in (None, "remember", "forget_maybe", "forget") and \
+        _WISH_NOUN_HINT_RE.search(text) else None
     if pointed:  # 小狗那个设定不要了 / 称呼那个不用了: the wish it names goes, never another memory
         return "wish_revoke", {"what": pointed, "otherwise": [kind, args]}
     back = _wish_taken_back(text) if _WISH_UNDO_WORD_RE.search(text) and (kind in (None, "remember") or kind == (
@@ -9340,6 +9340,8 @@ def _wish_taken_back(text):
 #: What a wish is called when it is taken back by name (那个称呼 / 小狗那个设定 / 猫娘的人设 / 叫我的外号), traditional
 #: characters read as simplified: the words each pointed take-back has, one search of a few substrings.
 WISH_NOUNS = ("称呼", "稱呼", "设定", "設定", "人设", "人設", "约定", "約定", "外号", "外號", "昵称", "暱稱", "昵稱")
+#: A character of each of WISH_NOUNS: a message without any (most) is no pointed take-back (one search).
+_WISH_NOUN_HINT_RE = re.compile("[呼设設定號号昵暱]")
 #: Nouns that name how the user is called (称呼那个不用了): every wish that says how to call the user.
 WISH_CALL_NOUNS = ("称呼", "外号", "昵称")
 #: Words that say a wish is no longer wanted (不要了 / 取消 / 作废 / 删掉 / 唔要 / 算了).
