@@ -9027,10 +9027,26 @@ def _said_by_other(t, verb):
     return not (ends and re.search(f"[{_PUNCT}]", m.group()))
 
 
+#: A song named in a clause after the lines quoted (…这歌真好听 / 这首歌绝了 / 歌词写得好): the lines are a song's.
+_SONG_CLAUSE_RE = re.compile(r"^(?:这|那)(?:首)?(?:歌|曲子?)|^歌词|^(?:这|那)句歌|唱得")
+
+
+def _lyric_quoted(text):
+    """Whether a message quotes a song's lines: two clauses or more that each start with a remember verb, then a clause
+    about the song (记住我的好 记住我的笑 这歌真好听): chat. One request beside a song (记住我喜欢周杰伦 这首歌真好听) is
+    still one. Example: _lyric_quoted('记住我的好 记住我的笑 这歌真好听') -> True"""
+    clauses = [c for c in _PAUSES_RE.split(text.strip()) if c]
+    if len(clauses) < 3 or not _SONG_CLAUSE_RE.search(clauses[-1]):
+        return False
+    return all(_NOTED_VERB_RE.match(c) for c in clauses[:-1])
+
+
 def memory_not_asked(text):
     """Whether every remember verb of a message is someone else's words or a line quoted, so nothing is asked of the
     bot (经理天天喊 记住 客户就是上帝 / 老板让我记一下会议纪要 / “记住我的名字”这句台词): chat.
     Example: memory_not_asked('我妈老说记住要多喝水') -> True"""
+    if ("歌" in text or "唱" in text) and _lyric_quoted(text):
+        return True  # 记住我的好 记住我的笑 这歌真好听: a song's lines
     if not _SAID_HINT_RE.search(text) or _OTHER_COMMAND_RE.search(text):
         return False
     verbs = list(_NOTED_VERB_RE.finditer(text))
