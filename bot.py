@@ -8406,11 +8406,23 @@ def _settle_wish_revoke(conn, ctx, what, otherwise):
     numbers = [n for n, r in enumerate(rows, 1) if r["id"] in ids and _wish_asks_for(r["text"], stem)]
     numbers = numbers or [n for n, r in enumerate(rows, 1) if r["id"] in _wish_rows_named(wishes, said)]
     numbers = _wish_said_with(rows, wishes, numbers) if numbers else numbers
+    kept = _wish_rest(rows[numbers[0] - 1]["text"], stem) if len(numbers) == 1 else None
+    if kept:  # 不用叫我小王了 with 你以后叫我小王，你以后说话别那么客气: the other wish stays
+        return "update_number", {"n": numbers[0], "text": kept}
     if numbers:
         return "forget_numbers", {"numbers": numbers}
     kind, args = otherwise
     settle = MEMORY_SETTLE.get(kind)
     return settle(conn, ctx, **args) if settle else (kind, args)
+
+
+def _wish_rest(wish, stem):
+    """The other wishes of a memory that holds several (你以后叫我小王，你以后说话别那么客气) once the ones asking for
+    stem are taken out; None when every part asks for it or the memory holds one.
+    Example: _wish_rest('你以后叫我小王，你以后还有说话别那么客气', '小王') -> '你以后说话别那么客气'"""
+    parts = [p for p in re.split(r"[，,；;]\s*(?=你以后)", wish) if p]
+    rest = [re.sub(r"^你以后(?:还有|另外|也|而且)+", "你以后", p) for p in parts if not _wish_asks_for(p, stem)]
+    return "，".join(rest) if rest and len(rest) < len(parts) else None
 
 
 def _wish_rows_named(wishes, noun):
