@@ -8426,8 +8426,11 @@ def _wish_rest(wish, stem):
 
 
 def _wish_rows_named(wishes, noun):
-    """The ids of the wishes a noun names: how the user is called for 称呼 / 外号 / 昵称; none for any other word.
+    """The ids of the wishes a noun names: how the user is called for 称呼 / 外号 / 昵称, the role for 人设 / 设定; none
+    for any other word.
     Example: _wish_rows_named(rows, '称呼') -> {12} (12: 你以后叫我小王子)"""
+    if noun in WISH_ROLE_NOUNS:
+        return {r["id"] for r in wishes if re.match(r"你(?:以后|今后)?(?:就)?是", r["text"])}
     return {r["id"] for r in wishes if r["attribute"] == "称呼用户"} if noun in WISH_CALL_NOUNS else set()
 
 
@@ -8540,7 +8543,7 @@ _RECALL_ASKS = ("啥 啥子 什么 哪些 哪几 哪几条 几条 几件 多少 
                 "列 列出 列出来 列一下 列个 清单 单子 列表 一览 看看 看下 看一下 瞧瞧 瞧 瞅瞅 瞅 康康 讲来 说来 讲嚟 摆 摆来 "
                 "摆一哈 念 念念 发我 发给我 说说 讲讲 唠唠 说下 讲下 说一下 讲一下 告诉我 查 查查 查一下 "
                 "神马 几多 what anything everything list show "
-                "么子 么事 啥玩意 啥玩意儿 玩意儿 啥物事 物事 哪样 啥东东").split()  # 湖南 / 武汉 / 东北 / 上海 / 贵州: 什么
+                "么子 么事 啥玩意 啥玩意儿 玩意儿 啥物事 物事 哪样 啥东东 好多").split()  # 湖南 / 武汉 / 东北 / 上海 / 贵州: 什么
 #: Asks that need a thing kept beside them (你还记得我的事吗; 你还记得我吗 is chat).
 _RECALL_WEAK_ASKS = "吗 么 嘛 有没有 ? ？".split()
 _RECALL_THINGS = "东西 東西 事 事情 事儿 记忆 信息 资料 数据 记录 内容 情况 备忘 memories memory stuff things".split()
@@ -8768,7 +8771,8 @@ _WISH_RES = [(re.compile(r"^(?:算了|不对)?[，,\s]*(?:还是)?(?:你)?(?:以
                          r"(?:的时候|时|里|中)?(?:的)?(?:结尾|末尾|最后|开头|前面)?(?:都)?"
                          r"(?:(?:要|得(?!很|真|太|挺|好|不错)|别|不要|不用|不许|可以|尽量|能|多|少|带|加|放|用(?!到|了)|简短|短|长|温柔|正式"
                          r"|直接|先(?=给|说|讲|回|告诉)|只(?=给|说|讲|回)).*"
-                         rf"|[^，,。!！?？吗]{{1,6}}(?:一点|一些|点儿?)))(?:就行|就好|就可以)?{_ANY_PARTICLE}?$"), "记住，你以后{0}"),
+                         rf"|[^，,。!！?？吗]{{1,6}}(?:一点|一些|点儿?|些)))(?:就行|就好|就可以)?{_ANY_PARTICLE}?$"),
+              "记住，你以后{0}"),  # 简单些
              (re.compile(r"^(?:你)?(?:以后|今后|从现在起|从今天起)(?:你)?((?:别|不要|不许|少|多|尽量)(?:再)?(?:用|发|叫|带|加|放|说).+"
                          r"|用.+(?:回我|说话|跟我说|和我说|聊天|回复).*)$"), "记住，你以后{0}"),
              (re.compile(r"^你(?:以后|今后|从现在起)(?:就)?((?:是我的|当我的|做我的|扮演|假装).+)$|^你(?:就)?(扮演.+)$"),
@@ -9370,6 +9374,8 @@ def _wish_taken_back(text):
 WISH_NOUNS = ("称呼", "稱呼", "设定", "設定", "人设", "人設", "约定", "約定", "外号", "外號", "昵称", "暱稱", "昵稱")
 #: A character of each of WISH_NOUNS: a message without any (most) is no pointed take-back (one search).
 _WISH_NOUN_HINT_RE = re.compile("[呼设設定號号昵暱]")
+#: Nouns that name the character's role (那个人设删掉 / 设定不要了): every role wish (你是我的猫娘) and what came with it.
+WISH_ROLE_NOUNS = ("人设", "设定")
 #: Nouns that name how the user is called (称呼那个不用了): every wish that says how to call the user.
 WISH_CALL_NOUNS = ("称呼", "外号", "昵称")
 #: Words that say a wish is no longer wanted (不要了 / 取消 / 作废 / 删掉 / 唔要 / 算了).
