@@ -8581,12 +8581,17 @@ _RECALL_ASK_RE, _RECALL_WEAK_ASK_RE, _RECALL_THING_RE, _RECALL_ME_RE, _RECALL_KE
     _recall_re, (_RECALL_ASKS, _RECALL_WEAK_ASKS, _RECALL_THINGS, _RECALL_ME, _RECALL_KEEP_VERBS))
 
 
+#: A keeping or knowing verb asked as V-not-V (记不记得 / 知不知道 / 晓不晓得 / 記唔記得): the verb, once.
+_RECALL_A_NOT_A_RE = re.compile(r"([记知晓])[不唔](?=\1)")
+
+
 def _list_asked(text):
     """Whether a message asks for the list, said in parts in any order with nothing else beside them.
     Example: _list_asked('你是记得我哪些东西啦 讲来听看看') -> True"""
     if len(text) > RECALL_ASK_CHARS or _RECALL_STORE_START_RE.match(text):
         return False
     t = text.lower()
+    t = _RECALL_A_NOT_A_RE.sub("", t) if "不" in t or "唔" in t else t  # 你记不记得我些啥 / 你記唔記得我啲咩: 记得
     t = _RECALL_NOT_TAIL_RE.sub("吗", t) if "不" in t or "没" in t else t  # 你还记着我什么不: 不 asks, as 吗 (我都不知道说啥了)
     if not (_RECALL_ASK_RE.search(t) or _RECALL_WEAK_ASK_RE.search(t)
                                                and _RECALL_THING_RE.search(t)):
@@ -8757,7 +8762,8 @@ def _rewrite_rows(t, after=-1):
 _WISH_RES = [(re.compile(r"^(?:算了|不对)?[，,\s]*(?:还是)?(?:你)?(?:以后|今后|从现在起|从今天起)?(?:请)?(?:你)?(?:就)?(?:要|得|可以)?(?:还是)?"
                          r"(?:改|换)?(?:成)?(?:叫|喊|称呼)我(?!起床|一声|吃|去|来|干|做|帮|回|别)"
                          r"(?![^，,。!！?？]*(?:约定|那个|这个|那条|这条|删|取消|作废|不要了|不用了))"  # a pointer: no name
-                         rf"([^，,。!！?？]{{1,10}}?)(?:就行|就好|就可以)?[{PARTICLES}{DIALECT_PARTICLES}]?$"),
+                         rf"([^，,。!！?？]{{1,10}}?)(?:就行|就好|就可以|就中|就成|得(?=[啦喇]))?"
+                         rf"[{PARTICLES}{DIALECT_PARTICLES}]?$"),
               "记住，你以后叫我{0}"),  # 就好囉: 台湾 / 粤语 囉
              (re.compile(r"^(?=你|以后|今后|从)(?:你)?(?:以后|今后|从现在起|从今天起)?(?:你)?(?:就)?(?:改|换)?叫"
                          rf"(?!我|他|她|它|什么|啥|谁|人|醒|外卖|车)([^，,。!！?？]{{1,6}}?)(?:了)?{_ANY_PARTICLE}?$"), "记住，你以后叫{0}"),
