@@ -2655,6 +2655,8 @@ _EMOJI = "\U0001F000-\U0001FAFF\u2600-\u27BF\u200d\ufe0f"
 _KAOMOJI = r"[(（][^()（）\u4e00-\u9fffA-Za-z0-9]{1,12}[)）]"
 #: Particles a command word or a whole command may end with (记住哦, 记得噢, 撤销一下吧): every rule uses this list.
 PARTICLES = "哦喔噢啊呀吖啦嘛哈呢吧呗哟咯嘞喽捏嗷噻撒咧"
+#: Particles of other dialects a question may end with (你晓得我些啥子喃 四川 / 你晓得我么子啰 湖南 / 你點知我怕狗㗎 粤语).
+DIALECT_PARTICLES = "喃 啰 囉 嗦 哒 㗎 啫 喎 噶 嘅 呐 唦"
 #: How a user says that what they tell is important (这个很重要的 / 超重要 / 真的非常重要): a mark, never the fact's
 #: words. What it is about, then how much (both optional alone; a remark after a fact needs one, or a pause, before it).
 _IMPORTANT_WHAT = "(?:这个|这件事|这事|这条|这)"
@@ -2791,11 +2793,11 @@ CANTONESE = {"除咗": "摘了", "咗去": "到了", "而家": "现在", "戴緊
              "咗": "了", "喺": "在", "冇": "没", "唔": "不", "嘅": "的", "佢": "他", "嗰": "那", "係": "是", "哋": "们",
              "嚟": "来", "喇叭": "喇叭", "喇嘛": "喇嘛", "喇": "啦",
              "阿爸": "爸爸", "阿媽": "妈妈", "阿妈": "妈妈", "阿妹": "妹妹", "阿姐": "姐姐", "阿哥": "哥哥", "老豆": "爸爸",
-             "細佬": "弟弟", "细佬": "弟弟", "細妹": "妹妹",
-             "细妹": "妹妹", "講嘢": "说话", "讲嘢": "说话", "同我": "跟我", "同埋": "以及", "啲咩": "啲咩", "啲嘢": "啲嘢", "啲": "点"}
+             "細佬": "弟弟", "细佬": "弟弟", "細妹": "妹妹", "细妹": "妹妹", "講嘢": "说话", "讲嘢": "说话", "覆我": "回我",
+             "同我": "跟我", "同埋": "以及", "啲咩": "啲咩", "啲嘢": "啲嘢", "啲": "点"}
 _CANTONESE_RE = re.compile("|".join(sorted(CANTONESE, key=len, reverse=True)))
 #: One character of each word of CANTONESE: a message without any (most) is not searched for the words (a few µs).
-_CANTONESE_HINT_RE = re.compile("[咗而紧緊低错錯鍾钟唔食飲饮係喺冇嘅佢嗰哋嚟喇阿豆佬細细嘢同啲乜點甚]")
+_CANTONESE_HINT_RE = re.compile("[咗而紧緊低错錯鍾钟唔食飲饮係喺冇嘅佢嗰哋嚟喇阿豆佬細细嘢同啲乜點甚覆]")
 
 
 #: Words of Shanghai- and Hunan-accented Mandarin read as Mandarin, one character for one as CANTONESE is (莫再记到我前任 =
@@ -3799,7 +3801,7 @@ ATTRIBUTE_KINDS = {"现居地": {"place"}, "老家": {"place"}, "工作城市": 
                    "会说": {"thing"}}
 #: What is said of the character that is a wish of the user's (你是我的猫娘, 你每句话结尾要带喵).
 _WISH_REST_RE = re.compile(r"^(?:以后|今后)?(?:就)?(?:跟我|和我|对我)?(?:说话|回复|回答|讲话|聊天|每句话|回我|回消息|要|得|别|不要|不许|必须|"
-                           r"是我的|当我的|扮演|假装|用|带|叫|喊|称呼|称我|自称|莫|甭|少|多)")
+                           r"是我[^，,。\s我你他她]{0,2}的|当我的|扮演|假装|用|带|叫|喊|称呼|称我|自称|莫|甭|少|多)")  # 是我养的小狗
 
 
 # -- Facts -------------------------------------------------------
@@ -5447,7 +5449,18 @@ def memory_group_list(conn, ctx):
 
 
 #: What a show-the-work question names (你咋知道我怕蛇 / 你怎么晓得我在杭州上班的): the words after 知道.
-_SHOW_WORK_NAMED_RE = re.compile(r"(?:知道|晓得|记得|说的)(?:我的?|我家)([^，,。!！?？]{1,20}?)的?$")
+_SHOW_WORK_NAMED_RE = re.compile(r"(?:知道|晓得|记得|说的|知)(?:我的?|我家)([^，,。!！?？]{1,20}?)[的额嘅]?$")
+
+
+#: A dialect's particle at a question's end (你咋个晓得我对花生过敏喃 / 你點知我怕狗㗎 / 侬哪能晓得我血糖高额？).
+_SHOW_WORK_DIALECT_TAIL_RE = re.compile(rf"(?:{'|'.join(DIALECT_PARTICLES.split())})+(?=[{_PUNCT}?？]*$)")
+
+
+def _show_work_text(text):
+    """A how-do-you-know question as the rules read it: Cantonese and Shanghainese read as Mandarin, simplified, with
+    no particle at its end. Example: _show_work_text('你點知我怕狗㗎') -> '你咋知我怕狗'"""
+    shown = _strip_tail(memory_cantonese(text).translate(_SIMPLIFIED).replace("您", "你"))
+    return _strip_tail(_SHOW_WORK_DIALECT_TAIL_RE.sub("", shown)) if _SHOW_WORK_DIALECT_TAIL_RE.search(shown) else shown
 
 
 def _memories_saying(rows, said):
@@ -5466,7 +5479,7 @@ def memory_show_work(conn, ctx, ids, text=""):
     rows = memory_list(conn, ctx)
     numbers = {r["id"]: n for n, r in enumerate(rows, 1)}
     used = [(numbers[i], r) for i in ids for r in _rows(conn, [i]) if i in numbers]
-    named = _SHOW_WORK_NAMED_RE.search(memory_self_words(_strip_tail(text.translate(_SIMPLIFIED)))) if text else None
+    named = _SHOW_WORK_NAMED_RE.search(memory_self_words(_show_work_text(text))) if text else None
     saying = _memories_saying(rows, named.group(1)) if named and not used else []
     if saying:
         return "你让我记住过这些：\n" + "\n".join(f"{numbers[r['id']]}. {r['text']}" for r in saying) + \
@@ -8367,6 +8380,15 @@ def memory_parse(text, names=()):
     """Reads a message as a memory command: (kind, {named arguments}), or (None, {}) for chat.
     Example: memory_parse('记住，我住在北京') -> ('remember', {'text': '我住在北京'})"""
     kind, args = _memory_parse_rules(text, names)
+    relayed = _relayed_request(text) if kind is None and "你" in text and text.startswith("我") else None
+    if relayed:  # 我老公说 你帮他记一下 他周五要体检: asked of the bot through someone; the user says whether to keep it
+        return "ask", {"text": relayed}
+    if kind == "remember" and ("叫" in text or "喊" in text or "称呼" in text) and _WISH_CALL_ASKED_RE.search(args["text"]):
+        return None, {}  # 以后你叫我什么好呢: a question about a name, not a wish (nothing to keep yet)
+    pointed = _wish_pointed_back(text) if kind in (None, "remember", "forget_maybe", "forget") and \
+        _WISH_NOUN_HINT_RE.search(text) else None
+    if pointed:  # 小狗那个设定不要了 / 称呼那个不用了: the wish it names goes, never another memory
+        return "wish_revoke", {"what": pointed, "otherwise": [kind, args]}
     back = _wish_taken_back(text) if _WISH_UNDO_WORD_RE.search(text) and (kind in (None, "remember") or kind == (
         "forget_maybe") and _WISH_NOUN_RE.search(text)) else None  # 猫娘那个设定不要了, not 雪糕那条不要了: a wish
     if back:  # 算了 还是别叫我 Lulu 了: the wish that says Lulu goes, when there is one; else what the words said
@@ -8665,13 +8687,46 @@ def _settle_wish_revoke(conn, ctx, what, otherwise):
     said = re.sub(r"\s", "", text_simplified(what)).lower()
     stem = re.sub(r"(?<=..)(?:话|味|腔|口音|风格?|语)$", "", said)  # 东北话: a wish of 东北味 too
     rows = memory_list(conn, ctx)
-    ids = {r["id"] for r in memory_wishes(conn, ctx)}
+    wishes = memory_wishes(conn, ctx)
+    ids = {r["id"] for r in wishes}
     numbers = [n for n, r in enumerate(rows, 1) if r["id"] in ids and _wish_asks_for(r["text"], stem)]
+    numbers = numbers or [n for n, r in enumerate(rows, 1) if r["id"] in _wish_rows_named(wishes, said)]
+    numbers = _wish_said_with(rows, wishes, numbers) if numbers else numbers
+    kept = _wish_rest(rows[numbers[0] - 1]["text"], stem) if len(numbers) == 1 else None
+    if kept:  # 不用叫我小王了 with 你以后叫我小王，你以后说话别那么客气: the other wish stays
+        return "update_number", {"n": numbers[0], "text": kept}
     if numbers:
         return "forget_numbers", {"numbers": numbers}
     kind, args = otherwise
     settle = MEMORY_SETTLE.get(kind)
     return settle(conn, ctx, **args) if settle else (kind, args)
+
+
+def _wish_rest(wish, stem):
+    """The other wishes of a memory that holds several (你以后叫我小王，你以后说话别那么客气) once the ones asking for
+    stem are taken out; None when every part asks for it or the memory holds one.
+    Example: _wish_rest('你以后叫我小王，你以后还有说话别那么客气', '小王') -> '你以后说话别那么客气'"""
+    parts = [p for p in re.split(r"[，,；;]\s*(?=你以后)", wish) if p]
+    rest = [re.sub(r"^你以后(?:还有|另外|也|而且)+", "你以后", p) for p in parts if not _wish_asks_for(p, stem)]
+    return "，".join(rest) if rest and len(rest) < len(parts) else None
+
+
+def _wish_rows_named(wishes, noun):
+    """The ids of the wishes a noun names: how the user is called for 称呼 / 外号 / 昵称, the role for 人设 / 设定; none
+    for any other word.
+    Example: _wish_rows_named(rows, '称呼') -> {12} (12: 你以后叫我小王子)"""
+    if noun in WISH_ROLE_NOUNS:
+        return {r["id"] for r in wishes if re.match(r"你(?:以后|今后)?(?:就)?是", r["text"])}
+    return {r["id"] for r in wishes if r["attribute"] == "称呼用户"} if noun in WISH_CALL_NOUNS else set()
+
+
+def _wish_said_with(rows, wishes, numbers):
+    """numbers (of rows, 1-based) with the other wishes said in the same message as a role wish among them (你是我养的
+    小狗 with 你每句话结尾带个汪): one setting, taken back whole; a call or a manner wish stays on its own."""
+    role = {r["source_message_id"] for n in numbers for r in [rows[n - 1]]
+            if r["source_message_id"] is not None and re.match(r"你(?:以后|今后)?(?:就)?是", r["text"])}
+    ids = {r["id"] for r in wishes if r["source_message_id"] in role}
+    return sorted(set(numbers) | {n for n, r in enumerate(rows, 1) if r["id"] in ids})
 
 
 def _wish_asks_for(wish, stem):
@@ -8714,7 +8769,7 @@ _ANY_PARTICLE = f"[{PARTICLES}]"
 #: Every verb that asks the bot to remember, however it is said: Sichuan 记到起 / 记倒起 / 记到哈 (= 记住), slang 记一手 /
 #: mark / 备忘, 记著 (traditional), the IME's slips 记主 / 记往 / 纪住. Read as a request only where the whole clause is
 #: one (我记到起了 and 他叫我记到起 are not), or right before a fact about someone.
-_REMEMBER_VERB = (r"(?:记住|记一下下|记一下|记下来|记下|记低|记着|记著|记好|记牢|记一哈|记一手|记到起|记倒起|记到哈|记倒|记在心里|记心里|"
+_REMEMBER_VERB = (r"(?:记住|记一下下|记一下|记下来|记下|记低|记着|记著|记好|记牢|记一哈|记一手|记到起|记倒起|记到哈|记倒|记到(?=[\s，,：:]|我|俺)|记在心里|记心里|"
                   r"记在小本本上|记个笔记|记一笔|记录一下|记录下|记个事儿?|记件事儿?|记上|备忘|备个忘|备注|备个注|(?i:mark)|马克|记主|记往|记注|纪住|"
                   r"(?<![A-Za-z])(?i:note|memo)(?=\s*(?:一下|下|一哈|[:：]|(?i:this|that)\b)))")
 #: Words that urge a request on (快点记下来!!! / 赶紧记一下 / 务必记住 / pls 记下): before or after who is asked, never
@@ -8779,12 +8834,13 @@ _LIST_WORDS = ("你 我 的 关于 有关 都 还 现在 目前 到底 一共 �
 _RECALL_KEEP_VERBS = ("记 记得 记着 记住 记住了 记了 记下 记下了 记到 记倒 记录 存 存了 存着 存下 保存 保存了 备忘 备忘录 记忆 "
                       "remember remembered memorize memorized memory memories memo memos stored store saved saves save "
                       "跟你说过 跟你讲过 告诉过你 和你说过 记忆库").split()
-_RECALL_KNOW_VERBS = "知道 晓得 了解 掌握 know knew".split()
+_RECALL_KNOW_VERBS = "知道 晓得 了解 掌握 清楚 知 know knew".split()  # 知: Cantonese 你知我啲咩
 #: What is asked: a what / which / how much word, or a way to ask to be shown (列一下 / 讲来听 / list / show me).
 _RECALL_ASKS = ("啥 啥子 什么 哪些 哪几 哪几条 几条 几件 多少 多少条 乜 乜嘢 咩 嘢 "
                 "列 列出 列出来 列一下 列个 清单 单子 列表 一览 看看 看下 看一下 瞧瞧 瞧 瞅瞅 瞅 康康 讲来 说来 讲嚟 摆 摆来 "
                 "摆一哈 念 念念 发我 发给我 说说 讲讲 唠唠 说下 讲下 说一下 讲一下 告诉我 查 查查 查一下 "
-                "神马 几多 what anything everything list show").split()
+                "神马 几多 what anything everything list show "
+                "么子 么事 啥玩意 啥玩意儿 玩意儿 啥物事 物事 哪样 啥东东 好多").split()  # 湖南 / 武汉 / 东北 / 上海 / 贵州: 什么
 #: Asks that need a thing kept beside them (你还记得我的事吗; 你还记得我吗 is chat).
 _RECALL_WEAK_ASKS = "吗 么 嘛 有没有 ? ？".split()
 _RECALL_THINGS = "东西 東西 事 事情 事儿 记忆 信息 资料 数据 记录 内容 情况 备忘 memories memory stuff things".split()
@@ -8794,7 +8850,7 @@ _RECALL_SMALL = ("你 您 你们 侬 仲 的 关于 有关 对 都 还 现在 �
                  "跟你说过 跟你讲过 告诉过你 告诉你 和你说过 是 有 些 一些 点 啲 个 条 几 所有 全部 一切 都有 "
                  "给我 给 听 听听 听下 听看看 看 下 一下 一哈 来 嚟 讲 说 把 这 那 了 咗 吗 呢 啊 呀 吧 嘛 哦 呗 啦 咯 哈 "
                  "噢 喔 哇 嘞 捏 撒 噻 咧 么 想看看 想知道 可以 让我 请问 请 u you ya do does did have has can could about tell "
-                 "pls please plz "
+                 "pls please plz " + DIALECT_PARTICLES + " "
                  "all 一下 的话 儿").split()
 #: Characters past which a message is no request for the list said in parts (the longest in the tables has 33).
 RECALL_ASK_CHARS = 40
@@ -8822,12 +8878,17 @@ _RECALL_ASK_RE, _RECALL_WEAK_ASK_RE, _RECALL_THING_RE, _RECALL_ME_RE, _RECALL_KE
     _recall_re, (_RECALL_ASKS, _RECALL_WEAK_ASKS, _RECALL_THINGS, _RECALL_ME, _RECALL_KEEP_VERBS))
 
 
+#: A keeping or knowing verb asked as V-not-V (记不记得 / 知不知道 / 晓不晓得 / 記唔記得): the verb, once.
+_RECALL_A_NOT_A_RE = re.compile(r"([记知晓])[不唔](?=\1)")
+
+
 def _list_asked(text):
     """Whether a message asks for the list, said in parts in any order with nothing else beside them.
     Example: _list_asked('你是记得我哪些东西啦 讲来听看看') -> True"""
     if len(text) > RECALL_ASK_CHARS or _RECALL_STORE_START_RE.match(text):
         return False
     t = text.lower()
+    t = _RECALL_A_NOT_A_RE.sub("", t) if "不" in t or "唔" in t else t  # 你记不记得我些啥 / 你記唔記得我啲咩: 记得
     t = _RECALL_NOT_TAIL_RE.sub("吗", t) if "不" in t or "没" in t else t  # 你还记着我什么不: 不 asks, as 吗 (我都不知道说啥了)
     if not (_RECALL_ASK_RE.search(t) or _RECALL_WEAK_ASK_RE.search(t)
                                                and _RECALL_THING_RE.search(t)):
@@ -8998,7 +9059,9 @@ def _rewrite_rows(t, after=-1):
 _WISH_RES = [(re.compile(r"^(?:算了|不对)?[，,\s]*(?:还是)?(?:你)?(?:以后|今后|从现在起|从今天起)?(?:请)?(?:你)?(?:就)?(?:要|得|可以)?(?:还是)?"
                          r"(?:改|换)?(?:成)?(?:叫|喊|称呼)我(?!起床|一声|吃|去|来|干|做|帮|回|别|什么|啥|谁|哪个|咋|怎么)"  # (叫我啥好: asked)
                          r"(?![^，,。!！?？]*(?:约定|那个|这个|那条|这条|删|取消|作废|不要了|不用了))"  # a pointer: no name
-                         rf"([^，,。!！?？]{{1,10}}?)(?:就行|就好|就可以)?{_ANY_PARTICLE}?$"), "记住，你以后叫我{0}"),
+                         rf"([^，,。!！?？]{{1,10}}?)(?:就行|就好|就可以|就中|就成|得(?=[啦喇]))?"
+                         rf"[{PARTICLES}{DIALECT_PARTICLES}]?$"),
+              "记住，你以后叫我{0}"),  # 就好囉: 台湾 / 粤语 囉
              (re.compile(r"^(?=你|以后|今后|从)(?:你)?(?:以后|今后|从现在起|从今天起)?(?:你)?(?:就)?(?:改|换)?叫"
                          rf"(?!我|他|她|它|什么|啥|谁|人|醒|外卖|车)([^，,。!！?？]{{1,6}}?)(?:了)?{_ANY_PARTICLE}?$"), "记住，你以后叫{0}"),
              (re.compile(r"^(?:你的名字(?:以后|就)?(?:叫|是|改成|改叫)|(?:我想|我要)?给你(?:改|换|起)(?:个|一个)?(?:名字?|新名字)[，,\s]*(?:就)?叫)"
@@ -9009,9 +9072,10 @@ _WISH_RES = [(re.compile(r"^(?:算了|不对)?[，,\s]*(?:还是)?(?:你)?(?:以
                          r"(?:能不能|可不可以|可以)?((?:跟我|和我|对我)?(?:每次|每条|每句)?"
                          r"(?:说话|回复我?|回答我?|讲话|聊天|回消息|回我(?:消息)?|(?<=每句)话|(?<=每条)消息|消息(?=里|中))"
                          r"(?:的时候|时|里|中)?(?:的)?(?:结尾|末尾|最后|开头|前面)?(?:都)?"
-                         r"(?:(?:要|得(?!很|真|太|挺|好|不错)|别|不要|不许|可以|尽量|能|多|少|带|加|放|用(?!到|了)|简短|短|长|温柔|正式"
+                         r"(?:(?:要|得(?!很|真|太|挺|好|不错)|别|不要|不用|不许|可以|尽量|能|多|少|带|加|放|用(?!到|了)|简短|短|长|温柔|正式"
                          r"|直接|先(?=给|说|讲|回|告诉)|只(?=给|说|讲|回)).*"
-                         rf"|[^，,。!！?？吗]{{1,6}}(?:一点|一些|点儿?)))(?:就行|就好|就可以)?{_ANY_PARTICLE}?$"), "记住，你以后{0}"),
+                         rf"|[^，,。!！?？吗]{{1,6}}(?:一点|一些|点儿?|些)))(?:就行|就好|就可以)?{_ANY_PARTICLE}?$"),
+              "记住，你以后{0}"),  # 简单些
              (re.compile(r"^(?:你)?(?:以后|今后|从现在起|从今天起)(?:你)?((?:别|不要|不许|少|多|尽量)(?:再)?(?:用|发|叫|带|加|放|说).+"
                          r"|用.+(?:回我|说话|跟我说|和我说|聊天|回复).*)$"), "记住，你以后{0}"),
              (re.compile(r"^你(?:以后|今后|从现在起)(?:就)?((?:是我的|当我的|做我的|扮演|假装).+)$|^你(?:就)?(扮演.+)$"),
@@ -9051,13 +9115,16 @@ _WISH_LEAD_RE = re.compile(rf"^(?:[嗯呃额{_PUNCT}]|那个|就是)*[你您](?=
 #: A wish's words said otherwise, read as the words the wish rules know: 往后 / 从今往后 (以后) before what is wished,
 #: 管我叫X (叫我X), 莫 (别, Sichuan) before how the character talks.
 _WISH_SAID_OTHERWISE = [
-    (re.compile(r"^(你)?(?:从今往后|往后)(?=你|就|叫|喊|称呼|管我叫|说话|讲话|回|别|不要|莫|少|多|每次|跟我|和我)"), r"\1以后"),
+    (re.compile(r"^(你)?(?:从今往后|往后|之后)(?=你|就|都|叫|喊|称呼|管我叫|说话|讲话|回|别|不要|莫|少|多|每次|跟我|和我)"),
+     r"\1以后"),  # 之後叫我凱哥就好囉: 台湾 之後 as 以后
+    (re.compile(r"(?<=以后)都(?=叫我|喊我|称呼我)"), ""),  # 以后都叫我小安: 都 adds nothing
     (re.compile(r"(?:(?<=^)|(?<=[你就后]))管我叫"), "叫我"),
     (re.compile(r"(?<=[话复我后你])莫(?=再|那么|这么|用|叫|喊|说|发|带|加|放)"), "别")]
 #: Words without which a message has none of them (one search before the rows).
-_WISH_OTHERWISE_WORD_RE = re.compile(r"往后|管我叫|莫")
+_WISH_OTHERWISE_WORD_RE = re.compile(r"往后|管我叫|莫|之后|以后都")
 #: How the character should talk, said again in a clause of its own beside the wish (简单点 / 温柔一点): part of it.
-_WISH_MANNER_RE = re.compile(rf"^(?:再|稍微)?[^{_PUNCT}我你他她它]{{1,4}}(?:一点|一些|点儿?){_ANY_PARTICLE}*$")
+_WISH_MANNER_RE = re.compile(rf"^(?:再|稍微)?[^{_PUNCT}我你他她它]{{1,4}}(?:一点|一些|点儿?)(?:就得|得|就行|就好|就可以)?"
+                             rf"{_ANY_PARTICLE}*$")  # 簡單啲得啦: 粤语 得 = 就行
 #: How long a reply may be, said in a clause beside a wish (三句话以内 / 两句话就够 / 最多100字): part of the wish.
 _WISH_LIMIT_RE = re.compile(rf"^(?:控制在|最多|不超过|不要超过|别超过|就)?(?:[一二两三四五六七八九十百千]+|\d+)(?:句话|句|个字|字|行|段)"
                             rf"(?:以内|之内|左右|以下|内|就够了?|就行了?|就好了?|就可以了?)?{_ANY_PARTICLE}*$")
@@ -9233,7 +9300,8 @@ _NOTED_VERB_RE = re.compile(rf"{_REMEMBER_VERB}|记得|(?<![A-Za-z])(?i:remember
 #: after one, with only a pause, who was told and an urging between, is what was said, not asked of the bot. Not 小说
 #: 传说 讲座.
 _SAY_WORDS = ("(?<![小传解演据说])说(?!说)|(?<![演开讲])讲(?![座师课讲])|喊|念叨|叨叨|唠叨|叮嘱|嘱咐|交代|交待|强调|吼|骂|教育|提醒|告诉|"
-              "写着|写道|唱")
+              "写着|写道|唱|"
+              "(?<![说电讲句的笑对废好坏情大闲实真假鬼神童佳茶])话(?![题筒费剧语])")  # 我阿媽成日話 記住…: 粤语 话 = 说
 #: What may stand between the words of saying and the verb said: 了 / 过 / 句, a pause or an opening quote, who was
 #: told (你 in 客户说 你记一下 is the user), an urging (要 / 千万 / 给我).
 _SAID_GAP = (rf"(?:了|过|着)?(?:一?句|一声)?(?:话)?[{_PUNCT}“\"「『]*(?:你们|你|您|我|大家|同学们|孩子们)?"
@@ -9255,7 +9323,7 @@ _QUOTED_SPAN_RE = re.compile(r"“[^”]*”|\"[^\"]*\"|「[^」]*」|『[^』]*
 #: Verbs of the other memory commands: a message with one is theirs to read, whatever it quotes.
 _OTHER_COMMAND_RE = re.compile(r"删|忘记|忘掉|更正|纠正|改成|撤销|撤回|别记|不用记|不要记|别再记")
 #: Characters without which no verb of a message is someone else's words (the cheap test first).
-_SAID_HINT_RE = re.compile(rf"[说讲喊叨嘱代待调吼骂育醒诉着道唱句词号语铭里“\"「『《‘]|[让叫要逼教]我|我[已经早就都也还刚]*[记备]")
+_SAID_HINT_RE = re.compile(rf"[说讲话喊叨嘱代待调吼骂育醒诉着道唱句词号语铭里“\"「『《‘]|[让叫要逼教]我|我[已经早就都也还刚]*[记备]")
 
 
 def _said_by_other(t, verb):
@@ -9278,10 +9346,26 @@ def _said_by_other(t, verb):
     return not (ends and re.search(f"[{_PUNCT}]", m.group()))
 
 
+#: A song named in a clause after the lines quoted (…这歌真好听 / 这首歌绝了 / 歌词写得好): the lines are a song's.
+_SONG_CLAUSE_RE = re.compile(r"^(?:这|那)(?:首)?(?:歌|曲子?)|^歌词|^(?:这|那)句歌|唱得")
+
+
+def _lyric_quoted(text):
+    """Whether a message quotes a song's lines: two clauses or more that each start with a remember verb, then a clause
+    about the song (记住我的好 记住我的笑 这歌真好听): chat. One request beside a song (记住我喜欢周杰伦 这首歌真好听) is
+    still one. Example: _lyric_quoted('记住我的好 记住我的笑 这歌真好听') -> True"""
+    clauses = [c for c in _PAUSES_RE.split(text.strip()) if c]
+    if len(clauses) < 3 or not _SONG_CLAUSE_RE.search(clauses[-1]):
+        return False
+    return all(_NOTED_VERB_RE.match(c) for c in clauses[:-1])
+
+
 def memory_not_asked(text):
     """Whether every remember verb of a message is someone else's words or a line quoted, so nothing is asked of the
     bot (经理天天喊 记住 客户就是上帝 / 老板让我记一下会议纪要 / “记住我的名字”这句台词): chat.
     Example: memory_not_asked('我妈老说记住要多喝水') -> True"""
+    if ("歌" in text or "唱" in text) and _lyric_quoted(text):
+        return True  # 记住我的好 记住我的笑 这歌真好听: a song's lines
     if not _SAID_HINT_RE.search(text) or _OTHER_COMMAND_RE.search(text):
         return False
     verbs = list(_NOTED_VERB_RE.finditer(text))
@@ -9499,6 +9583,27 @@ _CALL_ME_RE = re.compile(r"^(?:(?:you|u) can |pls |please )?call me ([a-z][\w-]{
                          r"(?: from now on| pls| please| thx)?$", re.I)
 
 
+#: Please / thanks in English at a clause's end (回复也短一点 pls): manners, no part of the wish.
+_WISH_EN_POLITE_RE = re.compile(rf"(?:[{_PUNCT}]*(?i:pls|please|plz|thx|thanks))+$")
+
+
+def _wish_call_me_and(t):
+    """A name asked for in English (call me X) and, after a pause, more wishes of how to reply, each its own clause;
+    None when a clause is no wish to the character.
+    Example: _wish_call_me_and('you can call me Kev from now on, 回复也短一点 pls') -> '你以后叫我Kev，你以后回复也短一点'"""
+    clauses = [c.strip() for c in re.split(r"[，,；;。]", t) if c.strip()]
+    m = _CALL_ME_RE.match(_strip_tail(clauses[0])) if len(clauses) > 1 else None
+    if not m:
+        return None
+    wishes = [f"你以后叫我{m.group(1)}"]
+    for c in clauses[1:]:
+        c = re.sub(r"^(?:你|以后|也|还有|另外|and)+", "", _strip_tail(_WISH_EN_POLITE_RE.sub("", c).strip()))
+        if not c or not _WISH_WHAT_RE.search(c) or "我" in _WISH_ME_OBJECT_RE.sub("", c) or _WISH_OTHER_RE.search(c):
+            return None  # call me Kev, 我明天出差: news, not a wish
+        wishes.append("你以后" + c)
+    return "，".join(wishes)
+
+
 def _wish_from_parts(t):
     """The wishes said in parts the wish rules don't read, one for each clause that asks something of the character (a
     clause that asks nothing stays with the wish before it, a why is dropped); None when the message is not one.
@@ -9506,6 +9611,9 @@ def _wish_from_parts(t):
     m = _CALL_ME_RE.match(_strip_tail(t.strip()))
     if m:
         return f"你以后叫我{m.group(1)}"
+    both = _wish_call_me_and(t) if "call me" in t.lower() else None
+    if both:  # you can call me Kev from now on, 回复也短一点 pls
+        return both
     lead = _WISH_WHEN_LEAD_RE.match(t).end()
     when = _WISH_WHEN_RE.match(t, lead)
     if not when or len(t) > 40 or re.search(r"什么|啥|怎么|谁|哪|[？?]", t) or _WISH_OTHER_RE.search(t):
@@ -9562,6 +9670,64 @@ def _wish_taken_back(text):
     if not what or re.match(rf"这|那|什么|啥|谁|[了{PARTICLES}]+$", what):
         return None  # 你别叫了: no name
     return what, bool(said[0].groupdict().get("me"))
+
+
+#: What a wish is called when it is taken back by name (那个称呼 / 小狗那个设定 / 猫娘的人设 / 叫我的外号), traditional
+#: characters read as simplified: the words each pointed take-back has, one search of a few substrings.
+WISH_NOUNS = ("称呼", "稱呼", "设定", "設定", "人设", "人設", "约定", "約定", "外号", "外號", "昵称", "暱稱", "昵稱")
+#: A character of each of WISH_NOUNS: a message without any (most) is no pointed take-back (one search).
+_WISH_NOUN_HINT_RE = re.compile("[呼设設定號号昵暱]")
+#: Nouns that name the character's role (那个人设删掉 / 设定不要了): every role wish (你是我的猫娘) and what came with it.
+WISH_ROLE_NOUNS = ("人设", "设定")
+#: Nouns that name how the user is called (称呼那个不用了): every wish that says how to call the user.
+WISH_CALL_NOUNS = ("称呼", "外号", "昵称")
+#: Words that say a wish is no longer wanted (不要了 / 取消 / 作废 / 删掉 / 唔要 / 算了).
+WISH_NO_LONGER = ("不要了 不用了 不需要了 算了 免了 拉倒 取消 撤销 撤回 作废 废了 删了 删掉 删除 去掉 去了 清掉 不要 不用 "
+                  "唔要 唔使 停了 停掉 别要了 可以不要了 可以取消了 可以删了").split()
+#: A take-back said of a wish by its noun, in any order: what (小狗 / 猫娘 / 叫我X, or nothing), a pointer or 的, the
+#: noun, then the no-longer word (小狗那个设定不要了 / 那个称呼取消吧 / 把猫娘人设删了).
+_WISH_POINTED_BACK_RE = re.compile(
+    rf"^(?:把|那个|这个|你的|你)?(?P<x>[^{_PUNCT}]{{0,10}}?)(?:的)?(?:那个|这个|那条|这条)?"
+    rf"(?P<noun>{'|'.join(WISH_NOUNS)})(?:那个|这个|那条|这条)?(?:就|也|还是|给我|可以)?"
+    rf"(?:{'|'.join(sorted(WISH_NO_LONGER, key=len, reverse=True))})(?:掉|了)?(?:吧|啦|了)?{_ANY_PARTICLE}*$")
+
+
+#: Someone close to the user passing a request on to the bot (我老公说 你帮他记一下 他周五要体检 / 我妈让你记住她下周
+#: 复查): who, a word of saying or asking, 你, a remember verb, then what they said of themself.
+_RELAYED_RE = re.compile(rf"^我的?(?P<who>{_REL_RE}|[妈爸哥姐弟妹])(?:刚才|刚刚|刚|也|还|非|一直)*(?:说|讲|让|叫|要|托|请|喊)+"
+                         rf"(?:我)?(?:跟你说|告诉你)?[{_PUNCT}]*(?:让|叫|要)?(?:你|您)(?:帮|给|替)?(?:他|她|我)?"
+                         rf"(?:记一下|记住|记下|记着|记好|备忘一下)[{_PUNCT}]*(?P<fact>[^{_PUNCT}].{{1,40}})$")
+
+
+def _relayed_request(text):
+    """What a request passed on by someone close asks the bot to keep, said of them (他/她 read as 我老公 …); None when
+    the message is not one or the fact is said of someone else. Example: _relayed_request('我老公说 你帮他记一下 他周五要体检')
+    -> '我老公周五要体检'"""
+    m = _RELAYED_RE.match(text_simplified(text).strip())
+    if not m:
+        return None
+    fact = _strip_tail(m.group("fact"))
+    if fact.startswith("你") or re.match(rf"(?:{_REL_RE})", fact) and not fact.startswith(m.group("who")):
+        return None  # 我妈说 你记一下 我爸…: the rules' and the plan's to read
+    if fact.startswith("我"):
+        return fact  # 我妈让你记住我下周考试: the user, asked whether to keep it
+    return "我" + (fact if fact.startswith(m.group("who")) else m.group("who") + re.sub(r"^(?:他|她)", "", fact))
+
+
+#: A call wish whose name is a question word (你以后叫我什么好 / 以后喊我啥呢 / 称呼我哪个好): asked, not wished.
+_WISH_CALL_ASKED_RE = re.compile(r"^(?:你)?(?:以后|今后)?(?:你)?(?:就|打算|想|要|该|应该)?(?:叫|喊|称呼)我"
+                                 r"(?:什么|啥|啥子|么子|哪个|哪样|咩|乜嘢|谁)")
+
+
+def _wish_pointed_back(text):
+    """What a take-back of a wish named by its noun points at: the words before the noun, or the noun itself when
+    none (称呼那个不用了 -> 称呼); None when the message is not one.
+    Example: _wish_pointed_back('小狗那个设定不要了') -> '小狗'"""
+    m = _WISH_POINTED_BACK_RE.match(_strip_tail(text_simplified(text).strip()))
+    if not m:
+        return None
+    x = re.sub(r"^(?:我们的|我们|我的|你的)", "", m.group("x"))
+    return x if x and not re.match(r"这|那|什么|啥|[了的]$", x) else m.group("noun")
 
 
 #: Exclamation marks at a message's end (以后叫我大美女！！！): no part of a wish.
@@ -10706,8 +10872,11 @@ _SHOW_WORK_FROM_RE = re.compile(
 _SHOW_WORK_WHO_RE = re.compile(r"(?:你)?(?:是)?(?:听)?谁(?P<you>跟你|和你|给你|对你|告诉你|告诉的)?(?:说|讲)?(?:过)?(?:的)?"
                                r"(?P<what>[^，,。!！?？]{0,20})")
 #: How the bot came to know (你是从哪看来我在减肥的 / 你打哪儿听来的): what it knows is the user's (我…) or not said.
-_SHOW_WORK_HOW_RE = re.compile(r"(?:这个|这事|这些|那个)?(?:你)?(?:是)?(?:怎么|咋|从哪(?:儿|里)?|打哪(?:儿)?|哪来|为什么|为啥|凭什么|凭啥)(?:会|能)?"
-                               r"(?:知道|晓得|得知|看来|听来|看到|听到|记得|听说)(?:的)?(?P<what>[^，,。!！?？]{0,20})|"
+#: How, in Mandarin and the dialects (咋个 四川, 哪能 上海, 哪门 湖南, 咋整 东北; 點 粤语 is read 咋 by CANTONESE).
+SHOW_WORK_HOW_WORDS = ("怎么 咋个 咋样 咋整 咋地 咋滴 咋 怎个 怎样 怎地 如何 哪能 哪门 从哪儿 从哪里 从哪 打哪儿 打哪 哪来 "
+                       "为什么 为啥 凭什么 凭啥").split()
+_SHOW_WORK_HOW_RE = re.compile(rf"(?:这个|这事|这些|那个)?(?:你)?(?:是)?(?:{'|'.join(SHOW_WORK_HOW_WORDS)})(?:会|能)?"
+                               r"(?:知道|晓得|得知|看来|听来|看到|听到|记得|听说|知)(?:的)?(?P<what>[^，,。!！?？]{0,20})|"
                                r"(?i:how (?:do|did|would) (?:you|u) know|who told (?:you|u)|where did (?:you|u) get)"
                                r"(?i: that| this| it| about me)?(?P<en>)")
 
@@ -10746,7 +10915,7 @@ def _show_work_clause(clause):
 def _show_work_asked(text):
     """Whether a message asks which memories the last reply used, in one clause or several that each ask it.
     Example: _show_work_asked('你怎么知道我怕水的？根据哪条说的🤔') -> True"""
-    shown = _strip_tail(memory_cantonese(text).translate(_SIMPLIFIED).replace("您", "你"))  # 请问您是根据哪条… / 俺 / 點知
+    shown = _show_work_text(text)  # 请问您是根据哪条… / 俺 / 點知 / …喃
     asks = _show_work_clause
     if asks(_SHOW_WORK_LEAD_RE.sub("", shown)):  # 你怎么知道的
         return True
@@ -10764,7 +10933,7 @@ def _show_work_named(text):
     """Who or what a how-do-you-know question names when it is not the user (你怎么晓得小宝奶过敏的？): the first two
     characters, which a memory must mention for it to be asked of the memories (你怎么知道今天下雨的 is chat).
     Example: _show_work_named('你怎么晓得小宝奶过敏的？') -> '小宝'"""
-    shown = _SHOW_WORK_LEAD_RE.sub("", _strip_tail(memory_cantonese(text).translate(_SIMPLIFIED).replace("您", "你")))
+    shown = _SHOW_WORK_LEAD_RE.sub("", _show_work_text(text))
     m = _SHOW_WORK_HOW_RE.fullmatch(shown)
     what = (m.group("what") or "") if m else ""
     return what[:2] if len(what) >= 4 and what.endswith("的") and not re.match(r"这|那|怎么|我|俺", what) else None
