@@ -3964,7 +3964,7 @@ _CHEERS = r"绝绝子|yyds|绝了|太香了|爱了爱了|好耶|xswl|awsl"
 #: memory_fact's patterns, compiled once (it reads every fact stored): what ends a fact and is no part of it (。 🎉 嘿嘿
 #: 绝绝子); 我不是X，是Y; 是X，不是我; X，不是Y (the value it replaces, marks cut off); 我有个朋友叫阿杰; 我叫我女朋友小猪;
 #: what ends a value and is no part of it (也…了). A particle right after 叫 and one character is the name's (二哈).
-_FACT_END_RE = re.compile(rf"(?:[。.!！~～{_EMOJI}]|(?<=.{{3}})(?<!叫)(?<!叫.)[{_FACT_PARTICLES}]"
+_FACT_END_RE = re.compile(rf"(?:[。.!！~～{_EMOJI}]|[{_FACT_PARTICLES}](?<=.{{4}})(?<!叫.)(?<!叫..)"
                           rf"|(?<=.{{3}})[\s，,]+(?i:{_CHEERS})|(?:(?<=[了啦])|[\s，,]+)[嘿嘻呵]{{2,}})+$")
 _FACT_NOT_BUT_RE = re.compile(rf"^(我|我的)?不是(.+?)[{_PUNCT}]+(?:而|其实)?是(.+)$")
 _FACT_NOT_ME_RE = re.compile(rf"^是(.+?)[{_PUNCT}]+不是(我|你)$")
@@ -4093,10 +4093,9 @@ _JOB_CLAUSE_RE = re.compile(r"^在[\u4e00-\u9fff]{2,12}?(?:做|当|干|卖|教|�
 #: Clauses of one shape about different things (我胃不好 颈椎也不好 腰也不行): each a fact of its own.
 _PARALLEL_END_RE = re.compile(r"^[\u4e00-\u9fff]{1,4}?也?(不好|不行|不舒服|有毛病|有问题)$")
 #: Where memory_split cuts: punctuation, 、 before a new fact, a space after a word or after a number said after a word
-#: (我叫林小雨 今年15 在读初三) and before a word.
+#: (我叫林小雨 今年15 在读初三) and before a word or a birth year (我叫张三 00年的).
 _SPLIT_RE = re.compile(r"([，,；;。\n～~]+|、(?=[我对生住在是有喜讨养])|(?:(?<=[\u4e00-\u9fff])|(?<=[\u4e00-\u9fff]\d)|"
-                       r"(?<=[\u4e00-\u9fff]\d\d))\s+(?=[\u4e00-\u9fff]{2})|"
-                       r"(?<=[\u4e00-\u9fff])\s+(?=(?:19|20)?\d{2}年(?:的|生|出生)))")  # 我叫张三 00年的: a birth year
+                       r"(?<=[\u4e00-\u9fff]\d\d))\s+(?=[\u4e00-\u9fff]{2}|(?:19|20)?\d{2}年(?:的|生|出生)))")
 
 
 #: Verbs a clause may say again, or deny, of the same subject (我去过冰岛和挪威 还没去过芬兰 / 我会开车 会做饭 / 我吃牛肉
