@@ -3967,7 +3967,7 @@ _CHEERS = r"绝绝子|yyds|绝了|太香了|爱了爱了|好耶|xswl|awsl"
 #: memory_fact's patterns, compiled once (it reads every fact stored): what ends a fact and is no part of it (。 🎉 嘿嘿
 #: 绝绝子); 我不是X，是Y; 是X，不是我; X，不是Y (the value it replaces, marks cut off); 我有个朋友叫阿杰; 我叫我女朋友小猪;
 #: what ends a value and is no part of it (也…了). A particle right after 叫 and one character is the name's (二哈).
-_FACT_END_RE = re.compile(rf"(?:[。.!！~～{_EMOJI}]|(?<=.{{3}})(?<!叫)(?<!叫.)[{_FACT_PARTICLES}]"
+_FACT_END_RE = re.compile(rf"(?:[。.!！~～{_EMOJI}]|[{_FACT_PARTICLES}](?<=.{{4}})(?<!叫.)(?<!叫..)"
                           rf"|(?<=.{{3}})[\s，,]+(?i:{_CHEERS})|(?:(?<=[了啦])|[\s，,]+)[嘿嘻呵]{{2,}})+$")
 _FACT_NOT_BUT_RE = re.compile(rf"^(我|我的)?不是(.+?)[{_PUNCT}]+(?:而|其实)?是(.+)$")
 _FACT_NOT_ME_RE = re.compile(rf"^是(.+?)[{_PUNCT}]+不是(我|你)$")
@@ -4096,10 +4096,9 @@ _JOB_CLAUSE_RE = re.compile(r"^在[\u4e00-\u9fff]{2,12}?(?:做|当|干|卖|教|�
 #: Clauses of one shape about different things (我胃不好 颈椎也不好 腰也不行): each a fact of its own.
 _PARALLEL_END_RE = re.compile(r"^[\u4e00-\u9fff]{1,4}?也?(不好|不行|不舒服|有毛病|有问题)$")
 #: Where memory_split cuts: punctuation, 、 before a new fact, a space after a word or after a number said after a word
-#: (我叫林小雨 今年15 在读初三) and before a word.
+#: (我叫林小雨 今年15 在读初三) and before a word or a birth year (我叫张三 00年的).
 _SPLIT_RE = re.compile(r"([，,；;。\n～~]+|、(?=[我对生住在是有喜讨养])|(?:(?<=[\u4e00-\u9fff])|(?<=[\u4e00-\u9fff]\d)|"
-                       r"(?<=[\u4e00-\u9fff]\d\d))\s+(?=[\u4e00-\u9fff]{2})|"
-                       r"(?<=[\u4e00-\u9fff])\s+(?=(?:19|20)?\d{2}年(?:的|生|出生)))")  # 我叫张三 00年的: a birth year
+                       r"(?<=[\u4e00-\u9fff]\d\d))\s+(?=[\u4e00-\u9fff]{2}|(?:19|20)?\d{2}年(?:的|生|出生)))")
 
 
 #: Verbs a clause may say again, or deny, of the same subject (我去过冰岛和挪威 还没去过芬兰 / 我会开车 会做饭 / 我吃牛肉
@@ -10474,6 +10473,33 @@ def _pointed_bare_breakup(conn, ctx, t):
     return ("pointed_ask", {"ids": [rows[n - 1]["id"] for n in held], "text": said}) if held else None
 
 
+#: A stop said of no one and no thing but its verb (现在不熬夜了 十一点睡 / 已经不去健身房了): the verb and what follows it.
+_HABIT_STOP_RE = re.compile(rf"^(?:我)?(?:现在|目前|已经|早就|再也|以后|从此|终于|最近)*不(?:再)?"
+                            rf"(?!想|要|会|能|是|在|用|吃|喝|抽|吸|知道|记得)([\u4e00-\u9fff]{{1,4}}?)了[{PARTICLES}]*"
+                            rf"(?:[{_PUNCT}]+[^{_PUNCT}？?]{{1,16}}){{0,2}}[{PARTICLES}{_PUNCT}{_EMOJI}]*$")
+#: How a memory says a habit it keeps (我每天晚上熬到两点 / 我每周去健身房三次): how often.
+_HABIT_OFTEN_RE = re.compile(r"每天|天天|每晚|每周|一周|一天|经常|总是|老是|每个?月")
+
+
+def _pointed_habit_stop(conn, ctx, t):
+    """现在不熬夜了 十一点睡 with 我每天晚上熬到两点: the one habit of the speaker's own that says the verb (熬) is replaced
+    when the stop is said as lasting (现在/已经/再也 …), else asked; several: asked; None when none says it."""
+    read = _life_read(t.strip())
+    m = _HABIT_STOP_RE.match(read)
+    lasting = _QUIT_LASTING_RE.search(read)
+    if not m or _QUIT_DOUBT_RE.search(read[m.end(1):]) or not lasting and len(m.group(1)) < 2:
+        return None  # (不说了 去吃饭了 / 不去了: a verb alone, said of now, ends no habit)
+    rows = memory_list(conn, ctx)
+    said = m.group(1)
+    held = [n for n, r in enumerate(rows, 1) if r["type"] == "user_fact" and r["subject"] == "我"
+            and _HABIT_OFTEN_RE.search(r["text"]) and (said in r["text"] or said[0] in r["text"].translate(_SIMPLIFIED))
+            and not re.search("不|没|戒", r["text"])]
+    text = "我" + re.sub(rf"^我|[{PARTICLES}{_PUNCT}{_EMOJI}]+$", "", t.strip())
+    if len(held) == 1 and lasting:
+        return "update_number", {"n": held[0], "text": text}
+    return ("pointed_ask", {"ids": [rows[n - 1]["id"] for n in held], "text": text}) if held else None
+
+
 def _pointed_bare_quit(conn, ctx, t):
     """A bare quit (戒了 俩月了 媳妇天天唠叨) with the habits of the speaker's own it may end: one is replaced by the quit
     with the remark said after it, several are asked about; None when it is no bare quit or no habit is kept.
@@ -10514,6 +10540,7 @@ def _pointed_quit(conn, ctx, t):
         return ("pointed_ask", {"ids": [rows[n - 1]["id"] for n in jobs], "text": said}) if jobs else (None, {})
     quit = _pointed_bare_quit(conn, ctx, t) if "戒" in t or "不" in t else None
     quit = quit or (_pointed_bare_breakup(conn, ctx, t) if len(t) <= 40 and _BREAKUP_WORD_RE.search(t) else None)
+    quit = quit or (_pointed_habit_stop(conn, ctx, t) if "不" in t and len(t) <= 40 else None)
     if quit:  # 戒了 俩月了 媳妇天天唠叨 with 我一天一包烟: the one habit of the speaker's own it ends (two: asked)
         return quit
     m = _QUIT_RE.search(t.translate(_SIMPLIFIED))
