@@ -6658,6 +6658,43 @@ def memory_forget_near(conn, ctx, what):
     return asked["prompt"], asked
 
 
+def _one_off(word, text, short=False):
+    """Whether text holds word with exactly one character changed, a typo: neither character said in the other's text
+    nor a plain one (住北京 in 我住在北京 is a gap, 他生日 a pronoun); short: the parts beside it two characters at most
+    (what a search would guess on: 周杰仑 for 周杰伦, not 欠老刘钱 for 欠老刘三).
+    Example: _one_off('螺狮粉', '我喜欢吃螺蛳粉') -> True"""
+    n = len(word)
+    if len(set(word) & set(text)) < n - 1:  # the cheap test first: most memories share too few characters
+        return False
+    for i in range(len(text) - n + 1):
+        diff = [k for k, (a, b) in enumerate(zip(word, text[i:i + n])) if a != b]
+        if len(diff) == 1:
+            k = diff[0]
+            a, b = word[k], text[i + k]
+            if a not in text and b not in word and not {a, b} & _PLAIN_CHARS and (not short or max(k, n - k - 1) <= 2):
+                return True
+    return False
+
+
+def memory_forget_typo(conn, ctx, what, short=False):
+    """A forget whose word (three characters or more) no memory holds but exactly one holds with one character changed
+    (螺狮粉 for 我喜欢吃螺蛳粉): that one is asked about by number, never deleted unasked; (prompt, asked) or None.
+    short: only a typo a search would guess on (_one_off). Example: 螺狮粉 with 我喜欢吃螺蛳粉 -> 是这条吗？1. 我喜欢吃螺蛳粉"""
+    word = text_simplified(re.sub(r"^(?:把|我的?)|(?:那条|这条|那个|这个|的事|这事)$", "", what.strip()))
+    if not 3 <= len(word) <= 12 or not re.fullmatch(f"[{_CJK}A-Za-z0-9]+", word):
+        return None
+    rows = memory_list(conn, ctx)
+    texts = [text_simplified(r["text"]) for r in rows]
+    if any(word in x for x in texts):
+        return None  # the word is said as it is: the rules' search reads it
+    near = [r for r, x in zip(rows, texts) if _one_off(word, x, short)]
+    if len(near) != 1:
+        return None
+    asked = _choices({"action": "forget", "ids": [near[0]["id"]], "text": what}, near)
+    asked["prompt"] = f"我没有找到“{word}”这条记忆。是这条吗？\n1. {near[0]['text']}\n回复“1”确认，说“算了”就不删。"
+    return asked["prompt"], asked
+
+
 def memory_forget_last(conn, ctx):
     """忘记我刚才说的: deletes what the last change stored."""
     h = conn.execute("SELECT * FROM memory_history WHERE user_id = ? AND undone = 0 AND action IN ('insert', 'update') "
@@ -8362,7 +8399,9 @@ def _settle_forget_maybe(conn, ctx, what):
     parts = [p.strip() for p in re.split(r"[和、跟]|以及", what)] if len(what) <= 20 else []
     if len(parts) > 1 and all(p and memory_mentions(conn, ctx, p) for p in parts):
         return "forget", {"what": what}
-    return ("forget", {"what": what}) if memory_mentions(conn, ctx, what) else (None, {})
+    if memory_mentions(conn, ctx, what) or memory_forget_typo(conn, ctx, what):  # 忘了周杰仑吧: asked about 周杰伦
+        return "forget", {"what": what}
+    return None, {}
 
 
 def _settle_forget_value(conn, ctx, what):
@@ -8957,6 +8996,12 @@ _SAID_TO_BOT_RE = re.compile(r"(?:跟|和|对|给|同|告诉)(?:你|您)$|(?:你
 _QUOTED_SPAN_RE = re.compile(r"“[^”]*”|\"[^\"]*\"|「[^」]*」|『[^』]*』|《[^》]*》|‘[^’]*’")
 #: Verbs of the other memory commands: a message with one is theirs to read, whatever it quotes.
 _OTHER_COMMAND_RE = re.compile(r"删|忘记|忘掉|更正|纠正|改成|撤销|撤回|别记|不用记|不要记|别再记")
+#: Things of a life online that get deleted (删库 / 删好友 / 删了王者 / 把他微信删了): no memory is among them.
+_LIFE_DELETED = ("库|号|档|帖子?|评论?|微博|好友|微信|qq|QQ|游戏|app|APP|软件|照片|相片|相册|视频|聊天记录|文件|代码|"
+                 "朋友圈|动态|联系方式|王者|原神|他|她")
+#: A 删 that deletes one of those, before or after it, or one done to the user (被删了 / 被他删了): chat, not a forget.
+_CHAT_DELETE_RE = re.compile(rf"删(?:了|掉|除)?(?:个|了个)?(?:{_LIFE_DELETED})|(?:{_LIFE_DELETED})(?:都|全|全部|给|也|又)?"
+                             rf"(?:被)?删(?:了|掉|除)?|被[^，,。！!？?\s]{{0,4}}?删(?:了|掉|除)?")
 #: Characters without which no verb of a message is someone else's words (the cheap test first).
 _SAID_HINT_RE = re.compile(rf"[说讲喊叨嘱代待调吼骂育醒诉着道唱句词号语铭里“\"「『《‘]|[让叫要逼教]我|我[已经早就都也还刚]*[记备]")
 
@@ -8981,11 +9026,17 @@ def _said_by_other(t, verb):
     return not (ends and re.search(f"[{_PUNCT}]", m.group()))
 
 
+def _chat_deletes_out(t):
+    """A message without its deletes of everyday things (删库 / 被删好友), which ask nothing of the memory.
+    Example: _chat_deletes_out('今天又删库了 老板让我记一下') -> '今天又了 老板让我记一下'"""
+    return _CHAT_DELETE_RE.sub("", t) if "删" in t else t
+
+
 def memory_not_asked(text):
     """Whether every remember verb of a message is someone else's words or a line quoted, so nothing is asked of the
     bot (经理天天喊 记住 客户就是上帝 / 老板让我记一下会议纪要 / “记住我的名字”这句台词): chat.
     Example: memory_not_asked('我妈老说记住要多喝水') -> True"""
-    if not _SAID_HINT_RE.search(text) or _OTHER_COMMAND_RE.search(text):
+    if not _SAID_HINT_RE.search(text) or _OTHER_COMMAND_RE.search(_chat_deletes_out(text)):
         return False
     verbs = list(_NOTED_VERB_RE.finditer(text))
     quoted = [m.span() for m in _QUOTED_SPAN_RE.finditer(text)]
@@ -10178,7 +10229,8 @@ def memory_fallback(conn, ctx, text, hint=""):
     pointed = re.search(rf"第\s*({_NUM})\s*[条个]", t)
     if pointed and 1 <= _cn_number(pointed.group(1)) <= len(rows):  # 把第二条改成… / 第二条过时了: that one
         named = [rows[_cn_number(pointed.group(1)) - 1]]
-    if re.search(r"忘|删|别记|不用记|不要记|撤|去掉|不要了|过时|过期|没用|作废", t) or _CODE_DELETE_RE.search(t):
+    if re.search(r"忘|删|别记|不用记|不要记|撤|去掉|不要了|过时|过期|没用|作废", t if named else _chat_deletes_out(t)) \
+            or _CODE_DELETE_RE.search(t):
         if not named and re.search(r"全|所有|一切", t) and rows:  # 你把关于我的东西全删了吧: as 忘记关于我的一切
             return "", {"action": "wipe"}
         pool = named or rows[-5:]
@@ -12500,12 +12552,17 @@ async def _memory_forget_numbers(app, ctx, numbers):
 async def _memory_forget(app, ctx, what):
     """忘记我的生日 / 忘记榴莲 …: what the user points at, or a which-one question. When the words name no memory
     (忘了我有车这事吧, and the memory says 特斯拉) the LLM may see which one is meant; else the rules' answer stands."""
+    typo = await app.db.run(memory_forget_typo, ctx, what, True)  # 螺狮粉那个忘了吧: the one memory with 螺蛳粉 is asked
+    if typo:
+        _remember_question(app, (ctx.user_id, ctx.session), typo[1])
+        return typo[0]
     reply, question = await app.db.run(lambda c: memory_forget_each(c, ctx, what, app.vec), write=True)
     if question is None and (reply or "").startswith(_NOT_FOUND):  # 忘了我有车这事 (我有辆特斯拉): the LLM may see it
         done = await app.db.run(memory_forget_in_order, ctx, what, write=True)  # 我家养牛那条: 我家养了两头牛
         if done:
             return done
         near = await app.db.run(memory_forget_near, ctx, what)  # else the user is asked about 我有…, never told 没找到
+        near = near or await app.db.run(memory_forget_typo, ctx, what)  # 霸王茶鸡那条: a typo of 霸王茶姬
         return await reply_memory_plan(app, ctx, what, near or (reply, None))
     _remember_question(app, (ctx.user_id, ctx.session), question)
     return reply
