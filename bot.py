@@ -2853,6 +2853,24 @@ def _said_table(read, said):
     return {ord(read[i1]): said[j1:j2] for tag, i1, i2, j1, j2 in ops if tag == "replace" and i2 - i1 == 1}
 
 
+def _said_back(value, read, said):
+    """A value the rules rewrote from the reading `read` of `said`, with the user's words back: a character the reading
+    changed alone (後 -> 后, 喺 -> 在) wherever it is, a longer word (同埋 -> 以及) only where the value says it whole,
+    never a character of it the rules put in elsewhere (以后 of 你以后少用emoji is no 同后).
+    Example: _said_back('你以后少用emoji', '以及你少用点emoji', '同埋你少用啲emoji') -> '你以后少用emoji'"""
+    chars, words = {}, []
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, read, said, autojunk=False).get_opcodes():
+        if tag != "replace":
+            continue
+        if i2 - i1 == 1 or i2 - i1 == j2 - j1 and text_simplified(said[j1:j2]) == read[i1:i2]:
+            chars.update(_said_table(read[i1:i2], said[j1:j2]))  # 會說 -> 会说: each character as written
+        else:
+            words.append((read[i1:i2], said[j1:j2]))
+    for word, own in words:
+        value = value.replace(word, own)
+    return value.translate(chars)
+
+
 def memory_cantonese(text):
     """Cantonese (and DIALECT's words) read as Mandarin, one character for one but for the self-words longer than 我.
     Example: memory_cantonese('我搬咗去沙田') -> '我搬到了沙田'"""
@@ -4556,8 +4574,8 @@ def memory_unlist(text):
                 and not any(_CLAUSE_NOT_ITEM_RE.match(i) or _REASON_CLAUSE_RE.search(i) or _TIME_OR_COMPANY_RE.search(i)
                             for i in items[1:]):
             # 《猫和老鼠》 is one; 不吃素了 医生说我贫血: a reason, no second thing not eaten
-            verb = re.match(r"^(?:吃|喝|看|玩|听)", items[0])  # 吃苹果、香蕉: 吃香蕉
-            out += [simple.replace(fact.value, (verb.group() if verb and not re.match(r"^(?:吃|喝|看|玩|听)", i) else "")
+            verb = _ITEM_VERB_RE.match(items[0])  # 吃苹果、香蕉: 吃香蕉; 饮丝袜奶茶同埋食菠萝油: 食菠萝油 has its own
+            out += [simple.replace(fact.value, (verb.group() if verb and not _ITEM_VERB_RE.match(i) else "")
                                    + i.strip()).translate(back) for i in items]  # 还有 鸡皮: 鸡皮
             continue
         values = _split_values(simple)
@@ -4565,6 +4583,9 @@ def memory_unlist(text):
     return out  # as written (我媽搬去高雄了): memory_fact reads whom it is about in simplified itself
 
 
+#: The verb a listed thing may start with, Cantonese ones as read simplified (食 = 吃, 饮 = 喝): the first thing's
+#: is given to the others that have none.
+_ITEM_VERB_RE = re.compile(r"^(?:吃|喝|看|玩|听|食|饮)")
 #: The words a 分别 list shares, said once: before its first value (分别住在北京和上海) and after its last (分别在阿里和网易
 #: 上班); each value gets them.
 _EACH_HEAD_RE = re.compile(r"^(?:住在|在|是|喜欢|爱|叫|养了|养|当|做|读|学|去|玩|吃|喝|开|用)")
@@ -8130,7 +8151,7 @@ def _written(value, read, said):
         return value
     i = read.find(value)
     if i < 0:
-        return value.translate(_said_table(read, said))
+        return _said_back(value, read, said)
     start, end = _said_span(read, said, i, i + len(value))
     return said[start:end]
 
