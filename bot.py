@@ -5489,6 +5489,26 @@ _CHAR_NOTE_RE = re.compile(rf"(?<=\S)[{_PUNCT}]+(?:其中的?)?([\u4e00-\u9fff])
                            rf"[{PARTICLES}{_PUNCT}]*(?=$|[{_PUNCT}])")
 
 
+#: How a request to the bot after a fact starts (别忘了 / 千万别搞忘了 / 记得 / 到时候): no part of the fact.
+_BOT_ASK_MARK = r"(?:到时候?|届时|千万|一定|可)?(?:别|不要|莫|可别|不许)(?:搞|给我)?忘(?:了|记|掉)?|记得|到时候?|届时"
+#: What a request asks the bot to do for the user (提醒我 / 送我礼物 / 祝我生日快乐 / 催我); not 叫我 (叫我小美 is a wish).
+_BOT_ASK_ACT = r"(?:提醒|告诉|通知|催|送|祝|给|帮|陪)(?:一下)?我"
+#: A last clause that only asks the bot something (…8月15号 别忘了送我礼物 / …，到时候提醒我一下 / …A1234 别搞忘了哈):
+#: a mark and an act, an act the bot alone does (提醒我 / 催我), or a bare 别忘了.
+_BOT_ASK_TAIL_RE = re.compile(rf"[{_PUNCT}\s]+(?:(?:{_BOT_ASK_MARK})+[^{_PUNCT}\s]{{0,2}}?{_BOT_ASK_ACT}|(?:提醒|催|通知)(?:一下)?我)"
+                              rf"[^{_PUNCT}]*$|[{_PUNCT}\s]+(?:{_BOT_ASK_MARK})+[{PARTICLES}{_PUNCT}\s]*$")
+
+
+def _bot_ask_cut(text):
+    """A fact without the request to the bot said after it. Example: _bot_ask_cut('我生日是8月15号 别忘了送我礼物') ->
+    '我生日是8月15号'"""
+    if not ("忘" in text or "记得" in text or "到时" in text or "届时" in text or "提醒" in text or "催" in text
+            or "通知" in text):
+        return text  # the cheap test first: most facts have none of these
+    m = _BOT_ASK_TAIL_RE.search(text)
+    return text[:m.start()] if m and m.start() >= 2 else text
+
+
 #: Whom a message is told to, as a clause of its own, after a 了, or first and glued to 我 (姐妹们 我戒烟了, 我辞职了家人们
 #: 准备…, 姐妹们我退坑了): no fact (我家人们都很好 keeps its 家人们).
 _ADDRESS_RE = re.compile(rf"(?:^|(?<=[{_PUNCT}\s了啦]))(?:家人们|姐妹们|兄弟们|宝子们|集美们|老铁们|朋友们|各位|大家)"
@@ -5533,6 +5553,7 @@ def memory_remember(conn, ctx, text, embed, *, update=False, importance=1, scope
     known = _known_subjects(conn, ctx)
     text = _CHAR_NOTE_RE.sub("", text).strip() or text  # 我叫王晓明 晓是破晓的晓: the name, without how it is written
     text = _ADDRESS_RE.sub(" ", text).strip() or text  # 姐妹们 我戒烟了: who is told, not a fact
+    text = _bot_ask_cut(text)  # 我生日是8月15号 别忘了送我礼物: what the bot is asked to do is no part of the fact
     facts = memory_leads([memory_fact(p, last, known) for p in memory_unlist(text)], last, known)
     if len(facts) > MEMORY_FACTS_PER_MESSAGE:  # 记住：我喜欢A、B、C… x 123: as many memories and expansion calls
         return (f"这一条里有{len(facts)}件事，一次最多记{MEMORY_FACTS_PER_MESSAGE}件，这次什么也没记。"
