@@ -7258,7 +7258,7 @@ def memory_answer(conn, ctx, asked, text, embed, cap=0):
                 return "要我记住什么呢？比如：记住，我住在北京"
             said = asked["text"]  # 豆豆昨天走了 after 我家有只柯基叫豆豆: 豆豆's, not 我豆豆…
             mine = "我" in said or memory_has_subject(said) or memory_names_known(conn, ctx, said)  # 明天我要…
-            fact = said if mine else "我" + said
+            fact = said if mine or _NAME_LEAD_RE.match(said) else "我" + said  # 阿强下个月结婚: never 我阿强…
             return memory_remember(conn, ctx, fact, embed, importance=asked.get("importance", 1), cap=cap)[0]
         return None
     if said is None:
@@ -8285,10 +8285,32 @@ def _memory_parse_rules(text, names=()):
     return _as_written(("remember", {"text": wish}), read, said) if wish else (None, {})
 
 
+#: A name a memory gives someone (我小娃叫米米 / 我大儿子叫豆豆): what follows 叫, up to a pause or 的.
+_CALLED_NAME_RE = re.compile(r"(?:叫|叫做)(?![我你他她])([^\s，,。！!？?、的]{2,6})")
+
+
+#: How a name starts a fact (阿强下个月结婚 / 米米发烧了): 阿 and a character, not a relation (阿姨, 阿爸); a character said
+#: twice, not a word of time or manner (天天, 刚刚). A 我 glued before one would make up whose it is.
+_NAME_LEAD_RE = re.compile(r"^(?:阿(?![姨公婆爸妈嬷嫲伯叔哥姐])[\u4e00-\u9fff]|"
+                           r"([\u4e00-\u9fff])\1(?<![天常慢刚渐偏明往时处好快早晚多少常])(?!的|地))")
+
+
+def _named_in_memories(conn, ctx, text):
+    """Whether a fact starts with a name one of the speaker's memories gives someone (米米对牛奶过敏, with 我有两个娃
+    大的叫豆豆 小的叫米米 kept), a name the rules file under no subject of its own.
+    Example: 米米对牛奶过敏 with 我小娃叫米米 -> True"""
+    if len(text) < 4 or not re.match(f"[{_CJK}A-Za-z]", text):
+        return False
+    return any(text.startswith(m.group(1)) and len(text) > len(m.group(1)) + 1
+               for r in memory_list(conn, ctx) if "叫" in r["text"] for m in _CALLED_NAME_RE.finditer(r["text"]))
+
+
 def _settle_ask(conn, ctx, text):
     """记住旺财三岁了: a remember when the user has named 旺财 before; 驾照拿到了: when it says the change of a state
     that one memory of the user's holds (我在学车); else the bot asks."""
     if memory_names_known(conn, ctx, text) or _life_points(conn, ctx, memory_options(text)[0]):
+        return "remember", {"text": text}
+    if _named_in_memories(conn, ctx, text):  # 米米对牛奶过敏 记一下, with 我小娃叫米米: in the user's words, no 我 before it
         return "remember", {"text": text}
     mine = memory_fact("我" + text) if not memory_has_subject(text) else None
     if mine and mine.single and mine.attribute and any(
