@@ -4135,6 +4135,19 @@ _HOW_OFTEN_RE = re.compile(r"^(?:基本上?|差不多|大概)?(?:每|一)(?:天|
                            r"(?:去|来|吃|喝|玩|练|跑)?(?:个|上)?[一两二三四五六七八九十几\d]+(?:次|回|趟|顿)(?:左右)?$")
 
 
+#: A clause that names a thing of the speaker's and says what it is (主力语言是 Go / 常用浏览器是Chrome / 专业是…): not
+#: an adverb before 是 (特别是 / 主要是 / 也是), which goes on with the clause before.
+_OWN_ATTRIBUTE_RE = re.compile(r"^(?!特别|尤其|主要|应该|可能|大概|估计|其实|反正|但|就|也|都|还|只|不|真|毕竟|然后|而且|所以|因为|"
+                               r"或者|要么|要不|那|这|那个|这个|原因|理由|问题)[\u4e00-\u9fff]{2,6}是(?!不是)\s*\S")
+
+
+def _own_attribute_clause(clause, sep):
+    """Whether a clause after a comma says a thing of its own (我用 vim，主力语言是 Go: 主力语言是 Go is a second fact).
+    Example: _own_attribute_clause('主力语言是 Go', '，') -> True"""
+    return "是" in clause and bool(re.search(r"[，,；;]", sep)) and bool(_OWN_ATTRIBUTE_RE.match(clause)) \
+        and not memory_has_subject(clause)
+
+
 def memory_split(text):
     """One fact per piece: clauses without their own subject inherit it; a clause that adds only
     detail stays with its fact, as it was written.
@@ -4174,7 +4187,8 @@ def memory_split(text):
                               or _PARALLEL_END_RE.match(clause) and _PARALLEL_END_RE.match(_subject_of(pieces[-1])[1])
                               or re.match(r"^[\u4e00-\u9fff]{2,6}是", clause)
                               and _DATE_IN_TEXT_RE.search(clause)
-                              and _DATE_IN_TEXT_RE.search(pieces[-1]))
+                              and _DATE_IN_TEXT_RE.search(pieces[-1])) \
+            or _own_attribute_clause(clause, sep)
         # 我生日是3月8号 结婚纪念日是10月1号: a second date of its own
         glued = (_HOW_OFTEN_RE.match(clause)
                  or re.match(r"^(?:叫|因为|所以|但|但是|不过|而且|然后|而|不是|是因为|虽然|就|也就|特别|尤其|之前|以前)", clause)
