@@ -6741,8 +6741,9 @@ def memory_forget_typo(conn, ctx, what, short=False):
         return None
     rows = memory_list(conn, ctx)
     texts = [text_simplified(r["text"]) for r in rows]
-    if any(word in x for x in texts):
-        return None  # the word is said as it is: the rules' search reads it
+    gaps = re.compile(".*?".join(map(re.escape, word)))
+    if any(gaps.search(x) for x in texts):
+        return None  # the word is said as it is, or with words between (弟过敏 of 我弟对青霉素过敏): the search reads it
     near = [r for r, x in zip(rows, texts) if _one_off(word, x, short)]
     if len(near) != 1:
         return None
@@ -10282,6 +10283,28 @@ def memory_pointed_left(conn, ctx, text, embed):
     return None
 
 
+#: What a forget points at: the words before 那条 / 那个 in a clause, or between 把 and the verb (把事故报告删了).
+_FORGET_OBJECT_RE = re.compile(rf"(?:^|(?<=[{_PUNCT}\s]))(?:把)?([^{_PUNCT}\s]{{2,12}}?)(?:那条|这条|那个|这个)|"
+                               rf"把([^{_PUNCT}\s]{{2,12}}?)(?:给我|帮我)?(?:删|忘|去掉)|"
+                               rf"(?:那条|这条|那个|这个)([^{_PUNCT}\s]{{2,12}}?)(?:的事|的)?(?=[{_PUNCT}\s]|$)")
+#: What comes before the words pointed at and is none of them (刚才那个 / 你把 / 之前说的那条).
+_FORGET_OBJECT_LEAD_RE = re.compile(r"^(?:刚才|刚刚|之前|上次|上面|前面|昨天|你|帮我|给我|就|把|我说的|说的|提到的|记的|的)+|的$")
+
+
+def _forget_object_unnamed(rows, t):
+    """The words a forget points at (事故报告 of 把事故报告那个删了) when no memory shares two characters of them in
+    a row, else None: then no memory is offered for them. Example: '火锅那条删了' with 我住在滨江 -> '火锅'"""
+    if not rows or not re.search(r"那条|这条|那个|这个|把", t):
+        return None  # the cheap test first: no pointer, no object
+    plain = _PLAIN_CHARS | _COMMON_CHARS
+    for m in _FORGET_OBJECT_RE.finditer(t):
+        what = _FORGET_OBJECT_LEAD_RE.sub("", m.group(1) or m.group(2) or m.group(3))
+        pairs = {what[i:i + 2] for i in range(len(what) - 1) if not set(what[i:i + 2]) <= plain}
+        if len(what) >= 2 and pairs and not any(p in r["text"] for r in rows for p in pairs):
+            return what
+    return None
+
+
 #: The question asked when neither the rules nor the LLM settled a memory message.
 _ASK_REMEMBER = "要我记住『{0}』吗？要的话回复“要”；不是的话说“算了”。"
 
@@ -10311,6 +10334,11 @@ def memory_fallback(conn, ctx, text, hint=""):
             or _CODE_DELETE_RE.search(t):
         if not named and re.search(r"全|所有|一切", t) and rows:  # 你把关于我的东西全删了吧: as 忘记关于我的一切
             return "", {"action": "wipe"}
+        unnamed = None if named else _forget_object_unnamed(rows, read)  # (as said: the normalised t may lose it)
+        if unnamed:  # 把事故报告那个删了 with 我住在滨江: no memory says it, none offered (a typo of one is asked)
+            typo = memory_forget_typo(conn, ctx, unnamed)
+            return (head + typo[0], typo[1]) if typo else (
+                head + f"{_NOT_FOUND}{unnamed[:30]}”这条记忆，什么也没删。说“你记得我什么”可以看看我记得哪些。", None)
         pool = named or rows[-5:]
         if not pool:
             return head + "我这里还没有关于你的记忆，没有可以删的。", None
