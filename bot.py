@@ -5509,8 +5509,9 @@ _BOT_ASK_MARK = r"(?:到时候?|届时|千万|一定|可)?(?:别|不要|莫|可�
 _BOT_ASK_ACT = r"(?:提醒|告诉|通知|催|送|祝|给|帮|陪)(?:一下)?我"
 #: A last clause that only asks the bot something (…8月15号 别忘了送我礼物 / …，到时候提醒我一下 / …A1234 别搞忘了哈):
 #: a mark and an act, an act the bot alone does (提醒我 / 催我), or a bare 别忘了.
-_BOT_ASK_TAIL_RE = re.compile(rf"[{_PUNCT}\s]+(?:(?:{_BOT_ASK_MARK})+[^{_PUNCT}\s]{{0,2}}?{_BOT_ASK_ACT}|(?:提醒|催|通知)(?:一下)?我)"
-                              rf"[^{_PUNCT}]*$|[{_PUNCT}\s]+(?:{_BOT_ASK_MARK})+[{PARTICLES}{_PUNCT}\s]*$")
+_BOT_ASK_TAIL_RE = re.compile(rf"[{_PUNCT}\s]+(?:(?:{_BOT_ASK_MARK})+[^{_PUNCT}\s]{{0,2}}?{_BOT_ASK_ACT}|"
+                              rf"(?:提醒|催|通知)(?:一下)?我)[^{_PUNCT}]*$|"
+                              rf"[{_PUNCT}\s]+(?:{_BOT_ASK_MARK})+[{PARTICLES}{_PUNCT}\s]*$")
 
 
 def _bot_ask_cut(text):
@@ -7255,6 +7256,12 @@ def memory_answer_read(asked, text):
     return None if named is None else ("pick", named) if len(named) == 1 else ("unclear",)
 
 
+#: How a name starts a fact (阿强下个月结婚 / 米米发烧了): 阿 and a character, not a relation (阿姨, 阿爸); a character said
+#: twice, not a word of time or manner (天天, 刚刚). A 我 glued before one would make up whose it is.
+_NAME_LEAD_RE = re.compile(r"^(?:阿(?![姨公婆爸妈嬷嫲伯叔哥姐])[\u4e00-\u9fff]|"
+                           r"([\u4e00-\u9fff])\1(?<![天常慢刚渐偏明往时处好快早晚多少常])(?!的|地))")
+
+
 def memory_answer(conn, ctx, asked, text, embed, cap=0):
     """Acts on the answer to a which-one question (2 / 第二条 / 前面那个 / 我的 / the words of one / 都删), a life-area
     question or a 要我记住吗 (stored while the user has fewer than cap memories); an answer that fits none or
@@ -8302,12 +8309,6 @@ def _memory_parse_rules(text, names=()):
 
 #: A name a memory gives someone (我小娃叫米米 / 我大儿子叫豆豆): what follows 叫, up to a pause or 的.
 _CALLED_NAME_RE = re.compile(r"(?:叫|叫做)(?![我你他她])([^\s，,。！!？?、的]{2,6})")
-
-
-#: How a name starts a fact (阿强下个月结婚 / 米米发烧了): 阿 and a character, not a relation (阿姨, 阿爸); a character said
-#: twice, not a word of time or manner (天天, 刚刚). A 我 glued before one would make up whose it is.
-_NAME_LEAD_RE = re.compile(r"^(?:阿(?![姨公婆爸妈嬷嫲伯叔哥姐])[\u4e00-\u9fff]|"
-                           r"([\u4e00-\u9fff])\1(?<![天常慢刚渐偏明往时处好快早晚多少常])(?!的|地))")
 
 
 def _named_in_memories(conn, ctx, text):
