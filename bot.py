@@ -10292,6 +10292,10 @@ _FORGET_OBJECT_RE = re.compile(rf"(?:^|(?<=[{_PUNCT}\s]))(?:把)?([^{_PUNCT}\s]{
 _FORGET_OBJECT_LEAD_RE = re.compile(r"^(?:刚才|刚刚|之前|上次|上面|前面|昨天|你|帮我|给我|就|把|我说的|说的|提到的|记的|的)+|的$")
 
 
+#: Words that point at a topic, not at words a memory says (关于工作的都 / 跟钱有关的 / 身体方面的 / 这类).
+_FORGET_TOPIC_RE = re.compile(r"关于|有关|相关|方面|之类|[这那]类|都|全|所有|一切")
+
+
 def _forget_object_unnamed(rows, t):
     """The words a forget points at (事故报告 of 把事故报告那个删了) when no memory shares two characters of them in
     a row, else None: then no memory is offered for them. Example: '火锅那条删了' with 我住在滨江 -> '火锅'"""
@@ -10300,6 +10304,8 @@ def _forget_object_unnamed(rows, t):
     plain = _PLAIN_CHARS | _COMMON_CHARS
     for m in _FORGET_OBJECT_RE.finditer(t):
         what = _FORGET_OBJECT_LEAD_RE.sub("", m.group(1) or m.group(2) or m.group(3))
+        if _FORGET_TOPIC_RE.search(what):
+            continue  # 关于工作的都忘了吧: a topic, which memories say in words of their own (我在腾讯上班)
         pairs = {what[i:i + 2] for i in range(len(what) - 1) if not set(what[i:i + 2]) <= plain}
         if len(what) >= 2 and pairs and not any(p in r["text"] for r in rows for p in pairs):
             return what
