@@ -2855,17 +2855,31 @@ def _said_table(read, said):
 
 def _said_back(value, read, said):
     """A value the rules rewrote from the reading `read` of `said`, with the user's words back: a character the reading
-    changed alone (後 -> 后, 喺 -> 在) wherever it is, a longer word (同埋 -> 以及) only where the value says it whole,
-    never a character of it the rules put in elsewhere (以后 of 你以后少用emoji is no 同后).
+    changed alone (後 -> 后, 啲 -> 点) wherever it is, a word of two or more (同埋 -> 以及) only where the value says it
+    whole, never a character of it the rules put in elsewhere (以后 of 你以后少用emoji is no 同后).
     Example: _said_back('你以后少用emoji', '以及你少用点emoji', '同埋你少用啲emoji') -> '你以后少用emoji'"""
     chars, words = {}, []
     for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, read, said, autojunk=False).get_opcodes():
         if tag != "replace":
             continue
-        if i2 - i1 == 1 or i2 - i1 == j2 - j1 and text_simplified(said[j1:j2]) == read[i1:i2]:
-            chars.update(_said_table(read[i1:i2], said[j1:j2]))  # 會說 -> 会说: each character as written
-        else:
-            words.append((read[i1:i2], said[j1:j2]))
+        if i2 - i1 != j2 - j1:  # 我 -> 本宝宝: one character for a word; else a word for a word
+            if i2 - i1 == 1:
+                chars[ord(read[i1])] = said[j1:j2]
+            else:
+                words.append((read[i1:i2], said[j1:j2]))
+            continue
+        run = ""  # the characters in a row the reading changed as a word (同埋), not as a way of writing (講 -> 讲)
+        for k, (r, w) in enumerate(zip(read[i1:i2] + "\0", said[j1:j2] + "\0")):
+            if r != "\0" and text_simplified(w) != r:
+                run += r
+                continue
+            if len(run) == 1:
+                chars[ord(run)] = said[j1 + k - 1]
+            elif run:
+                words.append((run, said[j1 + k - len(run):j1 + k]))
+            run = ""
+            if r != "\0" and r != w:
+                chars[ord(r)] = w
     for word, own in words:
         value = value.replace(word, own)
     return value.translate(chars)
@@ -10304,8 +10318,8 @@ def _forget_object_unnamed(rows, t):
     plain = _PLAIN_CHARS | _COMMON_CHARS
     for m in _FORGET_OBJECT_RE.finditer(t):
         what = _FORGET_OBJECT_LEAD_RE.sub("", m.group(1) or m.group(2) or m.group(3))
-        if _FORGET_TOPIC_RE.search(what):
-            continue  # 关于工作的都忘了吧: a topic, which memories say in words of their own (我在腾讯上班)
+        if _FORGET_TOPIC_RE.search(what) or _FORGET_VERB_RE.search(what):
+            continue  # 关于工作的都忘了吧: a topic, which memories say in words of their own (我在腾讯上班); 那条删掉吧
         pairs = {what[i:i + 2] for i in range(len(what) - 1) if not set(what[i:i + 2]) <= plain}
         if len(what) >= 2 and pairs and not any(p in r["text"] for r in rows for p in pairs):
             return what
