@@ -2856,6 +2856,38 @@ def _said_table(read, said):
     return {ord(read[i1]): said[j1:j2] for tag, i1, i2, j1, j2 in ops if tag == "replace" and i2 - i1 == 1}
 
 
+def _said_back(value, read, said):
+    """A value the rules rewrote from the reading `read` of `said`, with the user's words back: a character the reading
+    changed alone (後 -> 后, 啲 -> 点) wherever it is, a word of two or more (同埋 -> 以及) only where the value says it
+    whole, never a character of it the rules put in elsewhere (以后 of 你以后少用emoji is no 同后).
+    Example: _said_back('你以后少用emoji', '以及你少用点emoji', '同埋你少用啲emoji') -> '你以后少用emoji'"""
+    chars, words = {}, []
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, read, said, autojunk=False).get_opcodes():
+        if tag != "replace":
+            continue
+        if i2 - i1 != j2 - j1:  # 我 -> 本宝宝: one character for a word; else a word for a word
+            if i2 - i1 == 1:
+                chars[ord(read[i1])] = said[j1:j2]
+            else:
+                words.append((read[i1:i2], said[j1:j2]))
+            continue
+        run = ""  # the characters in a row the reading changed as a word (同埋), not as a way of writing (講 -> 讲)
+        for k, (r, w) in enumerate(zip(read[i1:i2] + "\0", said[j1:j2] + "\0")):
+            if r != "\0" and text_simplified(w) != r:
+                run += r
+                continue
+            if len(run) == 1:
+                chars[ord(run)] = said[j1 + k - 1]
+            elif run:
+                words.append((run, said[j1 + k - len(run):j1 + k]))
+            run = ""
+            if r != "\0" and r != w:
+                chars[ord(r)] = w
+    for word, own in words:
+        value = value.replace(word, own)
+    return value.translate(chars)
+
+
 def memory_cantonese(text):
     """Cantonese (and DIALECT's words) read as Mandarin, one character for one but for the self-words longer than 我.
     Example: memory_cantonese('我搬咗去沙田') -> '我搬到了沙田'"""
@@ -3101,7 +3133,7 @@ FORGET_BY_VALUE = {"名字", "昵称", "称呼用户", "职业", "健康", "感�
 #: Who a clause may be about instead of the user (他说同事最近在闹离婚 is the colleague's), and what says it is
 #: the user again after them (他说妈妈知道他在吃药).
 _OTHER_PEOPLE = set(RELATIONS) | _NAMED | {"它", "别人", "有人", "人家"}
-_SELF_WORDS = ("自己", "用户", "对方", "他", "她")
+_SELF_NOUNS = ("自己", "用户", "对方", "他", "她")
 #: Topics: the fine-grained kinds of fact a memory can be, each with the everyday words (zh + en) that
 #: touch it, whether a user states the fact or later talks around it (我恐高 / 玻璃栈道, 我是护士 / 夜班,
 #: 我乳糖不耐 / 拿铁). Hand-written per area from general knowledge, without reading the recall sets; a
@@ -4126,6 +4158,19 @@ _HOW_OFTEN_RE = re.compile(r"^(?:基本上?|差不多|大概)?(?:每|一)(?:天|
 _BIRTH_YEAR_CLAUSE_RE = re.compile(r"^(?:是)?(?:19|20)?\d{2}年(?:的|生的?|出生的?)$")
 
 
+#: A clause that names a thing of the speaker's and says what it is (主力语言是 Go / 常用浏览器是Chrome / 专业是…): not
+#: an adverb before 是 (特别是 / 主要是 / 也是), which goes on with the clause before.
+_OWN_ATTRIBUTE_RE = re.compile(r"^(?!特别|尤其|主要|应该|可能|大概|估计|其实|反正|但|就|也|都|还|只|不|真|毕竟|然后|而且|所以|因为|"
+                               r"或者|要么|要不|那|这|那个|这个|原因|理由|问题)[\u4e00-\u9fff]{2,6}是(?!不是)\s*\S")
+
+
+def _own_attribute_clause(clause, sep):
+    """Whether a clause after a comma says a thing of its own (我用 vim，主力语言是 Go: 主力语言是 Go is a second fact).
+    Example: _own_attribute_clause('主力语言是 Go', '，') -> True"""
+    return "是" in clause and bool(re.search(r"[，,；;]", sep)) and bool(_OWN_ATTRIBUTE_RE.match(clause)) \
+        and not memory_has_subject(clause)
+
+
 def memory_split(text):
     """One fact per piece: clauses without their own subject inherit it; a clause that adds only
     detail stays with its fact, as it was written.
@@ -4166,7 +4211,8 @@ def memory_split(text):
                               or _PARALLEL_END_RE.match(clause) and _PARALLEL_END_RE.match(_subject_of(pieces[-1])[1])
                               or re.match(r"^[\u4e00-\u9fff]{2,6}是", clause)
                               and _DATE_IN_TEXT_RE.search(clause)
-                              and _DATE_IN_TEXT_RE.search(pieces[-1]))
+                              and _DATE_IN_TEXT_RE.search(pieces[-1])) \
+            or _own_attribute_clause(clause, sep)
         # 我生日是3月8号 结婚纪念日是10月1号: a second date of its own
         glued = (_HOW_OFTEN_RE.match(clause)
                  or re.match(r"^(?:叫|因为|所以|但|但是|不过|而且|然后|而|不是|是因为|虽然|就|也就|特别|尤其|之前|以前)", clause)
@@ -4602,8 +4648,8 @@ def memory_unlist(text):
                 and not any(_CLAUSE_NOT_ITEM_RE.match(i) or _REASON_CLAUSE_RE.search(i) or _TIME_OR_COMPANY_RE.search(i)
                             for i in items[1:]):
             # 《猫和老鼠》 is one; 不吃素了 医生说我贫血: a reason, no second thing not eaten
-            verb = re.match(r"^(?:吃|喝|看|玩|听|钓)", items[0])  # 吃苹果、香蕉: 吃香蕉 (钓鲫鱼、鲤鱼: 钓鲤鱼)
-            out += [simple.replace(fact.value, (verb.group() if verb and not re.match(r"^(?:吃|喝|看|玩|听|钓)", i) else "")
+            verb = _ITEM_VERB_RE.match(items[0])  # 吃苹果、香蕉: 吃香蕉; 饮丝袜奶茶同埋食菠萝油: 食菠萝油 has its own
+            out += [simple.replace(fact.value, (verb.group() if verb and not _ITEM_VERB_RE.match(i) else "")
                                    + i.strip()).translate(back) for i in items]  # 还有 鸡皮: 鸡皮
             continue
         values = _split_values(simple)
@@ -4611,6 +4657,9 @@ def memory_unlist(text):
     return out  # as written (我媽搬去高雄了): memory_fact reads whom it is about in simplified itself
 
 
+#: The verb a listed thing may start with, Cantonese ones as read simplified (食 = 吃, 饮 = 喝): the first thing's
+#: is given to the others that have none.
+_ITEM_VERB_RE = re.compile(r"^(?:吃|喝|看|玩|听|钓|食|饮)")
 #: The words a 分别 list shares, said once: before its first value (分别住在北京和上海) and after its last (分别在阿里和网易
 #: 上班); each value gets them.
 _EACH_HEAD_RE = re.compile(r"^(?:住在|在|是|喜欢|爱|叫|养了|养|当|做|读|学|去|玩|吃|喝|开|用)")
@@ -5525,6 +5574,27 @@ _CHAR_NOTE_RE = re.compile(rf"(?<=\S)[{_PUNCT}]+(?:其中的?)?([\u4e00-\u9fff])
                            rf"[{PARTICLES}{_PUNCT}]*(?=$|[{_PUNCT}])")
 
 
+#: How a request to the bot after a fact starts (别忘了 / 千万别搞忘了 / 记得 / 到时候): no part of the fact.
+_BOT_ASK_MARK = r"(?:到时候?|届时|千万|一定|可)?(?:别|不要|莫|可别|不许)(?:搞|给我)?忘(?:了|记|掉)?|记得|到时候?|届时"
+#: What a request asks the bot to do for the user (提醒我 / 送我礼物 / 祝我生日快乐 / 催我); not 叫我 (叫我小美 is a wish).
+_BOT_ASK_ACT = r"(?:提醒|告诉|通知|催|送|祝|给|帮|陪)(?:一下)?我"
+#: A last clause that only asks the bot something (…8月15号 别忘了送我礼物 / …，到时候提醒我一下 / …A1234 别搞忘了哈):
+#: a mark and an act, an act the bot alone does (提醒我 / 催我), or a bare 别忘了.
+_BOT_ASK_TAIL_RE = re.compile(rf"[{_PUNCT}\s]+(?:(?:{_BOT_ASK_MARK})+[^{_PUNCT}\s]{{0,2}}?{_BOT_ASK_ACT}|"
+                              rf"(?:提醒|催|通知)(?:一下)?我)[^{_PUNCT}]*$|"
+                              rf"[{_PUNCT}\s]+(?:{_BOT_ASK_MARK})+[{PARTICLES}{_PUNCT}\s]*$")
+
+
+def _bot_ask_cut(text):
+    """A fact without the request to the bot said after it. Example: _bot_ask_cut('我生日是8月15号 别忘了送我礼物') ->
+    '我生日是8月15号'"""
+    if not ("忘" in text or "记得" in text or "到时" in text or "届时" in text or "提醒" in text or "催" in text
+            or "通知" in text):
+        return text  # the cheap test first: most facts have none of these
+    m = _BOT_ASK_TAIL_RE.search(text)
+    return text[:m.start()] if m and m.start() >= 2 else text
+
+
 #: Whom a message is told to, as a clause of its own, after a 了, or first and glued to 我 (姐妹们 我戒烟了, 我辞职了家人们
 #: 准备…, 姐妹们我退坑了): no fact (我家人们都很好 keeps its 家人们).
 _ADDRESS_RE = re.compile(rf"(?:^|(?<=[{_PUNCT}\s了啦]))(?:家人们|姐妹们|兄弟们|宝子们|集美们|老铁们|朋友们|各位|大家)"
@@ -5623,6 +5693,7 @@ def memory_remember(conn, ctx, text, embed, *, update=False, importance=1, scope
     text = _CHAR_NOTE_RE.sub("", text).strip() or text  # 我叫王晓明 晓是破晓的晓: the name, without how it is written
     text = _ADDRESS_RE.sub(" ", memory_without_aside(text)).strip() or text  # 姐妹们 我戒烟了: who is told, not a fact
     text = _origin_said(conn, ctx, text) if update and text.endswith("的") else text  # 我老婆是贵州的: 贵州人
+    text = _bot_ask_cut(text)  # 我生日是8月15号 别忘了送我礼物: what the bot is asked to do is no part of the fact
     facts = memory_leads([memory_fact(p, last, known) for p in memory_unlist(text)], last, known)
     if len(facts) > MEMORY_FACTS_PER_MESSAGE:  # 记住：我喜欢A、B、C… x 123: as many memories and expansion calls
         return (f"这一条里有{len(facts)}件事，一次最多记{MEMORY_FACTS_PER_MESSAGE}件，这次什么也没记。"
@@ -6343,7 +6414,7 @@ def _someone_else(text, at):
     user isn't after them (他说同事最近在闹… yes; 他说妈妈知道他在… no)."""
     before = text[max(text.rfind(c, 0, at) for c in _CLAUSE_END) + 1:at]
     last = max((before.rfind(w) + len(w) for w in _OTHER_PEOPLE if w in before), default=-1)
-    return last >= 0 and not any(w in before[last:] for w in _SELF_WORDS)
+    return last >= 0 and not any(w in before[last:] for w in _SELF_NOUNS)
 
 
 def memory_says(key, sentence):
@@ -6769,23 +6840,41 @@ def memory_forget_near(conn, ctx, what):
     return asked["prompt"], asked
 
 
-def memory_forget_typo(conn, ctx, what):
-    """A forget whose words name no memory but differ by one character from words of a few (螺狮粉 for 螺蛳粉, 3 to 8
-    characters): those are asked about by number, never deleted unasked; None when none or too many are that near.
-    Example: 螺狮粉那条, with 我喜欢吃螺蛳粉 kept -> 你说的是这条吗？1. 我喜欢吃螺蛳粉"""
-    said = text_simplified(re.sub(r"^我的?|(?:那条|这条|那个|这个|的事)$", "", what.strip()))
-    if not 3 <= len(said) <= 8 or not re.fullmatch(f"[{_CJK}]+", said):
+def _one_off(word, text, short=False):
+    """Whether text holds word with exactly one character changed, a typo: neither character said in the other's text
+    nor a plain one (住北京 in 我住在北京 is a gap, 他生日 a pronoun); short: the parts beside it two characters at most
+    (what a search would guess on: 周杰仑 for 周杰伦, not 欠老刘钱 for 欠老刘三).
+    Example: _one_off('螺狮粉', '我喜欢吃螺蛳粉') -> True"""
+    n = len(word)
+    if len(set(word) & set(text)) < n - 1:  # the cheap test first: most memories share too few characters
+        return False
+    for i in range(len(text) - n + 1):
+        diff = [k for k, (a, b) in enumerate(zip(word, text[i:i + n])) if a != b]
+        if len(diff) == 1:
+            k = diff[0]
+            a, b = word[k], text[i + k]
+            if a not in text and b not in word and not {a, b} & _PLAIN_CHARS and (not short or max(k, n - k - 1) <= 2):
+                return True
+    return False
+
+
+def memory_forget_typo(conn, ctx, what, short=False):
+    """A forget whose word (three characters or more) no memory holds but exactly one holds with one character changed
+    (螺狮粉 for 我喜欢吃螺蛳粉): that one is asked about by number, never deleted unasked; (prompt, asked) or None.
+    short: only a typo a search would guess on (_one_off). Example: 螺狮粉 with 我喜欢吃螺蛳粉 -> 是这条吗？1. 我喜欢吃螺蛳粉"""
+    word = text_simplified(re.sub(r"^(?:把|我的?)|(?:那条|这条|那个|这个|的事|这事)$", "", what.strip()))
+    if not 3 <= len(word) <= 12 or not re.fullmatch(f"[{_CJK}A-Za-z0-9]+", word):
         return None
-    n = len(said)
-    rows = [r for r in memory_list(conn, ctx) for text in [text_simplified(r["text"])] if any(
-        sum(a != b for a, b in zip(said, text[i:i + n])) == 1 for i in range(len(text) - n + 1))]
-    if not 0 < len(rows) <= MEMORY_NEAR_MAX:
+    rows = memory_list(conn, ctx)
+    texts = [text_simplified(r["text"]) for r in rows]
+    gaps = re.compile(".*?".join(map(re.escape, word)))
+    if any(gaps.search(x) for x in texts):
+        return None  # the word is said as it is, or with words between (弟过敏 of 我弟对青霉素过敏): the search reads it
+    near = [r for r, x in zip(rows, texts) if _one_off(word, x, short)]
+    if len(near) != 1:
         return None
-    asked = _choices({"action": "forget", "ids": sorted(r["id"] for r in rows), "text": what},
-                     rows := _rows(conn, sorted(r["id"] for r in rows)))
-    listing = "\n".join(f"{k}. {r['text']}" for k, r in enumerate(rows, 1))
-    which = "这条" if len(rows) == 1 else "哪一条"
-    asked["prompt"] = f"我没有找到“{what[:30]}”这条记忆。你说的是{which}吗？\n{listing}\n回复序号就删掉，说“算了”就不删。"
+    asked = _choices({"action": "forget", "ids": [near[0]["id"]], "text": what}, near)
+    asked["prompt"] = f"我没有找到“{word}”这条记忆。是这条吗？\n1. {near[0]['text']}\n回复“1”确认，说“算了”就不删。"
     return asked["prompt"], asked
 
 
@@ -6998,7 +7087,7 @@ def _unsaved_said(conn, ctx, spot_re, rows):
 #: A district named in a memory's words (我住朝阳区 / 我公司在海淀区), not a housing estate or a park (东湖小区 / 园区).
 _DISTRICT_WORD_RE = re.compile(r"[\u4e00-\u9fff]{2,3}(?<![小社园景校])[区县]")
 #: A verb said before the first of several things (吃苹果 香蕉 / 钓鲫鱼 鲤鱼): no part of the thing.
-_ITEM_VERB_RE = re.compile(r"^(?:吃|喝|看|玩|听|钓|打|养|弹)")
+_SAID_ITEM_VERB_RE = re.compile(r"^(?:吃|喝|看|玩|听|钓|打|养|弹)")
 
 
 def _list_items(row, value):
@@ -7007,7 +7096,7 @@ def _list_items(row, value):
     said = row["value"] or ""
     if not re.search(r"\s|、|和|还有", said) or re.search(r"\s|、|和|还有", value):
         return []
-    items = [_ITEM_VERB_RE.sub("", i) for i in re.split(r"\s+|、|和|还有", said) if i]
+    items = [_SAID_ITEM_VERB_RE.sub("", i) for i in re.split(r"\s+|、|和|还有", said) if i]
     if len(items) < 2 or not all(1 <= len(i) <= 8 and row["text"].count(i) == 1 for i in items) or value in items:
         return []
     return items
@@ -7400,6 +7489,12 @@ def _replace_several(conn, ctx, rows, text, embed):
     return f"已把{_quote(r['text'] for r in rows)}改成“{fact.text}”。（说“撤销”可以改回去）"
 
 
+#: How a name starts a fact (阿强下个月结婚 / 米米发烧了): 阿 and a character, not a relation (阿姨, 阿爸); a character said
+#: twice, not a word of time or manner (天天, 刚刚). A 我 glued before one would make up whose it is.
+_NAME_LEAD_RE = re.compile(r"^(?:阿(?![姨公婆爸妈嬷嫲伯叔哥姐])[\u4e00-\u9fff]|"
+                           r"([\u4e00-\u9fff])\1(?<![天常慢刚渐偏明往时处好快早晚多少常])(?!的|地))")
+
+
 def memory_answer(conn, ctx, asked, text, embed, cap=0):
     """Acts on the answer to a which-one question (2 / 第二条 / 前面那个 / 我的 / the words of one / 都删), a life-area
     question or a 要我记住吗 (stored while the user has fewer than cap memories); an answer that fits none or
@@ -7418,7 +7513,7 @@ def memory_answer(conn, ctx, asked, text, embed, cap=0):
                 return "要我记住什么呢？比如：记住，我住在北京"
             said = asked["text"]  # 豆豆昨天走了 after 我家有只柯基叫豆豆: 豆豆's, not 我豆豆…
             mine = "我" in said or memory_has_subject(said) or memory_names_known(conn, ctx, said)  # 明天我要…
-            fact = said if mine else "我" + said
+            fact = said if mine or _NAME_LEAD_RE.match(said) else "我" + said  # 阿强下个月结婚: never 我阿强…
             return memory_remember(conn, ctx, fact, embed, importance=asked.get("importance", 1), cap=cap)[0]
         return None
     if said is None:
@@ -8352,7 +8447,7 @@ def _written(value, read, said):
         return value
     i = read.find(value)
     if i < 0:
-        return value.translate(_said_table(read, said))
+        return _said_back(value, read, said)
     start, end = _said_span(read, said, i, i + len(value))
     return said[start:end]
 
@@ -8510,10 +8605,26 @@ def _settle_moved(conn, ctx, who, place):
     return "replace_value", {"old": rows[0]["text"], "new": rows[0]["text"].replace(old, place)}
 
 
+#: A name a memory gives someone (我小娃叫米米 / 我大儿子叫豆豆): what follows 叫, up to a pause or 的.
+_CALLED_NAME_RE = re.compile(r"(?:叫|叫做)(?![我你他她])([^\s，,。！!？?、的]{2,6})")
+
+
+def _named_in_memories(conn, ctx, text):
+    """Whether a fact starts with a name one of the speaker's memories gives someone (米米对牛奶过敏, with 我有两个娃
+    大的叫豆豆 小的叫米米 kept), a name the rules file under no subject of its own.
+    Example: 米米对牛奶过敏 with 我小娃叫米米 -> True"""
+    if len(text) < 4 or not re.match(f"[{_CJK}A-Za-z]", text):
+        return False
+    return any(text.startswith(m.group(1)) and len(text) > len(m.group(1)) + 1
+               for r in memory_list(conn, ctx) if "叫" in r["text"] for m in _CALLED_NAME_RE.finditer(r["text"]))
+
+
 def _settle_ask(conn, ctx, text):
     """记住旺财三岁了: a remember when the user has named 旺财 before; 驾照拿到了: when it says the change of a state
     that one memory of the user's holds (我在学车); else the bot asks."""
     if memory_names_known(conn, ctx, text) or _life_points(conn, ctx, memory_options(text)[0]):
+        return "remember", {"text": text}
+    if _named_in_memories(conn, ctx, text):  # 米米对牛奶过敏 记一下, with 我小娃叫米米: in the user's words, no 我 before it
         return "remember", {"text": text}
     mine = memory_fact("我" + text) if not memory_has_subject(text) else None
     if mine and mine.single and mine.attribute and any(
@@ -8669,7 +8780,9 @@ def _settle_forget_maybe(conn, ctx, what):
     parts = [p.strip() for p in re.split(r"[和、跟]|以及", what)] if len(what) <= 20 else []
     if len(parts) > 1 and all(p and memory_mentions(conn, ctx, p) for p in parts):
         return "forget", {"what": what}
-    return ("forget", {"what": what}) if memory_mentions(conn, ctx, what) else (None, {})
+    if memory_mentions(conn, ctx, what) or memory_forget_typo(conn, ctx, what):  # 忘了周杰仑吧: asked about 周杰伦
+        return "forget", {"what": what}
+    return None, {}
 
 
 def _settle_forget_value(conn, ctx, what):
@@ -9321,6 +9434,12 @@ _SAID_TO_BOT_RE = re.compile(r"(?:跟|和|对|给|同|告诉)(?:你|您)$|(?:你
 _QUOTED_SPAN_RE = re.compile(r"“[^”]*”|\"[^\"]*\"|「[^」]*」|『[^』]*』|《[^》]*》|‘[^’]*’")
 #: Verbs of the other memory commands: a message with one is theirs to read, whatever it quotes.
 _OTHER_COMMAND_RE = re.compile(r"删|忘记|忘掉|更正|纠正|改成|撤销|撤回|别记|不用记|不要记|别再记")
+#: Things of a life online that get deleted (删库 / 删好友 / 删了王者 / 把他微信删了): no memory is among them.
+_LIFE_DELETED = ("库|号|档|帖子?|评论?|微博|好友|微信|qq|QQ|游戏|app|APP|软件|照片|相片|相册|视频|聊天记录|文件|代码|"
+                 "朋友圈|动态|联系方式|王者|原神|他|她")
+#: A 删 that deletes one of those, before or after it, or one done to the user (被删了 / 被他删了): chat, not a forget.
+_CHAT_DELETE_RE = re.compile(rf"删(?:了|掉|除)?(?:个|了个)?(?:{_LIFE_DELETED})|(?:{_LIFE_DELETED})(?:都|全|全部|给|也|又)?"
+                             rf"(?:被)?删(?:了|掉|除)?|被[^，,。！!？?\s]{{0,4}}?删(?:了|掉|除)?")
 #: Characters without which no verb of a message is someone else's words (the cheap test first).
 _SAID_HINT_RE = re.compile(rf"[说讲话喊叨嘱代待调吼骂育醒诉着道唱句词号语铭里“\"「『《‘]|[让叫要逼教]我|我[已经早就都也还刚]*[记备]")
 
@@ -9359,13 +9478,19 @@ def _lyric_quoted(text):
     return all(_NOTED_VERB_RE.match(c) for c in clauses[:-1])
 
 
+def _chat_deletes_out(t):
+    """A message without its deletes of everyday things (删库 / 被删好友), which ask nothing of the memory.
+    Example: _chat_deletes_out('今天又删库了 老板让我记一下') -> '今天又了 老板让我记一下'"""
+    return _CHAT_DELETE_RE.sub("", t) if "删" in t else t
+
+
 def memory_not_asked(text):
     """Whether every remember verb of a message is someone else's words or a line quoted, so nothing is asked of the
     bot (经理天天喊 记住 客户就是上帝 / 老板让我记一下会议纪要 / “记住我的名字”这句台词): chat.
     Example: memory_not_asked('我妈老说记住要多喝水') -> True"""
     if ("歌" in text or "唱" in text) and _lyric_quoted(text):
         return True  # 记住我的好 记住我的笑 这歌真好听: a song's lines
-    if not _SAID_HINT_RE.search(text) or _OTHER_COMMAND_RE.search(text):
+    if not _SAID_HINT_RE.search(text) or _OTHER_COMMAND_RE.search(_chat_deletes_out(text)):
         return False
     verbs = list(_NOTED_VERB_RE.finditer(text))
     quoted = [m.span() for m in _QUOTED_SPAN_RE.finditer(text)]
@@ -10772,6 +10897,34 @@ def memory_pointed_left(conn, ctx, text, embed):
     return None
 
 
+#: What a forget points at: the words before 那条 / 那个 in a clause, or between 把 and the verb (把事故报告删了).
+_FORGET_OBJECT_RE = re.compile(rf"(?:^|(?<=[{_PUNCT}\s]))(?:把)?([^{_PUNCT}\s]{{2,12}}?)(?:那条|这条|那个|这个)|"
+                               rf"把([^{_PUNCT}\s]{{2,12}}?)(?:给我|帮我)?(?:删|忘|去掉)|"
+                               rf"(?:那条|这条|那个|这个)([^{_PUNCT}\s]{{2,12}}?)(?:的事|的)?(?=[{_PUNCT}\s]|$)")
+#: What comes before the words pointed at and is none of them (刚才那个 / 你把 / 之前说的那条).
+_FORGET_OBJECT_LEAD_RE = re.compile(r"^(?:刚才|刚刚|之前|上次|上面|前面|昨天|你|帮我|给我|就|把|我说的|说的|提到的|记的|的)+|的$")
+
+
+#: Words that point at a topic, not at words a memory says (关于工作的都 / 跟钱有关的 / 身体方面的 / 这类).
+_FORGET_TOPIC_RE = re.compile(r"关于|有关|相关|方面|之类|[这那]类|都|全|所有|一切")
+
+
+def _forget_object_unnamed(rows, t):
+    """The words a forget points at (事故报告 of 把事故报告那个删了) when no memory shares two characters of them in
+    a row, else None: then no memory is offered for them. Example: '火锅那条删了' with 我住在滨江 -> '火锅'"""
+    if not rows or not re.search(r"那条|这条|那个|这个|把", t):
+        return None  # the cheap test first: no pointer, no object
+    plain = _PLAIN_CHARS | _COMMON_CHARS
+    for m in _FORGET_OBJECT_RE.finditer(t):
+        what = _FORGET_OBJECT_LEAD_RE.sub("", m.group(1) or m.group(2) or m.group(3))
+        if _FORGET_TOPIC_RE.search(what) or _FORGET_VERB_RE.search(what):
+            continue  # 关于工作的都忘了吧: a topic, which memories say in words of their own (我在腾讯上班); 那条删掉吧
+        pairs = {what[i:i + 2] for i in range(len(what) - 1) if not set(what[i:i + 2]) <= plain}
+        if len(what) >= 2 and pairs and not any(p in r["text"] for r in rows for p in pairs):
+            return what
+    return None
+
+
 #: The question asked when neither the rules nor the LLM settled a memory message.
 _ASK_REMEMBER = "要我记住『{0}』吗？要的话回复“要”；不是的话说“算了”。"
 
@@ -10797,9 +10950,15 @@ def memory_fallback(conn, ctx, text, hint=""):
     pointed = re.search(rf"第\s*({_NUM})\s*[条个]", t)
     if pointed and 1 <= _cn_number(pointed.group(1)) <= len(rows):  # 把第二条改成… / 第二条过时了: that one
         named = [rows[_cn_number(pointed.group(1)) - 1]]
-    if re.search(r"忘|删|别记|不用记|不要记|撤|去掉|不要了|过时|过期|没用|作废", t) or _CODE_DELETE_RE.search(t):
+    if re.search(r"忘|删|别记|不用记|不要记|撤|去掉|不要了|过时|过期|没用|作废", t if named else _chat_deletes_out(t)) \
+            or _CODE_DELETE_RE.search(t):
         if not named and re.search(r"全|所有|一切", t) and rows:  # 你把关于我的东西全删了吧: as 忘记关于我的一切
             return "", {"action": "wipe"}
+        unnamed = None if named else _forget_object_unnamed(rows, read)  # (as said: the normalised t may lose it)
+        if unnamed:  # 把事故报告那个删了 with 我住在滨江: no memory says it, none offered (a typo of one is asked)
+            typo = memory_forget_typo(conn, ctx, unnamed)
+            return (head + typo[0], typo[1]) if typo else (
+                head + f"{_NOT_FOUND}{unnamed[:30]}”这条记忆，什么也没删。说“你记得我什么”可以看看我记得哪些。", None)
         pool = named or rows[-5:]
         if not pool:
             return head + "我这里还没有关于你的记忆，没有可以删的。", None
@@ -13129,6 +13288,10 @@ async def _memory_forget_numbers(app, ctx, numbers):
 async def _memory_forget(app, ctx, what):
     """忘记我的生日 / 忘记榴莲 …: what the user points at, or a which-one question. When the words name no memory
     (忘了我有车这事吧, and the memory says 特斯拉) the LLM may see which one is meant; else the rules' answer stands."""
+    typo = await app.db.run(memory_forget_typo, ctx, what, True)  # 螺狮粉那个忘了吧: the one memory with 螺蛳粉 is asked
+    if typo:
+        _remember_question(app, (ctx.user_id, ctx.session), typo[1])
+        return typo[0]
     reply, question = await app.db.run(lambda c: memory_forget_each(c, ctx, what, app.vec), write=True)
     if question is None and (reply or "").startswith(_NOT_FOUND):  # 忘了我有车这事 (我有辆特斯拉): the LLM may see it
         done = await app.db.run(memory_forget_in_order, ctx, what, write=True)  # 我家养牛那条: 我家养了两头牛
