@@ -2702,10 +2702,35 @@ _GROUP_WORDS_RE = "本群|我们群|这个群|咱们群|群里"
 _PLAIN_CHARS = set("我你他她它的了是在有也很都就和吗呢吧啊喜欢不要这那个条删改对错记忘")
 
 
+#: A character class of a pattern, whole (its ] and ( are no structure).
+_CLASS_IN_PATTERN_RE = re.compile(r"\[\^?\]?(?:\\.|[^\]\\])*\]")
+
+
+def _consumed_part(pattern):
+    """pattern without its lookarounds ((?=…) (?!…) (?<=…) (?<!…) consume no character).
+    Example: _consumed_part('记(?![住了])下') -> '记下'"""
+    out, depth, skip, i = [], 0, None, 0  # skip: the depth of the lookaround being passed over
+    while i < len(pattern):
+        c = pattern[i]
+        piece = pattern[i:i + 2] if c == "\\" else _CLASS_IN_PATTERN_RE.match(pattern, i).group() if c == "[" else c
+        if c == "(":
+            depth += 1
+            skip = depth if skip is None and pattern.startswith(("(?=", "(?!", "(?<=", "(?<!"), i) else skip
+        elif c == ")":
+            depth -= 1
+            if skip is not None and depth < skip:
+                skip, piece = None, ""
+        out.append(piece if skip is None else "")
+        i += len(piece) or 1
+    return "".join(out)
+
+
 def _other_han_re(pattern):
     """A pattern finding a Chinese character no match of pattern holds (a cheap search that tells a fullmatch of
-    pattern would fail), when pattern is made of words alone (no escape, dot, range or negated class); else None.
-    Example: _other_han_re('记住|记下').search('记住我').group() -> '我'"""
+    pattern would fail), when what pattern consumes is made of words alone (no dot, range, negated class or escape
+    but \\s; lookarounds and \\b consume nothing); else None.
+    Example: _other_han_re('记住|记下(?![\\u4e00-\\u9fff])').search('记住我').group() -> '我'"""
+    pattern = re.sub(r"\\[sb]", "", _consumed_part(pattern))
     if re.search(r"\\|\.|\[\^|-", pattern):
         return None
     codes = sorted({ord(c) for c in pattern if "\u4e00" <= c <= "\u9fff"})
