@@ -8094,10 +8094,11 @@ _MISTAKE_WORD_RE = re.compile(r"错|岔|滑|抖|误|typo", re.I)
 def _mistake_fix(text):
     """A correction whose mistake is owned before or after the value, in the wording the rules read; None otherwise.
     Example: _mistake_fix('不对不对是豫A12354刚才说错了') -> '说错了，是豫A12354'"""
-    m = _MISTAKE_FIX_RE.match(text) if _MISTAKE_WORD_RE.search(text) else None
+    worded = _MISTAKE_WORD_RE.search(text)  # (one search for both tests)
+    m = _MISTAKE_FIX_RE.match(text) if worded else None
     if m and (m.group(1) or m.group(3) or m.group(4)):
         return "说错了，是" + m.group(2)
-    if not m and _MISTAKE_WORD_RE.search(text):  # 不是美团 打错了 是快手 / 5月21号 刚才手滑了: the mistake is a clause of its own
+    if not m and worded:  # 不是美团 打错了 是快手 / 5月21号 刚才手滑了: the mistake is a clause of its own
         clauses = [c for c in _PAUSES_RE.split(text) if c]
         owned = [c for c in clauses if _MISTAKE_CLAUSE_RE.fullmatch(c)]
         rest = [c for c in clauses if c not in owned]
@@ -8347,7 +8348,7 @@ def _memory_parse_rules(text, names=()):
     lead = _ADDRESS_LEAD_RE.match(read) if _ADDRESS_REST_RE.search(read) else None
     if lead:  # 小助手啊，你都记着我哪些事儿 / zsbd 你存了我哪些记忆: what follows the address, if it is a command
         return memory_parse(said[lead.end():], names)
-    wish = _wish_from_parts(read) if _WISH_WHAT_RE.search(read) else None
+    wish = _wish_from_parts(read) if _WISH_WHAT_FIRST_RE.search(read) and _WISH_WHAT_RE.search(read) else None
     return _as_written(("remember", {"text": wish}), read, said) if wish else (None, {})
 
 
@@ -8655,10 +8656,13 @@ _RECALL_STORE_START_RE = re.compile(r"^(?:请|帮我|麻烦你?|你帮我)?(?:�
 
 
 def _recall_re(words):
-    """One search for any of words, Latin ones whole.
+    """One search for any of words, Latin ones whole; a lookahead of their first characters before them, so re tries
+    the words only where one may start (a \\b first leaves it no other fast way).
     Example: _recall_re(['me']).search('about me') is not None -> True"""
-    return re.compile("|".join(rf"\b{re.escape(w)}\b" if w.isascii() and w.isalpha() else re.escape(w)
-                               for w in sorted(set(words), key=len, reverse=True)))
+    words = "|".join(rf"\b{re.escape(w)}\b" if w.isascii() and w.isalpha() else re.escape(w)
+                     for w in sorted(set(words), key=len, reverse=True))
+    first = _first_class(words)
+    return re.compile(f"(?={first})(?:{words})" if first else words)
 
 
 #: Each word of a request for the list, Latin ones whole (u is no part of about), and the marks between them.
@@ -9337,6 +9341,7 @@ _IT_OBJECT_RE = re.compile(rf"((?:那条|这条|那个|这个)[^{_PUNCT}]{{0,2}}
 _WISH_WHEN_RE = re.compile(r"以后|今后|往后|从今往后|从今以后|从现在起|从今天起|从现在开始|从今天开始|下次|(?i:from now on)")
 _WISH_WHAT_RE = re.compile(r"叫我|喊我|称呼我|称我|管我叫|(?:别|莫|不要|甭)[^，,。\s]{0,2}您|回我|回复|回答|回消息|发消息|说话|讲话|语气|口气|自称|"
                            r"你就叫|你叫|你的名字|字数|(?i:short|emoji|call me|reply)")
+_WISH_WHAT_FIRST_RE = _first_char_re(_WISH_WHAT_RE)  # (4 µs a search without it: its (?:…) and (?i:…) first)
 #: What may come before the when (你以后 / 那您以后 / 请你以后): the character spoken to, nobody else.
 _WISH_WHEN_LEAD_RE = re.compile(r"^(?:[嗯那好哈]|你|您|请|麻烦|还有)*")
 #: The user as what a wish is done to (叫我 / 回我 / 跟我说话 / 我们店的): any other 我 says what the user does.
