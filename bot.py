@@ -2704,10 +2704,37 @@ _GROUP_WORDS_RE = "本群|我们群|这个群|咱们群|群里"
 _PLAIN_CHARS = set("我你他她它的了是在有也很都就和吗呢吧啊喜欢不要这那个条删改对错记忘")
 
 
+#: A character class of a pattern, whole (its ] and ( are no structure).
+_CLASS_IN_PATTERN_RE = re.compile(r"\[\^?\]?(?:\\.|[^\]\\])*\]")
+#: An escape of a pattern, whole (\u4e00 is one character).
+_ESCAPE_IN_PATTERN_RE = re.compile(r"\\(?:u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|x[0-9a-fA-F]{2}|.)", re.S)
+
+
+def _consumed_part(pattern):
+    """pattern without its lookarounds ((?=…) (?!…) (?<=…) (?<!…) consume no character).
+    Example: _consumed_part('记(?![住了])下') -> '记下'"""
+    out, depth, skip, i = [], 0, None, 0  # skip: the depth of the lookaround being passed over
+    while i < len(pattern):
+        c = pattern[i]
+        piece = pattern[i:i + 2] if c == "\\" else _CLASS_IN_PATTERN_RE.match(pattern, i).group() if c == "[" else c
+        if c == "(":
+            depth += 1
+            skip = depth if skip is None and pattern.startswith(("(?=", "(?!", "(?<=", "(?<!"), i) else skip
+        elif c == ")":
+            depth -= 1
+            if skip is not None and depth < skip:
+                skip, piece = None, ""
+        out.append(piece if skip is None else "")
+        i += len(piece) or 1
+    return "".join(out)
+
+
 def _other_han_re(pattern):
     """A pattern finding a Chinese character no match of pattern holds (a cheap search that tells a fullmatch of
-    pattern would fail), when pattern is made of words alone (no escape, dot, range or negated class); else None.
-    Example: _other_han_re('记住|记下').search('记住我').group() -> '我'"""
+    pattern would fail), when what pattern consumes is made of words alone (no dot, range, negated class or escape
+    but \\s; lookarounds and \\b consume nothing); else None.
+    Example: _other_han_re('记住|记下(?![\\u4e00-\\u9fff])').search('记住我').group() -> '我'"""
+    pattern = re.sub(r"\\[sb]", "", _consumed_part(pattern))
     if re.search(r"\\|\.|\[\^|-", pattern):
         return None
     codes = sorted({ord(c) for c in pattern if "\u4e00" <= c <= "\u9fff"})
@@ -2719,6 +2746,118 @@ def _other_han_re(pattern):
 def _words_re(words):
     """An alternation of words, longest first (so 记下来 is tried before 记下). Example: _words_re(['记', '记住']) -> '记住|记'"""
     return "|".join(map(re.escape, sorted(words, key=len, reverse=True)))
+
+
+class _AnyWord:
+    """Whether a text holds one of some words, Latin letters in any case: what a search of their alternation with re.I
+    tells, but fast. (re finds an alternation of words by their first characters only when no word starts with a
+    letter in any case; else it tries each place, 1 µs for a short message and 40 words. So the words with a letter
+    that has a case are looked for apart, only in a text that has such a letter: only one matches them in any case.)
+    Example: _AnyWord(['记', 'mark']).search('MARK一下') -> True"""
+
+    def __init__(self, words):
+        cased = [w for w in words if w.lower() != w or w.upper() != w]
+        plain = [w for w in words if w not in cased]
+        self.plain = re.compile(_words_re(plain)) if plain else None
+        self.cased = re.compile(_words_re(cased), re.I) if cased else None
+
+    def search(self, text):
+        """True when text holds one of the words (no match object: where is not told)."""
+        return bool(self.plain and self.plain.search(text)) or bool(
+            self.cased and (text.lower() != text or text.upper() != text) and self.cased.search(text))
+
+
+def _alternatives(pattern):
+    """The top-level alternatives of a pattern. Example: _alternatives('a(?:b|c)|[|]d') -> ['a(?:b|c)', '[|]d']"""
+    out, depth, start, i = [], 0, 0, 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "[":
+            i = _CLASS_IN_PATTERN_RE.match(pattern, i).end()
+            continue
+        depth += (c == "(") - (c == ")")
+        if c == "|" and not depth:
+            out, start = out + [pattern[start:i]], i + 1
+        i += 2 if c == "\\" else 1
+    return out + [pattern[start:]]
+
+
+def _first_part(alt):
+    """The first part of an alternative: a character, an escape, a class or a whole group.
+    Example: _first_part('(?:a|(b))c') -> '(?:a|(b))'"""
+    if alt[0] not in "\\[(":
+        return alt[0]
+    if alt[0] != "(":
+        return _ESCAPE_IN_PATTERN_RE.match(alt).group() if alt[0] == "\\" else _CLASS_IN_PATTERN_RE.match(alt).group()
+    depth, i = 0, 0
+    while not i or depth:
+        if alt[i] in "\\[":
+            i += 2 if alt[i] == "\\" else len(_CLASS_IN_PATTERN_RE.match(alt, i).group())
+            continue
+        depth += (alt[i] == "(") - (alt[i] == ")")
+        i += 1
+    return alt[:i]
+
+
+def _first_set(pattern, flags=0):
+    """What a match of pattern (compiled with flags) may start with, as pieces of the inside of a character class (a
+    superset: every alternative's first parts, a part that may be skipped and the one after it, lookarounds passed
+    over), and whether a match may be empty; None when that can't be told (a dot, a negated class, a back-reference,
+    a flag). Example: _first_set('(?<!不)(?:你|请)?记住|[删去]了') -> (['你', '请', '记', '删去'], False)"""
+    inside, empty = [], False
+    for alt in _alternatives(pattern):
+        got = _first_set_of_run(alt, flags)
+        if got is None:
+            return None
+        inside, empty = inside + got[0], empty or got[1]
+    return inside, empty
+
+
+def _first_set_of_run(run, flags):
+    """_first_set of a run of parts with no | at its top."""
+    inside = []
+    while run:
+        part = _first_part(run)
+        run = run[len(part):]
+        quantifier = re.match(r"(?:[?*+]|\{[\d,]*\})[?+]?", run)
+        run = run[quantifier.end():] if quantifier else run
+        skippable = bool(quantifier) and quantifier.group()[0] != "+"  # ({2,} counts as skippable: a superset)
+        if part.startswith(("(?=", "(?!", "(?<=", "(?<!")) or part in ("^", "$", "\\b", "\\B", "\\A", "\\Z"):
+            continue  # consumes nothing
+        if part[0] == "(":
+            # a group, (?i: only in an ignore-case pattern
+            head = re.match(r"\((?:\?:|\?>|\?P<\w+>|(?!\?))|\(\?i:", part)
+            got = _first_set(part[head.end():-1], flags) if head and (
+                not head.group().startswith("(?i") or flags & re.I) else None
+        elif part[0] == "[":
+            # (a ] or - at its ends is a character of its own only there: escaped, as it is put among others)
+            got = None if part[1] == "^" else ([re.sub(r"^[]-]|(?<!\\)-$", r"\\\g<0>", part[1:-1])], False)
+        elif part[0] == "\\":
+            got = None if part[1].isdigit() or part[1] == "N" else ([part], False)  # \s \u4e00 \. read the same
+        else:
+            got = None if part in ".|?*+{" else ([re.escape(part)], False)
+        if got is None:
+            return None
+        inside += got[0]
+        if not (skippable or got[1]):
+            return inside, False
+    return inside, True
+
+
+def _first_class(pattern, flags=0):
+    """A class of what any match of pattern starts with (for a lookahead before it, or a cheap search), or None when
+    a match may be empty or that can't be told. Example: _first_class('(?:别|不要)再?记|忘掉') -> '[别不忘]'"""
+    got = _first_set(pattern, flags)
+    return "[" + "".join(dict.fromkeys(got[0])) + "]" if got and not got[1] and got[0] else None
+
+
+def _first_char_re(regex):
+    """A search for what any match of a compiled regex starts with: a cheap test before it when its alternatives start
+    with groups (re then tries each of them at each place); one that always finds when that can't be told. A (?i:…)
+    part makes the whole class ignore case (more letters let through, none kept out).
+    Example: _first_char_re(re.compile('(?:别|不要)再?记|忘掉')).search('今天好热') -> None"""
+    flags = regex.flags | (re.I if "(?i:" in regex.pattern else 0)
+    return re.compile(_first_class(regex.pattern, flags) or "", flags)
 
 
 #: The one-character digits a Chinese number is built of around 十.
@@ -2972,6 +3111,8 @@ _NAME_RE = re.compile(f"^([\u4e00-\u9fff]{{2,3}}?){_AFTER_NAME}")
 _PERSON_NAME = (r"(?:客户|顾客|甲方|合伙人|队友|搭档)?(?:(?![我你他她它咱])[\u4e00-\u9fff](?:老师|总|哥|姐|经理|主任|师傅|医生|大夫|叔|姨|工|导|老板|姐姐|哥哥)"
                 r"|(?!老[家是实板公婆爸妈大二三的了么师]|小[时学区孩说的了心些点时候])[老小阿][\u4e00-\u9fff])")
 _PERSON_NAME_RE = re.compile(rf"^({_PERSON_NAME}){_AFTER_NAME}")
+#: Two names together before what is said of both (老刘和小陈都是山东人 / 张总 李总都…).
+_PERSON_NAMES_RE = re.compile(rf"^{_PERSON_NAME}(?:和|跟|、|\s+{_PERSON_NAME})")
 #: A fact's subject at its start: 我的妈妈 / 我妈 / 我家猫 / 妈妈 (the value is the relation).
 _SUBJECT_RE = re.compile(rf"^(?:我(?:的|家的?|们家的?)?(?:最好的|好|亲|最亲的)?)?({_REL_RE})(?![们圈友子娃崽])(?:的)?")
 #: Relations said in English (my mom's birthday …).
@@ -3904,8 +4045,7 @@ def memory_has_subject(text):
         return True
     if _SECOND_PERSON_RE.match(t) or t.startswith(("你", "您")) and _WISH_REST_RE.match(t[1:]):
         return True
-    if _SUBJECT_RE.match(t) or _NAMED_RELATIVE_RE.match(t) or _PERSON_NAME_RE.match(t) \
-            or re.match(rf"^{_PERSON_NAME}(?:和|跟|、|\s+{_PERSON_NAME})", t):  # 老刘和小陈都是山东人 / 张总 李总都…
+    if _SUBJECT_RE.match(t) or _NAMED_RELATIVE_RE.match(t) or _PERSON_NAME_RE.match(t) or _PERSON_NAMES_RE.match(t):
         return True
     return False
 
@@ -8008,7 +8148,8 @@ def _read_remember(m):
         return None
     if _GROUP_START_RE.match(fact):  # 记住，本群每周五晚上开黑: for everyone in the group
         return "group_remember", {"text": fact}
-    lines = [x for x in fact.splitlines() if x.strip()]
+    lines = fact.splitlines()
+    lines = [x for x in lines if x.strip()] if len(lines) > 1 else lines  # (one line: stripped, not empty)
     if len(lines) >= 3 and re.fullmatch(r"[^，,。]{0,12}[：:]", lines[0].strip()):  # 以下几点：(a line each)
         fact, lines = "\n".join(lines[1:]), lines[1:]
     if memory_has_subject(fact) or len(lines) >= 2 or _PLACED_RE.match(fact):
@@ -8301,10 +8442,11 @@ _MISTAKE_WORD_RE = re.compile(r"错|岔|滑|抖|误|typo", re.I)
 def _mistake_fix(text):
     """A correction whose mistake is owned before or after the value, in the wording the rules read; None otherwise.
     Example: _mistake_fix('不对不对是豫A12354刚才说错了') -> '说错了，是豫A12354'"""
-    m = _MISTAKE_FIX_RE.match(text) if _MISTAKE_WORD_RE.search(text) else None
+    worded = _MISTAKE_WORD_RE.search(text)  # (one search for both tests)
+    m = _MISTAKE_FIX_RE.match(text) if worded else None
     if m and (m.group(1) or m.group(3) or m.group(4)):
         return "说错了，是" + m.group(2)
-    if not m and _MISTAKE_WORD_RE.search(text):  # 不是美团 打错了 是快手 / 5月21号 刚才手滑了: the mistake is a clause of its own
+    if not m and worded:  # 不是美团 打错了 是快手 / 5月21号 刚才手滑了: the mistake is a clause of its own
         clauses = [c for c in _PAUSES_RE.split(text) if c]
         owned = [c for c in clauses if _MISTAKE_CLAUSE_RE.fullmatch(c)]
         rest = [c for c in clauses if c not in owned]
@@ -8398,6 +8540,7 @@ _LOOSE_FORGET_RE = re.compile(r"^(?!刚|上一条|第|这|那|算了|把|确认|
                               r"(?:[\s，,。!！~～" + _EMOJI + r"]+(.{1,24}))?$")
 #: Its verbs alone: a text without one is no loose forget (one search, where the pattern tried ten places).
 _LOOSE_FORGET_VERB_RE = re.compile(_LOOSE_FORGET_VERBS)
+_LOOSE_FORGET_FIRST_RE = _first_char_re(_LOOSE_FORGET_VERB_RE)  # (its first alternative starts with a group)
 #: A state said before 别记了 (法语放弃了 别记了): the thing is what comes before the state word.
 _GIVEN_UP_RE = re.compile(r"(?:放弃|不学|不玩|不弹|不练|不去|不吃|不喝|不养|送人|送走|卖)了?$")
 
@@ -8417,7 +8560,8 @@ _PART_FIX_RE = re.compile(rf"^(?!这|那|我|你|他|她|它|{_INTERJECTION})((?
 def _loose_forget(text):
     """A forget of one thing said object first, with its comment cut off, or None (the other rules read it); settled
     by the memories (only when one mentions it). Example: _loose_forget('攀岩忘了吧 就玩过一次') -> ('forget_maybe', …)"""
-    m = _LOOSE_FORGET_RE.match(text) if _LOOSE_FORGET_VERB_RE.search(text) else None
+    m = _LOOSE_FORGET_RE.match(text) if _LOOSE_FORGET_FIRST_RE.search(text) and _LOOSE_FORGET_VERB_RE.search(text) \
+        else None
     if not m or m.group(3) and not _comment_only(m.group(3)):
         return None
     given_up = _GIVEN_UP_RE.search(text_simplified(m.group(1)))
@@ -8432,6 +8576,7 @@ def _loose_forget(text):
 _MARK_RUN_RE = re.compile(rf"([{_PUNCT}?？])[{_PUNCT}?？]{{2,}}")
 #: A forget verb said twice or more (删了删了 / 删掉，删掉 / 忘了忘了): said once.
 _VERB_TWICE_RE = re.compile(rf"((?:删|忘|去|划|抹)(?:了|掉|除)|删)(?:[{_PUNCT}]*\1)+")
+_VERB_TWICE_FIRST_RE = _first_char_re(_VERB_TWICE_RE)
 
 
 #: The words a forget points with (蝦那條 is read as 虾那条).
@@ -8483,8 +8628,9 @@ def memory_parse(text, names=()):
         _WISH_NOUN_HINT_RE.search(text) else None
     if pointed:  # 小狗那个设定不要了 / 称呼那个不用了: the wish it names goes, never another memory
         return "wish_revoke", {"what": pointed, "otherwise": [kind, args]}
-    back = _wish_taken_back(text) if _WISH_UNDO_WORD_RE.search(text) and (kind in (None, "remember") or kind == (
-        "forget_maybe") and _WISH_NOUN_RE.search(text)) else None  # 猫娘那个设定不要了, not 雪糕那条不要了: a wish
+    # 猫娘那个设定不要了, not 雪糕那条不要了: a wish (the kind first: the cheap test)
+    back = _wish_taken_back(text) if (kind in (None, "remember") or kind == "forget_maybe" and _WISH_NOUN_RE.search(
+        text)) and _WISH_UNDO_FIRST_RE.search(text) and _WISH_UNDO_WORD_RE.search(text) else None
     if back:  # 算了 还是别叫我 Lulu 了: the wish that says Lulu goes, when there is one; else what the words said
         what, called = back  # (莫叫我幺妹了, with no wish that calls the user 幺妹: a wish not to)
         otherwise = ["remember", {"text": "你以后别叫我" + what}] if kind is None and called else [kind, args]
@@ -8500,7 +8646,7 @@ def _memory_parse_rules(text, names=()):
     t = text.strip()[:MEMORY_PARSE_CHARS]
     t = _BULLET_RE.sub("", t) if "\n" in t else t  # 记住：\n- 我住在杭州\n- 对花粉过敏: one fact a line
     t = _MARK_RUN_RE.sub(r"\1", t) if _MARK_RUN_RE.search(t) else t
-    t = _VERB_TWICE_RE.sub(r"\1", t) if _VERB_TWICE_RE.search(t) else t  # 林同学那条删了删了: 删了
+    t = _VERB_TWICE_RE.sub(r"\1", t) if _VERB_TWICE_FIRST_RE.search(t) and _VERB_TWICE_RE.search(t) else t  # 删了删了
     for name in sorted(names, key=len, reverse=True):  # "小满，记住…": the character's name first
         if name and t.startswith(name) and len(t) > len(name) and (t[len(name)] in " ，,:：~～!！" or re.match(
                 _COMMAND_WORD_RE, t[len(name):])):
@@ -8568,7 +8714,7 @@ def _memory_parse_rules(text, names=()):
     moved = _MOVED_RE.fullmatch(_strip_tail(read)) if "搬" in read else None
     if moved:  # 俺爸搬郑州去了: the place of the one memory that says where 俺爸 lives (_settle_moved)
         return _as_written(("moved", {"who": moved.group(1), "place": moved.group(2)}), read, said)
-    wish = _wish_from_parts(read) if _WISH_WHAT_RE.search(read) else None
+    wish = _wish_from_parts(read) if _WISH_WHAT_FIRST_RE.search(read) and _WISH_WHAT_RE.search(read) else None
     return _as_written(("remember", {"text": wish}), read, said) if wish else (None, {})
 
 
@@ -8899,10 +9045,12 @@ _REMEMBER_LEADS = (rf"(?:那|那就)?(?:这个|这件事|这事|这些|小本本
                    rf"(?:好好)?{_REMEMBER_URGED}\s*(?:点儿|点|一下|下)?")
 #: The same words at a message's end (我对虾过敏，记下来 / 我搬到深圳了，帮我记一下); glued to the words before them only
 #: after a word that can end a fact and without 了 (全班都说记住了 / 我已经记住了 are said of someone, not asked).
-_REMEMBER_TAIL_RE = re.compile(rf"^(.{{2,}}?)(?:[{_PUNCT}]+(?:你|请|麻烦)?(?:帮我|给我|替我)?"
-                               rf"(?:{_REMEMBER_VERB}(?:点儿|点|一下|下)?|更新一下|"
-                               rf"更新下)(?:了)?|(?<![说问叫让要没不都也已经会能得还就我们他她被人])(?:你|请|麻烦)?(?:帮我|给我|替我)?"
-                               rf"(?:{_REMEMBER_VERB}(?:点儿|点|一下|下)?|更新一下|更新下)){_ANY_PARTICLE}*[{_PUNCT}]*$", re.I)
+_REMEMBER_TAIL_ASK = (rf"[{_PUNCT}]+(?:你|请|麻烦)?(?:帮我|给我|替我)?(?:{_REMEMBER_VERB}(?:点儿|点|一下|下)?|更新一下|"
+                      rf"更新下)(?:了)?|(?<![说问叫让要没不都也已经会能得还就我们他她被人])(?:你|请|麻烦)?(?:帮我|给我|替我)?"
+                      rf"(?:{_REMEMBER_VERB}(?:点儿|点|一下|下)?|更新一下|更新下)")
+#: (The lookahead: what the request may start with, so the lazy .{2,} tries the long alternation only there.)
+_REMEMBER_TAIL_RE = re.compile(rf"^(.{{2,}}?)(?={_first_class(_REMEMBER_TAIL_ASK, re.I)})(?:{_REMEMBER_TAIL_ASK})"
+                               rf"{_ANY_PARTICLE}*[{_PUNCT}]*$", re.I)
 #: An update asked for at a message's end (我和琳琳分手了，帮我更新一下).
 _UPDATE_TAIL_RE = re.compile(rf"^(.{{4,}}?)(?:[{_PUNCT}]+(?:你|请|麻烦)?(?:帮我|给我|替我)?|(?:你|请|麻烦)?(?:帮我|给我|替我))"
                              rf"(?:更新一下|更新下|更新|改一下|改下|更正一下|更正|改过来)(?:吧)?{_ANY_PARTICLE}*[{_PUNCT}]*$")
@@ -8967,16 +9115,19 @@ _RECALL_SMALL = ("你 您 你们 侬 仲 的 关于 有关 对 都 还 现在 �
 #: Characters past which a message is no request for the list said in parts (the longest in the tables has 33).
 RECALL_ASK_CHARS = 40
 #: The verbs alone: a message without one is no request for the list (one search for most messages).
-_RECALL_VERB_RE = re.compile(rf"{_words_re(_RECALL_KEEP_VERBS + _RECALL_KNOW_VERBS)}", re.I)
+_RECALL_VERB = _AnyWord(_RECALL_KEEP_VERBS + _RECALL_KNOW_VERBS)
 #: A request to keep something, not to see it (记住我什么都吃): 记住 first, not 记住了 / 记住咗.
 _RECALL_STORE_START_RE = re.compile(r"^(?:请|帮我|麻烦你?|你帮我)?(?:记住|记下|记着|记一下|记好)(?![了咗])")
 
 
 def _recall_re(words):
-    """One search for any of words, Latin ones whole.
+    """One search for any of words, Latin ones whole; a lookahead of their first characters before them, so re tries
+    the words only where one may start (a \\b first leaves it no other fast way).
     Example: _recall_re(['me']).search('about me') is not None -> True"""
-    return re.compile("|".join(rf"\b{re.escape(w)}\b" if w.isascii() and w.isalpha() else re.escape(w)
-                               for w in sorted(set(words), key=len, reverse=True)))
+    words = "|".join(rf"\b{re.escape(w)}\b" if w.isascii() and w.isalpha() else re.escape(w)
+                     for w in sorted(set(words), key=len, reverse=True))
+    first = _first_class(words)
+    return re.compile(f"(?={first})(?:{words})" if first else words)
 
 
 #: Each word of a request for the list, Latin ones whole (u is no part of about), and the marks between them.
@@ -8997,7 +9148,7 @@ _RECALL_A_NOT_A_RE = re.compile(r"([记知晓])[不唔](?=\1)")
 def _list_asked(text):
     """Whether a message asks for the list, said in parts in any order with nothing else beside them.
     Example: _list_asked('你是记得我哪些东西啦 讲来听看看') -> True"""
-    if len(text) > RECALL_ASK_CHARS or _RECALL_STORE_START_RE.match(text):
+    if len(text) > RECALL_ASK_CHARS or _RECALL_STORE_START_RE.match(text) or not _RECALL_VERB.search(text):
         return False
     t = text.lower()
     t = _RECALL_A_NOT_A_RE.sub("", t) if "不" in t or "唔" in t else t  # 你记不记得我些啥 / 你記唔記得我啲咩: 记得
@@ -9215,6 +9366,7 @@ _UNDO_LEAD_RE = re.compile(r"^(?:哎呀|哎哟|哎|唉|啊+|呀|诶|欸|嗯+|呃
 _UNDO_WHY_RE = re.compile(r"^(?:那是|这是|那个是|是我|不是我|因为)[^，,。！!？?]{1,12}$")
 #: Words without which a message is no undo (one search instead of a test per word).
 _UNDO_WORD_RE = re.compile(r"撤|改回|取消|回到|作废|不算|undo|revert", re.I)
+_UNDO_FIRST_RE = _first_char_re(_UNDO_WORD_RE)
 #: The pauses between the clauses of a message.
 _PAUSES_RE = re.compile(f"[{_PUNCT}]+")
 #: Emoji after a pointer (芒果那条🗑️删掉): dropped, so the forget rewrites read the verb after it.
@@ -9247,6 +9399,7 @@ _WISH_GLUED_WHY_RE = re.compile(r"^((?:你)?(?:以后|今后)(?![^，,。!！?�
 _GREETING_RE = re.compile(rf"^(?:您好|你好)(?:呀|啊)?[{_PUNCT}]+(?=\S)")
 #: Emoji (and the spaces before them) ending a message: a feeling, never part of what is remembered.
 _EMOJI_TAIL_RE = re.compile(rf"(?<=[{_PUNCT}{PARTICLES}])[{_EMOJI}\s]+$|(?<![是叫])\s*{_KAOMOJI}[{_EMOJI}~～\s]*$")
+_EMOJI_TAIL_FIRST_RE = _first_char_re(_EMOJI_TAIL_RE)
 
 
 #: An address or a sound the user starts with, then a pause (小助手啊， / 老弟呀， / zsbd / 哈哈哈，): no part of the
@@ -9515,6 +9668,7 @@ _SPOKEN_AGAIN_RE = re.compile(rf"(?<=删掉|删了|去掉|忘掉)({_ANY_PARTICLE
                               rf"{_ANY_PARTICLE}*$")
 #: A forget's verbs anywhere in a message: only such a message is searched for a forget clause and its reason.
 _FORGET_VERB_RE = re.compile(r"删|忘|去掉|(?:别|不要|不用|莫)再?记|(?:别|不用|不要)存|(?i:delete|remove)|" + _words_re(STRIKE_WORDS))
+_FORGET_VERB_FIRST_RE = _first_char_re(_FORGET_VERB_RE)  # (the cheap test first: most messages have none)
 #: A forget with its reason glued on, no pause between (那个怕狗的你删了吧现在不怕了 / 洋葱那个删了吧其实能吃): the pause
 #: put back after the verb and its 吧, so the reason is a clause of its own.
 _GLUED_REASON_RE = re.compile(rf"((?:那条|那个|这条|这个|的)(?:你|就|给我|帮我)*(?:删了|删掉|去掉|忘了|忘掉|{_words_re(STRIKE_WORDS)})"
@@ -9692,6 +9846,7 @@ _IT_OBJECT_RE = re.compile(rf"((?:那条|这条|那个|这个)[^{_PUNCT}]{{0,2}}
 _WISH_WHEN_RE = re.compile(r"以后|今后|往后|从今往后|从今以后|从现在起|从今天起|从现在开始|从今天开始|下次|(?i:from now on)")
 _WISH_WHAT_RE = re.compile(r"叫我|喊我|称呼我|称我|管我叫|(?:别|莫|不要|甭)[^，,。\s]{0,2}您|回我|回复|回答|回消息|发消息|说话|讲话|语气|口气|自称|"
                            r"你就叫|你叫|你的名字|字数|(?i:short|emoji|call me|reply)")
+_WISH_WHAT_FIRST_RE = _first_char_re(_WISH_WHAT_RE)  # (4 µs a search without it: its (?:…) and (?i:…) first)
 #: What may come before the when (你以后 / 那您以后 / 请你以后): the character spoken to, nobody else.
 _WISH_WHEN_LEAD_RE = re.compile(r"^(?:[嗯那好哈]|你|您|请|麻烦|还有)*")
 #: The user as what a wish is done to (叫我 / 回我 / 跟我说话 / 我们店的): any other 我 says what the user does.
@@ -9765,6 +9920,7 @@ def _wish_from_parts(t):
 #: 不用了 / 算了 / 免了 after what is no longer wanted.
 _WISH_UNDO_WORD_RE = re.compile(r"(?:别|不要|不用|莫|甭|用不着|不必)再?(?:这么|这样)?(?:叫|喊|称呼|管|用|说|讲|带|加|发|自称|当|扮演)|"
                                 r"(?:不用|不要|算|免|不必|用不着)了")
+_WISH_UNDO_FIRST_RE = _first_char_re(_WISH_UNDO_WORD_RE)
 #: What a wish is called (那个称呼 / 猫娘那个设定): a forget said of it points at a wish, not at another memory.
 _WISH_NOUN_RE = re.compile(r"称呼|名字|外号|昵称|约定|设定|人设|要求|规矩")
 #: Before a wish taken back: 算了 / 还是 / 你 / 以后 (算了 还是别叫我Lulu了 / 你还是别叫小橘了).
@@ -9888,13 +10044,14 @@ def memory_normalise(text):
         bare = _strip_tail(_URGE_TAIL_RE.sub("", t))
         if _MEMORY_COMMAND_RES[0][0].match(bare):  # the table's first row: 你记得我什么
             return bare
-    t = _EMOJI_TAIL_RE.sub("", t) or t  # 豆豆昨天走了 记一下吧 😢: the emoji is no fact (记住我喜欢🐱 keeps it)
+    # 豆豆昨天走了 记一下吧 😢: the emoji is no fact (记住我喜欢🐱 keeps it)
+    t = (_EMOJI_TAIL_RE.sub("", t) or t) if _EMOJI_TAIL_FIRST_RE.search(t) else t
     t = _THANKS_EN_RE.sub("", t) or t if t[-1:].isascii() else t  # delete掉日语那条 thx
     t = _IT_OBJECT_RE.sub(r"\1", t) if "它" in t[-4:] or "他" in t[-4:] else t  # 波波那条删了它吧: 它 is the memory
     if "那" in t or "这" in t:  # 芒果那条🗑️删掉
         t = _POINTER_EMOJI_RE.sub(r"\1", t)
     paused = _PAUSES_RE.search(t)  # (one search for the three rules of clauses below)
-    if paused and _FORGET_VERB_RE.search(t):  # 法语放弃了 别记了: what stopped goes (别记了 is no wish)
+    if paused and _FORGET_VERB_FIRST_RE.search(t) and _FORGET_VERB_RE.search(t):  # 法语放弃了 别记了: what stopped goes
         stopped = _forget_stopped(t)
         if stopped:
             return stopped
@@ -9909,13 +10066,13 @@ def memory_normalise(text):
             return wish
     if paused and _PRONOUN_VERB_RE.search(t):  # 其实陈奕迅一般般 把他删了
         t = _pronoun_forget(t) or t
-    if _FORGET_VERB_RE.search(t):  # 来福那条删了 送人了: the forget without its reason
+    if _FORGET_VERB_FIRST_RE.search(t) and _FORGET_VERB_RE.search(t):  # 来福那条删了 送人了: the forget without its reason
         t = _SPOKEN_AGAIN_RE.sub(r"\1", _SPOKEN_LEAD_RE.sub("", t)) or t
         t = _GLUED_REASON_RE.sub(r"\1，", t, count=1) if "吧" in t or "啦" in t else t
         t = _forget_pointers(t) or (_forget_clause(t) if _PAUSES_RE.search(t) else t)
     if _AROUND_WORD_RE.search(t):  # 豆包昨天去世了 记一下吧 心里好难受 / 记牢 很重要的 我有哮喘
         t = _remember_around(t) or t
-    if _RECALL_VERB_RE.search(t) and _list_asked(t):  # 你是记得我哪些东西啦 讲来听看看: the list, asked in parts
+    if _list_asked(t):  # 你是记得我哪些东西啦 讲来听看看: the list, asked in parts
         return "你记得我什么"
     if "存" in t[:12] or "收藏" in t[:12]:  # 帮我存一下 我车位是B2-118: as 记住 (帮我存一下这张图 stays)
         m = _KEEP_LEAD_RE.match(t)
@@ -9929,7 +10086,7 @@ def memory_normalise(text):
             rows = _rewrite_rows(t, rows[0])  # the words of the rows after it, in the new wording
         else:
             del rows[0]
-    if _UNDO_WORD_RE.search(t):  # 刚刚那个撤回吧，记错人了 / 啊删错了，撤销撤销 / 改回去
+    if _UNDO_FIRST_RE.search(t) and _UNDO_WORD_RE.search(t):  # 刚刚那个撤回吧，记错人了 / 啊删错了，撤销撤销 / 改回去
         clauses = [_UNDO_LEAD_RE.sub("", _SLANG_TAIL_RE.sub("", c)) for c in map(_strip_tail, _PAUSES_RE.split(t)) if c]
         undo = [c for c in clauses if _UNDO_CLAUSE_RE.match(c)]
         if undo and all(c in undo or _UNDO_REASON_RE.match(c) or _UNDO_WHY_RE.match(c) or _undo_feeling(c)
@@ -9938,9 +10095,13 @@ def memory_normalise(text):
     t = _WISH_ALSO_RE.sub("", t) if t.startswith(("还有", "另外", "同埋", "以及", "而且")) else t  # 还有 少用emoji: and also
     if t.startswith(("请", "麻烦")) and _WISH_POLITE_RE.match(t):  # 请你说话正式一些，…，谢谢: the wish
         t = _THANKS_TAIL_RE.sub("", _WISH_POLITE_RE.sub("", t)) or t
+    calm = None  # t without its exclamations (以后叫我宇宙无敌美少女！！！): made once, when a row needs it
     for pattern, form in _WISH_RES if "叫" in t or t.startswith(("你", "以后", "今后", "从", "回", "说话", "讲话", "每次")) \
             else ():
-        m = pattern.match(t) or pattern.match(_EXCLAIM_TAIL_RE.sub("", t))  # 以后叫我宇宙无敌美少女！！！
+        m = pattern.match(t)
+        if not m:
+            calm = _EXCLAIM_TAIL_RE.sub("", t) if calm is None else calm
+            m = pattern.match(calm)
         if m:
             return form.format(*(g for g in m.groups() if g is not None), t=t)
     m = _STYLE_WISH_RE.match(t)  # (anchored, it fails at once where a search for _REPLY_STYLE took 1 µs)
