@@ -8662,7 +8662,8 @@ def _memory_parse_rules(text, names=()):
     # 係 before it is simplified to 系 (講錯咗 係29歲: 是29岁); most messages have no Cantonese word: t as it is
     reread = _CANTONESE_HINT_RE.search(said) or _DIALECT_HINT_RE.search(said)  # (侬 / 莫记到: DIALECT's words too)
     yue = text_simplified(memory_cantonese(said)) if reread else read
-    if yue != read:  # (read, not t: t may say 不是 for " not ", which said never does; compared with t it recursed)  # 記住我住喺旺角: read as Mandarin, what is stored said as the user said it (what a forget points
+    # (compared with read, not t: t may say 不是 for " not ", which said never does; compared with t it recursed)
+    if yue != read:  # 記住我住喺旺角: read as Mandarin, what is stored said as the user said it (what a forget points
         kind, args = memory_parse(yue)  # at is only read: 刪咗我鍾意食榴槤嗰條 looks for 我喜欢吃榴槤那条)
         return kind, {k: _written(v, yue, said) if k != "what" and isinstance(v, str) else v for k, v in args.items()}
     part = _PART_FIX_RE.match(t) if _PART_WORD_RE.search(t) and not _mistake_fix(t) else None  # read before 记错了
