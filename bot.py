@@ -7063,7 +7063,8 @@ def memory_update_last(conn, ctx, value, embed):
 
 #: Units a measured amount is said in (蛋白质150g / 体重60公斤), each with the spelling it is compared by.
 MEASURE_UNITS = {"g": "g", "克": "g", "kg": "kg", "公斤": "kg", "斤": "斤", "l": "l", "升": "l", "ml": "ml", "毫升": "ml",
-                 "km": "km", "公里": "km", "cm": "cm", "厘米": "cm", "步": "步", "卡": "卡", "大卡": "卡", "kcal": "卡"}
+                 "km": "km", "公里": "km", "cm": "cm", "厘米": "cm", "步": "步", "卡": "卡", "大卡": "卡", "kcal": "卡",
+                 "mg": "mg", "毫克": "mg", "米": "米", "%": "%", "％": "%"}
 #: Digits an amount may be said in, in words (一万步, 半斤).
 _AMOUNT_DIGITS = "一二两三四五六七八九十百千万半"
 #: An amount with its unit (150g, 3L, 5公里), inside a memory's words or as a corrected value.
@@ -7085,7 +7086,8 @@ def _value_kinds(value):
         kinds.add("place")
     if v in _COMPANIES or re.search(r"(?:公司|集团|科技|银行|医院|工作室|厂)$", v):
         kinds.add("company")
-    if re.search(r"\d{1,2}\s*月\s*\d{1,2}|[一二三四五六七八九十正冬腊]+月[一二三四五六七八九十初廿]+|农历|阴历|\d{1,2}[./]\d{1,2}|"
+    if re.search(r"\d{1,2}\s*月\s*\d{1,2}|[一二三四五六七八九十正冬腊]+月[一二三四五六七八九十初廿]+|农历|阴历|"
+                 r"(?<![\d.])\d{1,2}[./]\d{1,2}(?![\d.%％]|\s*(?:[A-Za-z]|米|元|块|度|斤|克|升|毫|公|厘|岁|倍|次|个))|"
                  r"\d{4}-\d{1,2}-\d{1,2}", v):
         kinds.add("date")
     if re.fullmatch(r"(?:\d{1,3}|[一二两三四五六七八九十]{1,3})(?:岁|周岁)?", v):
@@ -8396,7 +8398,8 @@ MEMORY_PARSE_CHARS = 600
 _LOOSE_FIX_RE = re.compile(rf"^(?:((?:不对|错了|说错了|记错了)(?:[{_PUNCT}]*(?:不对|错了|说错了|记错了))*|更正一下|更正下|更正|纠正一下|"
                            rf"纠正下|[Cc]orrection)|"
                            rf"(其实|不是(?:的|啦|啊)?))(?:不对)?[{PARTICLES}]*[{_PUNCT}]*"
-                           rf"(?:应该|其实)?(是)?\s*([^{_PUNCT}是我你他她它]{{1,12}})(?:[{_PUNCT}{_EMOJI}]+(.{{1,24}}))?$")
+                           rf"(?:应该|其实)?(是)?\s*((?:[^{_PUNCT}是我你他她它]|(?<=\d)[.．](?=\d)){{1,12}})"  # 2.5mg
+                           rf"(?:[{_PUNCT}{_EMOJI}]+(.{{1,24}}))?$")
 
 
 def _comment_only(tail):
@@ -8515,6 +8518,8 @@ def _loose_fix(text):
         return None
     value, tail = re.sub(r"(?<=.)(?:了|啦|呢|哦|的)+$", "", m.group(4)), m.group(5)
     value = _AGE_NOW_RE.sub("", value) if value[:2] in ("今年", "现在") else value  # 更正 今年30了: the age
+    per = re.match(r"(?:一次|每次|每顿|一顿)(?=.)", value)
+    value = value[per.end():] if per and _MEASURE_RE.fullmatch(value[per.end():]) else value  # 是一次2.5mg: the amount
     kinds = _value_kinds(value) - {"thing"}
     if m.group(1) and m.group(1).startswith(("更正", "纠正")) and m.group(3) and not tail:
         return None  # 更正：是南京 — read as before
