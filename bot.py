@@ -9581,7 +9581,8 @@ _SAID_GAP = (rf"(?:了|过|着)?(?:一?句|一声)?(?:话)?[{_PUNCT}“\"「『]
 #: 记一下 / bro 让我 remember / 朋友叫我备忘一下), or a line named before it is said (电影里那句 记住… / 歌词 …).
 _SAID_BEFORE_RE = re.compile(rf"(?:(?:{_SAY_WORDS}){_SAID_GAP}|(?:让|叫|要|逼|教|提醒|叮嘱|嘱咐|喊)我\s*|"
                              rf"(?P<line>那句|这句|台词|歌词|口号|标语|座右铭|名言|歌里|书里|电影里|剧里)(?:话)?(?:是|说|唱|写)?"
-                             rf"[{_PUNCT}“\"「『]*|(?<![帮给替让叫要])(?P<own>我)(?:已经|早就|早|都|也|还|刚|刚刚|就)*)$")
+                             rf"[{_PUNCT}“\"「『\s]*(?:请你|请|要|你要|你)?\s*|"  # 那句 请记住我: the line's 请
+                             rf"(?<![帮给替让叫要])(?P<own>我)(?:已经|早就|早|都|也|还|刚|刚刚|就)*)$")
 #: The marks that end a clause (a space does not: 我 bro 让我 remember …).
 _CLAUSE_END_RE = re.compile(r"[，,。.!！?？;；:：~～…]+")
 #: Who, saying it, speaks to the bot (我跟你说 记住… / 听我说 记住… / 我想说 记住… / 我刚说了 记住… / 最后说一句 记住…):
