@@ -4311,6 +4311,19 @@ def _own_attribute_clause(clause, sep):
         and not memory_has_subject(clause)
 
 
+#: A clause that says only an age, with no subject (今年八十三 / 五十了 / 快六十了 / 七十多岁).
+_BARE_AGE_CLAUSE_RE = re.compile(r"^(?:今年|已经|都|快|才|也)?(?:有)?[一二两三四五六七八九十百几\d]+(?:多|来)?(?:岁|歲|周岁)?(?:了|啦|出头)?$")
+#: How a fact about the speaker starts after 我 (我住在… / 我今年…): a person after 我 starts otherwise (我阿嬤住在…).
+_SELF_FACT_START_RE = re.compile(r"^我(?:在|住|是|做|开|今年|也|还|很|已经|现在|一直|平时|每|有|养|喜欢|爱|会|不|没|刚|的|叫|姓|属|对|怕|想|要)")
+
+
+def _age_of_someone_unnamed(clause, before):
+    """Whether a bare age clause follows a fact about a person after 我 the rules can't name: it stays in that fact.
+    Example: _age_of_someone_unnamed('今年八十三', '我阿嬤住在泉州') -> True"""
+    return bool(_BARE_AGE_CLAUSE_RE.match(clause)) and before.startswith("我") \
+        and not _SELF_FACT_START_RE.match(before) and _subject_of(before)[0] == "我"
+
+
 def memory_split(text):
     """One fact per piece: clauses without their own subject inherit it; a clause that adds only
     detail stays with its fact, as it was written.
@@ -4358,7 +4371,8 @@ def memory_split(text):
                  or re.match(r"^(?:叫|因为|所以|但|但是|不过|而且|然后|而|不是|是因为|虽然|就|也就|特别|尤其|之前|以前)", clause)
                  or not standalone and not ("\n" in sep and (memory_has_subject(clause)
                                                               or not memory_has_subject(pieces[0])))  # a line (a list)
-                 or candidate != clause and _one_job(pieces[-1], attribute))
+                 or candidate != clause and _one_job(pieces[-1], attribute)
+                 or _age_of_someone_unnamed(clause, pieces[-1]))
         if glued:
             pieces[-1] += sep + clause
         else:
