@@ -10497,7 +10497,7 @@ _GONE_GAP = r"(?:前天|昨天|今天|昨晚|今早|今天早上|昨天晚上|�
 #: memory says for it to be that state, what the memory must be named by: "name" (a pet's name or kind), "object" (what
 #: is played), "" (nothing: 生啦 with the one 怀孕 memory)). 死了 only right after a name (胖死了 is a degree).
 _GONE_AREAS = {
-    "宠物": (r"走了|走咗|没了|冇咗|去世了?|过世了?|死了|死咗|不在了|丢了|跑丢了|飞走了|送人了|送走了|离开我们了|去(?:汪|喵)星(?:球)?了|"
+    "宠物": (r"走了|走咗|没了|冇咗|去世了?|过世了?|死掉?了|死咗|不在了|丢了|跑丢了|飞走了|送人了|送走了|离开我们了|去(?:汪|喵)星(?:球)?了|"
              r"当天使了|上天堂了|挂了",
              "养|" + "|".join(sorted(_PETS, key=len, reverse=True)), "name"),
     "怀孕": (r"生了|生啦|生咯|生嘞|生咗|生完了?|卸货了?|出生了|出世了|落地了|顺产了|剖了|剖腹产了|当妈了|当爸了",
@@ -10511,7 +10511,9 @@ _GONE_PARTICLE_RE = re.compile(r"(?<=[\u4e00-\u9fff])(?:啦|咯|喽|嘞|咧)")
 #: Any word that may end a kept state, the cheap test before the memories are read (memory_pointed_words).
 _GONE_ANY_RE = re.compile("|".join(m for m, _, _ in _GONE_AREAS.values()))
 #: A sigh or a cry after the news (唉 / 呜呜 / 😭): no part of what is kept.
-_GONE_SIGH_RE = re.compile(rf"[\s{_PUNCT}]*(?:唉+|哎+|呜+|哭了?|难受|好难过|難過|😭|😢|💔)*[\s{_PUNCT}]*$")
+#: How sad one is after an end is told (好難過 / 很伤心 / 好捨不得): dropped whole, its degree word with it, never cut.
+_GONE_FEELING = r"(?:好|很|超|太|真|有点|蛮|挺|非常|特别)?(?:难过|難過|难受|難受|伤心|傷心|舍不得|捨不得|心疼|心痛|不舍|不捨)(?:死了|啊|呀)?"
+_GONE_SIGH_RE = re.compile(rf"[\s{_PUNCT}]*(?:唉+|哎+|呜+|哭了?|{_GONE_FEELING}|😭|😢|💔)*[\s{_PUNCT}]*$")
 
 
 #: A correction that names only the right value (不是，是东南大学 / 不对 是中信建投): what it replaces is the word of a memory
@@ -10626,7 +10628,8 @@ def _gone_points(conn, ctx, t):
         return "pointed_ask", {"ids": [r["id"] for r in rows], "text": said if said.startswith("我") else "我" + said}
     if area == "宠物":
         kind = next((w for w in sorted(_PETS, key=len, reverse=True) if w in row["text"] and w != key), "")
-        fact = said if said.startswith("我") else f"我养的{kind}{said}" if key not in _PETS else "我的" + said
+        raised = "養" if "養" in row["text"] else "养"  # the user's own characters, traditional kept
+        fact = said if said.startswith("我") else f"我{raised}的{kind}{said}" if key not in _PETS else "我的" + said
     elif area == "怀孕":
         owner = _PREGNANT_OWNER_RE.match(row["text"])
         who = "我" + (owner.group(1) if owner else "")
