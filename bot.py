@@ -8629,9 +8629,44 @@ _BULLET_RE = re.compile(r"(?m)^[^\S\n]*(?:[-*•·]|\d{1,2}[.、)）])[^\S\n]*(?
 _NOT_OLD_RE = re.compile(r"\s+not\s+([^\sA-Za-z]{1,8})$")
 
 
+#: Words that say the message before had a typo (typo了 / 打错了 / 手滑 / 笔误): a correction follows.
+_TYPO_WORDS = r"(?:(?i:typo)|打错字?|写错|拼错|敲错|说错|手滑|笔误|搞错|弄错)"
+#: A typo named, then the right value and the wrong one in either order (typo 了 是 Calvin 不是 Kevin / 打错了 不是Amy
+#: 是Emmy): the wrong value is the memory's, the right one replaces it.
+_TYPO_FIX_RES = (
+    re.compile(rf"^{_TYPO_WORDS}\s*(?:了|啦|咯|哈|惹)?[\s，,。!！~～]*(?:是|应该是)\s*(?P<new>[^\s，,。]{{1,20}})\s*[，,]?\s*"
+               rf"(?:而)?不是\s*(?P<old>[^\s，,。!！]{{1,20}})[\s。!！~～]*$"),
+    re.compile(rf"^{_TYPO_WORDS}\s*(?:了|啦|咯|哈|惹)?[\s，,。!！~～]*不是\s*(?P<old>[^\s，,。]{{1,20}})\s*[，,]?\s*"
+               rf"(?:而)?(?:是|应该是)\s*(?P<new>[^\s，,。!！]{{1,20}})[\s。!！~～]*$"))
+
+
+def _typo_fix(text):
+    """('replace_value', …) for a message that names a typo and both values (typo 了 是 Calvin 不是 Kevin), else None.
+    Example: _typo_fix('typo 了 是 Calvin 不是 Kevin') -> ('replace_value', {'old': 'Kevin', 'new': 'Calvin'})"""
+    t = text.strip()
+    if "不是" not in t:
+        return None
+    m = next((m for m in (r.match(t) for r in _TYPO_FIX_RES) if m), None)
+    return ("replace_value", {"old": m.group("old"), "new": m.group("new")}) if m and m.group("old") != m.group(
+        "new") else None
+
+
+def _says_a_typo(fact, rows):
+    """Whether words offered to keep name a typo or deny a word a memory holds (typo了 / 不是 Kevin with 我 manager 叫
+    Kevin): a correction, never a memory of its own.
+    Example: _says_a_typo('typo 了 是 Calvin', []) -> True"""
+    if re.search(rf"^{_TYPO_WORDS}|(?i:typo)", fact):
+        return True
+    denied = re.findall(r"不是\s*([^\s，,。!！]{2,20})", fact)
+    return any(w in r["text"] for w in denied for r in rows)
+
+
 def memory_parse(text, names=()):
     """Reads a message as a memory command: (kind, {named arguments}), or (None, {}) for chat.
     Example: memory_parse('记住，我住在北京') -> ('remember', {'text': '我住在北京'})"""
+    typo = _typo_fix(text) if "不是" in text else None
+    if typo:  # typo 了 是 Calvin 不是 Kevin: Kevin in a memory becomes Calvin, never a new memory of these words
+        return typo
     kind, args = _memory_parse_rules(text, names)
     relayed = _relayed_request(text) if kind is None and "你" in text and text.startswith("我") else None
     if relayed:  # 我老公说 你帮他记一下 他周五要体检: asked of the bot through someone; the user says whether to keep it
@@ -11177,6 +11212,8 @@ def memory_fallback(conn, ctx, text, hint=""):
                   f"{len(named) + 1}. 另记一条，{keep}\n回复序号就行，说“算了”就不记。")
         return head + prompt, _choices({"action": "area", "ids": [r["id"] for r in named], "text": fact,
                                         "importance": 1, "scope": None, "prompt": prompt}, named)
+    if fact and _says_a_typo(fact, rows):  # typo 了 是 Calvin 不是 Kevin: a correction, never offered as a new memory
+        return head + "要更正哪一条、改成什么呢？说完整一点吧，比如“更正一下，我住在上海”；说“你记得我什么”可以看编号。", None
     if fact and len(fact) <= 200 and not memory_contentless(fact):
         fact = _written(fact, read, said)
         return head + _ASK_REMEMBER.format(fact), {"action": "store", "text": fact, "importance": 1, "ids": []}
