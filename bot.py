@@ -8891,6 +8891,15 @@ def _settle_replace_maybe(conn, ctx, old, new):
     return ("replace_value", {"old": old, "new": new}) if said else (None, {})
 
 
+def _value_in_place(texts, span, old, new):
+    """The new value as it goes where old stands in the memory that says span: the words the memory already has
+    around it (在…上班) are not said twice (我在在中科上班).
+    Example: _value_in_place(['我在竹科上班'], '我在竹科', '竹科', '在中科上班啦') -> '中科'"""
+    text = next((t for t in texts if span in t), "")
+    aligned = _aligned_value(text, old, new) if text else None
+    return aligned if aligned and aligned != new and aligned in new else new
+
+
 def _settle_replace_said(conn, ctx, text, s, v, old, new):
     """更正一下 我室友不喜欢A 她喜欢B / 小儿子在重庆 不在成都: the memory that says whose + verb + old (我室友喜欢A) takes
     new; none: an update of text as before (我和孩子他爸都喜欢爬山 is one memory of two people: never its old value
@@ -8905,7 +8914,7 @@ def _settle_replace_said(conn, ctx, text, s, v, old, new):
              for m in [re.search(rf"{re.escape(who)}.{{0,4}}?{re.escape(old)}", t)] if m}
     if v == "是" and len(spans) == 1:  # 我姨不是高血压 是糖尿病, and 我姨有高血压 is stored: its own verb stays
         o = spans.pop()
-        return "replace_value", {"old": o, "new": o[:len(o) - len(old)] + new}
+        return "replace_value", {"old": o, "new": o[:len(o) - len(old)] + _value_in_place(texts, o, old, new)}
     said_as = next(iter(spans)) if len(spans) == 1 and v != "是" else ""
     if v and said_as.find(v) > 0:  # 我阿妹唔鍾意羽毛球 佢鍾意游水, and 我阿妹鍾意打羽毛球 is stored: whose + verb + new
         return "replace_value", {"old": said_as, "new": said_as[:said_as.find(v) + len(v)] + new}
