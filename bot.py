@@ -9935,7 +9935,7 @@ def _wish_call_me_and(t):
         return None
     wishes = [f"你以后叫我{m.group(1)}"]
     for c in clauses[1:]:
-        c = re.sub(r"^(?:你|以后|也|还有|另外|and)+", "", _strip_tail(_WISH_EN_POLITE_RE.sub("", c).strip()))
+        c = re.sub(r"^(?:(?:你|以后|也|还有|另外|and)\s*)+", "", _strip_tail(_WISH_EN_POLITE_RE.sub("", c).strip()))
         if not c or not _WISH_WHAT_RE.search(c) or "我" in _WISH_ME_OBJECT_RE.sub("", c) or _WISH_OTHER_RE.search(c):
             return None  # call me Kev, 我明天出差: news, not a wish
         wishes.append("你以后" + c)
