@@ -4311,6 +4311,19 @@ def _own_attribute_clause(clause, sep):
         and not memory_has_subject(clause)
 
 
+#: A clause that says only an age, with no subject (今年八十三 / 五十了 / 快六十了 / 七十多岁).
+_BARE_AGE_CLAUSE_RE = re.compile(r"^(?:今年|已经|都|快|才|也)?(?:有)?[一二两三四五六七八九十百几\d]+(?:多|来)?(?:岁|歲|周岁)?(?:了|啦|出头)?$")
+#: How a fact about the speaker starts after 我 (我住在… / 我今年…): a person after 我 starts otherwise (我阿嬤住在…).
+_SELF_FACT_START_RE = re.compile(r"^我(?:在|住|是|做|开|今年|也|还|很|已经|现在|一直|平时|每|有|养|喜欢|爱|会|不|没|刚|的|叫|姓|属|对|怕|想|要)")
+
+
+def _age_of_someone_unnamed(clause, before):
+    """Whether a bare age clause follows a fact about a person after 我 the rules can't name: it stays in that fact.
+    Example: _age_of_someone_unnamed('今年八十三', '我阿嬤住在泉州') -> True"""
+    return bool(_BARE_AGE_CLAUSE_RE.match(clause)) and before.startswith("我") \
+        and not _SELF_FACT_START_RE.match(before) and _subject_of(before)[0] == "我"
+
+
 def memory_split(text):
     """One fact per piece: clauses without their own subject inherit it; a clause that adds only
     detail stays with its fact, as it was written.
@@ -4358,7 +4371,8 @@ def memory_split(text):
                  or re.match(r"^(?:叫|因为|所以|但|但是|不过|而且|然后|而|不是|是因为|虽然|就|也就|特别|尤其|之前|以前)", clause)
                  or not standalone and not ("\n" in sep and (memory_has_subject(clause)
                                                               or not memory_has_subject(pieces[0])))  # a line (a list)
-                 or candidate != clause and _one_job(pieces[-1], attribute))
+                 or candidate != clause and _one_job(pieces[-1], attribute)
+                 or _age_of_someone_unnamed(clause, pieces[-1]))
         if glued:
             pieces[-1] += sep + clause
         else:
@@ -8620,9 +8634,44 @@ _BULLET_RE = re.compile(r"(?m)^[^\S\n]*(?:[-*•·]|\d{1,2}[.、)）])[^\S\n]*(?
 _NOT_OLD_RE = re.compile(r"\s+not\s+([^\sA-Za-z]{1,8})$")
 
 
+#: Words that say the message before had a typo (typo了 / 打错了 / 手滑 / 笔误): a correction follows.
+_TYPO_WORDS = r"(?:(?i:typo)|打错字?|写错|拼错|敲错|说错|手滑|笔误|搞错|弄错)"
+#: A typo named, then the right value and the wrong one in either order (typo 了 是 Calvin 不是 Kevin / 打错了 不是Amy
+#: 是Emmy): the wrong value is the memory's, the right one replaces it.
+_TYPO_FIX_RES = (
+    re.compile(rf"^{_TYPO_WORDS}\s*(?:了|啦|咯|哈|惹)?[\s，,。!！~～]*(?:是|应该是)\s*(?P<new>[^\s，,。]{{1,20}})\s*[，,]?\s*"
+               rf"(?:而)?不是\s*(?P<old>[^\s，,。!！]{{1,20}})[\s。!！~～]*$"),
+    re.compile(rf"^{_TYPO_WORDS}\s*(?:了|啦|咯|哈|惹)?[\s，,。!！~～]*不是\s*(?P<old>[^\s，,。]{{1,20}})\s*[，,]?\s*"
+               rf"(?:而)?(?:是|应该是)\s*(?P<new>[^\s，,。!！]{{1,20}})[\s。!！~～]*$"))
+
+
+def _typo_fix(text):
+    """('replace_value', …) for a message that names a typo and both values (typo 了 是 Calvin 不是 Kevin), else None.
+    Example: _typo_fix('typo 了 是 Calvin 不是 Kevin') -> ('replace_value', {'old': 'Kevin', 'new': 'Calvin'})"""
+    t = text.strip()
+    if "不是" not in t:
+        return None
+    m = next((m for m in (r.match(t) for r in _TYPO_FIX_RES) if m), None)
+    return ("replace_value", {"old": m.group("old"), "new": m.group("new")}) if m and m.group("old") != m.group(
+        "new") else None
+
+
+def _says_a_typo(fact, rows):
+    """Whether words offered to keep name a typo or deny a word a memory holds (typo了 / 不是 Kevin with 我 manager 叫
+    Kevin): a correction, never a memory of its own.
+    Example: _says_a_typo('typo 了 是 Calvin', []) -> True"""
+    if re.search(rf"^{_TYPO_WORDS}|(?i:typo)", fact):
+        return True
+    denied = re.findall(r"不是\s*([^\s，,。!！]{2,20})", fact)
+    return any(w in r["text"] for w in denied for r in rows)
+
+
 def memory_parse(text, names=()):
     """Reads a message as a memory command: (kind, {named arguments}), or (None, {}) for chat.
     Example: memory_parse('记住，我住在北京') -> ('remember', {'text': '我住在北京'})"""
+    typo = _typo_fix(text) if "不是" in text else None
+    if typo:  # typo 了 是 Calvin 不是 Kevin: Kevin in a memory becomes Calvin, never a new memory of these words
+        return typo
     kind, args = _memory_parse_rules(text, names)
     relayed = _relayed_request(text) if kind is None and "你" in text and text.startswith("我") else None
     if relayed:  # 我老公说 你帮他记一下 他周五要体检: asked of the bot through someone; the user says whether to keep it
@@ -8847,6 +8896,15 @@ def _settle_replace_maybe(conn, ctx, old, new):
     return ("replace_value", {"old": old, "new": new}) if said else (None, {})
 
 
+def _value_in_place(texts, span, old, new):
+    """The new value as it goes where old stands in the memory that says span: the words the memory already has
+    around it (在…上班) are not said twice (我在在中科上班).
+    Example: _value_in_place(['我在竹科上班'], '我在竹科', '竹科', '在中科上班啦') -> '中科'"""
+    text = next((t for t in texts if span in t), "")
+    aligned = _aligned_value(text, old, new) if text else None
+    return aligned if aligned and aligned != new and aligned in new else new
+
+
 def _settle_replace_said(conn, ctx, text, s, v, old, new):
     """更正一下 我室友不喜欢A 她喜欢B / 小儿子在重庆 不在成都: the memory that says whose + verb + old (我室友喜欢A) takes
     new; none: an update of text as before (我和孩子他爸都喜欢爬山 is one memory of two people: never its old value
@@ -8861,7 +8919,7 @@ def _settle_replace_said(conn, ctx, text, s, v, old, new):
              for m in [re.search(rf"{re.escape(who)}.{{0,4}}?{re.escape(old)}", t)] if m}
     if v == "是" and len(spans) == 1:  # 我姨不是高血压 是糖尿病, and 我姨有高血压 is stored: its own verb stays
         o = spans.pop()
-        return "replace_value", {"old": o, "new": o[:len(o) - len(old)] + new}
+        return "replace_value", {"old": o, "new": o[:len(o) - len(old)] + _value_in_place(texts, o, old, new)}
     said_as = next(iter(spans)) if len(spans) == 1 and v != "是" else ""
     if v and said_as.find(v) > 0:  # 我阿妹唔鍾意羽毛球 佢鍾意游水, and 我阿妹鍾意打羽毛球 is stored: whose + verb + new
         return "replace_value", {"old": said_as, "new": said_as[:said_as.find(v) + len(v)] + new}
@@ -9883,7 +9941,7 @@ def _wish_call_me_and(t):
         return None
     wishes = [f"你以后叫我{m.group(1)}"]
     for c in clauses[1:]:
-        c = re.sub(r"^(?:你|以后|也|还有|另外|and)+", "", _strip_tail(_WISH_EN_POLITE_RE.sub("", c).strip()))
+        c = re.sub(r"^(?:(?:你|以后|也|还有|另外|and)\s*)+", "", _strip_tail(_WISH_EN_POLITE_RE.sub("", c).strip()))
         if not c or not _WISH_WHAT_RE.search(c) or "我" in _WISH_ME_OBJECT_RE.sub("", c) or _WISH_OTHER_RE.search(c):
             return None  # call me Kev, 我明天出差: news, not a wish
         wishes.append("你以后" + c)
@@ -10489,7 +10547,7 @@ _GONE_GAP = r"(?:前天|昨天|今天|昨晚|今早|今天早上|昨天晚上|�
 #: memory says for it to be that state, what the memory must be named by: "name" (a pet's name or kind), "object" (what
 #: is played), "" (nothing: 生啦 with the one 怀孕 memory)). 死了 only right after a name (胖死了 is a degree).
 _GONE_AREAS = {
-    "宠物": (r"走了|走咗|没了|冇咗|去世了?|过世了?|死了|死咗|不在了|丢了|跑丢了|飞走了|送人了|送走了|离开我们了|去(?:汪|喵)星(?:球)?了|"
+    "宠物": (r"走了|走咗|没了|冇咗|去世了?|过世了?|死掉?了|死咗|不在了|丢了|跑丢了|飞走了|送人了|送走了|离开我们了|去(?:汪|喵)星(?:球)?了|"
              r"当天使了|上天堂了|挂了",
              "养|" + "|".join(sorted(_PETS, key=len, reverse=True)), "name"),
     "怀孕": (r"生了|生啦|生咯|生嘞|生咗|生完了?|卸货了?|出生了|出世了|落地了|顺产了|剖了|剖腹产了|当妈了|当爸了",
@@ -10503,7 +10561,9 @@ _GONE_PARTICLE_RE = re.compile(r"(?<=[\u4e00-\u9fff])(?:啦|咯|喽|嘞|咧)")
 #: Any word that may end a kept state, the cheap test before the memories are read (memory_pointed_words).
 _GONE_ANY_RE = re.compile("|".join(m for m, _, _ in _GONE_AREAS.values()))
 #: A sigh or a cry after the news (唉 / 呜呜 / 😭): no part of what is kept.
-_GONE_SIGH_RE = re.compile(rf"[\s{_PUNCT}]*(?:唉+|哎+|呜+|哭了?|难受|好难过|難過|😭|😢|💔)*[\s{_PUNCT}]*$")
+#: How sad one is after an end is told (好難過 / 很伤心 / 好捨不得): dropped whole, its degree word with it, never cut.
+_GONE_FEELING = r"(?:好|很|超|太|真|有点|蛮|挺|非常|特别)?(?:难过|難過|难受|難受|伤心|傷心|舍不得|捨不得|心疼|心痛|不舍|不捨)(?:死了|啊|呀)?"
+_GONE_SIGH_RE = re.compile(rf"[\s{_PUNCT}]*(?:唉+|哎+|呜+|哭了?|{_GONE_FEELING}|😭|😢|💔)*[\s{_PUNCT}]*$")
 
 
 #: A correction that names only the right value (不是，是东南大学 / 不对 是中信建投): what it replaces is the word of a memory
@@ -10618,7 +10678,8 @@ def _gone_points(conn, ctx, t):
         return "pointed_ask", {"ids": [r["id"] for r in rows], "text": said if said.startswith("我") else "我" + said}
     if area == "宠物":
         kind = next((w for w in sorted(_PETS, key=len, reverse=True) if w in row["text"] and w != key), "")
-        fact = said if said.startswith("我") else f"我养的{kind}{said}" if key not in _PETS else "我的" + said
+        raised = "養" if "養" in row["text"] else "养"  # the user's own characters, traditional kept
+        fact = said if said.startswith("我") else f"我{raised}的{kind}{said}" if key not in _PETS else "我的" + said
     elif area == "怀孕":
         owner = _PREGNANT_OWNER_RE.match(row["text"])
         who = "我" + (owner.group(1) if owner else "")
@@ -11166,6 +11227,8 @@ def memory_fallback(conn, ctx, text, hint=""):
                   f"{len(named) + 1}. 另记一条，{keep}\n回复序号就行，说“算了”就不记。")
         return head + prompt, _choices({"action": "area", "ids": [r["id"] for r in named], "text": fact,
                                         "importance": 1, "scope": None, "prompt": prompt}, named)
+    if fact and _says_a_typo(fact, rows):  # typo 了 是 Calvin 不是 Kevin: a correction, never offered as a new memory
+        return head + "要更正哪一条、改成什么呢？说完整一点吧，比如“更正一下，我住在上海”；说“你记得我什么”可以看编号。", None
     if fact and len(fact) <= 200 and not memory_contentless(fact):
         fact = _written(fact, read, said)
         return head + _ASK_REMEMBER.format(fact), {"action": "store", "text": fact, "importance": 1, "ids": []}
