@@ -8311,10 +8311,10 @@ MEMORY_COMMANDS = [
                   _says("forget_all")),
     MemoryCommand(r"(?:忘记|忘掉|删掉|删除|去掉|不用记)(?:我)?(?:刚才|刚刚|上一条|刚才那条|刚刚那条)(?:说的|记的|那条|那个|那句)?"
                   r"(?:话|东西)?|"
-                  r"(?:把)?(?:刚才|刚刚|刚)(?:那条|那句话|那句|说的|记的|存的|记下的|保存的)(?:那条|那个)?(?:就|你)?"
-                  r"(?:删掉|删了|删除|删|忘了吧|忘了|忘掉|不用记了|别记了|不要记了|莫记了|不要了|去掉)|"
-                  r"(?:把)?(?:上一条|上条)(?:记忆)?(?:就|你)?(?:删掉|删了|删除|删|忘了吧|忘了|忘掉|不用记了|别记了|不要记了|"
-                  r"不要了|去掉)", _says("forget_last")),  # 上一条不用记了: what was just saved
+                  r"(?:把)?(?:刚才|刚刚|刚)(?:那条|那句话|那句|说的|记的|存的|记下的|保存的)(?:那条|那个)?(?:就|你|快点?|赶紧|赶快|马上)?"
+                  r"(?:删掉|删了|删除|删|忘了吧|忘了|忘掉|不用记了|别记了|不要记了|莫记了|不要了|去掉)+|"
+                  r"(?:把)?(?:上一条|上条)(?:记忆)?(?:就|你|快点?|赶紧|赶快|马上)?(?:删掉|删了|删除|删|忘了吧|忘了|忘掉|不用记了|别记了|"
+                  r"不要记了|不要了|去掉)+", _says("forget_last")),  # 上一条不用记了: what was just saved
     MemoryCommand(r"(?:把)?(?:刚才|刚刚)那个(?:就|你|给我|给)?(?:删掉|删了|删除|删|忘了|忘掉|不用记了|别记了|不要了|去掉)",
                   _says("forget_last_maybe")),  # 刚才那个删了: the memory just stored only right after storing it
     MemoryCommand(rf"(?:忘记|忘掉|删掉|删除|去掉|删了|删|forget)[{_PUNCT}]*(?:记忆)?[{_PUNCT}]*"
@@ -9163,9 +9163,13 @@ def _list_asked(text):
 #: Words said while thinking, before or around a request (嗯那个 你帮我记一下哈 就是我…): never part of the fact. One
 #: word each, none a particle: repeated by the rules that use them (嗯+ inside a repeat backtracks exponentially).
 _FILLER_WORDS = r"(?:嗯|呃|额|诶|欸|哎|咦|那个啥|那个|这个|就是说|就是|然后|对了|话说|那啥|(?i:em)m*)"
+#: Outcries before a pointer at the last memory (卧槽 刚才那条删掉 / 天哪上一条撤回): no part of it.
+_EXCLAIM_LEAD = r"(?:卧槽|我靠|我去|我擦|天哪|天啊|天呐|救命|完了|糟了|妈耶|(?i:omg|wtf))"
 #: Rewrites to the canonical wordings memory_parse reads: (pattern, replacement), tried in order.
 MEMORY_REWRITES = [
     ("上一条 上条", rf"^(?:{_INTERJECTION}[{_PUNCT}\s]*)+(?=上一?条)", ""),  # 欸上一条不用记了捏: no part of the pointer
+    ("刚才 刚刚 上一条 上条", rf"^(?:(?:{_INTERJECTION}|{_EXCLAIM_LEAD})[{_PUNCT}\s]*)+(?=(?:上一?条|(?:刚才|刚刚)(?:那一?条|那个|的)))",
+     ""),  # 啊啊啊刚才那条删掉！！！ / 卧槽 上一条删了: the outcry is no part of the pointer
     ("刚才 刚刚", rf"^(?:刚才|刚刚)(?:那个|那条)([^\s{_PUNCT}]{{1,8}}?)的(?=(?:就|你)?(?:别记了|不用记了|不要记了|删了|删掉|"
                  r"忘了|忘掉))", r"\1那条"),  # 刚才那个钢琴的别记了: 钢琴那条
     ("如下", rf"^((?:{_INTERJECTION}[{_PUNCT}]*)*)(?:更正|纠正|修改)如下", r"\1更正"),  # 不好意思，更正如下：…
