@@ -3069,8 +3069,8 @@ RELATIONS = ("前男友 前女友 男朋友 女朋友 男友 女友 老婆 老�
              "班主任 老师 师父 猫咪 小猫 猫 狗狗 小狗 狗 兔子 仓鼠 鹦鹉 乌龟 金鱼 宠物 妈 爸 哥 姐 弟 妹 叔 婶 "
              "老大 老二 老三 大宝 二宝 三宝 老伴儿 老伴 娃 崽 "
              "公公 婆婆 岳父 岳母 丈母娘 老丈人 嫂子 姐夫 妹夫 弟媳 侄子 侄女 外甥女 外甥 舅妈 姨妈 小姨 姑父 姨父 大伯 "
-             "同桌 邻居 爹娘 老爹 爹 娘 婆娘 堂客 大姨 姨 舅 姑").split()  # 老大 / 老二 / 二宝: the children by age
-# (老大叫豆豆 二宝叫糖糖); in-laws, 同桌, 邻居; 婆娘 / 堂客 (a wife, in Sichuan and Hunan)
+             "同桌 邻居 爹娘 老爹 爹 娘 婆娘 堂客 大姨 姨 舅 姑 阿嬷 阿嬤 阿嫲 阿公 阿婆 阿爷").split()  # 老大 / 老二 / 二宝: the children by age
+# (老大叫豆豆 二宝叫糖糖); in-laws, 同桌, 邻居; 婆娘 / 堂客 (a wife, in Sichuan and Hunan); 阿嬷 / 阿公 (grandparents, Minnan)
 #: Other ways to say the same relation.
 RELATION_ALIASES = {"爸妈": "父母", "爹娘": "父母", "爹": "爸爸", "老爹": "爸爸", "娘": "妈妈", "婆娘": "老婆", "堂客": "老婆",
                     "舅": "舅舅", "姑": "姑姑",
@@ -3083,9 +3083,9 @@ PARTNER_WORDS = {"爱人": ("老婆", "老公"), "老伴": ("老婆", "老公"),
                  "cp": ("女朋友", "男朋友", "对象")}
 #: Which pronoun can stand for which subject (她 / 他 / 它).
 _FEMALE = set("前女友 女朋友 老婆 未婚妻 妈妈 女儿 姐姐 妹妹 奶奶 外婆 姥姥 阿姨 姑姑 婶婶 表姐 表妹 堂姐 堂妹 闺蜜 孙女 外孙女 "
-              "婆婆 岳母 丈母娘 嫂子 弟媳 侄女 外甥女 舅妈 姨妈 小姨 大姨 姨 婆娘 堂客 姑".split())
+              "婆婆 岳母 丈母娘 嫂子 弟媳 侄女 外甥女 舅妈 姨妈 小姨 大姨 姨 婆娘 堂客 姑 阿嬷 阿嬤 阿嫲 阿婆".split())
 _MALE = set("前男友 男朋友 老公 未婚夫 爸爸 儿子 哥哥 弟弟 爷爷 外公 姥爷 舅舅 叔叔 表哥 表弟 堂哥 堂弟 好兄弟 孙子 外孙 "
-            "公公 岳父 老丈人 姐夫 妹夫 侄子 外甥 姑父 姨父 大伯".split())
+            "公公 岳父 老丈人 姐夫 妹夫 侄子 外甥 姑父 姨父 大伯 阿公 阿爷".split())
 _ANIMALS = set("猫 狗 兔子 仓鼠 鹦鹉 乌龟 金鱼 宠物".split())
 #: Animals people keep, by kind or breed (我养了只八哥叫来喜, 我养了条金毛): what a 养 memory keeps is a pet, whose
 #: death or loss (来喜前天走了) is a change of the user's pets.
@@ -8719,9 +8719,9 @@ def _memory_parse_rules(text, names=()):
     return _as_written(("remember", {"text": wish}), read, said) if wish else (None, {})
 
 
-#: Someone moved (俺爸搬郑州去了 / 我妈搬到西安去了 / 我搬去深圳了): who, the place.
-_MOVED_RE = re.compile(rf"((?:我|俺|咱)(?:的|家)?(?:{_REL_RE})?)(?:已经|刚|也)?搬(?:家)?(?:到|去|回|回到)?"
-                       r"([\u4e00-\u9fff]{2,4}?)(?:去|来)?了")
+#: Someone moved (俺爸搬郑州去了 / 我妈搬到西安去了 / 我搬去深圳了 / 我阿嬷搬来厦门跟我们住了): who, the place.
+_MOVED_RE = re.compile(rf"((?:我|俺|咱)(?:的|家)?(?:{_REL_RE})?)(?:已经|刚|也)?搬(?:家)?(?:到|去|回|回到|来)?"
+                       r"([\u4e00-\u9fff]{2,4}?)(?:去|来)?(?:(?:跟|和)(?:我们|我|我家|咱们)(?:一起|一块)?住)?了")
 #: Where a memory says someone lives (俺爸住开封 / 我爸妈在洛阳 / 我哥在深圳定居): the place.
 _LIVES_IN_RE = re.compile(r"(?:住在|住|在)([\u4e00-\u9fff]{2,4}?)(?=$|[\s，,。]|生活|定居|安家)")
 #: Where a memory says someone works or studies (俺哥在郑州打工 / 我在北京上班): a move may not change it, so it is asked.
