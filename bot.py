@@ -9165,6 +9165,8 @@ def _list_asked(text):
 _FILLER_WORDS = r"(?:嗯|呃|额|诶|欸|哎|咦|那个啥|那个|这个|就是说|就是|然后|对了|话说|那啥|(?i:em)m*)"
 #: Outcries before a pointer at the last memory (卧槽 刚才那条删掉 / 天哪上一条撤回): no part of it.
 _EXCLAIM_LEAD = r"(?:卧槽|我靠|我去|我擦|天哪|天啊|天呐|救命|完了|糟了|妈耶|(?i:omg|wtf))"
+#: How a reason starts right after a corrected value, without a pause (是半片医生让我减量了): no part of the value.
+_FIX_REASON = r"(?:医生|大夫|因为|最近|所以|后来|现在|他们|我们)"
 #: Rewrites to the canonical wordings memory_parse reads: (pattern, replacement), tried in order.
 MEMORY_REWRITES = [
     ("上一条 上条", rf"^(?:{_INTERJECTION}[{_PUNCT}\s]*)+(?=上一?条)", ""),  # 欸上一条不用记了捏: no part of the pointer
@@ -9303,6 +9305,11 @@ MEMORY_REWRITES = [
     ("事", rf"^(?!刚才|刚刚|上一条|第|这|那|我的?事)(.{{1,10}}?)(?:的)?(?:事情|事体|事儿|事|那些事|相关的事?)[{_PUNCT}]*"
           rf"{_FORGET_AFTER}{_ANY_PARTICLE}*$", r"忘记\1的事"),  # 狗的事忘了吧 / 阿杰的事体别再记着了
     ("不对 错了", rf"^(?!刚才|刚刚)(.+?){_POINTER}(?:不对|错了|记错了)[{_PUNCT}]*(?=我|她|他|它)", "更正一下，"),
+    ("不是", rf"^(?:(?:{_FILLER_WORDS}|{_INTERJECTION})[{_PUNCT}\s]*){{0,4}}(?:我)?(?:刚才|刚刚)?"
+            rf"(?:说错了|搞错了|记错了|讲错了|说错)[{PARTICLES}]*[{_PUNCT}\s]*(?:{_INTERJECTION}[{_PUNCT}\s]*){{0,3}}"
+            rf"不是([^{_PUNCT}\s是不]{{1,8}}?)[{_PUNCT}\s]*(?:而)?是([^{_PUNCT}\s是]{{1,8}}?)"
+            rf"(?:[{PARTICLES}]*(?:[{_PUNCT}\s]|(?={_FIX_REASON}))[^是]*)?$", r"更正：不是\1，是\2"),
+    # 嗯那个我刚才说错了啊不是一片是半片医生让我减量了: said by voice, fillers and a reason around the correction
     ("不是", rf"^(?:{_INTERJECTION}[{_PUNCT}]*)*(?:我)?"
             rf"(?:不对|错了|说错了|搞错了|记错了)[{_PUNCT}]*(不是[^，,。]+?[{_PUNCT}]+(?:而)?是[^，,。]+)$", r"更正：\1"),
     # 不对，不是X，是Y / 哎呀我说错了 不是虾 是蟹
