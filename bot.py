@@ -9171,6 +9171,7 @@ _FIX_REASON = r"(?:医生|大夫|因为|最近|所以|后来|现在|他们|我�
 _UNKEEP_ALL = r"(?:(?:不用|别|不要|甭|莫|不必)(?:再)?记(?:着|住)?了)"
 #: Rewrites to the canonical wordings memory_parse reads: (pattern, replacement), tried in order.
 MEMORY_REWRITES = [
+    ("介个", r"^介个(?=[\s，,]*(?:你|您)?[\s，,]*(?:给我|帮我|得|要|可)?[\s，,]*记)", "这个"),  # 介个你给我记住了 (Tianjin 介个: 这个)
     ("上一条 上条", rf"^(?:{_INTERJECTION}[{_PUNCT}\s]*)+(?=上一?条)", ""),  # 欸上一条不用记了捏: no part of the pointer
     ("刚才 刚刚 上一条 上条", rf"^(?:(?:{_INTERJECTION}|{_EXCLAIM_LEAD})[{_PUNCT}\s]*)+(?=(?:上一?条|(?:刚才|刚刚)(?:那一?条|那个|的)))",
      ""),  # 啊啊啊刚才那条删掉！！！ / 卧槽 上一条删了: the outcry is no part of the pointer
