@@ -8635,6 +8635,8 @@ def memory_parse(text, names=()):
         what, called = back  # (莫叫我幺妹了, with no wish that calls the user 幺妹: a wish not to)
         otherwise = ["remember", {"text": "你以后别叫我" + what}] if kind is None and called else [kind, args]
         return "wish_revoke", {"what": what, "otherwise": otherwise}
+    if kind is None and _WISH_AS_USUAL_RE.search(text) and _wish_as_usual(text):  # 你照返平時咁講啦 唔使簡單
+        return "wish_revoke", {"what": WISH_TALK_NOUN, "otherwise": [kind, args]}
     return kind, args
 
 
@@ -8976,6 +8978,9 @@ def _wish_rows_named(wishes, noun):
     Example: _wish_rows_named(rows, '称呼') -> {12} (12: 你以后叫我小王子)"""
     if noun in WISH_ROLE_NOUNS:
         return {r["id"] for r in wishes if re.match(r"你(?:以后|今后)?(?:就)?是", r["text"])}
+    if noun == WISH_TALK_NOUN:  # 照平时那样说: the one wish of how to talk, never a guess among several
+        talk = {r["id"] for r in wishes if _WISH_TALK_RE.search(text_simplified(r["text"]))}
+        return talk if len(talk) == 1 else set()
     return {r["id"] for r in wishes if r["attribute"] == "称呼用户"} if noun in WISH_CALL_NOUNS else set()
 
 
@@ -9949,6 +9954,31 @@ _WISH_UNDO_RES = [
                r"(?:不用|不要|别|甭|莫)(?:再)?(?:说|讲|用|带|加|发)了)(?:吧|啦)?"),
     re.compile(rf"(?:别|不要|不用|莫|甭)(?:再)?(?:用|说|讲|带|加|发|自称|当|扮演)(?:我的)?(?P<x>[^{_PUNCT}]{{2,8}}?)(?:了|啦)"
                rf"{_ANY_PARTICLE}?")]
+
+
+#: Talking as usual again (照返平時咁講 / 照平时那样说就行 / 正常说话吧): the wish of how to talk taken back.
+_WISH_AS_USUAL_RE = re.compile(r"(?:照返?|像|按|跟|同)(?:平时|平時|平常|以前|往常|原来|原來|之前)(?:咁|噉|那样|那樣|一样|一樣|那么)?"
+                               r"(?:讲话|講話|说话|說話|讲嘢|講嘢|讲|講|说|說|聊天|聊|回)?|正常(?:说话|說話|讲话|講話|讲嘢|講嘢|聊天|说|說)")
+#: The noun a wish of how to talk is taken back by (照平时那样说: the one such wish).
+WISH_TALK_NOUN = "说话方式"
+#: Words of a wish of how the bot talks (你以后说话温柔点 / 以後同我講嘢簡單啲 / 跟我聊天别用表情包).
+_WISH_TALK_RE = re.compile(r"说话|讲话|讲嘢|聊天|回复|回我|语气|口气|说的时候|讲的时候")
+#: What may stand around talking as usual: a lead or tail (算啦 / 你还是 / 就得啦), or the wish's word no longer
+#: wanted (唔使简单 / 不用那么温柔了).
+_AS_USUAL_LEAD_RE = re.compile(r"^(?:算了|算啦|算喇|好啦|好了|唉|哎|你|您|还是|都系|都是|就)*")
+_AS_USUAL_REST_RE = re.compile(rf"(?:算了|算啦|算喇|好啦|好了|唉|哎|(?:就|便)?(?:得|行|好|可以)(?:了|啦|喇)?|"
+                               rf"(?:唔使|不用|不要|别|唔好)(?:再)?(?:那么|咁)?[^{_PUNCT}]{{1,6}}?)[{PARTICLES}喇了]*")
+
+
+def _wish_as_usual(text):
+    """Whether a message only asks the bot to talk as usual again (算啦 你照返平時咁講啦 唔使簡單); then the wish of
+    how to talk goes. Example: _wish_as_usual('你还是照平时那样说话吧') -> True"""
+    clauses = [c for c in _PAUSES_RE.split(text_simplified(text).strip()) if c]
+    usual = [c for c in clauses if (m := _WISH_AS_USUAL_RE.match(_AS_USUAL_LEAD_RE.sub("", c)))
+             and re.fullmatch(rf"(?:{_AS_USUAL_REST_RE.pattern})?[{PARTICLES}喇了]*", _AS_USUAL_LEAD_RE.sub("", c)[m.end():])]
+    rest = [c for c in clauses if c not in usual]
+    return len(usual) == 1 and all(_AS_USUAL_REST_RE.fullmatch(_AS_USUAL_LEAD_RE.sub("", c)) or not
+                                   _AS_USUAL_LEAD_RE.sub("", c) for c in rest)
 
 
 def _wish_taken_back(text):
