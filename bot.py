@@ -9939,7 +9939,7 @@ def _wish_from_parts(t):
 #: Words without which no wish is taken back (one search for most messages): a negation of how to call or talk, or
 #: 不用了 / 算了 / 免了 after what is no longer wanted.
 _WISH_UNDO_WORD_RE = re.compile(r"(?:别|不要|不用|莫|甭|用不着|不必)再?(?:这么|这样)?(?:叫|喊|称呼|管|用|说|讲|带|加|发|自称|当|扮演)|"
-                                r"(?:不用|不要|算|免|不必|用不着)了")
+                                r"(?:不用|不要|算|免|不必|用不着)了|唔使|唔洗")
 _WISH_UNDO_FIRST_RE = _first_char_re(_WISH_UNDO_WORD_RE)
 #: What a wish is called (那个称呼 / 猫娘那个设定): a forget said of it points at a wish, not at another memory.
 _WISH_NOUN_RE = re.compile(r"称呼|名字|外号|昵称|约定|设定|人设|要求|规矩")
@@ -9953,7 +9953,8 @@ _WISH_UNDO_RES = [
     re.compile(rf"(?P<x>[^{_PUNCT}我你叫喊]{{2,8}}?)(?:就|也|还是)?(?:不用了|不要了|算了|免了|不必了|用不着了|"
                r"(?:不用|不要|别|甭|莫)(?:再)?(?:说|讲|用|带|加|发)了)(?:吧|啦)?"),
     re.compile(rf"(?:别|不要|不用|莫|甭)(?:再)?(?:用|说|讲|带|加|发|自称|当|扮演)(?:我的)?(?P<x>[^{_PUNCT}]{{2,8}}?)(?:了|啦)"
-               rf"{_ANY_PARTICLE}?")]
+               rf"{_ANY_PARTICLE}?"),
+    re.compile(rf"(?:唔使|唔洗|不用)(?:再)?(?:咁|那么|这么)?(?P<x>[^{_PUNCT}]{{1,6}}?)(?:了|啦|喇|嘞)?{_ANY_PARTICLE}?")]
 
 
 #: Talking as usual again (照返平時咁講 / 照平时那样说就行 / 正常说话吧): the wish of how to talk taken back.
