@@ -9415,6 +9415,11 @@ _WISH_LIMIT_RE = re.compile(rf"^(?:控制在|最多|不超过|不要超过|别�
 #: How the character should talk said with the user's why glued on (以后说话简单点我开车看不了那么多字): the pause put
 #: back before the why, so _wish_clauses reads it as a reason beside the wish.
 _WISH_GLUED_WHY_RE = re.compile(r"^((?:你)?(?:以后|今后)(?![^，,。!！?？\s]*?(?:叫|喊|称呼))[^，,。!！?？\s]{2,10}?(?:点儿|点|些))(?=我)")
+#: A wish of how to talk with 呢 after the talking (您以后跟我说话呢别用那些网络用语): 呢 only marks the topic.
+_WISH_TALK_NE_RE = re.compile(r"^((?:你|您)(?:以后|今后)?[^，,。!！?？\s]{0,4}?(?:说话|讲话|聊天|回我消息|回消息|回复我?|发消息))"
+                              r"呢[，,\s]*")
+#: Not understanding said right after a wish, with no pause (别用那些网络用语我看不懂): the reason, a clause of its own.
+_WISH_GLUED_NOT_GET_RE = re.compile(r"(?<=[^，,。!！?？\s]{2})(?=我(?:都|也|老|根本)?(?:看|听)?不(?:懂|明白|清楚?|习惯)[了啊呀]*$)")
 #: A greeting a message starts with (您好，… / 你好呀 …).
 _GREETING_RE = re.compile(rf"^(?:您好|你好)(?:呀|啊)?[{_PUNCT}]+(?=\S)")
 #: Emoji (and the spaces before them) ending a message: a feeling, never part of what is remembered.
@@ -10081,6 +10086,8 @@ def memory_normalise(text):
     t = _SORRY_LEAD_RE.sub("", t) or t  # 哎呀，不好意思，我说错了，… / my bad 说错了，…: the correction itself
     if t.startswith(("您好", "你好")):  # 您好，请您记住…: the greeting is no part of what is asked
         t = _GREETING_RE.sub("", t) or t
+    if "呢" in t[:12] and _WISH_TALK_NE_RE.match(t):  # 您以后跟我说话呢别用那些网络用语我看不懂
+        t = _WISH_GLUED_NOT_GET_RE.sub(" ", _WISH_TALK_NE_RE.sub(r"\1", t, count=1), count=1)
     if "以后" in t[:12]:  # 嗯…那个…您以后跟我说话简单一点就行: a wish, said as 你以后…
         t = _WISH_LEAD_RE.sub("你", t, count=1)
         t = _WISH_GLUED_WHY_RE.sub(r"\1 ", t, count=1) if re.search("[点些儿]我", t) else t
