@@ -9981,7 +9981,8 @@ def _wish_as_usual(text):
     how to talk goes. Example: _wish_as_usual('你还是照平时那样说话吧') -> True"""
     clauses = [c for c in _PAUSES_RE.split(text_simplified(text).strip()) if c]
     usual = [c for c in clauses if (m := _WISH_AS_USUAL_RE.match(_AS_USUAL_LEAD_RE.sub("", c)))
-             and re.fullmatch(rf"(?:{_AS_USUAL_REST_RE.pattern})?[{PARTICLES}喇了]*", _AS_USUAL_LEAD_RE.sub("", c)[m.end():])]
+             and re.fullmatch(rf"(?:{_AS_USUAL_REST_RE.pattern})?[{PARTICLES}喇了]*",
+                              _AS_USUAL_LEAD_RE.sub("", c)[m.end():])]
     rest = [c for c in clauses if c not in usual]
     return len(usual) == 1 and all(_AS_USUAL_REST_RE.fullmatch(_AS_USUAL_LEAD_RE.sub("", c)) or not
                                    _AS_USUAL_LEAD_RE.sub("", c) for c in rest)
