@@ -9959,7 +9959,7 @@ _WISH_UNDO_RES = [
                r"(?:不用|不要|别|甭|莫)(?:再)?(?:说|讲|用|带|加|发)了)(?:吧|啦)?"),
     re.compile(rf"(?:别|不要|不用|莫|甭)(?:再)?(?:用|说|讲|带|加|发|自称|当|扮演)(?:我的)?(?P<x>[^{_PUNCT}]{{2,8}}?)(?:了|啦)"
                rf"{_ANY_PARTICLE}?"),
-    re.compile(rf"(?:唔使|唔洗|不用)(?:再)?(?:咁|那么|这么)?(?P<x>[^{_PUNCT}]{{1,6}}?)(?:了|啦|喇|嘞)?{_ANY_PARTICLE}?")]
+    re.compile(rf"(?:唔使|唔洗)(?:再)?(?:咁|那么|这么)?(?P<x>[^{_PUNCT}]{{1,6}}?)(?:了|啦|喇|嘞)?{_ANY_PARTICLE}?")]
 
 
 #: Talking as usual again (照返平時咁講 / 照平时那样说就行 / 正常说话吧): the wish of how to talk taken back.
