@@ -3069,8 +3069,8 @@ RELATIONS = ("前男友 前女友 男朋友 女朋友 男友 女友 老婆 老�
              "班主任 老师 师父 猫咪 小猫 猫 狗狗 小狗 狗 兔子 仓鼠 鹦鹉 乌龟 金鱼 宠物 妈 爸 哥 姐 弟 妹 叔 婶 "
              "老大 老二 老三 大宝 二宝 三宝 老伴儿 老伴 娃 崽 "
              "公公 婆婆 岳父 岳母 丈母娘 老丈人 嫂子 姐夫 妹夫 弟媳 侄子 侄女 外甥女 外甥 舅妈 姨妈 小姨 姑父 姨父 大伯 "
-             "同桌 邻居 爹娘 老爹 爹 娘 婆娘 堂客 大姨 姨 舅 姑").split()  # 老大 / 老二 / 二宝: the children by age
-# (老大叫豆豆 二宝叫糖糖); in-laws, 同桌, 邻居; 婆娘 / 堂客 (a wife, in Sichuan and Hunan)
+             "同桌 邻居 爹娘 老爹 爹 娘 婆娘 堂客 大姨 姨 舅 姑 阿嬷 阿嬤 阿嫲 阿公 阿婆 阿爷").split()  # 老大 / 老二 / 二宝: the children by age
+# (老大叫豆豆 二宝叫糖糖); in-laws, 同桌, 邻居; 婆娘 / 堂客 (a wife, in Sichuan and Hunan); 阿嬷 / 阿公 (grandparents, Minnan)
 #: Other ways to say the same relation.
 RELATION_ALIASES = {"爸妈": "父母", "爹娘": "父母", "爹": "爸爸", "老爹": "爸爸", "娘": "妈妈", "婆娘": "老婆", "堂客": "老婆",
                     "舅": "舅舅", "姑": "姑姑",
@@ -3083,9 +3083,9 @@ PARTNER_WORDS = {"爱人": ("老婆", "老公"), "老伴": ("老婆", "老公"),
                  "cp": ("女朋友", "男朋友", "对象")}
 #: Which pronoun can stand for which subject (她 / 他 / 它).
 _FEMALE = set("前女友 女朋友 老婆 未婚妻 妈妈 女儿 姐姐 妹妹 奶奶 外婆 姥姥 阿姨 姑姑 婶婶 表姐 表妹 堂姐 堂妹 闺蜜 孙女 外孙女 "
-              "婆婆 岳母 丈母娘 嫂子 弟媳 侄女 外甥女 舅妈 姨妈 小姨 大姨 姨 婆娘 堂客 姑".split())
+              "婆婆 岳母 丈母娘 嫂子 弟媳 侄女 外甥女 舅妈 姨妈 小姨 大姨 姨 婆娘 堂客 姑 阿嬷 阿嬤 阿嫲 阿婆".split())
 _MALE = set("前男友 男朋友 老公 未婚夫 爸爸 儿子 哥哥 弟弟 爷爷 外公 姥爷 舅舅 叔叔 表哥 表弟 堂哥 堂弟 好兄弟 孙子 外孙 "
-            "公公 岳父 老丈人 姐夫 妹夫 侄子 外甥 姑父 姨父 大伯".split())
+            "公公 岳父 老丈人 姐夫 妹夫 侄子 外甥 姑父 姨父 大伯 阿公 阿爷".split())
 _ANIMALS = set("猫 狗 兔子 仓鼠 鹦鹉 乌龟 金鱼 宠物".split())
 #: Animals people keep, by kind or breed (我养了只八哥叫来喜, 我养了条金毛): what a 养 memory keeps is a pet, whose
 #: death or loss (来喜前天走了) is a change of the user's pets.
@@ -3846,7 +3846,7 @@ LIFE_STATES = [
     ("饮酒", rf"{_LIFE_HOW_OFTEN}(?:喝酒|戒了酒|酗酒|滴酒不沾|把?酒戒(?:掉)?|戒酒{_LIFE_QUIT_FOR}|"
            rf"喝{_LIFE_N}(?:次|顿|瓶|杯)酒)"),
     ("感情", r"(?:现在|目前|已经|又|还是|一直|刚|终于|正在|在|恢复|重新|回归)*(?:是)?(?:单身(?:狗)?|脱单|有(?:女朋友|男朋友|女友|男友|对象)|谈恋爱|恋爱|在恋爱|已婚|"
-           r"结婚|离婚|订婚|分手|(?:们|俩)(?:已经)?分(?:手)?|"
+           r"结婚|结了婚|离婚|订婚|订了婚|领证|领了证|扯证|分手|(?:们|俩)(?:已经)?分(?:手)?|"
            r"(?:和|跟)(?:我的?)?(?:女朋友|男朋友|女友|男友|对象|老婆|老公|前任)?\S{0,4}?(?:分手|分|离婚|结婚|在一起|"
            r"(?:掰|吹)(?=了|啦)))"),
     ("学业", r"(?:现在|目前|已经|还|正|刚)*(?:在)?(?:读研|读博|读大学|上大学|读高中|上高中|"
@@ -3929,7 +3929,7 @@ _LIFE_MORE_RE = re.compile(r"^(?:还|也|另外|同时)|^[^\s，,。还也又]{1
 _LIFE_CHANGE_RE = re.compile(r"不再|不(?!想|太想|愿|打算|舍得)\S{1,6}?了|戒|没了|放弃|改了|换了|改名|好了|治好|痊愈|康复|拿到|考到|考过|考上|上岸|出生|"
                              r"正常了|退役|摘了|摘掉|滴酒不沾了|下来了|工作找到|找到(?:了)?工作|"
                              r"生了|去世|走了|死了|不在了|分手|分了|掰了|(?:和|跟)\S{1,6}吹了|单身了|离婚|毕业|辞职|离职|辞工|被裁|裸辞|跳槽|入职|换了?个?(?:新)?工作|"
-                             r"退休|搬|开荤|复吸|有(?:女|男)朋友了|有对象了|脱单")
+                             r"退休|搬|开荤|复吸|有(?:女|男)朋友了|有对象了|脱单|结婚了|结了婚|领证了|领了证|扯证了|订婚了|订了婚")
 #: Life states said as one of a pair of opposites: (the new state's words, the words of the state it ends, whether
 #: the two must also name the same thing). A new fact saying the first ends the one memory of the same person that
 #: says the second (and, where they must, shares a word with it: 蛋仔退坑了 ends 我天天玩蛋仔, not 我喜欢玩滑板);
@@ -8327,10 +8327,10 @@ MEMORY_COMMANDS = [
                   _says("forget_all")),
     MemoryCommand(r"(?:忘记|忘掉|删掉|删除|去掉|不用记)(?:我)?(?:刚才|刚刚|上一条|刚才那条|刚刚那条)(?:说的|记的|那条|那个|那句)?"
                   r"(?:话|东西)?|"
-                  r"(?:把)?(?:刚才|刚刚|刚)(?:那条|那句话|那句|说的|记的|存的|记下的|保存的)(?:那条|那个)?(?:就|你)?"
-                  r"(?:删掉|删了|删除|删|忘了吧|忘了|忘掉|不用记了|别记了|不要记了|莫记了|不要了|去掉)|"
-                  r"(?:把)?(?:上一条|上条)(?:记忆)?(?:就|你)?(?:删掉|删了|删除|删|忘了吧|忘了|忘掉|不用记了|别记了|不要记了|"
-                  r"不要了|去掉)", _says("forget_last")),  # 上一条不用记了: what was just saved
+                  r"(?:把)?(?:刚才|刚刚|刚)(?:那条|那句话|那句|说的|记的|存的|记下的|保存的)(?:那条|那个)?(?:就|你|快点?|赶紧|赶快|马上)?"
+                  r"(?:删掉|删了|删除|删|忘了吧|忘了|忘掉|不用记了|别记了|不要记了|莫记了|不要了|去掉)+|"
+                  r"(?:把)?(?:上一条|上条)(?:记忆)?(?:就|你|快点?|赶紧|赶快|马上)?(?:删掉|删了|删除|删|忘了吧|忘了|忘掉|不用记了|别记了|"
+                  r"不要记了|不要了|去掉)+", _says("forget_last")),  # 上一条不用记了: what was just saved
     MemoryCommand(r"(?:把)?(?:刚才|刚刚)那个(?:就|你|给我|给)?(?:删掉|删了|删除|删|忘了|忘掉|不用记了|别记了|不要了|去掉)",
                   _says("forget_last_maybe")),  # 刚才那个删了: the memory just stored only right after storing it
     MemoryCommand(rf"(?:忘记|忘掉|删掉|删除|去掉|删了|删|forget)[{_PUNCT}]*(?:记忆)?[{_PUNCT}]*"
@@ -8689,6 +8689,8 @@ def memory_parse(text, names=()):
         what, called = back  # (莫叫我幺妹了, with no wish that calls the user 幺妹: a wish not to)
         otherwise = ["remember", {"text": "你以后别叫我" + what}] if kind is None and called else [kind, args]
         return "wish_revoke", {"what": what, "otherwise": otherwise}
+    if kind is None and _WISH_AS_USUAL_RE.search(text) and _wish_as_usual(text):  # 你照返平時咁講啦 唔使簡單
+        return "wish_revoke", {"what": WISH_TALK_NOUN, "otherwise": [kind, args]}
     return kind, args
 
 
@@ -8773,9 +8775,9 @@ def _memory_parse_rules(text, names=()):
     return _as_written(("remember", {"text": wish}), read, said) if wish else (None, {})
 
 
-#: Someone moved (俺爸搬郑州去了 / 我妈搬到西安去了 / 我搬去深圳了): who, the place.
-_MOVED_RE = re.compile(rf"((?:我|俺|咱)(?:的|家)?(?:{_REL_RE})?)(?:已经|刚|也)?搬(?:家)?(?:到|去|回|回到)?"
-                       r"([\u4e00-\u9fff]{2,4}?)(?:去|来)?了")
+#: Someone moved (俺爸搬郑州去了 / 我妈搬到西安去了 / 我搬去深圳了 / 我阿嬷搬来厦门跟我们住了): who, the place.
+_MOVED_RE = re.compile(rf"((?:我|俺|咱)(?:的|家)?(?:{_REL_RE})?)(?:已经|刚|也)?搬(?:家)?(?:到|去|回|回到|来)?"
+                       r"([\u4e00-\u9fff]{2,4}?)(?:去|来)?(?:(?:跟|和)(?:我们|我|我家|咱们)(?:一起|一块)?住)?了")
 #: Where a memory says someone lives (俺爸住开封 / 我爸妈在洛阳 / 我哥在深圳定居): the place.
 _LIVES_IN_RE = re.compile(r"(?:住在|住|在)([\u4e00-\u9fff]{2,4}?)(?=$|[\s，,。]|生活|定居|安家)")
 #: Where a memory says someone works or studies (俺哥在郑州打工 / 我在北京上班): a move may not change it, so it is asked.
@@ -9039,6 +9041,9 @@ def _wish_rows_named(wishes, noun):
     Example: _wish_rows_named(rows, '称呼') -> {12} (12: 你以后叫我小王子)"""
     if noun in WISH_ROLE_NOUNS:
         return {r["id"] for r in wishes if re.match(r"你(?:以后|今后)?(?:就)?是", r["text"])}
+    if noun == WISH_TALK_NOUN:  # 照平时那样说: the one wish of how to talk, never a guess among several
+        talk = {r["id"] for r in wishes if _WISH_TALK_RE.search(text_simplified(r["text"]))}
+        return talk if len(talk) == 1 else set()
     return {r["id"] for r in wishes if r["attribute"] == "称呼用户"} if noun in WISH_CALL_NOUNS else set()
 
 
@@ -9226,9 +9231,18 @@ def _list_asked(text):
 #: Words said while thinking, before or around a request (嗯那个 你帮我记一下哈 就是我…): never part of the fact. One
 #: word each, none a particle: repeated by the rules that use them (嗯+ inside a repeat backtracks exponentially).
 _FILLER_WORDS = r"(?:嗯|呃|额|诶|欸|哎|咦|那个啥|那个|这个|就是说|就是|然后|对了|话说|那啥|(?i:em)m*)"
+#: Outcries before a pointer at the last memory (卧槽 刚才那条删掉 / 天哪上一条撤回): no part of it.
+_EXCLAIM_LEAD = r"(?:卧槽|我靠|我去|我擦|天哪|天啊|天呐|救命|完了|糟了|妈耶|(?i:omg|wtf))"
+#: How a reason starts right after a corrected value, without a pause (是半片医生让我减量了): no part of the value.
+_FIX_REASON = r"(?:医生|大夫|因为|最近|所以|后来|现在|他们|我们)"
+#: Saying a memory need not be kept, after 关于X的都 (关于我老伴的都不用记了 / 关于他的全别记着了): all of them forgotten.
+_UNKEEP_ALL = r"(?:(?:不用|别|不要|甭|莫|不必)(?:再)?记(?:着|住)?了)"
 #: Rewrites to the canonical wordings memory_parse reads: (pattern, replacement), tried in order.
 MEMORY_REWRITES = [
+    ("介个", r"^介个(?=[\s，,]*(?:你|您)?[\s，,]*(?:给我|帮我|得|要|可)?[\s，,]*记)", "这个"),  # 介个你给我记住了 (Tianjin 介个: 这个)
     ("上一条 上条", rf"^(?:{_INTERJECTION}[{_PUNCT}\s]*)+(?=上一?条)", ""),  # 欸上一条不用记了捏: no part of the pointer
+    ("刚才 刚刚 上一条 上条", rf"^(?:(?:{_INTERJECTION}|{_EXCLAIM_LEAD})[{_PUNCT}\s]*)+(?=(?:上一?条|(?:刚才|刚刚)(?:那一?条|那个|的)))",
+     ""),  # 啊啊啊刚才那条删掉！！！ / 卧槽 上一条删了: the outcry is no part of the pointer
     ("刚才 刚刚", rf"^(?:刚才|刚刚)(?:那个|那条)([^\s{_PUNCT}]{{1,8}}?)的(?=(?:就|你)?(?:别记了|不用记了|不要记了|删了|删掉|"
                  r"忘了|忘掉))", r"\1那条"),  # 刚才那个钢琴的别记了: 钢琴那条
     ("如下", rf"^((?:{_INTERJECTION}[{_PUNCT}]*)*)(?:更正|纠正|修改)如下", r"\1更正"),  # 不好意思，更正如下：…
@@ -9315,8 +9329,8 @@ MEMORY_REWRITES = [
     ("关于", r"^把?(?:你(?:那儿|这儿|那里)?)?关于我的(?:东西|记忆|事|事情|一切)?(?:全|都|全部|全都|统统)"
            rf"(?:删了|删掉|删除|清空|清掉|忘了|忘掉|忘记){_ANY_PARTICLE}*$", "忘记关于我的一切"),  # 把关于我的都忘了吧
     ("关于 有关", r"^把?(?:关于|有关)(?!我的?(?:[全都]|东西|记忆|事|一切))(\S{1,10}?)的?(?:信息|事|事情|记忆|东西)?"
-               rf"(?:全|都|全部|全都|统统)(?:删了|删掉|删除|清空|清掉|忘了|忘掉|忘记){_ANY_PARTICLE}*$",
-     r"忘记所有关于\1的"),  # 把关于阿强的都忘了
+               rf"(?:全|都|全部|全都|统统)(?:删了|删掉|删除|清空|清掉|忘了|忘掉|忘记|{_UNKEEP_ALL}){_ANY_PARTICLE}*$",
+     r"忘记所有关于\1的"),  # 把关于阿强的都忘了 / 关于我老伴的都不用记了
     ("相关 有关", r"^把?(?!(?:跟|和|与)?我的?(?:相关|有关))(?:跟|和|与)?([^\s，,。的我]{1,10}?)(?:相关|有关)的?(?:信息|事|事情|记忆|东西)?"
                rf"(?:全|都|全部|全都|统统)?(?:删了|删掉|删除|清空|清掉|忘了|忘掉|忘记){_ANY_PARTICLE}*$",
      r"忘记所有关于\1的"),  # 把小杰相关的记忆全部忘掉 / 跟阿芳有关的都删了吧
@@ -9330,7 +9344,7 @@ MEMORY_REWRITES = [
      rf"^(我的?(?:{_words_re(_ATTRIBUTE_BY_WORD)}))[{_PUNCT}]*(?:你)?(?:就)?(?:不用记了|别记了|不要记了|别记着了|莫记了|"
      rf"别存了|不用存了|删了吧|删掉吧|删掉|删了|可以删了|忘了吧|忘掉吧|忘掉){_ANY_PARTICLE}*$", r"忘记\1"),  # 我的生日不用记了
     ("全 都", rf"^(?:把)?(?:关于|有关)?((?:我的?)?(?:{_REL_RE}))的?(?:信息|事|事情|记忆|东西)?(?:都|全|全部)"
-             rf"(?:删了|删掉|删除|清空|清掉|忘了|忘掉){_ANY_PARTICLE}*$", r"忘记所有关于\1的"),  # 关于我妈的都删了
+             rf"(?:删了|删掉|删除|清空|清掉|忘了|忘掉|{_UNKEEP_ALL}){_ANY_PARTICLE}*$", r"忘记所有关于\1的"),  # 关于我妈的都删了
     ("全 都", rf"^(?:你)?把?(?:关于我的|我的)(?:所有)?(?:东西|记忆|事|事情|信息|资料)(?:全|都|全部)(?:删了|删掉|删除|清空|清掉|忘了|忘掉)"
              rf"{_ANY_PARTICLE}*$", "忘记关于我的一切"),  # 你把关于我的东西全删了吧
     ("不对 错了 没用 过时 不需要 作废 用不着", rf"^(第\s*{_NUM}\s*[条个])(?:不对|错了|记错了|没用了?|过时了|不需要了|作废了|用不着了)"
@@ -9362,6 +9376,11 @@ MEMORY_REWRITES = [
     ("事", rf"^(?!刚才|刚刚|上一条|第|这|那|我的?事)(.{{1,10}}?)(?:的)?(?:事情|事体|事儿|事|那些事|相关的事?)[{_PUNCT}]*"
           rf"{_FORGET_AFTER}{_ANY_PARTICLE}*$", r"忘记\1的事"),  # 狗的事忘了吧 / 阿杰的事体别再记着了
     ("不对 错了", rf"^(?!刚才|刚刚)(.+?){_POINTER}(?:不对|错了|记错了)[{_PUNCT}]*(?=我|她|他|它)", "更正一下，"),
+    ("不是", rf"^(?:(?:{_FILLER_WORDS}|{_INTERJECTION})[{_PUNCT}\s]*){{0,4}}(?:我)?(?:刚才|刚刚)?"
+            rf"(?:说错了|搞错了|记错了|讲错了|说错)[{PARTICLES}]*[{_PUNCT}\s]*(?:{_INTERJECTION}[{_PUNCT}\s]*){{0,3}}"
+            rf"不是([^{_PUNCT}\s是不]{{1,8}}?)[{_PUNCT}\s]*(?:而)?是([^{_PUNCT}\s是]{{1,8}}?)"
+            rf"(?:[{PARTICLES}]*(?:[{_PUNCT}\s]|(?={_FIX_REASON}))[^是]*)?$", r"更正：不是\1，是\2"),
+    # 嗯那个我刚才说错了啊不是一片是半片医生让我减量了: said by voice, fillers and a reason around the correction
     ("不是", rf"^(?:{_INTERJECTION}[{_PUNCT}]*)*(?:我)?"
             rf"(?:不对|错了|说错了|搞错了|记错了)[{_PUNCT}]*(不是[^，,。]+?[{_PUNCT}]+(?:而)?是[^，,。]+)$", r"更正：\1"),
     # 不对，不是X，是Y / 哎呀我说错了 不是虾 是蟹
@@ -9459,6 +9478,11 @@ _WISH_LIMIT_RE = re.compile(rf"^(?:控制在|最多|不超过|不要超过|别�
 #: How the character should talk said with the user's why glued on (以后说话简单点我开车看不了那么多字): the pause put
 #: back before the why, so _wish_clauses reads it as a reason beside the wish.
 _WISH_GLUED_WHY_RE = re.compile(r"^((?:你)?(?:以后|今后)(?![^，,。!！?？\s]*?(?:叫|喊|称呼))[^，,。!！?？\s]{2,10}?(?:点儿|点|些))(?=我)")
+#: A wish of how to talk with 呢 after the talking (您以后跟我说话呢别用那些网络用语): 呢 only marks the topic.
+_WISH_TALK_NE_RE = re.compile(r"^((?:你|您)(?:以后|今后)?[^，,。!！?？\s]{0,4}?(?:说话|讲话|聊天|回我消息|回消息|回复我?|发消息))"
+                              r"呢[，,\s]*")
+#: Not understanding said right after a wish, with no pause (别用那些网络用语我看不懂): the reason, a clause of its own.
+_WISH_GLUED_NOT_GET_RE = re.compile(r"(?<=[^，,。!！?？\s]{2})(?=我(?:都|也|老|根本)?(?:看|听)?不(?:懂|明白|清楚?|习惯)[了啊呀]*$)")
 #: A greeting a message starts with (您好，… / 你好呀 …).
 _GREETING_RE = re.compile(rf"^(?:您好|你好)(?:呀|啊)?[{_PUNCT}]+(?=\S)")
 #: Emoji (and the spaces before them) ending a message: a feeling, never part of what is remembered.
@@ -9984,7 +10008,7 @@ def _wish_from_parts(t):
 #: Words without which no wish is taken back (one search for most messages): a negation of how to call or talk, or
 #: 不用了 / 算了 / 免了 after what is no longer wanted.
 _WISH_UNDO_WORD_RE = re.compile(r"(?:别|不要|不用|莫|甭|用不着|不必)再?(?:这么|这样)?(?:叫|喊|称呼|管|用|说|讲|带|加|发|自称|当|扮演)|"
-                                r"(?:不用|不要|算|免|不必|用不着)了")
+                                r"(?:不用|不要|算|免|不必|用不着)了|唔使|唔洗")
 _WISH_UNDO_FIRST_RE = _first_char_re(_WISH_UNDO_WORD_RE)
 #: What a wish is called (那个称呼 / 猫娘那个设定): a forget said of it points at a wish, not at another memory.
 _WISH_NOUN_RE = re.compile(r"称呼|名字|外号|昵称|约定|设定|人设|要求|规矩")
@@ -9998,7 +10022,34 @@ _WISH_UNDO_RES = [
     re.compile(rf"(?P<x>[^{_PUNCT}我你叫喊]{{2,8}}?)(?:就|也|还是)?(?:不用了|不要了|算了|免了|不必了|用不着了|"
                r"(?:不用|不要|别|甭|莫)(?:再)?(?:说|讲|用|带|加|发)了)(?:吧|啦)?"),
     re.compile(rf"(?:别|不要|不用|莫|甭)(?:再)?(?:用|说|讲|带|加|发|自称|当|扮演)(?:我的)?(?P<x>[^{_PUNCT}]{{2,8}}?)(?:了|啦)"
-               rf"{_ANY_PARTICLE}?")]
+               rf"{_ANY_PARTICLE}?"),
+    re.compile(rf"(?:唔使|唔洗)(?:再)?(?:咁|那么|这么)?(?P<x>[^{_PUNCT}]{{1,6}}?)(?:了|啦|喇|嘞)?{_ANY_PARTICLE}?")]
+
+
+#: Talking as usual again (照返平時咁講 / 照平时那样说就行 / 正常说话吧): the wish of how to talk taken back.
+_WISH_AS_USUAL_RE = re.compile(r"(?:照返?|像|按|跟|同)(?:平时|平時|平常|以前|往常|原来|原來|之前)(?:咁|噉|那样|那樣|一样|一樣|那么)?"
+                               r"(?:讲话|講話|说话|說話|讲嘢|講嘢|讲|講|说|說|聊天|聊|回)?|正常(?:说话|說話|讲话|講話|讲嘢|講嘢|聊天|说|說)")
+#: The noun a wish of how to talk is taken back by (照平时那样说: the one such wish).
+WISH_TALK_NOUN = "说话方式"
+#: Words of a wish of how the bot talks (你以后说话温柔点 / 以後同我講嘢簡單啲 / 跟我聊天别用表情包).
+_WISH_TALK_RE = re.compile(r"说话|讲话|讲嘢|聊天|回复|回我|语气|口气|说的时候|讲的时候")
+#: What may stand around talking as usual: a lead or tail (算啦 / 你还是 / 就得啦), or the wish's word no longer
+#: wanted (唔使简单 / 不用那么温柔了).
+_AS_USUAL_LEAD_RE = re.compile(r"^(?:算了|算啦|算喇|好啦|好了|唉|哎|你|您|还是|都系|都是|就)*")
+_AS_USUAL_REST_RE = re.compile(rf"(?:算了|算啦|算喇|好啦|好了|唉|哎|(?:就|便)?(?:得|行|好|可以)(?:了|啦|喇)?|"
+                               rf"(?:唔使|不用|不要|别|唔好)(?:再)?(?:那么|咁)?[^{_PUNCT}]{{1,6}}?)[{PARTICLES}喇了]*")
+
+
+def _wish_as_usual(text):
+    """Whether a message only asks the bot to talk as usual again (算啦 你照返平時咁講啦 唔使簡單); then the wish of
+    how to talk goes. Example: _wish_as_usual('你还是照平时那样说话吧') -> True"""
+    clauses = [c for c in _PAUSES_RE.split(text_simplified(text).strip()) if c]
+    usual = [c for c in clauses if (m := _WISH_AS_USUAL_RE.match(_AS_USUAL_LEAD_RE.sub("", c)))
+             and re.fullmatch(rf"(?:{_AS_USUAL_REST_RE.pattern})?[{PARTICLES}喇了]*",
+                              _AS_USUAL_LEAD_RE.sub("", c)[m.end():])]
+    rest = [c for c in clauses if c not in usual]
+    return len(usual) == 1 and all(_AS_USUAL_REST_RE.fullmatch(_AS_USUAL_LEAD_RE.sub("", c)) or not
+                                   _AS_USUAL_LEAD_RE.sub("", c) for c in rest)
 
 
 def _wish_taken_back(text):
@@ -10100,6 +10151,8 @@ def memory_normalise(text):
     t = _SORRY_LEAD_RE.sub("", t) or t  # 哎呀，不好意思，我说错了，… / my bad 说错了，…: the correction itself
     if t.startswith(("您好", "你好")):  # 您好，请您记住…: the greeting is no part of what is asked
         t = _GREETING_RE.sub("", t) or t
+    if "呢" in t[:12] and _WISH_TALK_NE_RE.match(t):  # 您以后跟我说话呢别用那些网络用语我看不懂
+        t = _WISH_GLUED_NOT_GET_RE.sub(" ", _WISH_TALK_NE_RE.sub(r"\1", t, count=1), count=1)
     if "以后" in t[:12]:  # 嗯…那个…您以后跟我说话简单一点就行: a wish, said as 你以后…
         t = _WISH_LEAD_RE.sub("你", t, count=1)
         t = _WISH_GLUED_WHY_RE.sub(r"\1 ", t, count=1) if re.search("[点些儿]我", t) else t
