@@ -47,7 +47,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from conftest import Runner  # noqa: E402
-from fakes import (ROOT, FakeLLM, NapCat, free_port, is_expansion_request, is_plan_request,  # noqa: E402
+from fakes import (ROOT, FakeLLM, NapCat, free_port, is_expansion_request, is_plan_request, text_of,  # noqa: E402
                    is_summary_request, is_vision_request)
 
 LASTS = ("done", "asks", "chat", "lists", "other")
@@ -136,6 +136,18 @@ class Trial:
         self.runner.stop()
         self.llm.close()
 
+    def _reply_to(self, user, timeout=30):
+        """The next reply the bot sent this user; a late reply to an earlier conversation's user (one that came after
+        that conversation gave up waiting, under heavy load) is dropped, not read as this one's."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                params = self.client.reply(timeout=max(0.1, deadline - time.monotonic()))
+            except Exception:  # noqa: BLE001 - no reply at all is a finding, not a crash of the trial
+                return "<no reply>"
+            if str(params.get("user_id")) == user:
+                return text_of(params).strip()
+
     def _state(self, user):
         def read(c):
             mem = [tuple(r) for r in c.execute("SELECT id, text, type, scope, importance FROM memories "
@@ -190,10 +202,7 @@ class Trial:
             before = after  # nothing but the turns changes a user's memories (read once, not twice, between turns)
             first = len(self.llm.requests)
             self.client.event(int(user), turn)
-            try:
-                reply = self.client.reply_text(timeout=30).strip()
-            except Exception:  # noqa: BLE001 - no reply at all is a finding, not a crash of the trial
-                reply = "<no reply>"
+            reply = self._reply_to(user)
             # no pause here: the reply is sent after the turn's writes, and _state queues behind them on the one
             # database thread (740 rows with and without the 20 ms pause it had: the same results)
             after = self._state(user)
