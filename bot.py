@@ -4319,7 +4319,7 @@ _SELF_FACT_START_RE = re.compile(r"^我(?:在|住|是|做|开|今年|也|还|很
 
 def _age_of_someone_unnamed(clause, before):
     """Whether a bare age clause follows a fact about a person after 我 the rules can't name: it stays in that fact.
-    Example: _age_of_someone_unnamed('今年八十三', '我阿嬤住在泉州') -> True"""
+    Example: _age_of_someone_unnamed('今年八十三', '我二舅住在泉州') -> True"""
     return bool(_BARE_AGE_CLAUSE_RE.match(clause)) and before.startswith("我") \
         and not _SELF_FACT_START_RE.match(before) and _subject_of(before)[0] == "我"
 
