@@ -5749,13 +5749,15 @@ def _bot_ask_cut(text):
     return text[:m.start()] if m and m.start() >= 2 else text
 
 
+#: How a group is addressed in QQ chat (家人们 / 姐妹们 …): who is told, never part of a fact.
+GROUP_ADDRESSES = "家人们|姐妹们|兄弟们|宝子们|集美们|老铁们"
 #: Whom a message is told to, as a clause of its own, after a 了, or first and glued to 我 (姐妹们 我戒烟了, 我辞职了家人们
 #: 准备…, 姐妹们我退坑了): no fact (我家人们都很好 keeps its 家人们).
-_ADDRESS_RE = re.compile(rf"(?:^|(?<=[{_PUNCT}\s了啦]))(?:家人们|姐妹们|兄弟们|宝子们|集美们|老铁们|朋友们|各位|大家)"
+_ADDRESS_RE = re.compile(rf"(?:^|(?<=[{_PUNCT}\s了啦]))(?:{GROUP_ADDRESSES}|朋友们|各位|大家)"
                          rf"(?:[{_PUNCT}\s]+|$|(?<=们)(?=我))")
 #: A remark said to others after what is told, a clause of its own (我和阿杰分手了 姐妹们别劝了 / 家人们谁懂啊 / 你们别问了):
 #: a plural address, or 你们/大家 asked to do something; no part of the fact.
-_ASIDE_RE = re.compile(rf"[{_PUNCT}]+(?:(?:家人们|姐妹们|兄弟们|宝子们|集美们|老铁们|铁子们|哥几个|姐几个|xdm|各位)"
+_ASIDE_RE = re.compile(rf"[{_PUNCT}]+(?:(?:{GROUP_ADDRESSES}|铁子们|哥几个|姐几个|xdm|各位)"
                        rf"|(?:你们|大家|大伙儿?)(?:都|也|就)?(?:别|不要|莫|甭|谁懂|懂|快|帮))[^{_PUNCT}]*(?=[{_PUNCT}]|$)",
                        re.I)
 #: A word one of those remarks has: the cheap test before _ASIDE_RE.
